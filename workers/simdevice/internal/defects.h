@@ -1,0 +1,39 @@
+// Seeded device defects: the simulator's ground truth. PRIVATE to workers/simdevice: no other
+// component may include this header or read a profile's `defects` list (DESIGN.md §3).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "workers/base/status.h"
+
+namespace ts::simdevice::internal {
+
+enum class DefectMode { kEager, kCompiled, kBoth };
+enum class EffectKind { kScale, kOffset, kZeroTail, kNan, kError, kAbort, kSleepMs };
+
+struct DefectWhen {
+  std::optional<std::string> dtype;  // "float32"
+  std::optional<int64_t> min_numel, max_numel;
+  std::optional<int64_t> min_last_dim, max_last_dim;
+  std::optional<int64_t> rank;
+  double probability = 1.0;  // < 1: flaky, drawn from the seeded device RNG per op call
+};
+
+struct Defect {
+  std::string id;
+  std::string op;  // with or without overload
+  DefectMode mode = DefectMode::kBoth;
+  DefectWhen when;
+  EffectKind kind = EffectKind::kScale;
+  double value = 0;  // scale factor, offset, k for zero_tail, ms for sleep_ms
+};
+
+// Parses `defects` (a JSON array); errors name the field ("defects[1].effect.kind: ...").
+StatusOr<std::vector<Defect>> ParseDefects(const nlohmann::json& defects);
+
+}  // namespace ts::simdevice::internal
