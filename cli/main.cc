@@ -1,0 +1,282 @@
+// touchstone: the command-line entry point.
+//
+//   touchstone run-model --config FILE [--arch CLASS] [--task TASK] --profile FILE
+//                        [--modes eager,compile,train] [--seed N] [--format json|text]
+//                        [--timeout-s S] [--no-isolate]
+//
+// Exit codes: 0 a verdict was produced (whatever it is, including load_fail); 2 usage error or
+// unusable input (unreadable file, invalid profile); 1 internal failure.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+
+#include "workers/engine/engine.h"
+#include "workers/runner/isolate.h"
+#include "workers/simdevice/runtime.h"
+#include "workers/zoo/model.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: touchstone run-model --config FILE [--arch CLASS] [--task TASK] --profile FILE\n"
+    "                            [--modes eager,compile,train] [--seed N] [--format json|text]\n"
+    "                            [--timeout-s S] [--no-isolate]\n"
+    "       touchstone zoo list [--format json|text]\n"
+    "       touchstone zoo supports CONFIG   (exit 0 iff its architecture is built by the zoo)\n"
+    "       touchstone summarize < results.jsonl   (run-model JSON lines -> verdict table)\n";
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "touchstone: %s\n%s", why.c_str(), kUsage);
+  return 2;
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) parts.push_back(cur);
+  return parts;
+}
+
+std::string TextOf(const nlohmann::json& r) {
+  std::ostringstream o;
+  const auto& m = r.value("model", nlohmann::json::object());
+  o << m.value("arch", std::string("?")) << " (" << m.value("task", std::string("?")) << ")\n";
+  for (const auto& [mode, v] : r.value("modes", nlohmann::json::object()).items()) {
+    o << "  " << mode << ": " << v.value("status", std::string("?"));
+    if (v.contains("rmse_ratio") && v["rmse_ratio"].is_number())
+      o << "  rmse_ratio=" << v["rmse_ratio"].get<double>();
+    if (v.contains("graph_breaks")) o << "  graph_breaks=" << v["graph_breaks"].get<int>();
+    if (v.contains("compile_ms") && v["compile_ms"].is_number())
+      o << "  compile_ms=" << v["compile_ms"].get<double>();
+    if (v.contains("error") && v["error"].is_string()) o << "\n      " << v["error"].get<std::string>();
+    o << "\n";
+  }
+  if (r.contains("op_coverage")) {
+    const auto& c = r["op_coverage"];
+    o << "  op coverage: " << c.value("native_ops", 0) << "/" << c.value("distinct_ops", 0)
+      << " native\n";
+  }
+  if (r.contains("fallback_ops") && !r["fallback_ops"].empty()) {
+    o << "  fallback ops:";
+    for (const auto& [op, u] : r["fallback_ops"].items()) o << " " << op << " x" << u.value("calls", 0);
+    o << "\n";
+  }
+  return o.str();
+}
+
+int RunModelCommand(const std::vector<std::string>& args) {
+  std::string config_path, profile_path, format = "json";
+  ts::engine::RunOptions opts;
+  double timeout_s = 120;
+  bool isolate = true;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= args.size()) return false;
+      *out = args[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--config") {
+      if (!value(&config_path)) return Usage("--config needs a file");
+    } else if (a == "--profile") {
+      if (!value(&profile_path)) return Usage("--profile needs a file");
+    } else if (a == "--arch") {
+      if (!value(&opts.arch)) return Usage("--arch needs a class name");
+    } else if (a == "--task") {
+      if (!value(&opts.task)) return Usage("--task needs a pipeline tag");
+    } else if (a == "--modes") {
+      if (!value(&v)) return Usage("--modes needs a list");
+      opts.modes.clear();
+      for (const auto& m : Split(v, ',')) {
+        if (!ts::engine::KnownModes().count(m)) return Usage("--modes: unknown mode '" + m + "'");
+        opts.modes.insert(m);
+      }
+      if (opts.modes.empty()) return Usage("--modes: empty");
+    } else if (a == "--seed") {
+      if (!value(&v)) return Usage("--seed needs a number");
+      char* end = nullptr;
+      opts.seed = std::strtoull(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0') return Usage("--seed: not a number: " + v);
+    } else if (a == "--format") {
+      if (!value(&format) || (format != "json" && format != "text"))
+        return Usage("--format must be json or text");
+    } else if (a == "--timeout-s") {
+      if (!value(&v)) return Usage("--timeout-s needs seconds");
+      char* end = nullptr;
+      timeout_s = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || timeout_s <= 0) return Usage("--timeout-s: bad value " + v);
+    } else if (a == "--no-isolate") {
+      isolate = false;
+    } else {
+      return Usage("unknown argument '" + a + "'");
+    }
+  }
+  if (config_path.empty()) return Usage("--config is required");
+  if (profile_path.empty()) return Usage("--profile is required");
+
+  std::string config_text, profile_text;
+  if (!ReadFile(config_path, &config_text)) return Usage("cannot read config " + config_path);
+  if (!ReadFile(profile_path, &profile_text)) return Usage("cannot read profile " + profile_path);
+  // Validate the profile up front: a bad profile is bad input, not a model verdict.
+  auto profile = ts::simdevice::ParseProfile(profile_text);
+  if (!profile.ok()) {
+    std::fprintf(stderr, "touchstone: profile %s: %s\n", profile_path.c_str(),
+                 profile.status().message().c_str());
+    return 2;
+  }
+  nlohmann::json config = nlohmann::json::parse(config_text, nullptr, false);
+  if (config.is_discarded()) config = nlohmann::json("<not valid JSON>");
+
+  const uint64_t seed = opts.seed;
+  auto setup = [profile_text, seed]() -> std::string {
+    at::set_num_threads(1);
+    auto r = ts::simdevice::Activate(profile_text, seed);
+    return r.ok() ? "" : r.status().ToString();
+  };
+  nlohmann::json result;
+  if (isolate) {
+    ts::runner::IsolateOptions iso;
+    iso.timeout_s = timeout_s;
+    iso.child_setup = setup;
+    result = ts::runner::RunModelIsolated(config, opts, iso);
+    if (result.contains("error") && !result.contains("modes")) {
+      std::fprintf(stderr, "touchstone: %s\n", result["error"].get<std::string>().c_str());
+      return 2;
+    }
+  } else {
+    std::string err = setup();
+    if (!err.empty()) {
+      std::fprintf(stderr, "touchstone: %s\n", err.c_str());
+      return 2;
+    }
+    result = ts::engine::ToJson(ts::engine::RunModel(config, opts));
+  }
+  result["profile"] = {{"name", profile->name}, {"sdk_version", profile->sdk_version}};
+  result["seed"] = seed;
+  if (format == "json") {
+    std::cout << result.dump() << std::endl;
+  } else {
+    std::cout << TextOf(result);
+  }
+  return 0;
+}
+
+int ZooCommand(const std::vector<std::string>& args) {
+  if (args.size() == 2 && args[0] == "supports") {
+    // Exit 0 iff the config's architectures[0] is a class the zoo builds.
+    std::string text;
+    if (!ReadFile(args[1], &text)) return Usage("cannot read config " + args[1]);
+    auto config = nlohmann::json::parse(text, nullptr, false);
+    if (config.is_discarded() || !config.is_object() || !config.contains("architectures") ||
+        !config["architectures"].is_array() || config["architectures"].empty() ||
+        !config["architectures"][0].is_string()) {
+      return 1;
+    }
+    const std::string arch = config["architectures"][0];
+    for (const auto& a : ts::zoo::SupportedArchitectures()) {
+      if (a.arch == arch) return 0;
+    }
+    return 1;
+  }
+  if (args.empty() || args[0] != "list") return Usage("zoo: expected 'list' or 'supports FILE'");
+  std::string format = "text";
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--format" && i + 1 < args.size()) {
+      format = args[++i];
+      if (format != "json" && format != "text") return Usage("--format must be json or text");
+    } else {
+      return Usage("zoo list: unknown argument '" + args[i] + "'");
+    }
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& a : ts::zoo::SupportedArchitectures()) {
+    if (format == "json") {
+      out.push_back({{"arch", a.arch}, {"family", a.family}, {"task", a.task}});
+    } else {
+      std::cout << a.arch << "\t" << a.task << "\t" << a.family << "\n";
+    }
+  }
+  if (format == "json") std::cout << out.dump() << std::endl;
+  return 0;
+}
+
+// Reads run-model JSON lines and prints one row per model plus pass rates per mode.
+int SummarizeCommand() {
+  std::string line;
+  std::map<std::string, int> passes, runs;
+  double opcov_sum = 0;
+  int models = 0, bad_lines = 0;
+  std::printf("%-34s %-22s %-18s %-18s %-18s %6s %6s\n", "arch", "task", "eager", "compile",
+              "train", "opcov", "breaks");
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    auto r = nlohmann::json::parse(line, nullptr, false);
+    if (r.is_discarded() || !r.contains("modes")) {
+      ++bad_lines;
+      continue;
+    }
+    ++models;
+    auto status = [&](const char* mode) -> std::string {
+      if (!r["modes"].contains(mode)) return "-";
+      std::string s = r["modes"][mode].value("status", std::string("?"));
+      if (s != "skipped") {
+        runs[mode] += 1;
+        passes[mode] += s == "pass";
+      }
+      return s;
+    };
+    const double opcov = r.contains("op_coverage") && r["op_coverage"]["ratio"].is_number()
+                             ? r["op_coverage"]["ratio"].get<double>()
+                             : 0.0;
+    opcov_sum += opcov;
+    const auto& m = r.value("model", nlohmann::json::object());
+    const std::string eager = status("eager"), compile = status("compile"), train = status("train");
+    int breaks = 0;
+    if (r["modes"].contains("compile")) breaks = r["modes"]["compile"].value("graph_breaks", 0);
+    std::printf("%-34s %-22s %-18s %-18s %-18s %5.1f%% %6d\n",
+                m.value("arch", std::string("?")).c_str(), m.value("task", std::string("?")).c_str(),
+                eager.c_str(), compile.c_str(), train.c_str(), 100 * opcov, breaks);
+  }
+  auto pct = [&](const char* mode) { return runs[mode] ? 100.0 * passes[mode] / runs[mode] : 0.0; };
+  std::printf("\n%d models: Eager %.1f%%  Compile %.1f%%  Train %.1f%%  Mean OpCov %.1f%%\n", models,
+              pct("eager"), pct("compile"), pct("train"), models ? 100 * opcov_sum / models : 0.0);
+  if (bad_lines) std::printf("%d unreadable lines skipped\n", bad_lines);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fprintf(args.empty() ? stderr : stdout, "%s", kUsage);
+    return args.empty() ? 2 : 0;
+  }
+  const std::string cmd = args[0];
+  args.erase(args.begin());
+  if (cmd == "run-model") return RunModelCommand(args);
+  if (cmd == "zoo") return ZooCommand(args);
+  if (cmd == "summarize") return SummarizeCommand();
+  return Usage("unknown command '" + cmd + "'");
+}

@@ -1,0 +1,62 @@
+// Numeric comparison: the accuracy rule of DESIGN.md §4 (after PyTorch's dynamo harness) and the
+// loss-curve rule.
+//
+// Outputs: pass if allclose(device, cpu_fp32) at the fp32 tolerance; otherwise pass iff
+//   RMSE(device, fp64) <= m * RMSE(cpu_at_declared_numerics, fp64) + tol / 10
+// where the reference error comes from a CPU run that emulates the profile's *declared* numerics
+// (e.g. bf16-rounded matmul inputs), m = 3 for bf16 numerics, 2 for fp32 (the dynamo rule), AND
+//   RMSE(device, cpu_at_declared_numerics) <= k * RMSE(cpu_at_declared_numerics, fp64) + tol / 10
+// whenever the device is less accurate than the declared numerics (rmse_ratio > 1), with
+// k = 0.5 (kConsistency): a device that honestly computes at its declared numerics differs
+// from their emulation only by accumulation order (~1e-6 relative), far inside half the
+// declared-numerics error budget, while a 1% error in one op is not. The dynamo rule alone lets
+// a defect hide inside m times the bf16 noise (a 2% softmax error gives ratio ~2 on a tiny Llama).
+//
+// Loss curves, per step k: with noise_k = |declared_k - reference_k| (the reference's own noise
+// at the declared numerics) and floor_k = rel_floor * |reference_k| + tol / 10,
+//   |device_k - reference_k| <= m * noise_k + floor_k   and
+//   |device_k - declared_k|  <= kConsistency * noise_k + floor_k  (when the device is further
+//   from the reference than noise_k + floor_k, i.e. less accurate than declared).
+// NaN/Inf fails; a failing curve that rises while the reference falls is called diverging.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "workers/engine/verdict.h"
+
+namespace ts::engine {
+
+inline constexpr double kConsistency = 0.5;
+
+struct Tolerance {
+  double tol = 1e-4;        // allclose rtol = atol for float32 outputs
+  double multiplier = 2.0;  // m
+};
+
+// All tensor lists hold the same outputs in the same order; any device (copied to CPU double).
+// Non-float outputs are ignored.
+Accuracy CompareOutputs(const std::vector<at::Tensor>& device,
+                        const std::vector<at::Tensor>& cpu_fp32,
+                        const std::vector<at::Tensor>& golden_fp64,
+                        const std::vector<at::Tensor>& cpu_declared, const Tolerance& tol);
+bool AccuracyPasses(const Accuracy& a, const Tolerance& tol);
+// "rmse_ratio 4.12 > 3 (rmse 2.1e-02 vs reference 5.1e-03), cosine 0.9993"
+std::string DescribeFailure(const Accuracy& a, const Tolerance& tol);
+
+struct LossCurveVerdict {
+  bool pass = true;
+  std::string error;
+  std::vector<double> band;
+  double max_gap_ratio = 0;
+};
+LossCurveVerdict CompareLossCurves(const std::vector<double>& device,
+                                   const std::vector<double>& reference,
+                                   const std::vector<double>& reference_declared,
+                                   const Tolerance& tol, double rel_floor = 2e-5);
+
+}  // namespace ts::engine

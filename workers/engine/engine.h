@@ -1,0 +1,48 @@
+// The conformance engine: runs one model through the stages of DESIGN.md §4 on the simulated
+// device and returns its verdicts.
+//
+//   1 build (load_fail)  2 CPU fp32 reference twice (ref_nondeterministic) + fp64 golden +
+//   CPU at the profile's declared numerics  3 eager on device  4 compiled on device (trace,
+//   partition, simulated compile, run)  5 K-step training on reference and device.
+//
+// The engine reads the active profile's declared numerics and compiler spec
+// (simdevice::ActiveProfile()); it never reads defects: verdicts come from numbers only.
+//
+// Thread-safety: one RunModel at a time per process (the device's counters and execution mode
+// are process-global). Device faults become verdicts; RunModel does not throw for them. A fault
+// that kills the process (abort) or hangs is the runner's to record (crash / timeout), which is
+// why RunOptions::on_stage reports each stage as it starts.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "workers/engine/verdict.h"
+
+namespace ts::engine {
+
+struct RunOptions {
+  std::string arch;  // empty: config["architectures"][0]
+  std::string task;  // empty: the head's default
+  std::set<std::string> modes = {"eager", "compile", "train"};
+  uint64_t seed = 0;
+  int train_steps = 5;
+  int64_t batch_size = 2;
+  double learning_rate = 0.05;
+  // Called with "build", "reference", "eager", "compile", "train" as each stage starts.
+  std::function<void(const std::string& stage)> on_stage;
+};
+
+// Valid mode names.
+const std::set<std::string>& KnownModes();
+
+ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts);
+
+// Stable 64-bit FNV-1a of the canonical JSON dump, as 16 hex digits.
+std::string ConfigHash(const nlohmann::json& config);
+
+}  // namespace ts::engine

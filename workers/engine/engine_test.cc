@@ -1,0 +1,252 @@
+// End to end on the simulated device: real HF configs pass on the defect-free baseline, and each
+// kind of seeded device defect yields the right non-pass verdict where (and only where) the model
+// exercises the op. The tests write their own defects; the engine never reads them.
+#include "workers/engine/engine.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "workers/simdevice/runtime.h"
+#include "workers/zoo/model.h"
+
+namespace ts::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return json::parse(ss.str());
+}
+
+std::string DataDir() {
+  const char* src = std::getenv("TS_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/../shared/data";
+}
+
+json Baseline() {
+  json j = ReadJson(std::string(TS_SIMDEVICE_PROFILE_DIR) + "/sim-2.0.json");
+  j.erase("defects");  // strip the seeded defects: the baseline must then pass everything
+  return j;
+}
+
+void Use(const json& profile) {
+  auto r = simdevice::Activate(profile.dump(), 0);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+}
+
+json WithDefect(const std::string& op, json effect, json extra = json::object()) {
+  json j = Baseline();
+  json d = {{"id", "T"}, {"op", op}, {"effect", effect}};
+  for (auto& [k, v] : extra.items()) d[k] = v;
+  j["defects"] = json::array({d});
+  return j;
+}
+
+json Config(const std::string& name) { return ReadJson(DataDir() + "/hf-configs/" + name); }
+
+json VitConfig() {
+  json id2label = json::object();
+  for (int i = 0; i < 1000; ++i) id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
+  return {{"architectures", {"ViTForImageClassification"}}, {"model_type", "vit"},
+          {"hidden_size", 768}, {"num_hidden_layers", 12}, {"num_attention_heads", 12},
+          {"intermediate_size", 3072}, {"hidden_act", "gelu"}, {"image_size", 224},
+          {"patch_size", 16}, {"num_channels", 3}, {"layer_norm_eps", 1e-12},
+          {"initializer_range", 0.02}, {"qkv_bias", true}, {"id2label", id2label}};
+}
+
+const ModeResult& Mode(const ModelResult& r, const std::string& m) { return r.modes.at(m); }
+
+std::string Describe(const ModelResult& r) { return ToJson(r).dump(1); }
+
+RunOptions Modes(std::set<std::string> modes) {
+  RunOptions o;
+  o.modes = std::move(modes);
+  return o;
+}
+
+TEST(EngineTest, RealConfigsPassEveryModeOnTheDefectFreeBaseline) {
+  Use(Baseline());
+  std::set<std::string> supported;
+  for (const auto& a : zoo::SupportedArchitectures()) supported.insert(a.arch);
+  struct Case {
+    std::string name;
+    json config;
+    std::string arch;
+  };
+  std::vector<Case> cases;
+  for (const auto& e : fs::directory_iterator(DataDir() + "/hf-configs")) {
+    json c = ReadJson(e.path());
+    if (!c.contains("architectures") || !supported.count(c["architectures"][0].get<std::string>())) continue;
+    cases.push_back({e.path().filename().string(), c, ""});
+  }
+  ASSERT_GE(cases.size(), 10u) << "expected the Llama/Mistral/Qwen2/BERT configs";
+  json bert = Config("snowflake-arctic-embed-m.json");
+  cases.push_back({"bert-seqcls", bert, "BertForSequenceClassification"});
+  cases.push_back({"bert-mlm", bert, "BertForMaskedLM"});
+  cases.push_back({"vit", VitConfig(), ""});
+  for (const auto& c : cases) {
+    RunOptions o;
+    o.arch = c.arch;
+    ModelResult r = RunModel(c.config, o);
+    for (const char* m : {"eager", "compile", "train"}) {
+      EXPECT_EQ(Mode(r, m).status, Status::kPass) << c.name << " " << m << ": " << Mode(r, m).error;
+    }
+    ASSERT_TRUE(Mode(r, "eager").accuracy.has_value()) << c.name;
+    EXPECT_LT(Mode(r, "eager").accuracy->rmse_ratio, 3.0) << c.name;
+    EXPECT_GT(r.op_coverage.distinct_ops, 5) << c.name;
+    EXPECT_EQ(Mode(r, "train").loss_device.size(), 5u) << c.name;
+  }
+}
+
+TEST(EngineTest, BaselineProfileCountsFallbacksAndGraphBreaks) {
+  Use(Baseline());
+  ModelResult r = RunModel(Config("llama2_7b.json"), RunOptions());
+  EXPECT_EQ(Mode(r, "eager").status, Status::kPass) << Describe(r);
+  // sim-2.0 has no rsqrt/pow kernels, which RMSNorm needs: they fall back.
+  EXPECT_FALSE(r.fallback_ops.empty());
+  EXPECT_LT(r.op_coverage.ratio, 1.0);
+  EXPECT_GT(r.op_coverage.ratio, 0.5);
+  const auto& c = Mode(r, "compile");
+  EXPECT_GT(c.graph_nodes, 10);
+  EXPECT_GT(c.compile_ms, 0);
+  EXPECT_EQ(c.graph_breaks, static_cast<int>(c.break_reasons.size()));
+  for (const auto& reason : c.break_reasons) EXPECT_NE(reason.find("aten::"), std::string::npos) << reason;
+}
+
+struct DefectCase {
+  std::string name;
+  std::string op;
+  json effect;
+  json extra;
+  std::string hit_config, hit_arch, miss_config;
+  std::string mode;
+  Status expect;
+};
+
+class DefectTest : public ::testing::TestWithParam<DefectCase> {};
+
+TEST_P(DefectTest, TriggeringModelFailsAndOthersPass) {
+  const DefectCase& c = GetParam();
+  Use(WithDefect(c.op, c.effect, c.extra));
+  RunOptions o = Modes({c.mode});
+  o.arch = c.hit_arch;
+  ModelResult hit = RunModel(Config(c.hit_config), o);
+  EXPECT_EQ(Mode(hit, c.mode).status, c.expect) << Describe(hit);
+  EXPECT_FALSE(Mode(hit, c.mode).error.empty());
+  if (!c.miss_config.empty()) {
+    ModelResult miss = RunModel(Config(c.miss_config), Modes({c.mode}));
+    EXPECT_EQ(Mode(miss, c.mode).status, Status::kPass) << Describe(miss);
+  }
+}
+
+const json kScale2 = {{"kind", "scale"}, {"value", 1.02}};
+// BERT uses gelu, Llama uses silu: a gelu defect must hit BERT and spare Llama.
+INSTANTIATE_TEST_SUITE_P(
+    Effects, DefectTest,
+    ::testing::Values(
+        DefectCase{"gelu_scale", "aten::gelu", kScale2, {}, "snowflake-arctic-embed-m.json", "",
+                   "llama2_7b.json", "eager", Status::kFailAccuracy},
+        DefectCase{"gelu_offset", "aten::gelu", {{"kind", "offset"}, {"value", 0.05}}, {},
+                   "snowflake-arctic-embed-m.json", "", "llama2_7b.json", "eager", Status::kFailAccuracy},
+        DefectCase{"gelu_zero_tail", "aten::gelu", {{"kind", "zero_tail"}, {"value", 32}}, {},
+                   "snowflake-arctic-embed-m.json", "", "llama2_7b.json", "eager", Status::kFailAccuracy},
+        DefectCase{"gelu_nan", "aten::gelu", {{"kind", "nan"}}, {}, "snowflake-arctic-embed-m.json",
+                   "", "llama2_7b.json", "eager", Status::kFailAccuracy},
+        DefectCase{"gelu_error", "aten::gelu", {{"kind", "error"}}, {}, "snowflake-arctic-embed-m.json",
+                   "", "llama2_7b.json", "eager", Status::kDeviceError},
+        DefectCase{"softmax_scale", "aten::_softmax", kScale2, {}, "llama2_7b.json", "", "", "eager",
+                   Status::kFailAccuracy},
+        DefectCase{"mm_scale", "aten::mm", kScale2, {}, "llama2_7b.json", "", "", "eager",
+                   Status::kFailAccuracy},
+        DefectCase{"bmm_scale", "aten::bmm", kScale2, {}, "llama2_7b.json", "", "", "eager",
+                   Status::kFailAccuracy},
+        DefectCase{"addmm_scale", "aten::addmm", kScale2, {}, "snowflake-arctic-embed-m.json", "",
+                   "", "eager", Status::kFailAccuracy},
+        DefectCase{"softmax_scale_compiled", "aten::_softmax", kScale2, {}, "llama2_7b.json", "", "",
+                   "compile", Status::kFailAccuracy},
+        DefectCase{"layer_norm_compiled_only", "aten::native_layer_norm",
+                   {{"kind", "offset"}, {"value", 0.05}}, {{"mode", "compiled"}},
+                   "snowflake-arctic-embed-m.json", "", "llama2_7b.json", "compile",
+                   Status::kFailAccuracy},
+        DefectCase{"mm_scale_train", "aten::mm", kScale2, {}, "llama2_7b.json", "", "", "train",
+                   Status::kFailAccuracy},
+        DefectCase{"gelu_nan_train", "aten::gelu", {{"kind", "nan"}}, {},
+                   "snowflake-arctic-embed-m.json", "BertForSequenceClassification",
+                   "llama2_7b.json", "train", Status::kFailAccuracy}),
+    [](const auto& param_info) { return param_info.param.name; });
+
+TEST(EngineTest, CompiledOnlyDefectSparesEager) {
+  Use(WithDefect("aten::native_layer_norm", {{"kind", "offset"}, {"value", 0.05}}, {{"mode", "compiled"}}));
+  ModelResult r = RunModel(Config("snowflake-arctic-embed-m.json"), Modes({"eager", "compile"}));
+  EXPECT_EQ(Mode(r, "eager").status, Status::kPass) << Describe(r);
+  EXPECT_EQ(Mode(r, "compile").status, Status::kFailAccuracy) << Describe(r);
+}
+
+TEST(EngineTest, UnsupportedDtypeOomAndCompileLimitsAreVerdicts) {
+  json j = Baseline();
+  j["dtypes"]["unsupported"].push_back("int64");
+  Use(j);
+  ModelResult r = RunModel(Config("llama2_7b.json"), Modes({"eager"}));
+  EXPECT_EQ(Mode(r, "eager").status, Status::kUnsupportedDtype) << Describe(r);
+  EXPECT_NE(Mode(r, "eager").error.find("int64"), std::string::npos);
+
+  j = Baseline();
+  j["memory_bytes"] = 8192;
+  Use(j);
+  r = RunModel(Config("llama2_7b.json"), Modes({"eager", "train"}));
+  EXPECT_EQ(Mode(r, "eager").status, Status::kOom) << Describe(r);
+  EXPECT_EQ(Mode(r, "train").status, Status::kOom) << Describe(r);
+
+  j = Baseline();
+  j["compiler"]["budget_ms"] = 1;
+  Use(j);
+  r = RunModel(Config("llama2_7b.json"), Modes({"compile"}));
+  EXPECT_EQ(Mode(r, "compile").status, Status::kCompileTimeout) << Describe(r);
+
+  j = Baseline();
+  j["compiler"]["max_nodes"] = 1;
+  Use(j);
+  r = RunModel(Config("llama2_7b.json"), Modes({"compile"}));
+  EXPECT_EQ(Mode(r, "compile").status, Status::kCompileFail) << Describe(r);
+}
+
+TEST(EngineTest, BadConfigIsLoadFailNamingTheField) {
+  Use(Baseline());
+  json c = Config("llama2_7b.json");
+  c.erase("hidden_size");
+  ModelResult r = RunModel(c, RunOptions());
+  for (const char* m : {"eager", "compile", "train"}) {
+    EXPECT_EQ(Mode(r, m).status, Status::kLoadFail);
+    EXPECT_NE(Mode(r, m).error.find("hidden_size"), std::string::npos) << Mode(r, m).error;
+  }
+  c = Config("llama2_7b.json");
+  c["architectures"] = {"NoSuchModelForCausalLM"};
+  r = RunModel(c, Modes({"eager"}));
+  EXPECT_EQ(Mode(r, "eager").status, Status::kLoadFail);
+  EXPECT_NE(Mode(r, "eager").error.find("NoSuchModelForCausalLM"), std::string::npos);
+}
+
+TEST(EngineTest, RequestedModesOnlyAndStagesReported) {
+  Use(Baseline());
+  std::vector<std::string> stages;
+  RunOptions o = Modes({"eager"});
+  o.on_stage = [&](const std::string& s) { stages.push_back(s); };
+  ModelResult r = RunModel(Config("qwen2.json"), o);
+  EXPECT_EQ(Mode(r, "eager").status, Status::kPass) << Describe(r);
+  EXPECT_EQ(Mode(r, "compile").status, Status::kSkipped);
+  EXPECT_EQ(Mode(r, "train").status, Status::kSkipped);
+  EXPECT_EQ(stages, (std::vector<std::string>{"build", "reference", "eager"}));
+}
+
+}  // namespace
+}  // namespace ts::engine

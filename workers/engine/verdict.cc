@@ -1,0 +1,155 @@
+#include "workers/engine/verdict.h"
+
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+namespace ts::engine {
+
+const std::vector<Status>& AllStatuses() {
+  static const std::vector<Status> kAll = {
+      Status::kSkipped,       Status::kLoadFail,     Status::kRefFail,
+      Status::kRefNondeterministic, Status::kCrash, Status::kTimeout,
+      Status::kUnsupportedDtype, Status::kDeviceError, Status::kOom,
+      Status::kCompileFail,   Status::kCompileTimeout, Status::kFailAccuracy,
+      Status::kPass};
+  return kAll;
+}
+
+const char* StatusName(Status s) {
+  switch (s) {
+    case Status::kSkipped: return "skipped";
+    case Status::kLoadFail: return "load_fail";
+    case Status::kRefFail: return "ref_fail";
+    case Status::kRefNondeterministic: return "ref_nondeterministic";
+    case Status::kCrash: return "crash";
+    case Status::kTimeout: return "timeout";
+    case Status::kUnsupportedDtype: return "unsupported_dtype";
+    case Status::kDeviceError: return "device_error";
+    case Status::kOom: return "oom";
+    case Status::kCompileFail: return "compile_fail";
+    case Status::kCompileTimeout: return "compile_timeout";
+    case Status::kFailAccuracy: return "fail_accuracy";
+    case Status::kPass: return "pass";
+  }
+  return "unknown";
+}
+
+std::optional<Status> StatusFromName(const std::string& name) {
+  for (Status s : AllStatuses()) {
+    if (name == StatusName(s)) return s;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// JSON has no NaN/Inf: encode them as null so consumers see "no number" rather than garbage.
+nlohmann::json Num(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  return v;
+}
+
+nlohmann::json Nums(const std::vector<double>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (double x : v) a.push_back(Num(x));
+  return a;
+}
+
+nlohmann::json ModeJson(const std::string& mode, const ModeResult& m) {
+  nlohmann::json j;
+  j["status"] = StatusName(m.status);
+  j["error"] = m.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.error);
+  j["ms"] = Num(m.ms);
+  if (m.accuracy) {
+    const Accuracy& a = *m.accuracy;
+    j["rmse_ratio"] = Num(a.rmse_ratio);
+    j["rmse_device"] = Num(a.rmse_device);
+    j["rmse_reference"] = Num(a.rmse_reference);
+    j["rmse_vs_declared"] = Num(a.rmse_vs_declared);
+    j["max_abs_err"] = Num(a.max_abs_err);
+    j["max_rel_err"] = Num(a.max_rel_err);
+    j["cosine"] = Num(a.cosine);
+    j["allclose"] = a.allclose;
+  } else if (mode != "train") {
+    j["rmse_ratio"] = nullptr;
+    j["max_abs_err"] = nullptr;
+    j["cosine"] = nullptr;
+  }
+  if (mode == "compile") {
+    j["graph_breaks"] = m.graph_breaks;
+    j["break_reasons"] = m.break_reasons;
+    j["device_segments"] = m.device_segments;
+    j["graph_nodes"] = m.graph_nodes;
+    j["compile_ms"] = Num(m.compile_ms);
+    j["compile_wall_ms"] = Num(m.compile_wall_ms);
+    j["first_run_ms"] = Num(m.first_run_ms);
+  }
+  if (mode == "train") {
+    j["loss_reference"] = Nums(m.loss_reference);
+    j["loss_device"] = Nums(m.loss_device);
+    j["loss_declared"] = Nums(m.loss_declared);
+    j["loss_band"] = Nums(m.loss_band);
+    j["max_loss_gap_ratio"] = Num(m.max_loss_gap_ratio);
+  }
+  return j;
+}
+
+nlohmann::json OpsJson(const std::map<std::string, OpUse>& ops) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [op, use] : ops) j[op] = {{"calls", use.calls}, {"ms", Num(use.ms)}};
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json ToJson(const ModelResult& r) {
+  nlohmann::json j;
+  j["model"] = {{"arch", r.arch}, {"task", r.task}, {"family", r.family},
+                {"config_hash", r.config_hash}};
+  nlohmann::json modes = nlohmann::json::object();
+  for (const auto& [name, m] : r.modes) modes[name] = ModeJson(name, m);
+  j["modes"] = modes;
+  j["op_coverage"] = {{"distinct_ops", r.op_coverage.distinct_ops},
+                      {"native_ops", r.op_coverage.native_ops},
+                      {"ratio", Num(r.op_coverage.ratio)},
+                      {"call_ratio", Num(r.op_coverage.call_ratio)}};
+  j["fallback_ops"] = OpsJson(r.fallback_ops);
+  j["native_ops"] = OpsJson(r.native_ops);
+  nlohmann::json t = nlohmann::json::object();
+  for (const auto& [k, v] : r.timings_ms) t[k] = Num(v);
+  j["timings_ms"] = t;
+  j["peak_device_bytes"] = r.peak_device_bytes;
+  if (!r.tiny_config.is_null()) j["tiny_config"] = r.tiny_config;
+  return j;
+}
+
+std::string ToText(const ModelResult& r) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(3);
+  o << r.arch << " (" << r.task << ", " << r.family << ")\n";
+  for (const auto& [name, m] : r.modes) {
+    o << "  " << std::left << std::setw(8) << name << std::setw(20) << StatusName(m.status);
+    if (m.accuracy) o << " rmse_ratio=" << m.accuracy->rmse_ratio << " cos=" << m.accuracy->cosine;
+    if (name == "compile" && m.status != Status::kSkipped) {
+      o << " breaks=" << m.graph_breaks << " compile_ms=" << m.compile_ms;
+    }
+    if (name == "train" && !m.loss_device.empty()) {
+      o << " loss " << m.loss_reference.front() << "->" << m.loss_reference.back() << " (device "
+        << m.loss_device.back() << ")";
+    }
+    o << " [" << m.ms << " ms]";
+    if (!m.error.empty()) o << "\n           " << m.error;
+    o << "\n";
+  }
+  o << "  op coverage " << r.op_coverage.native_ops << "/" << r.op_coverage.distinct_ops << " ("
+    << 100 * r.op_coverage.ratio << "%, calls " << 100 * r.op_coverage.call_ratio << "%)\n";
+  if (!r.fallback_ops.empty()) {
+    o << "  fallback:";
+    for (const auto& [op, use] : r.fallback_ops) o << " " << op << "x" << use.calls;
+    o << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace ts::engine

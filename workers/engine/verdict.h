@@ -1,0 +1,99 @@
+// Verdicts: the per-mode statuses of DESIGN.md §4 and the per-model result record.
+//
+// Thread-safety: value types.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ts::engine {
+
+// Ordered by pipeline stage: a regression is a move to a smaller value (an earlier stage).
+enum class Status {
+  kSkipped = 0,          // not run (mode not requested, or an earlier stage ended the model)
+  kLoadFail,             // config could not be turned into a model
+  kRefFail,              // the CPU reference itself failed or produced non-finite outputs
+  kRefNondeterministic,  // two CPU reference runs differ
+  kCrash,                // the process running the model died (set by the runner)
+  kTimeout,              // the model exceeded its time limit (set by the runner)
+  kUnsupportedDtype,     // the device refused a dtype
+  kDeviceError,          // the device raised an error
+  kOom,                  // device memory exhausted
+  kCompileFail,          // tracing or the graph compiler failed
+  kCompileTimeout,       // simulated compile cost over budget
+  kFailAccuracy,         // ran, but numbers (outputs or loss curve) are wrong
+  kPass,
+};
+
+const char* StatusName(Status s);
+std::optional<Status> StatusFromName(const std::string& name);
+// The statuses in stage order, for tables and tests.
+const std::vector<Status>& AllStatuses();
+
+struct Accuracy {
+  double rmse_device = 0;     // RMSE(device, fp64 golden)
+  double rmse_reference = 0;  // RMSE(CPU at the declared numerics, fp64 golden)
+  double rmse_ratio = 0;      // rmse_device / rmse_reference
+  double rmse_vs_declared = 0;  // RMSE(device, CPU at the declared numerics)
+  double max_abs_err = 0;     // vs CPU fp32
+  double max_rel_err = 0;
+  double cosine = 1;          // cosine similarity with CPU fp32
+  bool allclose = false;      // allclose(device, cpu fp32) at the fp32 tolerance
+  bool finite = true;
+};
+
+struct ModeResult {
+  Status status = Status::kSkipped;
+  std::string error;  // empty on pass; otherwise what happened, naming the op or field
+  double ms = 0;      // wall time of the mode
+  std::optional<Accuracy> accuracy;
+  // compile
+  int graph_breaks = 0;
+  std::vector<std::string> break_reasons;
+  int device_segments = 0;
+  int64_t graph_nodes = 0;
+  double compile_ms = 0;       // simulated
+  double compile_wall_ms = 0;  // real
+  double first_run_ms = 0;
+  // train
+  std::vector<double> loss_reference;
+  std::vector<double> loss_device;
+  std::vector<double> loss_declared;  // reference training at the declared numerics
+  std::vector<double> loss_band;      // allowed |device - reference| per step
+  double max_loss_gap_ratio = 0;  // max over steps of gap / band
+};
+
+struct OpCoverage {
+  int distinct_ops = 0;  // distinct compute ops that reached the device in eager and training
+  int native_ops = 0;    // of those, handled by a device kernel
+  double ratio = 0;
+  double call_ratio = 0;  // native calls / all calls
+};
+
+struct OpUse {
+  int64_t calls = 0;
+  double ms = 0;
+};
+
+struct ModelResult {
+  std::string arch, task, family;
+  std::string config_hash;
+  std::map<std::string, ModeResult> modes;  // "eager", "compile", "train"
+  OpCoverage op_coverage;
+  std::map<std::string, OpUse> fallback_ops;
+  std::map<std::string, OpUse> native_ops;
+  std::map<std::string, double> timings_ms;  // build, reference, eager, compile, train, total
+  int64_t peak_device_bytes = 0;
+  nlohmann::json tiny_config;
+};
+
+nlohmann::json ToJson(const ModelResult& r);
+// Human-readable multi-line summary.
+std::string ToText(const ModelResult& r);
+
+}  // namespace ts::engine

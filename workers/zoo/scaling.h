@@ -1,0 +1,48 @@
+// The tiny-scaling policy: shrinks a real config.json to a profile that runs in milliseconds on
+// one CPU core while keeping the structure that matters for device checks (GQA ratio, sliding
+// window that still bites, rotary variant and its parameters, tied embeddings, norm and
+// activation kinds, biases, layer-type patterns). The policy table is in README.md.
+//
+// The result is an HF-style config.json (what BuildModel actually builds, kept in
+// ModelSpec::tiny_config) plus a "touchstone_tiny" object with the run profile
+// ({"policy": 1, "seq_len": 32, "batch_size": 2}).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "workers/base/status.h"
+
+namespace ts::zoo {
+
+struct TinyProfile {
+  static constexpr int kPolicyVersion = 1;
+  static constexpr int64_t kHidden = 64;  // target width
+  static constexpr int64_t kHeads = 4;    // target query heads (GQA ratio wins if larger)
+  static constexpr int64_t kMaxHeads = 8;
+  static constexpr int64_t kMinHeadDim = 8;  // kept even (rotary)
+  static constexpr int64_t kLayers = 2;
+  static constexpr int64_t kVocab = 512;
+  static constexpr int64_t kSeqLen = 32;
+  static constexpr int64_t kBatch = 2;
+  static constexpr int64_t kMaxPositions = 64;      // position tables / rope max_position
+  static constexpr int64_t kDynamicPositions = 16;  // dynamic NTK: below kSeqLen so it bites
+  static constexpr int64_t kWindow = 8;             // sliding window (kSeqLen / 4)
+  static constexpr int64_t kImageSize = 32;
+  static constexpr int64_t kPatchSize = 8;
+  static constexpr int64_t kMaxLabels = 10;
+};
+
+// `family` is the zoo family building the config: "llama", "mistral", "qwen2", "bert", "vit".
+// Validates the real config first (errors as config.h).
+StatusOr<nlohmann::json> ScaleToTiny(const nlohmann::json& config, const std::string& family);
+
+// Sequence length / batch size MakeBatch uses for a (possibly tiny) config: the
+// "touchstone_tiny" profile if present, else min(max_position_embeddings, 128) and 2.
+int64_t RunSeqLen(const nlohmann::json& config);
+int64_t RunBatchSize(const nlohmann::json& config);
+
+}  // namespace ts::zoo
