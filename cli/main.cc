@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -17,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
 #include "workers/engine/engine.h"
@@ -41,6 +41,8 @@ int Usage(const std::string& why) {
 }
 
 bool ReadFile(const std::string& path, std::string* out) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
   std::ifstream in(path);
   if (!in) return false;
   std::stringstream ss;
@@ -59,9 +61,11 @@ std::vector<std::string> Split(const std::string& s, char sep) {
 
 std::string TextOf(const nlohmann::json& r) {
   std::ostringstream o;
-  const auto& m = r.value("model", nlohmann::json::object());
+  // Copies, not references to temporaries: value() returns by value.
+  const nlohmann::json m = r.value("model", nlohmann::json::object());
+  const nlohmann::json modes = r.value("modes", nlohmann::json::object());
   o << m.value("arch", std::string("?")) << " (" << m.value("task", std::string("?")) << ")\n";
-  for (const auto& [mode, v] : r.value("modes", nlohmann::json::object()).items()) {
+  for (const auto& [mode, v] : modes.items()) {
     o << "  " << mode << ": " << v.value("status", std::string("?"));
     if (v.contains("rmse_ratio") && v["rmse_ratio"].is_number())
       o << "  rmse_ratio=" << v["rmse_ratio"].get<double>();
@@ -145,17 +149,34 @@ int RunModelCommand(const std::vector<std::string>& args) {
                  profile.status().message().c_str());
     return 2;
   }
-  nlohmann::json config = nlohmann::json::parse(config_text, nullptr, false);
-  if (config.is_discarded()) config = nlohmann::json("<not valid JSON>");
+  nlohmann::json config;
+  std::string config_error;
+  try {
+    config = nlohmann::json::parse(config_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    config_error = "config: not valid JSON (" + std::string(e.what()) + ")";
+  }
 
   const uint64_t seed = opts.seed;
   auto setup = [profile_text, seed]() -> std::string {
-    at::set_num_threads(1);
+    ts::engine::ConfigureThreads(1);
     auto r = ts::simdevice::Activate(profile_text, seed);
     return r.ok() ? "" : r.status().ToString();
   };
   nlohmann::json result;
-  if (isolate) {
+  if (!config_error.empty()) {
+    // Nothing to build: the verdict is load_fail for every requested mode.
+    ts::engine::ModelResult r;
+    r.arch = opts.arch;
+    r.task = opts.task;
+    r.config_hash = ts::engine::ConfigHash(nlohmann::json(config_text));
+    for (const auto& mode : ts::engine::KnownModes()) {
+      r.modes[mode].status =
+          opts.modes.count(mode) ? ts::engine::Status::kLoadFail : ts::engine::Status::kSkipped;
+      if (opts.modes.count(mode)) r.modes[mode].error = config_error;
+    }
+    result = ts::engine::ToJson(r);
+  } else if (isolate) {
     ts::runner::IsolateOptions iso;
     iso.timeout_s = timeout_s;
     iso.child_setup = setup;

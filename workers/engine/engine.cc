@@ -1,10 +1,13 @@
 #include "workers/engine/engine.h"
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <cstdio>
 #include <exception>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include "workers/engine/compare.h"
@@ -136,6 +139,15 @@ const std::set<std::string>& KnownModes() {
   return kModes;
 }
 
+void ConfigureThreads(int n) {
+  at::set_num_threads(n);
+  // libtorch calls the system BLAS; OpenBLAS (scripts/setup installs it) keeps its own pool.
+  using SetThreads = void (*)(int);
+  if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    fn(n);
+  }
+}
+
 std::string ConfigHash(const nlohmann::json& config) {
   const std::string s = config.dump();
   uint64_t h = 1469598103934665603ull;
@@ -199,6 +211,10 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
   r.task = model.spec().task;
   r.family = model.spec().family;
   r.tiny_config = model.spec().tiny_config;
+  if (opts.on_built) {
+    opts.on_built({{"arch", r.arch}, {"task", r.task}, {"family", r.family},
+                   {"config_hash", r.config_hash}});
+  }
   zoo::WeightMap weights;
   zoo::Batch batch;
   {

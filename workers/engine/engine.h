@@ -35,12 +35,18 @@ struct RunOptions {
   double learning_rate = 0.05;
   // Called with "build", "reference", "eager", "compile", "train" as each stage starts.
   std::function<void(const std::string& stage)> on_stage;
+  // Called once the model is built, with {"arch", "task", "family", "config_hash"}.
+  std::function<void(const nlohmann::json& model)> on_built;
 };
 
 // Valid mode names.
 const std::set<std::string>& KnownModes();
 
 ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts);
+
+// Runs torch's intra-op pool and (when it is the BLAS in use) OpenBLAS with `n` threads. Worker
+// slots are one core each; tiny models are faster single-threaded anyway.
+void ConfigureThreads(int n);
 
 // Stable 64-bit FNV-1a of the canonical JSON dump, as 16 hex digits.
 std::string ConfigHash(const nlohmann::json& config);

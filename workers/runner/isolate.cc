@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -28,13 +29,14 @@ struct ChildOutcome {
   bool finished = false;         // a result line arrived
   nlohmann::json result;         // valid when finished
   std::string last_stage;        // stage running when it died
+  nlohmann::json model;          // {"arch", "task", "family", "config_hash"} once built
   int signal = 0;                // killed by this signal
   int exit_code = 0;
   bool timed_out = false;
   std::string error;             // child-side setup error
 };
 
-// Protocol, one line each: "stage NAME", "result JSON", "error TEXT".
+// Protocol, one line each: "stage NAME", "model JSON", "result JSON", "error TEXT".
 ChildOutcome RunChild(const nlohmann::json& config, const engine::RunOptions& opts,
                       const IsolateOptions& iso) {
   ChildOutcome out;
@@ -62,6 +64,9 @@ ChildOutcome RunChild(const nlohmann::json& config, const engine::RunOptions& op
     }
     engine::RunOptions child_opts = opts;
     child_opts.on_stage = [w](const std::string& stage) { WriteAll(w, "stage " + stage + "\n"); };
+    child_opts.on_built = [w](const nlohmann::json& model) {
+      WriteAll(w, "model " + model.dump() + "\n");
+    };
     engine::ModelResult r = engine::RunModel(config, child_opts);
     WriteAll(w, "result " + engine::ToJson(r).dump() + "\n");
     ::close(w);
@@ -97,6 +102,9 @@ ChildOutcome RunChild(const nlohmann::json& config, const engine::RunOptions& op
       buf.erase(0, nl + 1);
       if (line.rfind("stage ", 0) == 0) {
         out.last_stage = line.substr(6);
+      } else if (line.rfind("model ", 0) == 0) {
+        auto j = nlohmann::json::parse(line.substr(6), nullptr, false);
+        if (!j.is_discarded()) out.model = std::move(j);
       } else if (line.rfind("result ", 0) == 0) {
         auto j = nlohmann::json::parse(line.substr(7), nullptr, false);
         if (!j.is_discarded()) {
@@ -130,10 +138,12 @@ nlohmann::json RunModelIsolated(const nlohmann::json& config, const engine::RunO
   std::set<std::string> remaining = opts.modes;
   nlohmann::json merged;
   std::map<std::string, nlohmann::json> lost;  // mode -> crash/timeout verdict
+  nlohmann::json model;                        // as reported by a child that got past build
   for (int round = 0; round < 4; ++round) {
     engine::RunOptions o = opts;
     o.modes = remaining;
     ChildOutcome c = RunChild(config, o, iso);
+    if (!c.model.is_null()) model = c.model;
     if (c.finished) {
       merged = std::move(c.result);
       break;
@@ -145,9 +155,11 @@ nlohmann::json RunModelIsolated(const nlohmann::json& config, const engine::RunO
     // The child died or hung during c.last_stage.
     nlohmann::json verdict;
     if (c.timed_out) {
+      char secs[32];
+      std::snprintf(secs, sizeof(secs), "%g", iso.timeout_s);
       verdict = {{"status", "timeout"},
-                 {"error", "no result after " + std::to_string(static_cast<int>(iso.timeout_s)) +
-                               " s (in stage " + c.last_stage + "); killed"}};
+                 {"error", std::string("no result after ") + secs + " s (in stage " +
+                               c.last_stage + "); killed"}};
     } else {
       verdict = {{"status", "crash"},
                  {"error", "runner died " +
@@ -168,15 +180,22 @@ nlohmann::json RunModelIsolated(const nlohmann::json& config, const engine::RunO
     if (remaining.empty()) break;
   }
   if (merged.is_null()) {
-    // No child finished: describe the model from what we were given.
-    std::string arch = opts.arch;
-    if (arch.empty() && config.is_object() && config.contains("architectures") &&
-        config["architectures"].is_array() && !config["architectures"].empty() &&
-        config["architectures"][0].is_string()) {
-      arch = config["architectures"][0].get<std::string>();
+    // No child finished: describe the model from what a child reported, or from the input.
+    if (model.is_null()) {
+      std::string arch = opts.arch;
+      if (arch.empty() && config.is_object() && config.contains("architectures") &&
+          config["architectures"].is_array() && !config["architectures"].empty() &&
+          config["architectures"][0].is_string()) {
+        arch = config["architectures"][0].get<std::string>();
+      }
+      model = {{"arch", arch}, {"task", opts.task}, {"family", ""},
+               {"config_hash", engine::ConfigHash(config)}};
     }
-    merged = {{"model", {{"arch", arch}, {"task", opts.task}}},
-              {"config_hash", engine::ConfigHash(config)}};
+    // The same shape as engine::ToJson, with nothing measured.
+    engine::ModelResult empty;
+    for (const auto& m : engine::KnownModes()) empty.modes[m] = engine::ModeResult();
+    merged = engine::ToJson(empty);
+    merged["model"] = model;
   }
   if (!merged.contains("modes")) merged["modes"] = nlohmann::json::object();
   for (auto& [mode, v] : lost) {
