@@ -49,31 +49,6 @@ std::string Read(const std::string& path) {
   return ss.str();
 }
 
-ts::zoo::TensorMap To(const ts::zoo::TensorMap& m, const c10::Device& d,
-                      at::ScalarType f = at::kFloat) {
-  ts::zoo::TensorMap out;
-  for (const auto& [k, v] : m) out.emplace(k, at::isFloatingType(v.scalar_type()) ? v.to(d, f) : v.to(d));
-  return out;
-}
-
-void TrainSteps(const ts::zoo::Model& model, const ts::zoo::WeightMap& init,
-                const ts::zoo::Batch& batch, const c10::Device& d, int steps) {
-  ts::zoo::WeightMap w;
-  for (const auto& [k, v] : init) w.emplace(k, v.to(d, v.scalar_type(), false, true).requires_grad_(true));
-  ts::zoo::Batch b{To(batch.inputs, d), To(batch.labels, d)};
-  for (int s = 0; s < steps; ++s) {
-    auto loss = model.Loss(w, b);
-    (void)loss.detach().to(at::kCPU).item<double>();
-    loss.backward();
-    torch::NoGradGuard ng;
-    for (auto& [k, p] : w) {
-      if (!p.grad().defined()) continue;
-      p.add_(p.grad(), -0.05);
-      p.mutable_grad().reset();
-    }
-  }
-}
-
 // Times the pure model compute RunModel performs for this model.
 double PureComputeMs(const json& config, const std::string& arch,
                      const ts::simdevice::ProfileInfo& profile) {
@@ -85,29 +60,13 @@ double PureComputeMs(const json& config, const std::string& arch,
   auto batch = model.MakeBatch(0, 2);
   const auto dev = ts::simdevice::SimDevice();
   // Compiled graph prepared outside the timed region (tracing/partitioning is harness work).
-  std::vector<std::string> wn, in_names;
-  std::vector<at::Tensor> flat;
-  for (const auto& [k, v] : w) {
-    wn.push_back(k);
-    flat.push_back(v);
-  }
-  for (const auto& [k, v] : batch.inputs) {
-    in_names.push_back(k);
-    flat.push_back(v);
-  }
-  ts::engine::TraceFn fn = [&](const std::vector<at::Tensor>& xs) {
-    ts::zoo::WeightMap ww;
-    ts::zoo::TensorMap ii;
-    for (size_t i = 0; i < wn.size(); ++i) ww.emplace(wn[i], xs[i]);
-    for (size_t i = 0; i < in_names.size(); ++i) ii.emplace(in_names[i], xs[wn.size() + i]);
-    return model.Forward(ww, ii);
-  };
+  auto [flat, fn] = ts::engine::Flatten(model, w, batch.inputs);
   auto graph = ts::engine::TraceToGraph(fn, flat);
   auto compiled = ts::engine::CompiledGraph::Compile(*graph, profile, flat);
-  auto w64 = To(w, at::kCPU, at::kDouble);
-  auto in64 = To(batch.inputs, at::kCPU, at::kDouble);
-  auto wd = To(w, dev);
-  auto ind = To(batch.inputs, dev);
+  auto w64 = ts::engine::ToDevice(w, at::kCPU, at::kDouble);
+  auto in64 = ts::engine::ToDevice(batch.inputs, at::kCPU, at::kDouble);
+  auto wd = ts::engine::ToDevice(w, dev);
+  auto ind = ts::engine::ToDevice(batch.inputs, dev);
 
   const auto t0 = Clock::now();
   {
@@ -122,12 +81,12 @@ double PureComputeMs(const json& config, const std::string& arch,
     model.Forward(wd, ind);
     if (compiled.ok()) (*compiled)->Run(flat);
   }
-  TrainSteps(model, w, batch, at::kCPU, 5);
+  ts::engine::TrainLosses(model, w, batch, at::kCPU, 5, 0.05);
   {
     ts::zoo::ScopedBf16MatmulEmulation emulate;
-    TrainSteps(model, w, batch, at::kCPU, 5);
+    ts::engine::TrainLosses(model, w, batch, at::kCPU, 5, 0.05);
   }
-  TrainSteps(model, w, batch, dev, 5);
+  ts::engine::TrainLosses(model, w, batch, dev, 5, 0.05);
   return Ms(t0);
 }
 

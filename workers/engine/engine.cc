@@ -66,8 +66,9 @@ bool Guarded(ModeResult& mode, Status on_plain_error, Fn&& fn) {
   return false;
 }
 
-zoo::TensorMap ToDevice(const zoo::TensorMap& m, const c10::Device& d,
-                        at::ScalarType float_type = at::kFloat) {
+}  // namespace
+
+zoo::TensorMap ToDevice(const zoo::TensorMap& m, const c10::Device& d, at::ScalarType float_type) {
   zoo::TensorMap out;
   for (const auto& [k, v] : m) {
     at::Tensor t = at::isFloatingType(v.scalar_type()) ? v.to(d, float_type) : v.to(d);
@@ -75,6 +76,8 @@ zoo::TensorMap ToDevice(const zoo::TensorMap& m, const c10::Device& d,
   }
   return out;
 }
+
+namespace {
 
 TensorList ToCpu(const TensorList& ts) {
   TensorList out;
@@ -105,10 +108,11 @@ void Accumulate(std::map<std::string, OpUse>& into, const std::map<std::string, 
   }
 }
 
-// K steps of plain SGD on a fixed batch; returns the loss before each update.
-std::vector<double> Train(const zoo::Model& model, const zoo::WeightMap& init,
-                          const zoo::Batch& batch, const c10::Device& device, int steps,
-                          double lr) {
+}  // namespace
+
+std::vector<double> TrainLosses(const zoo::Model& model, const zoo::WeightMap& init,
+                                const zoo::Batch& batch, const c10::Device& device, int steps,
+                                double lr) {
   zoo::WeightMap w;
   for (const auto& [k, v] : init) {
     // copy=true: on the CPU, to() would alias `init` and the updates would corrupt it.
@@ -132,7 +136,29 @@ std::vector<double> Train(const zoo::Model& model, const zoo::WeightMap& init,
   return losses;
 }
 
-}  // namespace
+FlatForward Flatten(const zoo::Model& model, const zoo::WeightMap& weights,
+                    const zoo::TensorMap& inputs) {
+  FlatForward f;
+  std::vector<std::string> weight_names, input_names;
+  for (const auto& [k, v] : weights) {
+    weight_names.push_back(k);
+    f.flat.push_back(v);
+  }
+  for (const auto& [k, v] : inputs) {
+    input_names.push_back(k);
+    f.flat.push_back(v);
+  }
+  f.fn = [&model, weight_names, input_names](const TensorList& xs) {
+    zoo::WeightMap w;
+    zoo::TensorMap in;
+    for (size_t i = 0; i < weight_names.size(); ++i) w.emplace(weight_names[i], xs[i]);
+    for (size_t i = 0; i < input_names.size(); ++i) {
+      in.emplace(input_names[i], xs[weight_names.size() + i]);
+    }
+    return model.Forward(w, in);
+  };
+  return f;
+}
 
 const std::set<std::string>& KnownModes() {
   static const std::set<std::string> kModes = {"eager", "compile", "train"};
@@ -315,24 +341,7 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
     t0 = Clock::now();
     simdevice::ResetCounters();
     ModeResult& m = r.modes["compile"];
-    std::vector<std::string> weight_names, input_names;
-    TensorList flat;
-    for (const auto& [k, v] : weights) {
-      weight_names.push_back(k);
-      flat.push_back(v);
-    }
-    for (const auto& [k, v] : batch.inputs) {
-      input_names.push_back(k);
-      flat.push_back(v);
-    }
-    TraceFn fn = [&](const TensorList& xs) {
-      zoo::WeightMap w;
-      zoo::TensorMap in;
-      for (size_t i = 0; i < weight_names.size(); ++i) w.emplace(weight_names[i], xs[i]);
-      for (size_t i = 0; i < input_names.size(); ++i)
-        in.emplace(input_names[i], xs[weight_names.size() + i]);
-      return model.Forward(w, in);
-    };
+    auto [flat, fn] = Flatten(model, weights, batch.inputs);
     auto graph = TraceToGraph(fn, flat);
     if (!graph.ok()) {
       m.status = Status::kCompileFail;
@@ -374,11 +383,11 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
     t0 = Clock::now();
     ModeResult& m = r.modes["train"];
     bool ref_ok = Guarded(m, Status::kRefFail, [&] {
-      m.loss_reference = Train(model, weights, batch, at::kCPU, opts.train_steps, opts.learning_rate);
+      m.loss_reference = TrainLosses(model, weights, batch, at::kCPU, opts.train_steps, opts.learning_rate);
       if (bf16_numerics) {
         zoo::ScopedBf16MatmulEmulation emulate(emulated_ops);
         auto declared_losses =
-            Train(model, weights, batch, at::kCPU, opts.train_steps, opts.learning_rate);
+            TrainLosses(model, weights, batch, at::kCPU, opts.train_steps, opts.learning_rate);
         m.loss_band = declared_losses;  // temporarily: the declared-numerics curve
       } else {
         m.loss_band = m.loss_reference;
@@ -400,7 +409,7 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
       simdevice::ResetCounters();
       simdevice::Reseed(opts.seed + 1);
       if (Guarded(m, Status::kDeviceError, [&] {
-            m.loss_device = Train(model, weights, batch, device, opts.train_steps, opts.learning_rate);
+            m.loss_device = TrainLosses(model, weights, batch, device, opts.train_steps, opts.learning_rate);
           })) {
         auto v = CompareLossCurves(m.loss_device, m.loss_reference, declared_losses, tol);
         m.loss_band = v.band;

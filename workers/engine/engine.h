@@ -21,7 +21,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "workers/engine/compiler.h"
 #include "workers/engine/verdict.h"
+#include "workers/zoo/model.h"
 
 namespace ts::engine {
 
@@ -43,6 +45,27 @@ struct RunOptions {
 const std::set<std::string>& KnownModes();
 
 ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts);
+
+// ---- Building blocks of RunModel, public so benchmarks time exactly the same calls.
+
+// Copies a tensor map to `device`; float tensors become `float_type`.
+zoo::TensorMap ToDevice(const zoo::TensorMap& m, const c10::Device& device,
+                        at::ScalarType float_type = at::kFloat);
+
+// K steps of plain SGD (learning rate `lr`) on a fixed batch, from a private copy of `init`, on
+// `device`. Returns the loss before each update. Throws c10::Error on device faults.
+std::vector<double> TrainLosses(const zoo::Model& model, const zoo::WeightMap& init,
+                                const zoo::Batch& batch, const c10::Device& device, int steps,
+                                double lr);
+
+// The model's Forward as a function of one flat tensor list [weights (by name)..., inputs (by
+// name)...], for tracing. `flat` receives the example list; fn keeps references to `model`.
+struct FlatForward {
+  std::vector<at::Tensor> flat;
+  TraceFn fn;
+};
+FlatForward Flatten(const zoo::Model& model, const zoo::WeightMap& weights,
+                    const zoo::TensorMap& inputs);
 
 // Runs torch's intra-op pool and (when it is the BLAS in use) OpenBLAS with `n` threads. Worker
 // slots are one core each; tiny models are faster single-threaded anyway.

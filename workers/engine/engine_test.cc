@@ -236,6 +236,27 @@ TEST(EngineTest, BadConfigIsLoadFailNamingTheField) {
   EXPECT_NE(Mode(r, "eager").error.find("NoSuchModelForCausalLM"), std::string::npos);
 }
 
+// The shipped profiles as a nightly pair: 2.1 fixes the eager gelu bug BERT hits on 2.0 and
+// introduces one that RMSNorm models hit, and its larger compiler op set removes graph breaks.
+// (The test asserts outcomes; nothing here or in the engine reads the defect lists.)
+TEST(EngineTest, ShippedProfilesShowAFixAndARegression) {
+  auto run = [](const char* profile, const std::string& config) {
+    auto p = simdevice::ActivateFile(std::string(TS_SIMDEVICE_PROFILE_DIR) + "/" + profile, 0);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return RunModel(Config(config), Modes({"eager", "compile"}));
+  };
+  ModelResult llama20 = run("sim-2.0.json", "llama2_7b.json");
+  ModelResult llama21 = run("sim-2.1.json", "llama2_7b.json");
+  ModelResult bert20 = run("sim-2.0.json", "snowflake-arctic-embed-m.json");
+  ModelResult bert21 = run("sim-2.1.json", "snowflake-arctic-embed-m.json");
+  EXPECT_EQ(Mode(llama20, "eager").status, Status::kPass) << Describe(llama20);
+  EXPECT_EQ(Mode(llama21, "eager").status, Status::kFailAccuracy) << Describe(llama21);
+  EXPECT_EQ(Mode(bert20, "eager").status, Status::kFailAccuracy) << Describe(bert20);
+  EXPECT_EQ(Mode(bert21, "eager").status, Status::kPass) << Describe(bert21);
+  EXPECT_LT(Mode(llama21, "compile").graph_breaks, Mode(llama20, "compile").graph_breaks);
+  EXPECT_GT(llama21.op_coverage.ratio, llama20.op_coverage.ratio);
+}
+
 TEST(EngineTest, RequestedModesOnlyAndStagesReported) {
   Use(Baseline());
   std::vector<std::string> stages;
