@@ -200,3 +200,20 @@ StatusOr<std::unique_ptr<Model>> BuildBert(ModelSpec spec, BertHead head) {
 }
 
 }  // namespace ts::zoo::internal
+
+namespace ts::zoo::internal {
+
+std::vector<ArchEntry> BertArchs() {
+  auto scale = [](const nlohmann::json& c) { return ScaleToTiny(c, "bert"); };
+  auto head = [](BertHead h) {
+    return [h](ModelSpec spec) { return BuildBert(std::move(spec), h); };
+  };
+  return {
+      {{"BertModel", "bert", "feature-extraction"}, scale, head(BertHead::kBase)},
+      {{"BertForSequenceClassification", "bert", "text-classification"}, scale,
+       head(BertHead::kSequenceClassification)},
+      {{"BertForMaskedLM", "bert", "fill-mask"}, scale, head(BertHead::kMaskedLM)},
+  };
+}
+
+}  // namespace ts::zoo::internal

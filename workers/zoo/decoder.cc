@@ -182,3 +182,22 @@ StatusOr<std::unique_ptr<Model>> BuildDecoder(ModelSpec spec, bool sequence_clas
 }
 
 }  // namespace ts::zoo::internal
+
+namespace ts::zoo::internal {
+
+std::vector<ArchEntry> LlamaLikeArchs() {
+  std::vector<ArchEntry> out;
+  for (const char* family : {"llama", "mistral", "qwen2"}) {
+    const std::string prefix = std::string(family) == "llama"     ? "Llama"
+                               : std::string(family) == "mistral" ? "Mistral"
+                                                                  : "Qwen2";
+    auto scale = [f = std::string(family)](const nlohmann::json& c) { return ScaleToTiny(c, f); };
+    out.push_back({{prefix + "ForCausalLM", family, "text-generation"}, scale,
+                   [](ModelSpec spec) { return BuildDecoder(std::move(spec), false); }});
+    out.push_back({{prefix + "ForSequenceClassification", family, "text-classification"}, scale,
+                   [](ModelSpec spec) { return BuildDecoder(std::move(spec), true); }});
+  }
+  return out;
+}
+
+}  // namespace ts::zoo::internal

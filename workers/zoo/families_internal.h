@@ -2,12 +2,39 @@
 // Private to the zoo.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "workers/zoo/model.h"
 
 namespace ts::zoo::internal {
+
+// One architecture class the zoo builds. `scale` turns the real config into the tiny one
+// (validating it first; errors name the field); `build` builds from spec.tiny_config.
+struct ArchEntry {
+  ArchInfo info;  // exact transformers class, family (model_type), default pipeline tag
+  std::function<StatusOr<nlohmann::json>(const nlohmann::json& config)> scale;
+  std::function<StatusOr<std::unique_ptr<Model>>(ModelSpec spec)> build;
+};
+
+// The registry is the concatenation of these lists (registry.cc), one per family file, so
+// families can be added without touching each other's files.
+std::vector<ArchEntry> LlamaLikeArchs();    // decoder.cc: llama, mistral, qwen2
+std::vector<ArchEntry> BertArchs();         // bert.cc
+std::vector<ArchEntry> VitArchs();          // vit.cc
+std::vector<ArchEntry> DecoderZooArchs();   // decoders_more.cc: further decoder-only families
+std::vector<ArchEntry> EncoderZooArchs();   // encoders_more.cc: further encoder families
+std::vector<ArchEntry> Seq2SeqArchs();      // seq2seq.cc: t5, bart
+std::vector<ArchEntry> VisionZooArchs();    // vision_more.cc: further vision families
+std::vector<ArchEntry> AudioArchs();        // audio.cc: whisper, wav2vec2
+std::vector<ArchEntry> MultimodalArchs();   // multimodal.cc: clip
+
+// Every registered architecture, sorted by class name (built once).
+const std::vector<ArchEntry>& Registry();
 
 enum class BertHead { kBase, kSequenceClassification, kMaskedLM };
 

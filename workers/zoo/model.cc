@@ -50,20 +50,8 @@ void Model::InitWeight(const std::string& name, at::Tensor& t, at::Generator& ge
 
 const std::vector<ArchInfo>& SupportedArchitectures() {
   static const std::vector<ArchInfo> kArchs = [] {
-    std::vector<ArchInfo> v = {
-        {"BertForMaskedLM", "bert", "fill-mask"},
-        {"BertForSequenceClassification", "bert", "text-classification"},
-        {"BertModel", "bert", "feature-extraction"},
-        {"LlamaForCausalLM", "llama", "text-generation"},
-        {"LlamaForSequenceClassification", "llama", "text-classification"},
-        {"MistralForCausalLM", "mistral", "text-generation"},
-        {"MistralForSequenceClassification", "mistral", "text-classification"},
-        {"Qwen2ForCausalLM", "qwen2", "text-generation"},
-        {"Qwen2ForSequenceClassification", "qwen2", "text-classification"},
-        {"ViTForImageClassification", "vit", "image-classification"},
-    };
-    std::sort(v.begin(), v.end(),
-              [](const ArchInfo& a, const ArchInfo& b) { return a.arch < b.arch; });
+    std::vector<ArchInfo> v;
+    for (const auto& e : internal::Registry()) v.push_back(e.info);
     return v;
   }();
   return kArchs;
@@ -90,38 +78,30 @@ StatusOr<std::unique_ptr<Model>> BuildModel(const nlohmann::json& config,
     TS_ASSIGN_OR_RETURN(arch, ArchFromConfig(config));
   }
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
-  const auto& archs = SupportedArchitectures();
-  auto info =
-      std::find_if(archs.begin(), archs.end(), [&](const ArchInfo& a) { return a.arch == arch; });
-  if (info == archs.end()) {
+  const auto& archs = internal::Registry();
+  auto entry = std::find_if(archs.begin(), archs.end(),
+                            [&](const internal::ArchEntry& e) { return e.info.arch == arch; });
+  if (entry == archs.end()) {
     return UnimplementedError("architecture '" + arch + "' is not implemented by the zoo");
   }
-  if (!opts.task.empty() && opts.task != info->task) {
+  const ArchInfo& info = entry->info;
+  if (!opts.task.empty() && opts.task != info.task) {
     return InvalidArgumentError("task: '" + opts.task + "' is not supported by " + arch +
-                                " (its head serves '" + info->task + "')");
+                                " (its head serves '" + info.task + "')");
   }
   ModelSpec spec;
   spec.arch = arch;
-  spec.task = info->task;
-  spec.family = info->family;
+  spec.task = info.task;
+  spec.family = info.family;
   auto mt = config.find("model_type");
   if (mt != config.end() && mt->is_string()) spec.family = mt->get<std::string>();
   spec.config = config;
   if (opts.tiny) {
-    TS_ASSIGN_OR_RETURN(spec.tiny_config, ScaleToTiny(config, info->family));
+    TS_ASSIGN_OR_RETURN(spec.tiny_config, entry->scale(config));
   } else {
     spec.tiny_config = config;
   }
-  const std::string& fam = info->family;
-  if (fam == "bert") {
-    internal::BertHead head = internal::BertHead::kBase;
-    if (arch == "BertForSequenceClassification") head = internal::BertHead::kSequenceClassification;
-    if (arch == "BertForMaskedLM") head = internal::BertHead::kMaskedLM;
-    return internal::BuildBert(std::move(spec), head);
-  }
-  if (fam == "vit") return internal::BuildVit(std::move(spec));
-  const bool seq_cls = arch.find("ForSequenceClassification") != std::string::npos;
-  return internal::BuildDecoder(std::move(spec), seq_cls);
+  return entry->build(std::move(spec));
 }
 
 namespace internal {

@@ -126,3 +126,13 @@ StatusOr<std::unique_ptr<Model>> BuildVit(ModelSpec spec) {
 }
 
 }  // namespace ts::zoo::internal
+
+namespace ts::zoo::internal {
+
+std::vector<ArchEntry> VitArchs() {
+  return {{{"ViTForImageClassification", "vit", "image-classification"},
+           [](const nlohmann::json& c) { return ScaleToTiny(c, "vit"); },
+           [](ModelSpec spec) { return BuildVit(std::move(spec)); }}};
+}
+
+}  // namespace ts::zoo::internal

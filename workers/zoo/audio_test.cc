@@ -1,0 +1,1 @@
+// Tests for audio.cc (see README.md).

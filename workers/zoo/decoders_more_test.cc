@@ -1,0 +1,1 @@
+// Tests for decoders_more.cc (see README.md).

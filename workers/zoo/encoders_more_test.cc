@@ -1,0 +1,1 @@
+// Tests for encoders_more.cc (see README.md).

@@ -1,0 +1,1 @@
+// Tests for multimodal.cc (see README.md).

@@ -1,0 +1,65 @@
+// The registry against transformers' own tables: every class the zoo builds is a real
+// transformers class, served under a pipeline tag transformers maps it to.
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "workers/zoo/model.h"
+
+namespace ts::zoo {
+namespace {
+
+// architecture_class -> pipeline tags, from transformers_task_classes_v5.3.0.dev0.csv
+std::map<std::string, std::set<std::string>> TransformersClasses() {
+  const char* src = std::getenv("TS_SOURCE_DIR");
+  std::ifstream in(std::string(src ? src : TS_ZOO_SOURCE_DIR) +
+                   "/../shared/data/transformers_task_classes_v5.3.0.dev0.csv");
+  std::map<std::string, std::set<std::string>> out;
+  std::string line;
+  std::getline(in, line);  // header: mapping,pipeline_tag,auto_class,model_type,config_class,architecture_class
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // the file has CRLF endings
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    std::string col;
+    while (std::getline(ss, col, ',')) cols.push_back(col);
+    if (cols.size() < 6) continue;
+    out[cols[5]].insert(cols[1]);
+  }
+  return out;
+}
+
+TEST(RegistryTest, EveryClassIsARealTransformersClassUnderOneOfItsTasks) {
+  const auto classes = TransformersClasses();
+  ASSERT_GT(classes.size(), 1000u);
+  for (const auto& a : SupportedArchitectures()) {
+    auto it = classes.find(a.arch);
+    ASSERT_NE(it, classes.end()) << a.arch << " is not a transformers 5.3 class";
+    // Base models (feature-extraction) have no task mapping row of that tag in every case.
+    if (a.task != "feature-extraction") {
+      EXPECT_TRUE(it->second.count(a.task))
+          << a.arch << " served as " << a.task << " but transformers maps it to "
+          << *it->second.begin();
+    }
+  }
+}
+
+TEST(RegistryTest, ClassesAreSortedAndUnique) {
+  const auto& archs = SupportedArchitectures();
+  ASSERT_FALSE(archs.empty());
+  for (size_t i = 1; i < archs.size(); ++i) EXPECT_LT(archs[i - 1].arch, archs[i].arch);
+}
+
+TEST(RegistryTest, UnknownClassIsUnimplementedNamingIt) {
+  auto r = BuildModel({{"architectures", {"FooForBar"}}}, BuildOptions());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(r.status().message().find("FooForBar"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ts::zoo

@@ -1,0 +1,1 @@
+// Tests for seq2seq.cc (see README.md).
