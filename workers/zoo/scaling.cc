@@ -6,7 +6,6 @@
 #include "workers/zoo/config.h"
 
 namespace ts::zoo {
-namespace {
 
 using P = TinyProfile;
 
@@ -36,10 +35,12 @@ void ScaleLabels(nlohmann::json& t, int64_t num_labels) {
   t["num_labels"] = n;
 }
 
-void SetProfile(nlohmann::json& t, int64_t seq_len) {
+void SetTinyRunProfile(nlohmann::json& t, int64_t seq_len) {
   t["touchstone_tiny"] = {
       {"policy", P::kPolicyVersion}, {"seq_len", seq_len}, {"batch_size", P::kBatch}};
 }
+
+namespace {
 
 StatusOr<nlohmann::json> ScaleDecoder(const nlohmann::json& config, const std::string& family) {
   TS_ASSIGN_OR_RETURN(DecoderConfig c, ParseDecoderConfig(config, family));
@@ -107,7 +108,7 @@ StatusOr<nlohmann::json> ScaleDecoder(const nlohmann::json& config, const std::s
     t["sliding_window"] = P::kWindow;
   }
   ScaleLabels(t, c.num_labels);
-  SetProfile(t, P::kSeqLen);
+  SetTinyRunProfile(t, P::kSeqLen);
   return t;
 }
 
@@ -125,7 +126,7 @@ StatusOr<nlohmann::json> ScaleBert(const nlohmann::json& config) {
   for (const char* f : {"pad_token_id", "bos_token_id", "eos_token_id"}) MapTokenId(t, f, vocab);
   t["max_position_embeddings"] = std::min(c.max_position_embeddings, P::kMaxPositions);
   ScaleLabels(t, c.num_labels);
-  SetProfile(t, std::min(P::kSeqLen, t["max_position_embeddings"].get<int64_t>()));
+  SetTinyRunProfile(t, std::min(P::kSeqLen, t["max_position_embeddings"].get<int64_t>()));
   return t;
 }
 
@@ -142,7 +143,7 @@ StatusOr<nlohmann::json> ScaleVit(const nlohmann::json& config) {
   t["patch_size"] = P::kPatchSize;
   ScaleLabels(t, c.num_labels);
   const int64_t grid = P::kImageSize / P::kPatchSize;
-  SetProfile(t, grid * grid + 1);
+  SetTinyRunProfile(t, grid * grid + 1);
   return t;
 }
 

@@ -40,6 +40,17 @@ struct TinyProfile {
 // Validates the real config first (errors as config.h).
 StatusOr<nlohmann::json> ScaleToTiny(const nlohmann::json& config, const std::string& family);
 
+// ---- Helpers for family scaling functions (each family file scales its own configs).
+
+// round(value * to / from), at least min_value: keeps ratios such as intermediate/hidden.
+int64_t ScaleRatio(int64_t value, int64_t from, int64_t to, int64_t min_value);
+// Token-id fields (bos/eos/pad/decoder_start...) outside the tiny vocab map to its last id.
+void MapTokenId(nlohmann::json& tiny, const char* field, int64_t vocab);
+// num_labels capped at TinyProfile::kMaxLabels; id2label/label2id dropped.
+void ScaleLabels(nlohmann::json& tiny, int64_t num_labels);
+// Records the run profile {"policy", "seq_len", "batch_size": kBatch} as "touchstone_tiny".
+void SetTinyRunProfile(nlohmann::json& tiny, int64_t seq_len);
+
 // Sequence length / batch size MakeBatch uses for a (possibly tiny) config: the
 // "touchstone_tiny" profile if present, else min(max_position_embeddings, 128) and 2.
 int64_t RunSeqLen(const nlohmann::json& config);
