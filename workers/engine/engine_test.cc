@@ -108,6 +108,20 @@ TEST(EngineTest, RealConfigsPassEveryModeOnTheDefectFreeBaseline) {
   }
 }
 
+// Every class the zoo builds, from its real-shaped example config: no false failures on the
+// defect-free baseline (honest bf16 numerics are not flagged).
+TEST(EngineTest, EveryZooClassPassesEveryModeOnTheDefectFreeBaseline) {
+  Use(Baseline());
+  for (const auto& a : zoo::SupportedArchitectures()) {
+    auto cfg = zoo::ExampleConfig(a.arch);
+    ASSERT_TRUE(cfg.ok()) << a.arch;
+    ModelResult r = RunModel(*cfg, RunOptions());
+    for (const char* m : {"eager", "compile", "train"}) {
+      EXPECT_EQ(Mode(r, m).status, Status::kPass) << a.arch << " " << m << ": " << Mode(r, m).error;
+    }
+  }
+}
+
 TEST(EngineTest, BaselineProfileCountsFallbacksAndGraphBreaks) {
   Use(Baseline());
   ModelResult r = RunModel(Config("llama2_7b.json"), RunOptions());

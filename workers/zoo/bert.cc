@@ -205,14 +205,25 @@ namespace ts::zoo::internal {
 
 std::vector<ArchEntry> BertArchs() {
   auto scale = [](const nlohmann::json& c) { return ScaleToTiny(c, "bert"); };
+  // Example modelled on bert-base-uncased.
+  auto example = [](const char* arch) {
+    return nlohmann::json{{"architectures", {arch}}, {"model_type", "bert"},
+                          {"hidden_size", 768}, {"intermediate_size", 3072},
+                          {"num_attention_heads", 12}, {"num_hidden_layers", 12},
+                          {"vocab_size", 30522}, {"max_position_embeddings", 512},
+                          {"type_vocab_size", 2}, {"hidden_act", "gelu"},
+                          {"layer_norm_eps", 1e-12}, {"pad_token_id", 0}};
+  };
   auto head = [](BertHead h) {
     return [h](ModelSpec spec) { return BuildBert(std::move(spec), h); };
   };
   return {
-      {{"BertModel", "bert", "feature-extraction"}, scale, head(BertHead::kBase)},
-      {{"BertForSequenceClassification", "bert", "text-classification"}, scale,
-       head(BertHead::kSequenceClassification)},
-      {{"BertForMaskedLM", "bert", "fill-mask"}, scale, head(BertHead::kMaskedLM)},
+      {{"BertModel", "bert", "feature-extraction"}, example("BertModel"), scale,
+       head(BertHead::kBase)},
+      {{"BertForSequenceClassification", "bert", "text-classification"},
+       example("BertForSequenceClassification"), scale, head(BertHead::kSequenceClassification)},
+      {{"BertForMaskedLM", "bert", "fill-mask"}, example("BertForMaskedLM"), scale,
+       head(BertHead::kMaskedLM)},
   };
 }
 

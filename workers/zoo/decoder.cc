@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include <tuple>
+
 #include "workers/zoo/config.h"
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/nn.h"
@@ -186,16 +188,39 @@ StatusOr<std::unique_ptr<Model>> BuildDecoder(ModelSpec spec, bool sequence_clas
 namespace ts::zoo::internal {
 
 std::vector<ArchEntry> LlamaLikeArchs() {
+  // Examples modelled on Llama-2-7b, Mistral-7B-v0.1 and Qwen2-7B.
+  const nlohmann::json llama = {
+      {"model_type", "llama"}, {"hidden_size", 4096}, {"intermediate_size", 11008},
+      {"num_attention_heads", 32}, {"num_key_value_heads", 32}, {"num_hidden_layers", 32},
+      {"vocab_size", 32000}, {"max_position_embeddings", 4096}, {"rms_norm_eps", 1e-5},
+      {"rope_theta", 10000.0}, {"hidden_act", "silu"}, {"tie_word_embeddings", false}};
+  const nlohmann::json mistral = {
+      {"model_type", "mistral"}, {"hidden_size", 4096}, {"intermediate_size", 14336},
+      {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"num_hidden_layers", 32},
+      {"vocab_size", 32000}, {"max_position_embeddings", 32768}, {"rms_norm_eps", 1e-5},
+      {"rope_theta", 10000.0}, {"sliding_window", 4096}, {"hidden_act", "silu"}};
+  const nlohmann::json qwen2 = {
+      {"model_type", "qwen2"}, {"hidden_size", 3584}, {"intermediate_size", 18944},
+      {"num_attention_heads", 28}, {"num_key_value_heads", 4}, {"num_hidden_layers", 28},
+      {"vocab_size", 152064}, {"max_position_embeddings", 32768}, {"rms_norm_eps", 1e-6},
+      {"rope_theta", 1000000.0}, {"use_sliding_window", false}, {"sliding_window", 131072},
+      {"hidden_act", "silu"}, {"tie_word_embeddings", false}};
   std::vector<ArchEntry> out;
-  for (const char* family : {"llama", "mistral", "qwen2"}) {
-    const std::string prefix = std::string(family) == "llama"     ? "Llama"
-                               : std::string(family) == "mistral" ? "Mistral"
-                                                                  : "Qwen2";
+  for (const auto& [family, prefix, example] :
+       {std::tuple{"llama", "Llama", llama}, std::tuple{"mistral", "Mistral", mistral},
+        std::tuple{"qwen2", "Qwen2", qwen2}}) {
     auto scale = [f = std::string(family)](const nlohmann::json& c) { return ScaleToTiny(c, f); };
-    out.push_back({{prefix + "ForCausalLM", family, "text-generation"}, scale,
-                   [](ModelSpec spec) { return BuildDecoder(std::move(spec), false); }});
-    out.push_back({{prefix + "ForSequenceClassification", family, "text-classification"}, scale,
-                   [](ModelSpec spec) { return BuildDecoder(std::move(spec), true); }});
+    for (bool seq_cls : {false, true}) {
+      const std::string arch =
+          std::string(prefix) + (seq_cls ? "ForSequenceClassification" : "ForCausalLM");
+      nlohmann::json cfg = example;
+      cfg["architectures"] = {arch};
+      if (seq_cls) cfg["num_labels"] = 2;
+      out.push_back({{arch, family, seq_cls ? "text-classification" : "text-generation"}, cfg,
+                     scale, [seq_cls](ModelSpec spec) {
+                       return BuildDecoder(std::move(spec), seq_cls);
+                     }});
+    }
   }
   return out;
 }

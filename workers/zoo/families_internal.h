@@ -17,6 +17,10 @@ namespace ts::zoo::internal {
 // (validating it first; errors name the field); `build` builds from spec.tiny_config.
 struct ArchEntry {
   ArchInfo info;  // exact transformers class, family (model_type), default pipeline tag
+  // A real-shaped config.json for this class, modelled on a public checkpoint (sizes, heads,
+  // vocab, rope/norm settings as that checkpoint has them). Tests build every class from it;
+  // the catalog varies it.
+  nlohmann::json example_config;
   std::function<StatusOr<nlohmann::json>(const nlohmann::json& config)> scale;
   std::function<StatusOr<std::unique_ptr<Model>>(ModelSpec spec)> build;
 };

@@ -57,6 +57,13 @@ const std::vector<ArchInfo>& SupportedArchitectures() {
   return kArchs;
 }
 
+StatusOr<nlohmann::json> ExampleConfig(const std::string& arch) {
+  for (const auto& e : internal::Registry()) {
+    if (e.info.arch == arch) return e.example_config;
+  }
+  return NotFoundError("architecture '" + arch + "' is not built by the zoo");
+}
+
 namespace {
 
 StatusOr<std::string> ArchFromConfig(const nlohmann::json& config) {

@@ -84,6 +84,10 @@ struct ArchInfo {
 // Every architecture class the zoo can build, sorted by arch.
 const std::vector<ArchInfo>& SupportedArchitectures();
 
+// A real-shaped example config.json for `arch` (modelled on a public checkpoint of that class);
+// NOT_FOUND for a class the zoo does not build.
+StatusOr<nlohmann::json> ExampleConfig(const std::string& arch);
+
 struct BuildOptions {
   std::string arch;  // empty: config["architectures"][0]
   std::string task;  // empty: the head's default task

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <cmath>
 
 #include <gtest/gtest.h>
 
@@ -59,6 +60,30 @@ TEST(RegistryTest, UnknownClassIsUnimplementedNamingIt) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(r.status().message().find("FooForBar"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ts::zoo
+
+namespace ts::zoo {
+namespace {
+
+TEST(RegistryTest, EveryClassBuildsFromItsExampleConfigAndRunsForwardAndLoss) {
+  for (const auto& a : SupportedArchitectures()) {
+    auto cfg = ExampleConfig(a.arch);
+    ASSERT_TRUE(cfg.ok()) << a.arch;
+    ASSERT_TRUE(cfg->contains("architectures")) << a.arch;
+    EXPECT_EQ((*cfg)["architectures"][0], a.arch);
+    auto model = BuildModel(*cfg, BuildOptions());
+    ASSERT_TRUE(model.ok()) << a.arch << ": " << model.status().ToString();
+    auto w = (*model)->InitWeights(1);
+    auto batch = (*model)->MakeBatch(1, 2);
+    auto out = (*model)->Forward(w, batch.inputs);
+    ASSERT_FALSE(out.empty()) << a.arch;
+    EXPECT_TRUE(at::isfinite(out[0]).all().item<bool>()) << a.arch;
+    EXPECT_TRUE(std::isfinite((*model)->Loss(w, batch).item<double>())) << a.arch;
+  }
+  EXPECT_EQ(ExampleConfig("FooForBar").status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -130,7 +130,14 @@ StatusOr<std::unique_ptr<Model>> BuildVit(ModelSpec spec) {
 namespace ts::zoo::internal {
 
 std::vector<ArchEntry> VitArchs() {
-  return {{{"ViTForImageClassification", "vit", "image-classification"},
+  // Example modelled on google/vit-base-patch16-224.
+  const nlohmann::json example = {
+      {"architectures", {"ViTForImageClassification"}}, {"model_type", "vit"},
+      {"hidden_size", 768}, {"intermediate_size", 3072}, {"num_attention_heads", 12},
+      {"num_hidden_layers", 12}, {"image_size", 224}, {"patch_size", 16}, {"num_channels", 3},
+      {"hidden_act", "gelu"}, {"layer_norm_eps", 1e-12}, {"qkv_bias", true},
+      {"num_labels", 1000}};
+  return {{{"ViTForImageClassification", "vit", "image-classification"}, example,
            [](const nlohmann::json& c) { return ScaleToTiny(c, "vit"); },
            [](ModelSpec spec) { return BuildVit(std::move(spec)); }}};
 }
