@@ -13,13 +13,17 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <chrono>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "workers/catalog/catalog.h"
+#include "workers/catalog/summary.h"
 #include "workers/engine/engine.h"
 #include "workers/runner/isolate.h"
 #include "workers/simdevice/runtime.h"
@@ -33,7 +37,11 @@ constexpr const char* kUsage =
     "                            [--timeout-s S] [--no-isolate]\n"
     "       touchstone zoo list [--format json|text]\n"
     "       touchstone zoo supports CONFIG   (exit 0 iff its architecture is built by the zoo)\n"
-    "       touchstone summarize < results.jsonl   (run-model JSON lines -> verdict table)\n";
+    "       touchstone summarize < results.jsonl   (run-model JSON lines -> verdict table)\n"
+    "       touchstone catalog generate [--seed N] [--count N] --out FILE.jsonl [--data DIR]\n"
+    "       touchstone catalog import FILE.jsonl --out FILE.jsonl\n"
+    "       touchstone run-catalog --catalog FILE --sample N --profile FILE [--seed N]\n"
+    "                              [--modes eager,compile,train] [--format json|text]\n";
 
 int Usage(const std::string& why) {
   std::fprintf(stderr, "touchstone: %s\n%s", why.c_str(), kUsage);
@@ -286,6 +294,174 @@ int SummarizeCommand() {
   return 0;
 }
 
+std::string DefaultDataDir() {
+  const char* env = std::getenv("TS_DATA_DIR");
+  if (env && *env) return env;
+  // The binary lives in <repo>/build/cli; the reference data sits beside the repo.
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  for (auto dir = exe.parent_path(); !ec && !dir.empty() && dir != dir.root_path();
+       dir = dir.parent_path()) {
+    if (std::filesystem::exists(dir / ".." / "shared" / "data")) return (dir / ".." / "shared" / "data").string();
+  }
+  return "../shared/data";
+}
+
+bool ParseUint(const std::string& v, uint64_t* out) {
+  char* end = nullptr;
+  *out = std::strtoull(v.c_str(), &end, 10);
+  return end != v.c_str() && *end == '\0';
+}
+
+int CatalogCommand(const std::vector<std::string>& args) {
+  if (args.empty()) return Usage("catalog: expected 'generate' or 'import'");
+  if (args[0] == "generate") {
+    ts::catalog::GenerateOptions o;
+    o.data_dir = DefaultDataDir();
+    std::string out_path;
+    for (size_t i = 1; i < args.size(); ++i) {
+      const bool has = i + 1 < args.size();
+      uint64_t n = 0;
+      if (args[i] == "--seed" && has) {
+        if (!ParseUint(args[++i], &o.seed)) return Usage("--seed: not a number");
+      } else if (args[i] == "--count" && has) {
+        if (!ParseUint(args[++i], &n) || n == 0) return Usage("--count: must be a positive number");
+        o.count = static_cast<int64_t>(n);
+      } else if (args[i] == "--out" && has) {
+        out_path = args[++i];
+      } else if (args[i] == "--data" && has) {
+        o.data_dir = args[++i];
+      } else {
+        return Usage("catalog generate: unknown argument '" + args[i] + "'");
+      }
+    }
+    if (out_path.empty()) return Usage("catalog generate: --out is required");
+    std::ofstream out(out_path);
+    if (!out) return Usage("cannot write " + out_path);
+    auto st = ts::catalog::Generate(o, out);
+    if (!st.ok()) {
+      std::fprintf(stderr, "touchstone: catalog generate: %s\n", st.status().ToString().c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "wrote %lld rows (%lld real Hub ids, %zu classes, %zu tasks) to %s\n",
+                 static_cast<long long>(st->rows), static_cast<long long>(st->real_ids),
+                 st->per_arch.size(), st->per_task.size(), out_path.c_str());
+    return 0;
+  }
+  if (args[0] == "import") {
+    if (args.size() != 4 || args[2] != "--out") return Usage("catalog import FILE.jsonl --out FILE.jsonl");
+    std::ifstream in(args[1]);
+    if (!in) return Usage("cannot read " + args[1]);
+    std::ofstream out(args[3]);
+    if (!out) return Usage("cannot write " + args[3]);
+    auto st = ts::catalog::Import(in, out);
+    for (const auto& e : st.errors) std::fprintf(stderr, "%s: %s (skipped)\n", args[1].c_str(), e.c_str());
+    std::fprintf(stderr, "imported %lld rows (%lld of classes the zoo does not build), skipped %zu bad lines\n",
+                 static_cast<long long>(st.imported), static_cast<long long>(st.unsupported), st.errors.size());
+    return 0;
+  }
+  return Usage("catalog: unknown subcommand '" + args[0] + "'");
+}
+
+int RunCatalogCommand(const std::vector<std::string>& args) {
+  std::string catalog_path, profile_path, format = "text";
+  uint64_t sample = 1000, seed = 0;
+  std::set<std::string> modes = ts::engine::KnownModes();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool has = i + 1 < args.size();
+    if (args[i] == "--catalog" && has) {
+      catalog_path = args[++i];
+    } else if (args[i] == "--profile" && has) {
+      profile_path = args[++i];
+    } else if (args[i] == "--sample" && has) {
+      if (!ParseUint(args[++i], &sample) || sample == 0) return Usage("--sample: must be a positive number");
+    } else if (args[i] == "--seed" && has) {
+      if (!ParseUint(args[++i], &seed)) return Usage("--seed: not a number");
+    } else if (args[i] == "--format" && has) {
+      format = args[++i];
+      if (format != "json" && format != "text") return Usage("--format must be json or text");
+    } else if (args[i] == "--modes" && has) {
+      modes.clear();
+      for (const auto& m : Split(args[++i], ',')) {
+        if (!ts::engine::KnownModes().count(m)) return Usage("--modes: unknown mode '" + m + "'");
+        modes.insert(m);
+      }
+    } else {
+      return Usage("run-catalog: unknown argument '" + args[i] + "'");
+    }
+  }
+  if (catalog_path.empty() || profile_path.empty()) return Usage("run-catalog: --catalog and --profile are required");
+  std::string profile_text;
+  if (!ReadFile(profile_path, &profile_text)) return Usage("cannot read profile " + profile_path);
+  auto profile = ts::simdevice::ParseProfile(profile_text);
+  if (!profile.ok()) {
+    std::fprintf(stderr, "touchstone: profile %s: %s\n", profile_path.c_str(), profile.status().message().c_str());
+    return 2;
+  }
+  // Pass 1: keys only; sample; pass 2: the sampled lines in full.
+  std::ifstream in(catalog_path);
+  if (!in) return Usage("cannot read catalog " + catalog_path);
+  std::vector<ts::catalog::Row> keys;
+  std::vector<int64_t> line_of;
+  std::string line;
+  int64_t line_no = 0;
+  int bad = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    auto k = ts::catalog::ParseKeys(line);
+    if (!k.ok()) {
+      if (bad++ < 10) std::fprintf(stderr, "%s: line %lld: %s (skipped)\n", catalog_path.c_str(), static_cast<long long>(line_no), k.status().message().c_str());
+      continue;
+    }
+    k->config_hash = std::to_string(line_no);  // carry the line number through the sampler
+    keys.push_back(std::move(*k));
+  }
+  auto picked = ts::catalog::StratifiedSample(keys, static_cast<int64_t>(sample), seed);
+  std::set<int64_t> wanted;
+  for (const auto& r : picked) wanted.insert(std::stoll(r.config_hash));
+  std::vector<ts::catalog::Row> rows;
+  in.clear();
+  in.seekg(0);
+  line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!wanted.count(line_no)) continue;
+    auto r = ts::catalog::ParseJsonLine(line);
+    if (r.ok()) rows.push_back(std::move(*r));
+  }
+  ts::engine::ConfigureThreads(1);
+  auto act = ts::simdevice::Activate(profile_text, seed);
+  if (!act.ok()) return Usage(act.status().ToString());
+  ts::catalog::Summary summary;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ts::engine::RunOptions o;
+    o.arch = rows[i].arch;
+    o.modes = modes;
+    o.seed = seed;
+    auto res = ts::engine::ToJson(ts::engine::RunModel(rows[i].config, o));
+    summary.Add(rows[i].task, rows[i].arch, res);
+    if (format == "text" && isatty(2)) {
+      std::fprintf(stderr, "\r%zu/%zu models", i + 1, rows.size());
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (format == "json") {
+    auto j = summary.ToJson();
+    j["profile"] = {{"name", act->name}, {"sdk_version", act->sdk_version}};
+    j["sample"] = rows.size();
+    j["seconds"] = secs;
+    std::cout << j.dump() << std::endl;
+  } else {
+    if (isatty(2)) std::fprintf(stderr, "\n");
+    std::cout << "profile " << act->name << " " << act->sdk_version << ", " << rows.size()
+              << " models sampled from " << keys.size() << " in " << secs << " s\n"
+              << summary.ToText();
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -299,5 +475,7 @@ int main(int argc, char** argv) {
   if (cmd == "run-model") return RunModelCommand(args);
   if (cmd == "zoo") return ZooCommand(args);
   if (cmd == "summarize") return SummarizeCommand();
+  if (cmd == "catalog") return CatalogCommand(args);
+  if (cmd == "run-catalog") return RunCatalogCommand(args);
   return Usage("unknown command '" + cmd + "'");
 }

@@ -57,6 +57,13 @@ const std::vector<ArchInfo>& SupportedArchitectures() {
   return kArchs;
 }
 
+StatusOr<nlohmann::json> TinyConfig(const nlohmann::json& config, const std::string& arch) {
+  for (const auto& e : internal::Registry()) {
+    if (e.info.arch == arch) return e.scale(config);
+  }
+  return UnimplementedError("architecture '" + arch + "' is not implemented by the zoo");
+}
+
 StatusOr<nlohmann::json> ExampleConfig(const std::string& arch) {
   for (const auto& e : internal::Registry()) {
     if (e.info.arch == arch) return e.example_config;

@@ -84,6 +84,10 @@ struct ArchInfo {
 // Every architecture class the zoo can build, sorted by arch.
 const std::vector<ArchInfo>& SupportedArchitectures();
 
+// The tiny config BuildModel would build for (config, arch): validates the real config (errors
+// name the field); UNIMPLEMENTED for a class the zoo does not build.
+StatusOr<nlohmann::json> TinyConfig(const nlohmann::json& config, const std::string& arch);
+
 // A real-shaped example config.json for `arch` (modelled on a public checkpoint of that class);
 // NOT_FOUND for a class the zoo does not build.
 StatusOr<nlohmann::json> ExampleConfig(const std::string& arch);
