@@ -92,10 +92,11 @@ TEST(ModelTest, TaskDefaultsFollowTheHead) {
 }
 
 TEST(ModelTest, UnknownArchitectureIsUnimplementedAndNamed) {
-  auto m = BuildModel(testing::LoadHfConfig("gpt2.json"), {});
+  // RWKV is a real Hub architecture the zoo does not build.
+  auto m = BuildModel(testing::LoadHfConfig("rwkv5_3b.json"), {});
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(m.status().message().find("GPT2LMHeadModel"), std::string::npos);
+  EXPECT_NE(m.status().message().find("RwkvForCausalLM"), std::string::npos);
 }
 
 TEST(ModelTest, BadConfigsGiveInvalidArgumentNamingTheField) {
@@ -116,11 +117,14 @@ TEST(ModelTest, SupportedArchitecturesAreSortedAndEachBuilds) {
   ASSERT_GE(archs.size(), 10u);
   for (size_t i = 1; i < archs.size(); ++i) EXPECT_LT(archs[i - 1].arch, archs[i].arch);
   for (const ArchInfo& a : archs) {
-    nlohmann::json c = a.family == "bert"  ? testing::LoadHfConfig("snowflake-arctic-embed-m.json")
-                       : a.family == "vit" ? testing::VitBaseConfig()
+    auto example = ExampleConfig(a.arch);
+    ASSERT_TRUE(example.ok()) << a.arch;
+    nlohmann::json c = a.family == "bert"      ? testing::LoadHfConfig("snowflake-arctic-embed-m.json")
+                       : a.family == "vit"     ? testing::VitBaseConfig()
                        : a.family == "qwen2"   ? testing::LoadHfConfig("qwen2.json")
                        : a.family == "mistral" ? testing::LoadHfConfig("mistral_7b.json")
-                                               : testing::LoadHfConfig("llama2_7b.json");
+                       : a.family == "llama"   ? testing::LoadHfConfig("llama2_7b.json")
+                                               : *example;
     BuildOptions o;
     o.arch = a.arch;
     auto m = BuildModel(c, o);

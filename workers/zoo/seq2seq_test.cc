@@ -1,1 +1,115 @@
 // Tests for seq2seq.cc (see README.md).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "workers/zoo/model.h"
+
+namespace ts::zoo {
+namespace {
+
+std::unique_ptr<Model> Build(const std::string& arch, nlohmann::json cfg = nullptr) {
+  if (cfg.is_null()) cfg = *ExampleConfig(arch);
+  BuildOptions o;
+  o.arch = arch;
+  auto m = BuildModel(cfg, o);
+  EXPECT_TRUE(m.ok()) << arch << ": " << m.status().ToString();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+bool HasWeight(const Model& m, const std::string& name) {
+  for (const auto& [n, s] : m.WeightShapes()) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+double RelDiff(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-12);
+}
+
+TEST(Seq2SeqTest, T5TinyKeepsStructureAndRelativeBiasOnlyInBlockZero) {
+  auto m = Build("T5ForConditionalGeneration");
+  ASSERT_TRUE(m);
+  const auto& tc = m->spec().tiny_config;
+  EXPECT_EQ(tc["d_model"], 64);
+  EXPECT_EQ(tc["num_heads"], 4);
+  EXPECT_EQ(tc["d_kv"], 16);
+  EXPECT_EQ(tc["num_layers"], 2);
+  EXPECT_EQ(tc["relative_attention_num_buckets"], 8);
+  EXPECT_TRUE(HasWeight(*m, "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_TRUE(HasWeight(*m, "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_FALSE(HasWeight(*m, "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_FALSE(HasWeight(*m, "decoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_TRUE(HasWeight(*m, "decoder.block.1.layer.1.EncDecAttention.q.weight"));
+  EXPECT_TRUE(HasWeight(*m, "decoder.block.1.layer.2.DenseReluDense.wi.weight"));
+  EXPECT_FALSE(HasWeight(*m, "lm_head.weight"));  // tied (t5-small)
+  for (const auto& [n, s] : m->WeightShapes()) EXPECT_EQ(n.find(".bias"), std::string::npos) << n;
+  auto g = Build("MT5ForConditionalGeneration");
+  EXPECT_TRUE(HasWeight(*g, "encoder.block.0.layer.1.DenseReluDense.wi_0.weight"));
+  EXPECT_TRUE(HasWeight(*g, "encoder.block.0.layer.1.DenseReluDense.wi_1.weight"));
+  EXPECT_TRUE(HasWeight(*g, "lm_head.weight"));
+  EXPECT_FALSE(HasWeight(*Build("T5EncoderModel"), "decoder.final_layer_norm.weight"));
+}
+
+TEST(Seq2SeqTest, ShapesLossFloat64AndDeterminism) {
+  for (const char* arch : {"T5ForConditionalGeneration", "T5Model", "T5EncoderModel",
+                           "MT5ForConditionalGeneration", "MT5Model", "MT5EncoderModel"}) {
+    SCOPED_TRACE(arch);
+    auto m = Build(arch);
+    ASSERT_TRUE(m);
+    Batch b = m->MakeBatch(3, 2);
+    auto out = m->Forward(m->InitWeights(7), b.inputs);
+    ASSERT_EQ(out.size(), m->OutputNames().size());
+    const std::string a = arch;
+    if (a.find("Conditional") != std::string::npos) {
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 16, 512}));
+      EXPECT_EQ(out[1].sizes(), (std::vector<int64_t>{2, 32, 64}));
+    } else if (a.find("Encoder") != std::string::npos) {
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 32, 64}));
+    } else {
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 16, 64}));
+    }
+    EXPECT_TRUE(std::isfinite(m->Loss(m->InitWeights(7), b).item<double>()));
+    EXPECT_TRUE(at::equal(out[0], m->Forward(m->InitWeights(7), b.inputs)[0]));
+    at::Tensor f64 = m->Forward(m->InitWeights(7, at::kDouble), b.inputs)[0];
+    EXPECT_EQ(f64.scalar_type(), at::kDouble);
+    EXPECT_LT(RelDiff(out[0].to(at::kDouble), f64), 1e-5);
+  }
+}
+
+TEST(Seq2SeqTest, DecoderIsCausalAndRelativeBiasMatters) {
+  auto m = Build("T5ForConditionalGeneration");
+  Batch b = m->MakeBatch(1, 2);
+  auto w = m->InitWeights(1);
+  at::Tensor base = m->Forward(w, b.inputs)[0];
+  TensorMap in = b.inputs;
+  in["decoder_input_ids"] = b.inputs.at("decoder_input_ids").clone();
+  in["decoder_input_ids"].select(1, 10).fill_(7);
+  at::Tensor changed = m->Forward(w, in)[0];
+  EXPECT_TRUE(at::equal(changed.narrow(1, 0, 10), base.narrow(1, 0, 10)));
+  EXPECT_FALSE(at::equal(changed.narrow(1, 10, 6), base.narrow(1, 10, 6)));
+  WeightMap w2 = w;
+  const std::string rel = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight";
+  w2[rel] = w.at(rel) * 2.0;
+  EXPECT_GT(RelDiff(m->Forward(w2, b.inputs)[0], base), 1e-4);
+}
+
+TEST(Seq2SeqTest, BadConfigsNameTheField) {
+  auto expect_err = [](const char* field, const nlohmann::json& value, const std::string& needle) {
+    auto cfg = *ExampleConfig("T5ForConditionalGeneration");
+    if (value.is_null()) cfg.erase(field); else cfg[field] = value;
+    auto r = BuildModel(cfg, BuildOptions());
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  expect_err("d_model", nullptr, "d_model: missing");
+  expect_err("feed_forward_proj", "gated-foo", "feed_forward_proj: unknown 'gated-foo'");
+  expect_err("relative_attention_num_buckets", 1, "relative_attention_num_buckets: must be >= 2");
+  expect_err("num_heads", "x", "num_heads: expected integer");
+  expect_err("decoder_start_token_id", 999999, "decoder_start_token_id: must be in");
+}
+
+}  // namespace
+}  // namespace ts::zoo
