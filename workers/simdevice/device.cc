@@ -318,6 +318,29 @@ at::Tensor AsStrided(const at::Tensor& self, at::IntArrayRef size, at::IntArrayR
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
 }
 
+// at::_convolution (what traces record for conv2d) picks its backend by device type and, for
+// any device but CPU/CUDA/MKLDNN, calls the *_overrideable ops, whose CPU kernels only throw.
+// They route to the regular convolution ops, which this device runs (native or fallback).
+at::Tensor ConvolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
+                                   const c10::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                   at::IntArrayRef padding, at::IntArrayRef dilation,
+                                   bool transposed, at::IntArrayRef output_padding,
+                                   int64_t groups) {
+  return at::convolution(input, weight, bias, stride, padding, dilation, transposed,
+                         output_padding, groups);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvolutionBackwardOverrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+    at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+  return at::convolution_backward(grad_output, input, weight,
+                                  at::OptionalIntArrayRef(at::IntArrayRef(&out_channels, 1)),
+                                  stride, padding, dilation, transposed, output_padding, groups,
+                                  output_mask);
+}
+
 bool HasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from) {
   return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
 }
@@ -715,6 +738,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("convolution_overrideable", TORCH_FN(ConvolutionOverrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(ConvolutionBackwardOverrideable));
   for (const auto& k : KernelSet()) {
     m.impl(k.name, torch::CppFunction::makeFromBoxedFunction<&KernelEntry>());
   }

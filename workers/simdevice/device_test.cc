@@ -175,6 +175,31 @@ TEST_F(DeviceTest, CompiledModeLowersEverythingToTheDevice) {
   EXPECT_TRUE(c.fallback.empty());
 }
 
+TEST_F(DeviceTest, TracedConvolutionRunsOnTheDeviceInBothModes) {
+  // at::_convolution is what a traced conv2d records; on a non-CPU device it goes through the
+  // *_overrideable ops, which must reach the device's convolution.
+  auto x = at::randn({1, 3, 8, 8}), w = at::randn({4, 3, 3, 3}), b = at::randn({4});
+  auto run = [&](const at::Device& d) {
+    return Cpu(at::_convolution(x.to(d), w.to(d), b.to(d), {1, 1}, {1, 1}, {1, 1}, false, {0, 0},
+                                1, false, false, true, true));
+  };
+  const auto expect = run(at::kCPU);
+  EXPECT_TRUE(at::allclose(run(SimDevice()), expect, 1e-5, 1e-5));
+  {
+    ScopedExecMode compiled(ExecMode::kCompiled);
+    // Lowered: bf16-rounded operands, so compare the relative error of the whole result.
+    auto got = run(SimDevice());
+    EXPECT_LT(((got - expect).norm() / expect.norm()).item<double>(), 1e-2);
+  }
+  auto xd = x.to(SimDevice()).requires_grad_(true);
+  auto y = at::_convolution(xd, w.to(SimDevice()), b.to(SimDevice()), {1, 1}, {1, 1}, {1, 1},
+                            false, {0, 0}, 1, false, false, true, true);
+  y.sum().backward();
+  auto xc = x.clone().requires_grad_(true);
+  at::conv2d(xc, w, b, 1, 1).sum().backward();
+  EXPECT_TRUE(at::allclose(Cpu(xd.grad()), xc.grad(), 1e-4, 1e-4));
+}
+
 TEST_F(DeviceTest, AutogradThroughDeviceMatchesCpu) {
   auto w = at::randn({8, 8});
   auto x = at::randn({4, 8});

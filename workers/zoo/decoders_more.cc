@@ -1,5 +1,8 @@
 // Zoo: further decoder-only families (gemma, gemma2, qwen3, olmo2, phi, phi3, stablelm,
-// starcoder2, gpt2, gpt_bigcode, gpt_neox, mixtral, qwen2_moe). See README.md.
+// starcoder2, gpt2, gpt_bigcode, gpt_neox, mixtral, qwen2_moe), each with its CausalLM,
+// SequenceClassification, TokenClassification, QuestionAnswering and base Model heads where
+// transformers has them; and the llama, mistral and qwen2 heads decoder.cc does not build
+// (TokenClassification, QuestionAnswering, base Model). See README.md.
 //
 // One configurable decoder (FamilyConfig below): norm kind, positional scheme (rotary, partial
 // rotary, learned), attention projection layout (separate, fused [q;k;v], per-head interleaved,
@@ -29,14 +32,16 @@ using P = TinyProfile;
 
 enum class Fam {
   kGemma, kGemma2, kQwen3, kOlmo2, kPhi, kPhi3, kStableLm, kStarcoder2, kGpt2, kBigCode,
-  kNeoX, kMixtral, kQwen2Moe
+  kNeoX, kMixtral, kQwen2Moe, kLlama, kMistral, kQwen2
 };
 
 enum class NormKind { kRms, kGemmaRms, kLayerNorm };
 enum class AttnLayout { kSeparate, kFusedQkv, kPerHeadInterleaved, kConv1D, kMqaFused };
 enum class MlpKind { kGated, kFusedGateUp, kPlain };
 enum class Residual { kSequential, kParallelOneNorm, kParallelTwoNorms };
-enum class Head { kCausalLM, kSequenceClassification };
+enum class Head {
+  kCausalLM, kSequenceClassification, kTokenClassification, kQuestionAnswering, kBase
+};
 
 // Config field names of a family (phi-msft and GPT-2 style configs use n_embd & co).
 struct FieldNames {
@@ -163,7 +168,8 @@ StatusOr<FamilyConfig> ParseFamily(const nlohmann::json& config, Fam fam) {
   TS_RETURN_IF_ERROR(CheckPos(r, f.inter, c.inter));
 
   // Heads and head_dim.
-  c.head_dim_field = fam == Fam::kGemma || fam == Fam::kGemma2 || fam == Fam::kQwen3;
+  c.head_dim_field = fam == Fam::kGemma || fam == Fam::kGemma2 || fam == Fam::kQwen3 ||
+                     fam == Fam::kLlama || fam == Fam::kMistral;
   int64_t def_kv = c.heads;
   if (fam == Fam::kStarcoder2 && !r.Has("num_key_value_heads")) def_kv = 2;
   if (fam == Fam::kBigCode) {
@@ -205,7 +211,8 @@ StatusOr<FamilyConfig> ParseFamily(const nlohmann::json& config, Fam fam) {
   TS_ASSIGN_OR_RETURN(std::string act, r.String(f.act, def_act));
   TS_ASSIGN_OR_RETURN(c.act, ParseActivation(act, f.act));
   double def_eps = 1e-5;
-  if (fam == Fam::kGemma || fam == Fam::kGemma2 || fam == Fam::kQwen3 || fam == Fam::kQwen2Moe)
+  if (fam == Fam::kGemma || fam == Fam::kGemma2 || fam == Fam::kQwen3 || fam == Fam::kQwen2Moe ||
+      fam == Fam::kLlama || fam == Fam::kMistral || fam == Fam::kQwen2)
     def_eps = 1e-6;
   TS_ASSIGN_OR_RETURN(c.eps, r.Double(f.eps, def_eps));
   if (!(c.eps > 0)) return r.Error(f.eps, "must be positive");
@@ -306,9 +313,14 @@ StatusOr<FamilyConfig> ParseFamily(const nlohmann::json& config, Fam fam) {
     if (c.attn_softcap < 0) return r.Error("attn_logit_softcapping", "must be positive");
     if (c.final_softcap < 0) return r.Error("final_logit_softcapping", "must be positive");
   }
-  if (fam == Fam::kGemma || fam == Fam::kGemma2 || fam == Fam::kQwen3 || fam == Fam::kOlmo2) {
+  if (fam == Fam::kGemma || fam == Fam::kGemma2 || fam == Fam::kQwen3 || fam == Fam::kOlmo2 ||
+      fam == Fam::kLlama) {
     TS_ASSIGN_OR_RETURN(bool ab, r.Bool("attention_bias", false));
     c.qkv_bias = c.o_bias = ab;
+    if (fam == Fam::kLlama) {
+      TS_ASSIGN_OR_RETURN(bool mb, r.Bool("mlp_bias", false));
+      if (mb) return r.Error("mlp_bias", "true is not supported by the zoo");
+    }
   } else if (fam == Fam::kPhi) {
     c.qkv_bias = c.o_bias = c.mlp_bias = c.lm_head_bias = true;
   } else if (fam == Fam::kStableLm) {
@@ -324,7 +336,7 @@ StatusOr<FamilyConfig> ParseFamily(const nlohmann::json& config, Fam fam) {
     c.qkv_bias = c.o_bias = ab;
     c.mlp_bias = true;
     TS_ASSIGN_OR_RETURN(c.parallel_residual, r.Bool("use_parallel_residual", true));
-  } else if (fam == Fam::kQwen2Moe) {
+  } else if (fam == Fam::kQwen2Moe || fam == Fam::kQwen2) {
     c.qkv_bias = true;
   }
   for (const char* unsupported : {"qk_layernorm"}) {
@@ -335,7 +347,8 @@ StatusOr<FamilyConfig> ParseFamily(const nlohmann::json& config, Fam fam) {
   // Sliding windows.
   c.window.assign(static_cast<size_t>(c.layers), std::nullopt);
   if (fam == Fam::kGemma2 || fam == Fam::kStarcoder2 || fam == Fam::kMixtral ||
-      fam == Fam::kPhi3 || fam == Fam::kQwen3 || fam == Fam::kQwen2Moe) {
+      fam == Fam::kPhi3 || fam == Fam::kQwen3 || fam == Fam::kQwen2Moe || fam == Fam::kMistral ||
+      fam == Fam::kQwen2) {
     std::optional<int64_t> w;
     if (r.Has("sliding_window")) {
       TS_ASSIGN_OR_RETURN(int64_t v, r.Int("sliding_window"));
@@ -346,7 +359,7 @@ StatusOr<FamilyConfig> ParseFamily(const nlohmann::json& config, Fam fam) {
     }
     bool use = w.has_value();
     int64_t max_window_layers = 0;
-    if (fam == Fam::kQwen3 || fam == Fam::kQwen2Moe) {
+    if (fam == Fam::kQwen3 || fam == Fam::kQwen2Moe || fam == Fam::kQwen2) {
       TS_ASSIGN_OR_RETURN(use, r.Bool("use_sliding_window", false));
       TS_ASSIGN_OR_RETURN(max_window_layers, r.Int("max_window_layers", 28));
       if (use && !w) w = 4096;
@@ -358,7 +371,8 @@ StatusOr<FamilyConfig> ParseFamily(const nlohmann::json& config, Fam fam) {
       for (int64_t i = 0; i < c.layers; ++i) {
         bool on = true;
         if (fam == Fam::kGemma2) on = i % 2 == 0;  // sliding, full, sliding, ...
-        if (fam == Fam::kQwen3 || fam == Fam::kQwen2Moe) on = i >= max_window_layers;
+        if (fam == Fam::kQwen3 || fam == Fam::kQwen2Moe || fam == Fam::kQwen2)
+          on = i >= max_window_layers;
         if (on) c.window[static_cast<size_t>(i)] = w;
       }
     }
@@ -485,7 +499,7 @@ StatusOr<nlohmann::json> ScaleFamily(const nlohmann::json& config, Fam fam) {
   // Sliding window: bites within the tiny sequence; the layer pattern is kept.
   if (c.window_size) {
     t["sliding_window"] = std::min<int64_t>(*c.window_size, P::kWindow);
-    if (fam == Fam::kQwen3 || fam == Fam::kQwen2Moe) {
+    if (fam == Fam::kQwen3 || fam == Fam::kQwen2Moe || fam == Fam::kQwen2) {
       int64_t first = -1;
       for (int64_t i = 0; i < c.layers; ++i)
         if (c.window[static_cast<size_t>(i)] && first < 0) first = i;
@@ -493,7 +507,7 @@ StatusOr<nlohmann::json> ScaleFamily(const nlohmann::json& config, Fam fam) {
     }
   } else if (t.contains("sliding_window") && t["sliding_window"].is_number()) {
     // Inactive (use_sliding_window false, or no shorter than the context): stays inactive.
-    if (fam == Fam::kQwen3 || fam == Fam::kQwen2Moe) {
+    if (fam == Fam::kQwen3 || fam == Fam::kQwen2Moe || fam == Fam::kQwen2) {
       t["sliding_window"] = P::kWindow;
       t["max_window_layers"] = std::min<int64_t>(t.value("max_window_layers", 28), layers);
     } else {
@@ -573,7 +587,11 @@ class FamilyModel : public Model {
       residual_ = fam == Fam::kNeoX ? Residual::kParallelTwoNorms : Residual::kParallelOneNorm;
 
     const bool gpt = fam == Fam::kGpt2 || fam == Fam::kBigCode;
-    const std::string base = gpt ? "transformer." : fam == Fam::kNeoX ? "gpt_neox." : "model.";
+    // The base model (GPT2Model, LlamaModel, ...) has its weights at the root of its state_dict.
+    const std::string base = head_kind_ == Head::kBase ? ""
+                             : gpt                     ? "transformer."
+                             : fam == Fam::kNeoX       ? "gpt_neox."
+                                                       : "model.";
     embed_ = add(base + (gpt ? "wte.weight" : fam == Fam::kNeoX ? "embed_in.weight"
                                                                  : "embed_tokens.weight"),
                  {c_.vocab, h});
@@ -713,6 +731,16 @@ class FamilyModel : public Model {
     if (ln) final_b_ = add(base + fn + ".bias", {h});
     if (head_kind_ == Head::kSequenceClassification) {
       head_ = add("score.weight", {c_.num_labels, h});
+    } else if (head_kind_ == Head::kTokenClassification) {
+      // GPT-2, GPTBigCode and GPTNeoX name it classifier; the generic head (all others) score.
+      const std::string n = gpt || fam == Fam::kNeoX ? "classifier" : "score";
+      head_ = add(n + ".weight", {c_.num_labels, h});
+      head_b_ = add(n + ".bias", {c_.num_labels});
+    } else if (head_kind_ == Head::kQuestionAnswering) {
+      head_ = add("qa_outputs.weight", {2, h});
+      head_b_ = add("qa_outputs.bias", {2});
+    } else if (head_kind_ == Head::kBase) {
+      // No head: last_hidden_state.
     } else if (c_.tie) {
       head_ = embed_;
     } else {
@@ -725,7 +753,11 @@ class FamilyModel : public Model {
   std::vector<std::pair<std::string, std::vector<int64_t>>> WeightShapes() const override {
     return shapes_;
   }
-  std::vector<std::string> OutputNames() const override { return {"logits"}; }
+  std::vector<std::string> OutputNames() const override {
+    if (head_kind_ == Head::kBase) return {"last_hidden_state"};
+    if (head_kind_ == Head::kQuestionAnswering) return {"start_logits", "end_logits"};
+    return {"logits"};
+  }
 
   std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
     const at::Tensor& ids = GetInput(inputs, "input_ids");
@@ -764,7 +796,12 @@ class FamilyModel : public Model {
       }
     }
     h = Norm(w, h, final_w_, final_b_);
+    if (head_kind_ == Head::kBase) return {h};
     at::Tensor logits = nn::Linear(h, GetWeight(w, head_), GetOptionalWeight(w, head_b_));
+    if (head_kind_ == Head::kTokenClassification) return {logits};
+    if (head_kind_ == Head::kQuestionAnswering) {
+      return {logits.select(-1, 0).contiguous(), logits.select(-1, 1).contiguous()};
+    }
     if (c_.final_softcap > 0) logits = at::tanh(logits / c_.final_softcap) * c_.final_softcap;
     if (head_kind_ == Head::kCausalLM) return {logits};
     at::Tensor last;
@@ -779,8 +816,23 @@ class FamilyModel : public Model {
   }
 
   at::Tensor Loss(const WeightMap& w, const Batch& batch) const override {
-    at::Tensor logits = Forward(w, batch.inputs)[0];
+    std::vector<at::Tensor> out = Forward(w, batch.inputs);
+    if (head_kind_ == Head::kQuestionAnswering) {
+      // HF: start/end positions clamped to [0, S]; mean of the two cross entropies.
+      const int64_t s = out[0].size(1);
+      at::Tensor sp = GetInput(batch.labels, "start_positions").clamp(0, s);
+      at::Tensor ep = GetInput(batch.labels, "end_positions").clamp(0, s);
+      return (CrossEntropy(out[0], sp) + CrossEntropy(out[1], ep)) / 2;
+    }
+    at::Tensor logits = out[0];
     const at::Tensor& labels = GetInput(batch.labels, "labels");
+    if (head_kind_ == Head::kBase) {
+      // No task loss in HF: regress last_hidden_state onto a fixed random target.
+      return at::mse_loss(logits, labels.to(logits.scalar_type()));
+    }
+    if (head_kind_ == Head::kTokenClassification) {
+      return CrossEntropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}));
+    }
     if (head_kind_ == Head::kSequenceClassification) {
       if (c_.num_labels == 1)
         return at::mse_loss(logits.squeeze(-1), labels.to(logits.scalar_type()));
@@ -802,10 +854,21 @@ class FamilyModel : public Model {
     Batch batch;
     batch.inputs["input_ids"] = ids;
     batch.inputs["attention_mask"] = mask;
+    const auto fopts = at::TensorOptions().dtype(at::kFloat);
     if (head_kind_ == Head::kSequenceClassification) {
-      batch.labels["labels"] =
-          c_.num_labels == 1 ? at::randn({batch_size}, gen, at::TensorOptions().dtype(at::kFloat))
-                             : at::randint(0, c_.num_labels, {batch_size}, gen, lopts);
+      batch.labels["labels"] = c_.num_labels == 1
+                                   ? at::randn({batch_size}, gen, fopts)
+                                   : at::randint(0, c_.num_labels, {batch_size}, gen, lopts);
+    } else if (head_kind_ == Head::kTokenClassification) {
+      batch.labels["labels"] = at::randint(0, c_.num_labels, {batch_size, seq_len_}, gen, lopts)
+                                   .masked_fill(mask.eq(0), -100);
+    } else if (head_kind_ == Head::kQuestionAnswering) {
+      at::Tensor start = at::randint(0, seq_len_ / 2, {batch_size}, gen, lopts);
+      batch.labels["start_positions"] = start;
+      batch.labels["end_positions"] =
+          start + at::randint(0, seq_len_ / 4, {batch_size}, gen, lopts);
+    } else if (head_kind_ == Head::kBase) {
+      batch.labels["labels"] = at::randn({batch_size, seq_len_, c_.hidden}, gen, fopts);
     } else {
       batch.labels["labels"] = ids.masked_fill(mask.eq(0), -100);
     }
@@ -1010,18 +1073,28 @@ StatusOr<std::unique_ptr<Model>> BuildFamily(ModelSpec spec, Fam fam, Head head)
 
 // ---- Example configs (modelled on public checkpoints).
 
+// Class names of a family's heads; "" where transformers has none or another file registers it.
+struct HeadNames {
+  const char* causal_lm;
+  const char* seq_cls;
+  const char* token_cls;
+  const char* qa;
+  const char* base;
+};
+
 struct FamilyEntry {
   Fam fam;
   const char* model_type;
-  const char* causal_lm;   // class name of the causal LM head
-  const char* seq_cls;     // "" when transformers has none
+  HeadNames heads;
   nlohmann::json example;
 };
 
 std::vector<FamilyEntry> Families() {
   return {
       // google/gemma-2b
-      {Fam::kGemma, "gemma", "GemmaForCausalLM", "GemmaForSequenceClassification",
+      {Fam::kGemma, "gemma",
+       {"GemmaForCausalLM", "GemmaForSequenceClassification", "GemmaForTokenClassification",
+        "", "GemmaModel"},
        R"({"model_type":"gemma","hidden_size":2048,"intermediate_size":16384,
            "num_attention_heads":8,"num_key_value_heads":1,"head_dim":256,
            "num_hidden_layers":18,"vocab_size":256000,"max_position_embeddings":8192,
@@ -1029,7 +1102,9 @@ std::vector<FamilyEntry> Families() {
            "hidden_activation":"gelu_pytorch_tanh","pad_token_id":0,"bos_token_id":2,
            "eos_token_id":1,"attention_bias":false,"tie_word_embeddings":true})"_json},
       // google/gemma-2-2b
-      {Fam::kGemma2, "gemma2", "Gemma2ForCausalLM", "Gemma2ForSequenceClassification",
+      {Fam::kGemma2, "gemma2",
+       {"Gemma2ForCausalLM", "Gemma2ForSequenceClassification", "Gemma2ForTokenClassification",
+        "", "Gemma2Model"},
        R"({"model_type":"gemma2","hidden_size":2304,"intermediate_size":9216,
            "num_attention_heads":8,"num_key_value_heads":4,"head_dim":256,
            "num_hidden_layers":26,"vocab_size":256000,"max_position_embeddings":8192,
@@ -1038,7 +1113,9 @@ std::vector<FamilyEntry> Families() {
            "final_logit_softcapping":30.0,"pad_token_id":0,"bos_token_id":2,"eos_token_id":1,
            "attention_bias":false})"_json},
       // Qwen/Qwen3-1.7B
-      {Fam::kQwen3, "qwen3", "Qwen3ForCausalLM", "Qwen3ForSequenceClassification",
+      {Fam::kQwen3, "qwen3",
+       {"Qwen3ForCausalLM", "Qwen3ForSequenceClassification", "Qwen3ForTokenClassification",
+        "Qwen3ForQuestionAnswering", "Qwen3Model"},
        R"({"model_type":"qwen3","hidden_size":2048,"intermediate_size":6144,
            "num_attention_heads":16,"num_key_value_heads":8,"head_dim":128,
            "num_hidden_layers":28,"vocab_size":151936,"max_position_embeddings":40960,
@@ -1047,14 +1124,17 @@ std::vector<FamilyEntry> Families() {
            "max_window_layers":28,"attention_bias":false,"bos_token_id":151643,
            "eos_token_id":151645})"_json},
       // allenai/OLMo-2-1124-7B
-      {Fam::kOlmo2, "olmo2", "Olmo2ForCausalLM", "",
+      {Fam::kOlmo2, "olmo2",
+       {"Olmo2ForCausalLM", "", "", "", "Olmo2Model"},
        R"({"model_type":"olmo2","hidden_size":4096,"intermediate_size":11008,
            "num_attention_heads":32,"num_key_value_heads":32,"num_hidden_layers":32,
            "vocab_size":100352,"max_position_embeddings":4096,"rms_norm_eps":1e-6,
            "rope_theta":500000,"hidden_act":"silu","attention_bias":false,
            "tie_word_embeddings":false,"pad_token_id":100277,"eos_token_id":100257})"_json},
       // microsoft/phi-2 (transformers format)
-      {Fam::kPhi, "phi", "PhiForCausalLM", "PhiForSequenceClassification",
+      {Fam::kPhi, "phi",
+       {"PhiForCausalLM", "PhiForSequenceClassification", "PhiForTokenClassification",
+        "", "PhiModel"},
        R"({"model_type":"phi","hidden_size":2560,"intermediate_size":10240,
            "num_attention_heads":32,"num_key_value_heads":32,"num_hidden_layers":32,
            "vocab_size":51200,"max_position_embeddings":2048,"layer_norm_eps":1e-5,
@@ -1062,7 +1142,9 @@ std::vector<FamilyEntry> Families() {
            "qk_layernorm":false,"tie_word_embeddings":false,"bos_token_id":50256,
            "eos_token_id":50256})"_json},
       // microsoft/Phi-3-mini-4k-instruct
-      {Fam::kPhi3, "phi3", "Phi3ForCausalLM", "Phi3ForSequenceClassification",
+      {Fam::kPhi3, "phi3",
+       {"Phi3ForCausalLM", "Phi3ForSequenceClassification", "Phi3ForTokenClassification",
+        "", "Phi3Model"},
        R"({"model_type":"phi3","hidden_size":3072,"intermediate_size":8192,
            "num_attention_heads":32,"num_key_value_heads":32,"num_hidden_layers":32,
            "vocab_size":32064,"max_position_embeddings":4096,
@@ -1071,7 +1153,10 @@ std::vector<FamilyEntry> Families() {
            "tie_word_embeddings":false,"pad_token_id":32000,"bos_token_id":1,
            "eos_token_id":32000})"_json},
       // stabilityai/stablelm-3b-4e1t
-      {Fam::kStableLm, "stablelm", "StableLmForCausalLM", "StableLmForSequenceClassification",
+      {Fam::kStableLm, "stablelm",
+       {"StableLmForCausalLM", "StableLmForSequenceClassification",
+        "StableLmForTokenClassification",
+        "", "StableLmModel"},
        R"({"model_type":"stablelm","hidden_size":2560,"intermediate_size":6912,
            "num_attention_heads":32,"num_key_value_heads":32,"num_hidden_layers":32,
            "vocab_size":50304,"max_position_embeddings":4096,"layer_norm_eps":1e-5,
@@ -1079,8 +1164,10 @@ std::vector<FamilyEntry> Families() {
            "use_qkv_bias":false,"tie_word_embeddings":false,"bos_token_id":0,
            "eos_token_id":0})"_json},
       // bigcode/starcoder2-3b
-      {Fam::kStarcoder2, "starcoder2", "Starcoder2ForCausalLM",
-       "Starcoder2ForSequenceClassification",
+      {Fam::kStarcoder2, "starcoder2",
+       {"Starcoder2ForCausalLM", "Starcoder2ForSequenceClassification",
+        "Starcoder2ForTokenClassification",
+        "", "Starcoder2Model"},
        R"({"model_type":"starcoder2","hidden_size":3072,"intermediate_size":12288,
            "num_attention_heads":24,"num_key_value_heads":2,"num_hidden_layers":30,
            "vocab_size":49152,"max_position_embeddings":16384,"norm_epsilon":1e-5,
@@ -1088,27 +1175,35 @@ std::vector<FamilyEntry> Families() {
            "sliding_window":4096,"tie_word_embeddings":true,"bos_token_id":0,
            "eos_token_id":0})"_json},
       // openai-community/gpt2
-      {Fam::kGpt2, "gpt2", "GPT2LMHeadModel", "GPT2ForSequenceClassification",
+      {Fam::kGpt2, "gpt2",
+       {"GPT2LMHeadModel", "GPT2ForSequenceClassification", "GPT2ForTokenClassification",
+        "GPT2ForQuestionAnswering", "GPT2Model"},
        R"({"model_type":"gpt2","n_embd":768,"n_head":12,"n_layer":12,"n_positions":1024,
            "n_ctx":1024,"vocab_size":50257,"activation_function":"gelu_new",
            "layer_norm_epsilon":1e-5,"initializer_range":0.02,"bos_token_id":50256,
            "eos_token_id":50256})"_json},
       // bigcode/gpt_bigcode-santacoder
-      {Fam::kBigCode, "gpt_bigcode", "GPTBigCodeForCausalLM",
-       "GPTBigCodeForSequenceClassification",
+      {Fam::kBigCode, "gpt_bigcode",
+       {"GPTBigCodeForCausalLM", "GPTBigCodeForSequenceClassification",
+        "GPTBigCodeForTokenClassification",
+        "", "GPTBigCodeModel"},
        R"({"model_type":"gpt_bigcode","n_embd":2048,"n_head":16,"n_inner":8192,"n_layer":24,
            "n_positions":2048,"vocab_size":49280,"activation_function":"gelu_pytorch_tanh",
            "multi_query":true,"layer_norm_epsilon":1e-5,"bos_token_id":49152,
            "eos_token_id":49152})"_json},
       // EleutherAI/pythia-410m
-      {Fam::kNeoX, "gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXForSequenceClassification",
+      {Fam::kNeoX, "gpt_neox",
+       {"GPTNeoXForCausalLM", "GPTNeoXForSequenceClassification", "GPTNeoXForTokenClassification",
+        "GPTNeoXForQuestionAnswering", "GPTNeoXModel"},
        R"({"model_type":"gpt_neox","hidden_size":1024,"intermediate_size":4096,
            "num_attention_heads":16,"num_hidden_layers":24,"vocab_size":50304,
            "max_position_embeddings":2048,"layer_norm_eps":1e-5,"rotary_pct":0.25,
            "rotary_emb_base":10000,"hidden_act":"gelu","use_parallel_residual":true,
            "tie_word_embeddings":false,"bos_token_id":0,"eos_token_id":0})"_json},
       // mistralai/Mixtral-8x7B-v0.1
-      {Fam::kMixtral, "mixtral", "MixtralForCausalLM", "MixtralForSequenceClassification",
+      {Fam::kMixtral, "mixtral",
+       {"MixtralForCausalLM", "MixtralForSequenceClassification", "MixtralForTokenClassification",
+        "MixtralForQuestionAnswering", "MixtralModel"},
        R"({"model_type":"mixtral","hidden_size":4096,"intermediate_size":14336,
            "num_attention_heads":32,"num_key_value_heads":8,"num_hidden_layers":32,
            "vocab_size":32000,"max_position_embeddings":32768,"rms_norm_eps":1e-5,
@@ -1116,7 +1211,9 @@ std::vector<FamilyEntry> Families() {
            "num_experts_per_tok":2,"sliding_window":null,"tie_word_embeddings":false,
            "bos_token_id":1,"eos_token_id":2})"_json},
       // Qwen/Qwen1.5-MoE-A2.7B
-      {Fam::kQwen2Moe, "qwen2_moe", "Qwen2MoeForCausalLM", "Qwen2MoeForSequenceClassification",
+      {Fam::kQwen2Moe, "qwen2_moe",
+       {"Qwen2MoeForCausalLM", "Qwen2MoeForSequenceClassification", "Qwen2MoeForTokenClassification",
+        "Qwen2MoeForQuestionAnswering", "Qwen2MoeModel"},
        R"({"model_type":"qwen2_moe","hidden_size":2048,"intermediate_size":5632,
            "num_attention_heads":16,"num_key_value_heads":16,"num_hidden_layers":24,
            "vocab_size":151936,"max_position_embeddings":8192,"rms_norm_eps":1e-6,
@@ -1125,6 +1222,32 @@ std::vector<FamilyEntry> Families() {
            "moe_intermediate_size":1408,"shared_expert_intermediate_size":5632,
            "num_experts_per_tok":4,"num_experts":60,"norm_topk_prob":false,
            "tie_word_embeddings":false,"bos_token_id":151643,"eos_token_id":151643})"_json},
+      // Llama, Mistral and Qwen2: their CausalLM and SequenceClassification heads are decoder.cc's.
+      // meta-llama/Llama-2-7b-hf
+      {Fam::kLlama, "llama",
+       {"", "", "LlamaForTokenClassification", "LlamaForQuestionAnswering", "LlamaModel"},
+       R"({"model_type":"llama","hidden_size":4096,"intermediate_size":11008,
+           "num_attention_heads":32,"num_key_value_heads":32,"num_hidden_layers":32,
+           "vocab_size":32000,"max_position_embeddings":4096,"rms_norm_eps":1e-5,
+           "rope_theta":10000.0,"hidden_act":"silu","attention_bias":false,
+           "tie_word_embeddings":false,"bos_token_id":1,"eos_token_id":2})"_json},
+      // mistralai/Mistral-7B-v0.1
+      {Fam::kMistral, "mistral",
+       {"", "", "MistralForTokenClassification", "MistralForQuestionAnswering", "MistralModel"},
+       R"({"model_type":"mistral","hidden_size":4096,"intermediate_size":14336,
+           "num_attention_heads":32,"num_key_value_heads":8,"num_hidden_layers":32,
+           "vocab_size":32000,"max_position_embeddings":32768,"rms_norm_eps":1e-5,
+           "rope_theta":10000.0,"sliding_window":4096,"hidden_act":"silu",
+           "tie_word_embeddings":false,"bos_token_id":1,"eos_token_id":2})"_json},
+      // Qwen/Qwen2-7B
+      {Fam::kQwen2, "qwen2",
+       {"", "", "Qwen2ForTokenClassification", "Qwen2ForQuestionAnswering", "Qwen2Model"},
+       R"({"model_type":"qwen2","hidden_size":3584,"intermediate_size":18944,
+           "num_attention_heads":28,"num_key_value_heads":4,"num_hidden_layers":28,
+           "vocab_size":152064,"max_position_embeddings":32768,"rms_norm_eps":1e-6,
+           "rope_theta":1000000.0,"use_sliding_window":false,"sliding_window":131072,
+           "max_window_layers":28,"hidden_act":"silu","tie_word_embeddings":false,
+           "bos_token_id":151643,"eos_token_id":151643})"_json},
   };
 }
 
@@ -1135,14 +1258,20 @@ std::vector<ArchEntry> DecoderZooArchs() {
   for (const FamilyEntry& e : Families()) {
     const Fam fam = e.fam;
     auto scale = [fam](const nlohmann::json& c) { return ScaleFamily(c, fam); };
-    for (Head head : {Head::kCausalLM, Head::kSequenceClassification}) {
-      const bool seq = head == Head::kSequenceClassification;
-      const std::string arch = seq ? e.seq_cls : e.causal_lm;
+    const std::tuple<Head, const char*, const char*> heads[] = {
+        {Head::kCausalLM, e.heads.causal_lm, "text-generation"},
+        {Head::kSequenceClassification, e.heads.seq_cls, "text-classification"},
+        {Head::kTokenClassification, e.heads.token_cls, "token-classification"},
+        {Head::kQuestionAnswering, e.heads.qa, "question-answering"},
+        {Head::kBase, e.heads.base, "feature-extraction"}};
+    for (const auto& [head, name, task] : heads) {
+      const std::string arch = name;
       if (arch.empty()) continue;
       nlohmann::json cfg = e.example;
       cfg["architectures"] = {arch};
-      if (seq) cfg["num_labels"] = 2;
-      out.push_back({{arch, e.model_type, seq ? "text-classification" : "text-generation"}, cfg,
+      if (head == Head::kSequenceClassification || head == Head::kTokenClassification)
+        cfg["num_labels"] = 2;
+      out.push_back({{arch, e.model_type, task}, cfg,
                      scale, [fam, head](ModelSpec spec) {
                        return BuildFamily(std::move(spec), fam, head);
                      }});

@@ -1,4 +1,5 @@
 // Tests for decoders_more.cc (see README.md).
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -266,6 +267,159 @@ TEST(DecodersMoreTest, BadConfigsNameTheField) {
   nlohmann::json ph = Real("phi-2.json");
   ph["activation_function"] = "nope";
   EXPECT_NE(err(ph).find("activation_function"), std::string::npos);
+}
+
+
+// ---- TokenClassification, QuestionAnswering and base Model heads.
+
+const std::vector<std::string> kTokenCls = {
+    "GemmaForTokenClassification",      "Gemma2ForTokenClassification",
+    "Qwen3ForTokenClassification",      "PhiForTokenClassification",
+    "Phi3ForTokenClassification",       "StableLmForTokenClassification",
+    "Starcoder2ForTokenClassification", "GPT2ForTokenClassification",
+    "GPTBigCodeForTokenClassification", "GPTNeoXForTokenClassification",
+    "MixtralForTokenClassification",    "Qwen2MoeForTokenClassification",
+    "LlamaForTokenClassification",      "MistralForTokenClassification",
+    "Qwen2ForTokenClassification"};
+const std::vector<std::string> kQa = {
+    "Qwen3ForQuestionAnswering",   "GPT2ForQuestionAnswering",    "GPTNeoXForQuestionAnswering",
+    "MixtralForQuestionAnswering", "Qwen2MoeForQuestionAnswering", "LlamaForQuestionAnswering",
+    "MistralForQuestionAnswering", "Qwen2ForQuestionAnswering"};
+const std::vector<std::string> kBase = {
+    "GemmaModel",      "Gemma2Model",  "Qwen3Model",   "Olmo2Model",    "PhiModel",
+    "Phi3Model",       "StableLmModel", "Starcoder2Model", "GPT2Model", "GPTBigCodeModel",
+    "GPTNeoXModel",    "MixtralModel", "Qwen2MoeModel", "LlamaModel",  "MistralModel",
+    "Qwen2Model"};
+
+TEST(DecodersMoreTest, TokenClassificationIsPerTokenAndCausal) {
+  for (const std::string& arch : kTokenCls) {
+    auto m = MustBuild(Example(arch));
+    ASSERT_NE(m, nullptr) << arch;
+    EXPECT_EQ(m->OutputNames(), (std::vector<std::string>{"logits"}));
+    const bool classifier = arch.rfind("GPT", 0) == 0;
+    EXPECT_TRUE(HasWeight(*m, classifier ? "classifier.weight" : "score.weight")) << arch;
+    EXPECT_TRUE(HasWeight(*m, classifier ? "classifier.bias" : "score.bias")) << arch;
+    Batch batch = m->MakeBatch(2, 0);
+    const at::Tensor& labels = batch.labels.at("labels");
+    const at::Tensor& mask = batch.inputs.at("attention_mask");
+    EXPECT_EQ(labels.sizes().vec(), (std::vector<int64_t>{2, 32})) << arch;
+    EXPECT_TRUE(labels.masked_select(mask.eq(0)).eq(-100).all().item<bool>()) << arch;
+    EXPECT_TRUE(labels.masked_select(mask.ne(0)).ge(0).all().item<bool>()) << arch;
+    auto w = m->InitWeights(1);
+    at::Tensor y = m->Forward(w, batch.inputs)[0];
+    EXPECT_EQ(y.sizes().vec(), (std::vector<int64_t>{2, 32, 2})) << arch;
+    EXPECT_TRUE(std::isfinite(m->Loss(w, batch).item<double>())) << arch;
+    // Causal: the last token does not reach earlier positions.
+    at::Tensor ids = batch.inputs.at("input_ids").narrow(0, 0, 1).clone();
+    at::Tensor a = m->Forward(w, {{"input_ids", ids}})[0];
+    ids[0][31] = (ids[0][31].item<int64_t>() + 1) % 512;
+    at::Tensor b = m->Forward(w, {{"input_ids", ids}})[0];
+    EXPECT_LT((a[0].narrow(0, 0, 31) - b[0].narrow(0, 0, 31)).abs().max().item<double>(), 1e-5)
+        << arch;
+    EXPECT_GT((a[0][31] - b[0][31]).abs().max().item<double>(), 1e-7) << arch;
+  }
+}
+
+TEST(DecodersMoreTest, QuestionAnsweringSplitsStartEndAndAveragesTheLosses) {
+  for (const std::string& arch : kQa) {
+    auto m = MustBuild(Example(arch));
+    ASSERT_NE(m, nullptr) << arch;
+    EXPECT_EQ(m->OutputNames(), (std::vector<std::string>{"start_logits", "end_logits"}));
+    ASSERT_EQ(Shape(*m, "qa_outputs.weight").size(), 2u) << arch;
+    EXPECT_EQ(Shape(*m, "qa_outputs.weight")[0], 2) << arch;
+    EXPECT_EQ(Shape(*m, "qa_outputs.bias"), (std::vector<int64_t>{2})) << arch;
+    Batch batch = m->MakeBatch(2, 0);
+    const at::Tensor& sp = batch.labels.at("start_positions");
+    const at::Tensor& ep = batch.labels.at("end_positions");
+    EXPECT_EQ(sp.sizes().vec(), (std::vector<int64_t>{2})) << arch;
+    EXPECT_TRUE(ep.ge(sp).all().item<bool>()) << arch;
+    EXPECT_TRUE(ep.lt(32).all().item<bool>()) << arch;
+    auto w = m->InitWeights(1, at::kDouble);
+    auto out = m->Forward(w, batch.inputs);
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].sizes().vec(), (std::vector<int64_t>{2, 32})) << arch;
+    EXPECT_EQ(out[1].sizes().vec(), (std::vector<int64_t>{2, 32})) << arch;
+    const double want = (at::cross_entropy_loss(out[0], sp).item<double>() +
+                         at::cross_entropy_loss(out[1], ep).item<double>()) / 2;
+    EXPECT_NEAR(m->Loss(w, batch).item<double>(), want, 1e-9) << arch;
+  }
+}
+
+TEST(DecodersMoreTest, BaseModelsHaveRootWeightNamesAndRegressOntoATarget) {
+  for (const std::string& arch : kBase) {
+    auto m = MustBuild(Example(arch));
+    ASSERT_NE(m, nullptr) << arch;
+    EXPECT_EQ(m->OutputNames(), (std::vector<std::string>{"last_hidden_state"}));
+    for (const auto& [n, s] : m->WeightShapes()) {
+      EXPECT_NE(n.rfind("model.", 0), 0u) << arch << " " << n;
+      EXPECT_NE(n.rfind("transformer.", 0), 0u) << arch << " " << n;
+      EXPECT_NE(n.rfind("lm_head", 0), 0u) << arch << " " << n;
+    }
+    Batch batch = m->MakeBatch(2, 0);
+    auto w = m->InitWeights(1);
+    at::Tensor y = m->Forward(w, batch.inputs)[0];
+    const int64_t h = y.size(-1);
+    EXPECT_EQ(y.sizes().vec(), (std::vector<int64_t>{2, 32, h})) << arch;
+    EXPECT_EQ(batch.labels.at("labels").sizes().vec(), y.sizes().vec()) << arch;
+    EXPECT_EQ(batch.labels.at("labels").scalar_type(), at::kFloat);
+    EXPECT_NEAR(m->Loss(w, batch).item<double>(),
+                at::mse_loss(y, batch.labels.at("labels")).item<double>(), 1e-6) << arch;
+    // Seeded target.
+    EXPECT_TRUE(at::equal(batch.labels.at("labels"), m->MakeBatch(2, 0).labels.at("labels")));
+  }
+  auto gpt2 = MustBuild(Example("GPT2Model"));
+  EXPECT_TRUE(HasWeight(*gpt2, "wte.weight"));
+  EXPECT_TRUE(HasWeight(*gpt2, "h.0.attn.c_attn.weight"));
+  EXPECT_TRUE(HasWeight(*gpt2, "ln_f.weight"));
+  auto neox = MustBuild(Example("GPTNeoXModel"));
+  EXPECT_TRUE(HasWeight(*neox, "embed_in.weight"));
+  EXPECT_TRUE(HasWeight(*neox, "final_layer_norm.weight"));
+}
+
+// The llama-style generic decoder agrees with decoder.cc's LlamaForCausalLM & co: base model
+// hidden states through decoder.cc's lm_head give its logits, and the QA head reads the same
+// hidden states.
+TEST(DecodersMoreTest, LlamaStyleHeadsAgreeWithDecoderCc) {
+  for (const std::string prefix : {"Llama", "Mistral", "Qwen2"}) {
+    auto lm = MustBuild(Example(prefix + "ForCausalLM"));
+    ASSERT_NE(lm, nullptr) << prefix;
+    nlohmann::json tiny = lm->spec().tiny_config;
+    BuildOptions base_opts;
+    base_opts.arch = prefix + "Model";
+    base_opts.tiny = false;
+    auto base = MustBuild(tiny, base_opts);
+    BuildOptions qa_opts = base_opts;
+    qa_opts.arch = prefix + "ForQuestionAnswering";
+    auto qa = MustBuild(tiny, qa_opts);
+    ASSERT_NE(base, nullptr) << prefix;
+    ASSERT_NE(qa, nullptr) << prefix;
+    auto w = lm->InitWeights(3, at::kDouble);
+    WeightMap wb, wq;
+    for (const auto& [n, t] : w) {
+      if (n.rfind("model.", 0) == 0) {
+        wb[n.substr(6)] = t;
+        wq[n] = t;
+      }
+    }
+    // Same weight names and shapes as decoder.cc's body.
+    for (const auto& [n, s] : base->WeightShapes()) {
+      ASSERT_TRUE(wb.count(n)) << prefix << " " << n;
+      EXPECT_EQ(wb.at(n).sizes().vec(), s) << prefix << " " << n;
+    }
+    EXPECT_EQ(base->WeightShapes().size(), wb.size()) << prefix;
+    Batch batch = lm->MakeBatch(2, 0);
+    at::Tensor logits = lm->Forward(w, batch.inputs)[0];
+    at::Tensor hidden = base->Forward(wb, batch.inputs)[0];
+    at::Tensor via = at::matmul(hidden, w.at("lm_head.weight").t());
+    EXPECT_LT(RelDiff(via, logits), 1e-9) << prefix;
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
+    wq["qa_outputs.weight"] = at::randn({2, hidden.size(-1)}, gen, at::kDouble);
+    wq["qa_outputs.bias"] = at::randn({2}, gen, at::kDouble);
+    auto out = qa->Forward(wq, batch.inputs);
+    at::Tensor want = at::matmul(hidden, wq["qa_outputs.weight"].t()) + wq["qa_outputs.bias"];
+    EXPECT_LT(RelDiff(out[0], want.select(-1, 0)), 1e-9) << prefix;
+    EXPECT_LT(RelDiff(out[1], want.select(-1, 1)), 1e-9) << prefix;
+  }
 }
 
 }  // namespace

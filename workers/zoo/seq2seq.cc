@@ -5,7 +5,11 @@
 //              (feed_forward_proj "gated-gelu": wi_0 / wi_1, gelu_new); tied lm_head scales the
 //              decoder output by d_model**-0.5. Classes: ForConditionalGeneration, Model,
 //              EncoderModel.
-//   bart / mbart: not built yet.
+//   bart / mbart: learned positions (offset 2), layernorm_embedding, optional sqrt(d_model)
+//              embedding scale, q/k/v/out biases, gelu fc1/fc2; bart post-LN, mbart pre-LN with
+//              final encoder/decoder layer_norm; lm_head tied to shared + final_logits_bias.
+//              Classes: ForConditionalGeneration, Model, ForSequenceClassification (decoder
+//              state at the last eos of input_ids; dense, tanh, out_proj), ForQuestionAnswering.
 // Inputs: input_ids, attention_mask, decoder_input_ids (labels shifted right with
 // decoder_start_token_id); labels for the loss (cross entropy, ignore -100).
 #include <ATen/CPUGeneratorImpl.h>
@@ -337,6 +341,321 @@ class T5Impl : public Model {
   int64_t seq_len_ = 32;
 };
 
+// -------------------------------------------------------------------------------- BART / mBART
+
+enum class BartHead { kConditionalGeneration, kModel, kSequenceClassification, kQuestionAnswering };
+
+struct BartCfg {
+  int64_t vocab = 0, d_model = 0, enc_layers = 0, dec_layers = 0, enc_heads = 0, dec_heads = 0;
+  int64_t enc_ffn = 0, dec_ffn = 0, max_pos = 1024, num_labels = 3;
+  int64_t pad = 1, eos = 2, start = 2;
+  Activation act = Activation::kGeluErf;
+  bool scale_embedding = false, tie = true;
+  bool pre_ln = false;  // mbart: pre-LN layers and final encoder/decoder layer_norm
+};
+
+StatusOr<BartCfg> ParseBart(const json& config, bool mbart) {
+  if (!config.is_object()) return InvalidArgumentError("config: expected object");
+  ConfigReader r(config);
+  BartCfg c;
+  c.pre_ln = mbart;
+  auto pos = [&](const std::string& f, int64_t& out, std::optional<int64_t> def) -> Status {
+    StatusOr<int64_t> v = def ? r.Int(f, *def) : r.Int(f);
+    if (!v.ok()) return v.status();
+    TS_RETURN_IF_ERROR(Positive(r, f, *v));
+    out = *v;
+    return OkStatus();
+  };
+  TS_RETURN_IF_ERROR(pos("vocab_size", c.vocab, std::nullopt));
+  TS_RETURN_IF_ERROR(pos("d_model", c.d_model, std::nullopt));
+  TS_RETURN_IF_ERROR(pos("encoder_layers", c.enc_layers, std::nullopt));
+  TS_RETURN_IF_ERROR(pos("decoder_layers", c.dec_layers, std::nullopt));
+  TS_RETURN_IF_ERROR(pos("encoder_attention_heads", c.enc_heads, std::nullopt));
+  TS_RETURN_IF_ERROR(pos("decoder_attention_heads", c.dec_heads, std::nullopt));
+  for (const char* f : {"encoder_attention_heads", "decoder_attention_heads"}) {
+    const int64_t h = std::string(f) == "encoder_attention_heads" ? c.enc_heads : c.dec_heads;
+    if (c.d_model % h != 0) {
+      return r.Error(f, "must divide d_model (" + std::to_string(c.d_model) + " % " +
+                            std::to_string(h) + " != 0)");
+    }
+  }
+  TS_RETURN_IF_ERROR(pos("encoder_ffn_dim", c.enc_ffn, 4096));
+  TS_RETURN_IF_ERROR(pos("decoder_ffn_dim", c.dec_ffn, 4096));
+  TS_RETURN_IF_ERROR(pos("max_position_embeddings", c.max_pos, 1024));
+  TS_ASSIGN_OR_RETURN(std::string act, r.String("activation_function", "gelu"));
+  TS_ASSIGN_OR_RETURN(c.act, ParseActivation(act, r.Name("activation_function")));
+  TS_ASSIGN_OR_RETURN(c.scale_embedding, r.Bool("scale_embedding", false));
+  TS_ASSIGN_OR_RETURN(c.tie, r.Bool("tie_word_embeddings", true));
+  TS_ASSIGN_OR_RETURN(c.pad, TokenId(r, "pad_token_id", 1, c.vocab));
+  TS_ASSIGN_OR_RETURN(c.eos, TokenId(r, "eos_token_id", 2, c.vocab));
+  TS_ASSIGN_OR_RETURN(c.start, TokenId(r, "decoder_start_token_id", c.eos, c.vocab));
+  TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
+  return c;
+}
+
+StatusOr<json> ScaleBart(const json& config, bool mbart) {
+  using P = TinyProfile;
+  TS_ASSIGN_OR_RETURN(BartCfg c, ParseBart(config, mbart));
+  json t = config;
+  const int64_t heads = std::min(c.enc_heads, P::kHeads);
+  const int64_t d = heads * (P::kHidden / P::kHeads);
+  int64_t dec_heads = std::min(c.dec_heads, P::kHeads);
+  if (d % dec_heads != 0) dec_heads = heads;
+  t["d_model"] = d;
+  t["encoder_attention_heads"] = heads;
+  t["decoder_attention_heads"] = dec_heads;
+  t["encoder_ffn_dim"] = ScaleRatio(c.enc_ffn, c.d_model, d, 8);
+  t["decoder_ffn_dim"] = ScaleRatio(c.dec_ffn, c.d_model, d, 8);
+  t["encoder_layers"] = std::min(c.enc_layers, P::kLayers);
+  t["decoder_layers"] = std::min(c.dec_layers, P::kLayers);
+  t["num_hidden_layers"] = std::min(c.enc_layers, P::kLayers);
+  t["max_position_embeddings"] = std::min(c.max_pos, P::kMaxPositions);
+  const int64_t vocab = std::min(c.vocab, P::kVocab);
+  t["vocab_size"] = vocab;
+  for (const char* f : {"pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
+                        "forced_bos_token_id", "forced_eos_token_id"})
+    MapTokenId(t, f, vocab);
+  ScaleLabels(t, c.num_labels);
+  SetTinyRunProfile(t, std::min(P::kSeqLen, std::min(c.max_pos, P::kMaxPositions)));
+  return t;
+}
+
+class BartImpl : public Model {
+ public:
+  BartImpl(ModelSpec spec, BartCfg c, BartHead head) : Model(std::move(spec)), c_(c), head_(head) {
+    const int64_t d = c_.d_model;
+    pre_ = head_ == BartHead::kModel ? "" : "model.";
+    Add(pre_ + "shared.weight", {c_.vocab, d});
+    for (const char* stack : {"encoder", "decoder"}) {
+      const std::string sp = pre_ + stack + ".";
+      const bool dec = std::string(stack) == "decoder";
+      Add(sp + "embed_positions.weight", {c_.max_pos + 2, d});
+      AddLn(sp + "layernorm_embedding");
+      for (int64_t i = 0; i < (dec ? c_.dec_layers : c_.enc_layers); ++i) {
+        const std::string lp = sp + "layers." + std::to_string(i) + ".";
+        AddAttn(lp + "self_attn");
+        AddLn(lp + "self_attn_layer_norm");
+        if (dec) {
+          AddAttn(lp + "encoder_attn");
+          AddLn(lp + "encoder_attn_layer_norm");
+        }
+        const int64_t ff = dec ? c_.dec_ffn : c_.enc_ffn;
+        AddLinear(lp + "fc1", ff, d);
+        AddLinear(lp + "fc2", d, ff);
+        AddLn(lp + "final_layer_norm");
+      }
+      if (c_.pre_ln) AddLn(sp + "layer_norm");
+    }
+    switch (head_) {
+      case BartHead::kConditionalGeneration:
+        Add("final_logits_bias", {1, c_.vocab});
+        if (!c_.tie) Add("lm_head.weight", {c_.vocab, d});
+        break;
+      case BartHead::kSequenceClassification:
+        AddLinear("classification_head.dense", d, d);
+        AddLinear("classification_head.out_proj", c_.num_labels, d);
+        break;
+      case BartHead::kQuestionAnswering:
+        AddLinear("qa_outputs", 2, d);
+        break;
+      default:
+        break;
+    }
+    seq_len_ = RunSeqLen(this->spec().tiny_config);
+  }
+
+  Shapes WeightShapes() const override { return shapes_; }
+  std::vector<std::string> OutputNames() const override {
+    switch (head_) {
+      case BartHead::kConditionalGeneration: return {"logits", "encoder_last_hidden_state"};
+      case BartHead::kModel: return {"last_hidden_state", "encoder_last_hidden_state"};
+      case BartHead::kSequenceClassification: return {"logits"};
+      default: return {"start_logits", "end_logits"};
+    }
+  }
+
+  std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
+    const at::Tensor& ids = GetInput(inputs, "input_ids");
+    at::Tensor mask = GetOptionalInput(inputs, "attention_mask");
+    const at::Device dev = ids.device();
+    const at::Tensor& shared = GetWeight(w, pre_ + "shared.weight");
+    at::Tensor enc_block = nn::BlockedKeys(mask, ids.size(1), false, std::nullopt, dev);
+    at::Tensor x = Embed(w, pre_ + "encoder.", shared, ids);
+    for (int64_t i = 0; i < c_.enc_layers; ++i) {
+      const std::string lp = pre_ + "encoder.layers." + std::to_string(i) + ".";
+      x = Residual(w, lp + "self_attn_layer_norm", x, [&](const at::Tensor& y) {
+        return Attend(w, lp + "self_attn.", y, y, c_.enc_heads, enc_block);
+      });
+      x = Residual(w, lp + "final_layer_norm", x, [&](const at::Tensor& y) { return Ffn(w, lp, y); });
+    }
+    if (c_.pre_ln) x = Ln(w, pre_ + "encoder.layer_norm", x);
+    const at::Tensor enc = x;
+
+    const at::Tensor& dids = GetInput(inputs, "decoder_input_ids");
+    at::Tensor causal = nn::BlockedKeys(GetOptionalInput(inputs, "decoder_attention_mask"),
+                                        dids.size(1), true, std::nullopt, dev);
+    at::Tensor y = Embed(w, pre_ + "decoder.", shared, dids);
+    for (int64_t i = 0; i < c_.dec_layers; ++i) {
+      const std::string lp = pre_ + "decoder.layers." + std::to_string(i) + ".";
+      y = Residual(w, lp + "self_attn_layer_norm", y, [&](const at::Tensor& z) {
+        return Attend(w, lp + "self_attn.", z, z, c_.dec_heads, causal);
+      });
+      y = Residual(w, lp + "encoder_attn_layer_norm", y, [&](const at::Tensor& z) {
+        return Attend(w, lp + "encoder_attn.", z, enc, c_.dec_heads, enc_block);
+      });
+      y = Residual(w, lp + "final_layer_norm", y, [&](const at::Tensor& z) { return Ffn(w, lp, z); });
+    }
+    if (c_.pre_ln) y = Ln(w, pre_ + "decoder.layer_norm", y);
+
+    switch (head_) {
+      case BartHead::kModel: return {y, enc};
+      case BartHead::kConditionalGeneration: {
+        at::Tensor logits = nn::Linear(y, c_.tie ? shared : GetWeight(w, "lm_head.weight")) +
+                            GetWeight(w, "final_logits_bias");
+        return {logits, enc};
+      }
+      case BartHead::kSequenceClassification: {
+        // HF pools the decoder state at the last eos token of input_ids.
+        const int64_t b = ids.size(0), s = ids.size(1);
+        at::Tensor idx = at::arange(s, at::TensorOptions().dtype(at::kLong).device(dev));
+        at::Tensor last = (idx * ids.eq(c_.eos).to(at::kLong)).argmax(-1);
+        at::Tensor pooled = y.gather(1, last.view({b, 1, 1}).expand({b, 1, c_.d_model})).squeeze(1);
+        at::Tensor hdn = at::tanh(Lin(w, "classification_head.dense", pooled));
+        return {Lin(w, "classification_head.out_proj", hdn)};
+      }
+      default: {
+        at::Tensor logits = Lin(w, "qa_outputs", y);
+        return {logits.select(-1, 0), logits.select(-1, 1)};
+      }
+    }
+  }
+
+  at::Tensor Loss(const WeightMap& w, const Batch& batch) const override {
+    std::vector<at::Tensor> out = Forward(w, batch.inputs);
+    switch (head_) {
+      case BartHead::kConditionalGeneration:
+        return CrossEntropy(out[0].reshape({-1, c_.vocab}), GetInput(batch.labels, "labels").reshape({-1}));
+      case BartHead::kModel:
+        return at::mse_loss(out[0], GetInput(batch.labels, "labels").to(out[0].scalar_type()));
+      case BartHead::kSequenceClassification: {
+        const at::Tensor& labels = GetInput(batch.labels, "labels");
+        if (c_.num_labels == 1) return at::mse_loss(out[0].squeeze(-1), labels.to(out[0].scalar_type()));
+        return CrossEntropy(out[0], labels);
+      }
+      default:
+        return (CrossEntropy(out[0], GetInput(batch.labels, "start_positions")) +
+                CrossEntropy(out[1], GetInput(batch.labels, "end_positions"))) / 2;
+    }
+  }
+
+  Batch MakeBatch(uint64_t seed, int64_t batch_size) const override {
+    if (batch_size <= 0) batch_size = RunBatchSize(spec().tiny_config);
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const auto lopts = at::TensorOptions().dtype(at::kLong);
+    const int64_t s = seq_len_, t = std::max<int64_t>(2, s / 2);
+    // Ordinary tokens avoid pad / eos / start; each row ends (before its padding) with eos.
+    auto tokens = [&](int64_t rows, int64_t len) {
+      at::Tensor v = at::randint(0, c_.vocab, {rows, len}, gen, lopts);
+      at::Tensor special = v.eq(c_.pad) | v.eq(c_.eos) | v.eq(c_.start);
+      return v.masked_fill(special, (std::max({c_.pad, c_.eos, c_.start}) + 1) % c_.vocab);
+    };
+    auto with_eos = [&](at::Tensor v, const at::Tensor& mask) {
+      at::Tensor last = mask.sum(-1) - 1;
+      v.scatter_(1, last.unsqueeze(1), c_.eos);
+      return v.masked_fill(mask.eq(0), c_.pad);
+    };
+    at::Tensor mask = MakeAttentionMask(batch_size, s);
+    at::Tensor ids = with_eos(tokens(batch_size, s), mask);
+    Batch batch;
+    batch.inputs["input_ids"] = ids;
+    batch.inputs["attention_mask"] = mask;
+    if (head_ == BartHead::kSequenceClassification || head_ == BartHead::kQuestionAnswering) {
+      // HF: decoder_input_ids default to input_ids shifted right.
+      batch.inputs["decoder_input_ids"] = Shift(ids);
+      if (head_ == BartHead::kSequenceClassification) {
+        batch.labels["labels"] = c_.num_labels == 1
+                                     ? at::randn({batch_size}, gen, at::TensorOptions().dtype(at::kFloat))
+                                     : at::randint(0, c_.num_labels, {batch_size}, gen, lopts);
+      } else {
+        batch.labels["start_positions"] = at::randint(0, s / 2, {batch_size}, gen, lopts);
+        batch.labels["end_positions"] = at::randint(s / 2, s - s / 4, {batch_size}, gen, lopts);
+      }
+      return batch;
+    }
+    at::Tensor dmask = MakeAttentionMask(batch_size, t);
+    at::Tensor labels = with_eos(tokens(batch_size, t), dmask);
+    batch.inputs["decoder_input_ids"] = Shift(labels);
+    if (head_ == BartHead::kConditionalGeneration) {
+      batch.labels["labels"] = labels.masked_fill(dmask.eq(0), -100);
+    } else {
+      batch.labels["labels"] = at::randn({batch_size, t, c_.d_model}, gen, at::TensorOptions().dtype(at::kFloat));
+    }
+    return batch;
+  }
+
+ private:
+  void Add(const std::string& name, std::vector<int64_t> shape) { shapes_.emplace_back(name, std::move(shape)); }
+  void AddLinear(const std::string& p, int64_t out, int64_t in) {
+    Add(p + ".weight", {out, in});
+    Add(p + ".bias", {out});
+  }
+  void AddLn(const std::string& p) {
+    Add(p + ".weight", {c_.d_model});
+    Add(p + ".bias", {c_.d_model});
+  }
+  void AddAttn(const std::string& p) {
+    for (const char* n : {".k_proj", ".v_proj", ".q_proj", ".out_proj"}) AddLinear(p + n, c_.d_model, c_.d_model);
+  }
+  at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x) const {
+    return nn::LayerNorm(x, GetWeight(w, p + ".weight"), GetWeight(w, p + ".bias"), 1e-5);
+  }
+  at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) const {
+    return nn::Linear(x, GetWeight(w, p + ".weight"), GetWeight(w, p + ".bias"));
+  }
+  // Post-LN (bart): LN(x + f(x)); pre-LN (mbart): x + f(LN(x)).
+  template <typename F>
+  at::Tensor Residual(const WeightMap& w, const std::string& ln, const at::Tensor& x, F f) const {
+    if (c_.pre_ln) return x + f(Ln(w, ln, x));
+    return Ln(w, ln, x + f(x));
+  }
+  // embed_tokens * embed_scale + learned positions (offset 2), then layernorm_embedding.
+  at::Tensor Embed(const WeightMap& w, const std::string& sp, const at::Tensor& shared,
+                   const at::Tensor& ids) const {
+    at::Tensor x = nn::Embedding(shared, ids);
+    if (c_.scale_embedding) x = x * std::sqrt(static_cast<double>(c_.d_model));
+    at::Tensor posw = GetWeight(w, sp + "embed_positions.weight");
+    at::Tensor positions = at::arange(ids.size(1), at::TensorOptions().dtype(at::kLong).device(ids.device())) + 2;
+    x = x + nn::Embedding(posw, positions);
+    return Ln(w, sp + "layernorm_embedding", x);
+  }
+  at::Tensor Attend(const WeightMap& w, const std::string& p, const at::Tensor& x, const at::Tensor& kv,
+                    int64_t heads, const at::Tensor& blocked) const {
+    const int64_t b = x.size(0), sq = x.size(1), sk = kv.size(1), d = c_.d_model, hd = d / heads;
+    at::Tensor q = Lin(w, p + "q_proj", x).view({b, sq, heads, hd}).transpose(1, 2);
+    at::Tensor k = Lin(w, p + "k_proj", kv).view({b, sk, heads, hd}).transpose(1, 2);
+    at::Tensor v = Lin(w, p + "v_proj", kv).view({b, sk, heads, hd}).transpose(1, 2);
+    at::Tensor ctx = nn::Attention(q, k, v, blocked, 1.0 / std::sqrt(static_cast<double>(hd)));
+    return Lin(w, p + "out_proj", ctx.transpose(1, 2).reshape({b, sq, d}));
+  }
+  at::Tensor Ffn(const WeightMap& w, const std::string& lp, const at::Tensor& x) const {
+    return Lin(w, lp + "fc2", nn::Activate(Lin(w, lp + "fc1", x), c_.act));
+  }
+  // bart: [start, x[:, :-1]]; mbart: the row's last non-pad token (language id / eos) wraps to the
+  // front (HF mbart shift_tokens_right).
+  at::Tensor Shift(const at::Tensor& x) const {
+    at::Tensor first = at::full({x.size(0), 1}, c_.start, x.options());
+    if (c_.pre_ln) first = x.gather(1, (x.ne(c_.pad).sum(-1, true) - 1));
+    at::Tensor out = at::cat({first, x.narrow(1, 0, x.size(1) - 1)}, 1);
+    return out.masked_fill(out.eq(-100), c_.pad);
+  }
+
+  BartCfg c_;
+  BartHead head_;
+  Shapes shapes_;
+  std::string pre_;
+  int64_t seq_len_ = 32;
+};
+
 }  // namespace
 }  // namespace ts::zoo::internal
 
@@ -385,6 +704,49 @@ ArchEntry T5Entry(const std::string& arch, const std::string& family, S2SHead he
   return e;
 }
 
+
+json BartBaseExample() {  // facebook/bart-base
+  return json{{"model_type", "bart"}, {"activation_function", "gelu"}, {"add_bias_logits", false},
+              {"add_final_layer_norm", false}, {"bos_token_id", 0}, {"d_model", 768},
+              {"decoder_attention_heads", 12}, {"decoder_ffn_dim", 3072}, {"decoder_layers", 6},
+              {"decoder_start_token_id", 2}, {"encoder_attention_heads", 12},
+              {"encoder_ffn_dim", 3072}, {"encoder_layers", 6}, {"eos_token_id", 2},
+              {"forced_bos_token_id", 0}, {"forced_eos_token_id", 2},
+              {"id2label", json::object({{"0", "LABEL_0"}, {"1", "LABEL_1"}, {"2", "LABEL_2"}})},
+              {"init_std", 0.02}, {"is_encoder_decoder", true}, {"max_position_embeddings", 1024},
+              {"normalize_before", false}, {"num_hidden_layers", 6}, {"pad_token_id", 1},
+              {"scale_embedding", false}, {"vocab_size", 50265}};
+}
+
+json MBartExample() {  // facebook/mbart-large-cc25
+  return json{{"model_type", "mbart"}, {"activation_function", "gelu"}, {"add_bias_logits", false},
+              {"add_final_layer_norm", true}, {"bos_token_id", 0}, {"d_model", 1024},
+              {"decoder_attention_heads", 16}, {"decoder_ffn_dim", 4096}, {"decoder_layers", 12},
+              {"encoder_attention_heads", 16}, {"encoder_ffn_dim", 4096}, {"encoder_layers", 12},
+              {"eos_token_id", 2}, {"init_std", 0.02}, {"is_encoder_decoder", true},
+              {"max_position_embeddings", 1024}, {"normalize_before", true},
+              {"normalize_embedding", true}, {"num_hidden_layers", 12}, {"pad_token_id", 1},
+              {"scale_embedding", true}, {"vocab_size", 250027}};
+}
+
+ArchEntry BartEntry(const std::string& arch, const std::string& family, BartHead head, json example) {
+  ArchEntry e;
+  const char* task = "feature-extraction";
+  if (head == BartHead::kConditionalGeneration) task = "text2text-generation";
+  if (head == BartHead::kSequenceClassification) task = "text-classification";
+  if (head == BartHead::kQuestionAnswering) task = "question-answering";
+  e.info = {arch, family, task};
+  example["architectures"] = {arch};
+  e.example_config = std::move(example);
+  const bool mbart = family == "mbart";
+  e.scale = [mbart](const json& c) { return ScaleBart(c, mbart); };
+  e.build = [head, mbart](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
+    TS_ASSIGN_OR_RETURN(BartCfg c, ParseBart(spec.tiny_config, mbart));
+    return std::unique_ptr<Model>(std::make_unique<BartImpl>(std::move(spec), c, head));
+  };
+  return e;
+}
+
 }  // namespace
 
 std::vector<ArchEntry> Seq2SeqArchs() {
@@ -395,6 +757,14 @@ std::vector<ArchEntry> Seq2SeqArchs() {
   v.push_back(T5Entry("MT5ForConditionalGeneration", "mt5", S2SHead::kConditionalGeneration, Mt5Example()));
   v.push_back(T5Entry("MT5Model", "mt5", S2SHead::kModel, Mt5Example()));
   v.push_back(T5Entry("MT5EncoderModel", "mt5", S2SHead::kEncoderModel, Mt5Example()));
+  v.push_back(BartEntry("BartForConditionalGeneration", "bart", BartHead::kConditionalGeneration, BartBaseExample()));
+  v.push_back(BartEntry("BartModel", "bart", BartHead::kModel, BartBaseExample()));
+  v.push_back(BartEntry("BartForSequenceClassification", "bart", BartHead::kSequenceClassification, BartBaseExample()));
+  v.push_back(BartEntry("BartForQuestionAnswering", "bart", BartHead::kQuestionAnswering, BartBaseExample()));
+  v.push_back(BartEntry("MBartForConditionalGeneration", "mbart", BartHead::kConditionalGeneration, MBartExample()));
+  v.push_back(BartEntry("MBartModel", "mbart", BartHead::kModel, MBartExample()));
+  v.push_back(BartEntry("MBartForSequenceClassification", "mbart", BartHead::kSequenceClassification, MBartExample()));
+  v.push_back(BartEntry("MBartForQuestionAnswering", "mbart", BartHead::kQuestionAnswering, MBartExample()));
   return v;
 }
 

@@ -111,5 +111,122 @@ TEST(Seq2SeqTest, BadConfigsNameTheField) {
   expect_err("decoder_start_token_id", 999999, "decoder_start_token_id: must be in");
 }
 
+
+TEST(Seq2SeqTest, BartShapesTiedHeadAndStructure) {
+  for (const char* arch : {"BartForConditionalGeneration", "BartModel", "BartForSequenceClassification",
+                           "BartForQuestionAnswering", "MBartForConditionalGeneration", "MBartModel",
+                           "MBartForSequenceClassification", "MBartForQuestionAnswering"}) {
+    SCOPED_TRACE(arch);
+    auto m = Build(arch);
+    ASSERT_TRUE(m);
+    const std::string a = arch;
+    const bool mbart = a.rfind("MBart", 0) == 0;
+    const std::string pre = a.find("Model") != std::string::npos && a.find("For") == std::string::npos ? "" : "model.";
+    const auto& tc = m->spec().tiny_config;
+    EXPECT_EQ(tc["d_model"], 64);
+    EXPECT_EQ(tc["encoder_layers"], 2);
+    EXPECT_EQ(tc["max_position_embeddings"], 64);
+    EXPECT_TRUE(HasWeight(*m, pre + "shared.weight"));
+    EXPECT_TRUE(HasWeight(*m, pre + "encoder.embed_positions.weight"));
+    EXPECT_TRUE(HasWeight(*m, pre + "decoder.layernorm_embedding.weight"));
+    EXPECT_TRUE(HasWeight(*m, pre + "decoder.layers.1.encoder_attn.k_proj.bias"));
+    EXPECT_EQ(HasWeight(*m, pre + "encoder.layer_norm.weight"), mbart);
+    EXPECT_EQ(HasWeight(*m, pre + "decoder.layer_norm.weight"), mbart);
+    EXPECT_FALSE(HasWeight(*m, "lm_head.weight"));  // tied
+    for (const auto& [n, s] : m->WeightShapes()) {
+      if (n.find("embed_positions") != std::string::npos) {
+        EXPECT_EQ(s[0], 66) << n;  // offset 2
+      }
+    }
+    Batch b = m->MakeBatch(3, 2);
+    auto w = m->InitWeights(7);
+    auto out = m->Forward(w, b.inputs);
+    ASSERT_EQ(out.size(), m->OutputNames().size());
+    if (a.find("Conditional") != std::string::npos) {
+      EXPECT_TRUE(HasWeight(*m, "final_logits_bias"));
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 16, 512}));
+      EXPECT_EQ(out[1].sizes(), (std::vector<int64_t>{2, 32, 64}));
+    } else if (a.find("Sequence") != std::string::npos) {
+      const int64_t labels = a.rfind("MBart", 0) == 0 ? 2 : 3;  // bart-base: 3 labels
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, labels}));
+    } else if (a.find("Question") != std::string::npos) {
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 32}));
+      EXPECT_EQ(out[1].sizes(), (std::vector<int64_t>{2, 32}));
+    } else {
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 16, 64}));
+    }
+    at::Tensor loss = m->Loss(w, b);
+    EXPECT_TRUE(std::isfinite(loss.item<double>()));
+    EXPECT_TRUE(at::equal(out[0], m->Forward(m->InitWeights(7), b.inputs)[0]));
+    at::Tensor f64 = m->Forward(m->InitWeights(7, at::kDouble), b.inputs)[0];
+    EXPECT_EQ(f64.scalar_type(), at::kDouble);
+    EXPECT_LT(RelDiff(out[0].to(at::kDouble), f64), 1e-5);
+  }
+}
+
+TEST(Seq2SeqTest, BartDecoderCausalTiedHeadAndEmbeddingScale) {
+  for (const char* arch : {"BartForConditionalGeneration", "MBartForConditionalGeneration"}) {
+    SCOPED_TRACE(arch);
+    auto m = Build(arch);
+    ASSERT_TRUE(m);
+    Batch b = m->MakeBatch(1, 2);
+    auto w = m->InitWeights(1);
+    at::Tensor base = m->Forward(w, b.inputs)[0];
+    TensorMap in = b.inputs;
+    in["decoder_input_ids"] = b.inputs.at("decoder_input_ids").clone();
+    in["decoder_input_ids"].select(1, 10).fill_(7);
+    at::Tensor changed = m->Forward(w, in)[0];
+    EXPECT_TRUE(at::allclose(changed.narrow(1, 0, 10), base.narrow(1, 0, 10)));
+    EXPECT_FALSE(at::allclose(changed.narrow(1, 10, 6), base.narrow(1, 10, 6)));
+    // Tied head: logits move when shared moves; final_logits_bias adds per token.
+    WeightMap w2 = w;
+    w2["final_logits_bias"] = w.at("final_logits_bias") + 1.5;
+    EXPECT_TRUE(at::allclose(m->Forward(w2, b.inputs)[0], base + 1.5, 1e-4, 1e-4));
+    WeightMap w3 = w;
+    w3["model.shared.weight"] = w.at("model.shared.weight") * 1.1;
+    EXPECT_GT(RelDiff(m->Forward(w3, b.inputs)[0], base), 1e-3);
+  }
+  // mbart scales embeddings by sqrt(d_model); bart-base does not.
+  EXPECT_EQ(Build("MBartModel")->spec().tiny_config["scale_embedding"], true);
+  EXPECT_EQ(Build("BartModel")->spec().tiny_config["scale_embedding"], false);
+}
+
+TEST(Seq2SeqTest, BartSequenceClassificationPoolsAtLastEos) {
+  auto m = Build("BartForSequenceClassification");
+  ASSERT_TRUE(m);
+  Batch b = m->MakeBatch(2, 2);
+  auto w = m->InitWeights(2);
+  at::Tensor base = m->Forward(w, b.inputs)[0];
+  // Row 1 is padded after its eos: changing a padded decoder token (after the eos) changes nothing.
+  const at::Tensor& ids = b.inputs.at("input_ids");
+  const int64_t last_eos = ids[1].eq(2).nonzero().max().item<int64_t>();
+  ASSERT_LT(last_eos, ids.size(1) - 1);
+  TensorMap in = b.inputs;
+  in["decoder_input_ids"] = b.inputs.at("decoder_input_ids").clone();
+  in["decoder_input_ids"][1][last_eos + 1].fill_(9);
+  EXPECT_TRUE(at::allclose(m->Forward(w, in)[0], base));
+  in["decoder_input_ids"][1][last_eos].fill_(9);
+  at::Tensor changed = m->Forward(w, in)[0];
+  EXPECT_TRUE(at::allclose(changed[0], base[0]));
+  EXPECT_FALSE(at::allclose(changed[1], base[1]));
+}
+
+TEST(Seq2SeqTest, BartBadConfigsNameTheField) {
+  auto expect_err = [](const char* arch, const char* field, const nlohmann::json& value,
+                       const std::string& needle) {
+    auto cfg = *ExampleConfig(arch);
+    if (value.is_null()) cfg.erase(field); else cfg[field] = value;
+    auto r = BuildModel(cfg, BuildOptions());
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  expect_err("BartForConditionalGeneration", "d_model", nullptr, "d_model: missing");
+  expect_err("BartForConditionalGeneration", "encoder_attention_heads", 7, "encoder_attention_heads: must divide d_model");
+  expect_err("BartModel", "activation_function", "swish2", "activation_function");
+  expect_err("MBartForConditionalGeneration", "pad_token_id", 999999, "pad_token_id: must be in");
+  expect_err("MBartModel", "decoder_layers", 0, "decoder_layers: must be positive");
+}
+
 }  // namespace
 }  // namespace ts::zoo
