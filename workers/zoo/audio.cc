@@ -2,7 +2,6 @@
 // (conv feature extractor + transformer encoder; CTC and sequence-classification heads).
 // Conv1d goes through a local wrapper that follows the nn.h emulation contract.
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <cmath>
@@ -22,44 +21,11 @@ using P = TinyProfile;
 using json = nlohmann::json;
 using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
-// ---- bf16 emulation for conv1d (same contract as nn::Conv2d).
-
-struct RoundBf16Ste : public torch::autograd::Function<RoundBf16Ste> {
-  static at::Tensor forward(torch::autograd::AutogradContext*, const at::Tensor& x) {
-    return x.to(at::kBFloat16).to(x.scalar_type());
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
-                                                 torch::autograd::variable_list grads) {
-    return grads;
-  }
-};
-
-struct RoundGradBf16 : public torch::autograd::Function<RoundGradBf16> {
-  static at::Tensor forward(torch::autograd::AutogradContext*, const at::Tensor& x) { return x; }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
-                                                 torch::autograd::variable_list grads) {
-    const at::Tensor& g = grads[0];
-    if (!g.defined()) return {g};
-    return {g.to(at::kBFloat16).to(g.scalar_type())};
-  }
-};
-
-// True when nn::Conv2d currently rounds its operands (emulation on, convolution emulated).
-bool ConvEmulated() {
-  if (!Bf16MatmulEmulationActive()) return false;
-  at::NoGradGuard no_grad;
-  const double v = 1.0 + 1.0 / 1024.0;
-  at::Tensor x = at::full({1, 1, 1, 1}, v, at::TensorOptions().dtype(at::kDouble));
-  at::Tensor w = at::ones({1, 1, 1, 1}, at::TensorOptions().dtype(at::kDouble));
-  return nn::Conv2d(x, w, at::Tensor(), 1, 0).item<double>() != v;
-}
+// ---- convolution front ends (nn:: does the bf16 emulation).
 
 at::Tensor Conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t stride,
                   int64_t padding, int64_t groups = 1) {
-  if (!ConvEmulated()) return at::conv1d(x, w, b, {stride}, {padding}, {1}, groups);
-  at::Tensor y = RoundGradBf16::apply(at::conv1d(RoundBf16Ste::apply(x), RoundBf16Ste::apply(w),
-                                                 at::Tensor(), {stride}, {padding}, {1}, groups));
-  return b.defined() ? y + b.view({1, -1, 1}) : y;
+  return nn::Conv1d(x, w, b, stride, padding, groups);
 }
 
 StatusOr<int64_t> PositiveInt(const ConfigReader& r, const std::string& field,

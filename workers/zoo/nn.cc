@@ -81,12 +81,23 @@ at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b) {
   return EmuOut(at::matmul(EmuIn(a), EmuIn(b)));
 }
 
+// The bias stays inside the rounded-gradient boundary: the device's convolution_backward
+// computes the bias gradient from the same (rounded) grad_output as the other two.
 at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t stride,
-                  int64_t padding) {
+                  int64_t padding, int64_t groups) {
   if (!g_bf16_emulation || !g_bf16_ops.conv) {
-    return at::conv2d(x, w, b, {stride, stride}, {padding, padding});
+    return at::conv2d(x, w, b, {stride, stride}, {padding, padding}, {1, 1}, groups);
   }
-  return EmuOut(at::conv2d(EmuIn(x), EmuIn(w), b, {stride, stride}, {padding, padding}));
+  return EmuOut(
+      at::conv2d(EmuIn(x), EmuIn(w), b, {stride, stride}, {padding, padding}, {1, 1}, groups));
+}
+
+at::Tensor Conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t stride,
+                  int64_t padding, int64_t groups) {
+  if (!g_bf16_emulation || !g_bf16_ops.conv) {
+    return at::conv1d(x, w, b, {stride}, {padding}, {1}, groups);
+  }
+  return EmuOut(at::conv1d(EmuIn(x), EmuIn(w), b, {stride}, {padding}, {1}, groups));
 }
 
 at::Tensor Embedding(const at::Tensor& weight, const at::Tensor& ids, int64_t padding_idx) {

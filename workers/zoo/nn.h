@@ -69,7 +69,10 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b 
 at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b);
 // NCHW conv2d, `b` may be undefined.
 at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t stride,
-                  int64_t padding = 0);
+                  int64_t padding = 0, int64_t groups = 1);
+// 1-d convolution (audio front ends), emulated like Conv2d.
+at::Tensor Conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t stride,
+                  int64_t padding = 0, int64_t groups = 1);
 
 // Row lookup; padding_idx < 0: none.
 at::Tensor Embedding(const at::Tensor& weight, const at::Tensor& ids, int64_t padding_idx = -1);

@@ -2,7 +2,6 @@
 // Swin. Convolutions with groups (depthwise) go through a local wrapper that follows the nn.h
 // emulation contract; BatchNorm uses eval-mode semantics (running stats are weights).
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,48 +20,11 @@ using P = TinyProfile;
 using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 using json = nlohmann::json;
 
-// ---- bf16 emulation for grouped convolutions (same contract as nn::Conv2d).
+// ---- convolutions (nn:: does the bf16 emulation).
 
-struct RoundBf16Ste : public torch::autograd::Function<RoundBf16Ste> {
-  static at::Tensor forward(torch::autograd::AutogradContext*, const at::Tensor& x) {
-    return x.to(at::kBFloat16).to(x.scalar_type());
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
-                                                 torch::autograd::variable_list grads) {
-    return grads;
-  }
-};
-
-struct RoundGradBf16 : public torch::autograd::Function<RoundGradBf16> {
-  static at::Tensor forward(torch::autograd::AutogradContext*, const at::Tensor& x) { return x; }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
-                                                 torch::autograd::variable_list grads) {
-    const at::Tensor& g = grads[0];
-    if (!g.defined()) return {g};
-    return {g.to(at::kBFloat16).to(g.scalar_type())};
-  }
-};
-
-// True when nn::Conv2d currently rounds its operands (emulation on and conv emulated): probed
-// with a value bf16 cannot represent. Only runs while emulation is on (never under a trace).
-bool ConvEmulated() {
-  if (!Bf16MatmulEmulationActive()) return false;
-  at::NoGradGuard no_grad;
-  const double v = 1.0 + 1.0 / 1024.0;
-  at::Tensor x = at::full({1, 1, 1, 1}, v, at::TensorOptions().dtype(at::kDouble));
-  at::Tensor w = at::ones({1, 1, 1, 1}, at::TensorOptions().dtype(at::kDouble));
-  return nn::Conv2d(x, w, at::Tensor(), 1, 0).item<double>() != v;
-}
-
-// NCHW conv2d with groups; asymmetric padding is applied by the caller.
 at::Tensor Conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t stride,
                 int64_t padding, int64_t groups = 1) {
-  if (groups == 1) return nn::Conv2d(x, w, b, stride, padding);
-  if (!ConvEmulated()) return at::conv2d(x, w, b, {stride, stride}, {padding, padding}, {1, 1}, groups);
-  at::Tensor y = RoundGradBf16::apply(at::conv2d(RoundBf16Ste::apply(x), RoundBf16Ste::apply(w),
-                                                 at::Tensor(), {stride, stride},
-                                                 {padding, padding}, {1, 1}, groups));
-  return b.defined() ? y + b.view({1, -1, 1, 1}) : y;
+  return nn::Conv2d(x, w, b, stride, padding, groups);
 }
 
 // ---- config helpers.
