@@ -5,6 +5,7 @@
 #include <string>
 
 #include "workers/zoo/families_internal.h"
+#include "workers/zoo/family_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/nn.h"
 
@@ -50,53 +51,19 @@ std::unique_ptr<Model> Build(const std::string& arch) {
   return std::move(*m);
 }
 
-std::vector<int64_t> Shape(const Model& m, const std::string& name) {
-  for (const auto& [n, s] : m.WeightShapes()) {
-    if (n == name) return s;
-  }
-  return {};
-}
 
-// Forward shapes, determinism, fp64 vs fp32 agreement and a finite loss with gradients.
 void CheckCommon(const std::string& arch, std::vector<int64_t> out_shape) {
   SCOPED_TRACE(arch);
-  auto m = Build(arch);
-  ASSERT_TRUE(m);
-  auto w = m->InitWeights(3);
-  auto batch = m->MakeBatch(3, 2);
-  auto out = m->Forward(w, batch.inputs);
-  ASSERT_FALSE(out.empty());
-  EXPECT_EQ(out[0].sizes().vec(), out_shape);
-  EXPECT_TRUE(at::isfinite(out[0]).all().item<bool>());
-  EXPECT_TRUE(at::equal(out[0], m->Forward(w, batch.inputs)[0]));
-  WeightMap w64;
-  for (const auto& [k, v] : w) w64[k] = v.to(at::kDouble);
-  TensorMap in64;
-  for (const auto& [k, v] : batch.inputs) in64[k] = at::isFloatingType(v.scalar_type()) ? v.to(at::kDouble) : v;
-  at::Tensor o64 = m->Forward(w64, in64)[0];
-  EXPECT_EQ(o64.scalar_type(), at::kDouble);
-  const double scale = out[0].abs().max().item<double>() + 1e-6;
-  EXPECT_LT((o64.to(at::kFloat) - out[0]).abs().max().item<double>() / scale, 1e-4);
-  for (auto& [k, v] : w) v.requires_grad_(true);
-  at::Tensor loss = m->Loss(w, batch);
-  EXPECT_TRUE(std::isfinite(loss.item<double>()));
-  loss.backward();
-  // Under emulation the model still runs (grouped convs round too).
-  {
-    at::NoGradGuard ng;
-    ScopedBf16MatmulEmulation emu;
-    at::Tensor e = m->Forward(w, batch.inputs)[0];
-    EXPECT_TRUE(at::isfinite(e).all().item<bool>());
-  }
+  testing::CheckFamilyBasics(Build(arch), std::move(out_shape));
 }
 
 TEST(AudioTest, Whisper) {
   CheckCommon("WhisperForConditionalGeneration", {2, 16, 512});
   auto m = Build("WhisperForConditionalGeneration");
-  EXPECT_EQ(Shape(*m, "model.encoder.conv1.weight"), (std::vector<int64_t>{64, 80, 3}));
-  EXPECT_EQ(Shape(*m, "model.encoder.embed_positions.weight"), (std::vector<int64_t>{16, 64}));
-  EXPECT_TRUE(Shape(*m, "proj_out.weight").empty());  // tied to embed_tokens
-  EXPECT_TRUE(Shape(*m, "model.encoder.layers.0.self_attn.k_proj.bias").empty());
+  EXPECT_EQ(testing::WeightShape(*m, "model.encoder.conv1.weight"), (std::vector<int64_t>{64, 80, 3}));
+  EXPECT_EQ(testing::WeightShape(*m, "model.encoder.embed_positions.weight"), (std::vector<int64_t>{16, 64}));
+  EXPECT_TRUE(testing::WeightShape(*m, "proj_out.weight").empty());  // tied to embed_tokens
+  EXPECT_TRUE(testing::WeightShape(*m, "model.encoder.layers.0.self_attn.k_proj.bias").empty());
   // The decoder is causal: changing the last decoder token leaves earlier logits unchanged.
   auto w = m->InitWeights(1);
   auto batch = m->MakeBatch(1, 2);
@@ -113,10 +80,10 @@ TEST(AudioTest, Wav2Vec2) {
   CheckCommon("Wav2Vec2Model", {2, 16, 64});
   auto m = Build("Wav2Vec2ForCTC");
   // Seven conv layers kept, group norm on the first only, grouped positional conv.
-  EXPECT_FALSE(Shape(*m, "wav2vec2.feature_extractor.conv_layers.6.conv.weight").empty());
-  EXPECT_FALSE(Shape(*m, "wav2vec2.feature_extractor.conv_layers.0.layer_norm.weight").empty());
-  EXPECT_TRUE(Shape(*m, "wav2vec2.feature_extractor.conv_layers.1.layer_norm.weight").empty());
-  EXPECT_EQ(Shape(*m, "wav2vec2.encoder.pos_conv_embed.conv.parametrizations.weight.original1"),
+  EXPECT_FALSE(testing::WeightShape(*m, "wav2vec2.feature_extractor.conv_layers.6.conv.weight").empty());
+  EXPECT_FALSE(testing::WeightShape(*m, "wav2vec2.feature_extractor.conv_layers.0.layer_norm.weight").empty());
+  EXPECT_TRUE(testing::WeightShape(*m, "wav2vec2.feature_extractor.conv_layers.1.layer_norm.weight").empty());
+  EXPECT_EQ(testing::WeightShape(*m, "wav2vec2.encoder.pos_conv_embed.conv.parametrizations.weight.original1"),
             (std::vector<int64_t>{64, 4, 8}));
   auto w = m->InitWeights(2);
   auto batch = m->MakeBatch(2, 2);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "workers/zoo/family_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/nn.h"
 
@@ -20,44 +21,10 @@ std::unique_ptr<Model> Build(const std::string& arch) {
   return std::move(*m);
 }
 
-std::vector<int64_t> Shape(const Model& m, const std::string& name) {
-  for (const auto& [n, s] : m.WeightShapes()) {
-    if (n == name) return s;
-  }
-  return {};
-}
 
-// Forward shapes, determinism, fp64 vs fp32 agreement and a finite loss with gradients.
 void CheckCommon(const std::string& arch, std::vector<int64_t> out_shape) {
   SCOPED_TRACE(arch);
-  auto m = Build(arch);
-  ASSERT_TRUE(m);
-  auto w = m->InitWeights(3);
-  auto batch = m->MakeBatch(3, 2);
-  auto out = m->Forward(w, batch.inputs);
-  ASSERT_FALSE(out.empty());
-  EXPECT_EQ(out[0].sizes().vec(), out_shape);
-  EXPECT_TRUE(at::isfinite(out[0]).all().item<bool>());
-  EXPECT_TRUE(at::equal(out[0], m->Forward(w, batch.inputs)[0]));
-  WeightMap w64;
-  for (const auto& [k, v] : w) w64[k] = v.to(at::kDouble);
-  TensorMap in64;
-  for (const auto& [k, v] : batch.inputs) in64[k] = at::isFloatingType(v.scalar_type()) ? v.to(at::kDouble) : v;
-  at::Tensor o64 = m->Forward(w64, in64)[0];
-  EXPECT_EQ(o64.scalar_type(), at::kDouble);
-  const double scale = out[0].abs().max().item<double>() + 1e-6;
-  EXPECT_LT((o64.to(at::kFloat) - out[0]).abs().max().item<double>() / scale, 1e-4);
-  for (auto& [k, v] : w) v.requires_grad_(true);
-  at::Tensor loss = m->Loss(w, batch);
-  EXPECT_TRUE(std::isfinite(loss.item<double>()));
-  loss.backward();
-  // Under emulation the model still runs (grouped convs round too).
-  {
-    at::NoGradGuard ng;
-    ScopedBf16MatmulEmulation emu;
-    at::Tensor e = m->Forward(w, batch.inputs)[0];
-    EXPECT_TRUE(at::isfinite(e).all().item<bool>());
-  }
+  testing::CheckFamilyBasics(Build(arch), std::move(out_shape));
 }
 
 TEST(MultimodalTest, Clip) {
@@ -65,8 +32,8 @@ TEST(MultimodalTest, Clip) {
   CheckCommon("CLIPTextModel", {2, 16, 64});
   CheckCommon("CLIPVisionModel", {2, 17, 64});
   auto m = Build("CLIPModel");
-  EXPECT_EQ(Shape(*m, "logit_scale"), (std::vector<int64_t>{}));
-  EXPECT_EQ(Shape(*m, "visual_projection.weight"), (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(testing::WeightShape(*m, "logit_scale"), (std::vector<int64_t>{}));
+  EXPECT_EQ(testing::WeightShape(*m, "visual_projection.weight"), (std::vector<int64_t>{32, 64}));
   auto w = m->InitWeights(1);
   auto batch = m->MakeBatch(1, 2);
   auto out = m->Forward(w, batch.inputs);

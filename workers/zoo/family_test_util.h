@@ -1,0 +1,55 @@
+// Checks every zoo family test applies to a built model (forward shapes, determinism, fp64 vs
+// fp32 agreement, finite loss and backward, a run under bf16 emulation).
+#pragma once
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "workers/zoo/model.h"
+#include "workers/zoo/nn.h"
+
+namespace ts::zoo::testing {
+
+// Shape of weight `name`; empty when absent.
+inline std::vector<int64_t> WeightShape(const Model& m, const std::string& name) {
+  for (const auto& [n, s] : m.WeightShapes()) {
+    if (n == name) return s;
+  }
+  return {};
+}
+
+inline void CheckFamilyBasics(const std::unique_ptr<Model>& m, std::vector<int64_t> out_shape) {
+  ASSERT_TRUE(m);
+  auto w = m->InitWeights(3);
+  auto batch = m->MakeBatch(3, 2);
+  auto out = m->Forward(w, batch.inputs);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].sizes().vec(), out_shape);
+  EXPECT_TRUE(at::isfinite(out[0]).all().item<bool>());
+  EXPECT_TRUE(at::equal(out[0], m->Forward(w, batch.inputs)[0]));
+  WeightMap w64;
+  for (const auto& [k, v] : w) w64[k] = v.to(at::kDouble);
+  TensorMap in64;
+  for (const auto& [k, v] : batch.inputs) {
+    in64[k] = at::isFloatingType(v.scalar_type()) ? v.to(at::kDouble) : v;
+  }
+  at::Tensor o64 = m->Forward(w64, in64)[0];
+  EXPECT_EQ(o64.scalar_type(), at::kDouble);
+  const double scale = out[0].abs().max().item<double>() + 1e-6;
+  EXPECT_LT((o64.to(at::kFloat) - out[0]).abs().max().item<double>() / scale, 1e-4);
+  for (auto& [k, v] : w) v.requires_grad_(true);
+  at::Tensor loss = m->Loss(w, batch);
+  EXPECT_TRUE(std::isfinite(loss.item<double>()));
+  loss.backward();
+  at::NoGradGuard ng;
+  ScopedBf16MatmulEmulation emu;
+  EXPECT_TRUE(at::isfinite(m->Forward(w, batch.inputs)[0]).all().item<bool>());
+}
+
+}  // namespace ts::zoo::testing
