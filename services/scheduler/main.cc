@@ -1,0 +1,95 @@
+// touchstone-scheduler --db URL [--listen HOST:PORT] [--http-port N] [--token-file F]
+//                      [--lease-ttl S] [--db-threads N] [--port-file F]
+// Serves until SIGTERM or SIGINT, then shuts down in order (scheduler.h).
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "services/scheduler/scheduler.h"
+
+namespace {
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr,
+               "touchstone-scheduler: %s\n"
+               "usage: touchstone-scheduler --db URL [--listen HOST:PORT] [--http-port N]\n"
+               "         [--token-file FILE] [--lease-ttl SECONDS] [--db-threads N]\n"
+               "         [--port-file FILE]\n",
+               why.c_str());
+  return 2;
+}
+
+bool ParseDouble(const std::string& s, double* out) {
+  char* end = nullptr;
+  *out = std::strtod(s.c_str(), &end);
+  return end && *end == '\0' && !s.empty();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ts::scheduler::SchedulerOptions o;
+  o.listen = "127.0.0.1:7300";
+  std::string port_file;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has = i + 1 < argc;
+    double v = 0;
+    if (a == "--db" && has) {
+      o.db_url = argv[++i];
+    } else if (a == "--listen" && has) {
+      o.listen = argv[++i];
+    } else if (a == "--http-port" && has) {
+      if (!ParseDouble(argv[++i], &v)) return Usage("--http-port: not a number");
+      o.http_port = static_cast<int>(v);
+    } else if (a == "--token-file" && has) {
+      std::ifstream in(argv[++i]);
+      if (!in || !std::getline(in, o.token) || o.token.empty()) {
+        return Usage(std::string("--token-file: cannot read a token from ") + argv[i]);
+      }
+    } else if (a == "--lease-ttl" && has) {
+      if (!ParseDouble(argv[++i], &o.lease_ttl_s) || o.lease_ttl_s <= 0) {
+        return Usage("--lease-ttl: must be a positive number of seconds");
+      }
+    } else if (a == "--db-threads" && has) {
+      if (!ParseDouble(argv[++i], &v) || v < 1) return Usage("--db-threads: must be >= 1");
+      o.db_threads = static_cast<int>(v);
+    } else if (a == "--port-file" && has) {
+      port_file = argv[++i];
+    } else {
+      return Usage("unknown argument '" + a + "'");
+    }
+  }
+  if (o.db_url.empty()) return Usage("--db is required");
+  // Signals are taken synchronously by this thread; block them before any thread starts.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  auto s = ts::scheduler::Scheduler::Start(o);
+  if (!s.ok()) {
+    std::fprintf(stderr, "touchstone-scheduler: %s\n", s.status().ToString().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "touchstone-scheduler: grpc on port %d, http on port %d\n",
+               (*s)->grpc_port(), (*s)->http_port());
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << "{\"grpc_port\": " << (*s)->grpc_port() << ", \"http_port\": " << (*s)->http_port()
+          << "}\n";
+    }
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+  int sig = 0;
+  sigwait(&set, &sig);
+  std::fprintf(stderr, "touchstone-scheduler: signal %d, shutting down\n", sig);
+  (*s)->Shutdown();
+  return 0;
+}

@@ -1,0 +1,442 @@
+#include "services/scheduler/scheduler.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include "services/common/grpc_status.h"
+#include "services/common/http_server.h"
+#include "services/scheduler/store_pool.h"
+#include "services/scheduler/validate.h"
+#include "touchstone/v1/scheduler.grpc.pb.h"
+
+namespace ts::scheduler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+}
+prometheus::Histogram::BucketBoundaries ModelBuckets() {
+  return {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
+}
+
+struct Metrics {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  prometheus::Family<prometheus::Gauge>& shards =
+      prometheus::BuildGauge()
+          .Name("touchstone_scheduler_shards")
+          .Help("Shards of running sweeps by state (queue depth and leases held)")
+          .Register(*registry);
+  prometheus::Gauge& shards_queued = shards.Add({{"state", "queued"}});
+  prometheus::Gauge& shards_leased = shards.Add({{"state", "leased"}});
+  prometheus::Gauge& jobs_pending = prometheus::BuildGauge()
+                                        .Name("touchstone_scheduler_jobs_pending")
+                                        .Help("Jobs without a result in queued or leased shards")
+                                        .Register(*registry)
+                                        .Add({});
+  prometheus::Gauge& sweeps_running = prometheus::BuildGauge()
+                                          .Name("touchstone_scheduler_sweeps_running")
+                                          .Help("Sweeps not yet done")
+                                          .Register(*registry)
+                                          .Add({});
+  prometheus::Gauge& workers_alive =
+      prometheus::BuildGauge()
+          .Name("touchstone_scheduler_workers_alive")
+          .Help("Workers heard from within three lease TTLs")
+          .Register(*registry)
+          .Add({});
+  prometheus::Gauge& db_up = prometheus::BuildGauge()
+                                 .Name("touchstone_scheduler_db_up")
+                                 .Help("1 when the last database check succeeded")
+                                 .Register(*registry)
+                                 .Add({});
+  prometheus::Counter& leases = prometheus::BuildCounter()
+                                    .Name("touchstone_scheduler_leases_total")
+                                    .Help("Shards leased")
+                                    .Register(*registry)
+                                    .Add({});
+  prometheus::Family<prometheus::Counter>& lease_events =
+      prometheus::BuildCounter()
+          .Name("touchstone_scheduler_lease_events_total")
+          .Help("Leases that expired, shards split, models recorded crash after lost workers")
+          .Register(*registry);
+  prometheus::Counter& expired = lease_events.Add({{"event", "expired"}});
+  prometheus::Counter& split = lease_events.Add({{"event", "split"}});
+  prometheus::Counter& crashed = lease_events.Add({{"event", "crashed"}});
+  prometheus::Family<prometheus::Counter>& results =
+      prometheus::BuildCounter()
+          .Name("touchstone_scheduler_results_total")
+          .Help("Mode verdicts stored, by mode and status")
+          .Register(*registry);
+  prometheus::Family<prometheus::Histogram>& rpc =
+      prometheus::BuildHistogram()
+          .Name("touchstone_scheduler_rpc_duration_seconds")
+          .Help("RPC latency from hand-off to the database pool to the answer, by method and code")
+          .Register(*registry);
+  prometheus::Histogram& model_seconds =
+      prometheus::BuildHistogram()
+          .Name("touchstone_scheduler_model_duration_seconds")
+          .Help("Per-model run time reported by workers")
+          .Register(*registry)
+          .Add({}, ModelBuckets());
+};
+
+}  // namespace
+
+struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackService {
+  SchedulerOptions opts;
+  store::StoreOptions store_opts;
+  std::unique_ptr<StorePool> pool;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<common::HttpServer> http;
+  int grpc_port = 0;
+  Metrics metrics;
+  std::mutex mu;
+  std::map<int64_t, Clock::time_point> workers_seen;
+  std::atomic<bool> db_ok{false};
+  std::thread ticker;
+  std::mutex tick_mu;
+  std::condition_variable tick_cv;
+  bool stopping = false;
+  std::atomic<bool> shut{false};
+
+  void Seen(int64_t worker_id) {
+    std::lock_guard<std::mutex> l(mu);
+    workers_seen[worker_id] = Clock::now();
+  }
+
+  absl::Status Auth(grpc::CallbackServerContext* ctx) {
+    if (opts.token.empty()) return absl::OkStatus();
+    const auto& md = ctx->client_metadata();
+    auto it = md.find("authorization");
+    if (it == md.end() || std::string(it->second.data(), it->second.size()) != "Bearer " + opts.token) {
+      return absl::UnauthenticatedError("authorization: missing or wrong bearer token");
+    }
+    return absl::OkStatus();
+  }
+
+  // Validate, hand off to the pool, return; the pool thread answers.
+  template <typename Req, typename Resp, typename Fn>
+  grpc::ServerUnaryReactor* Handle(const char* method, grpc::CallbackServerContext* ctx,
+                                   const Req* req, Resp* resp, Fn fn) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    absl::Status st = Auth(ctx);
+    if (st.ok()) st = Validate(*req);
+    if (!st.ok()) {
+      reactor->Finish(common::ToGrpcStatus(st));
+      return reactor;
+    }
+    const auto t0 = Clock::now();
+    const bool queued = pool->Submit([this, method, req, resp, reactor, fn, t0](store::Store* s) {
+      absl::Status result =
+          s ? fn(*s, *req, resp)
+            : absl::UnavailableError(std::string(method) + ": database unreachable; retry");
+      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      metrics.rpc
+          .Add({{"method", method}, {"code", absl::StatusCodeToString(result.code())}},
+               LatencyBuckets())
+          .Observe(secs);
+      reactor->Finish(common::ToGrpcStatus(result));
+    });
+    if (!queued) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                   "scheduler database queue is full; retry with backoff"));
+    }
+    return reactor;
+  }
+
+  template <typename T>
+  static absl::Status Assign(absl::StatusOr<T> v, T* out) {
+    if (!v.ok()) return v.status();
+    *out = std::move(*v);
+    return absl::OkStatus();
+  }
+
+  grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* ctx,
+                                           const pb::RegisterWorkerRequest* req,
+                                           pb::RegisterWorkerResponse* resp) override {
+    return Handle("RegisterWorker", ctx, req, resp, [this](store::Store& s, const auto& r, auto* out) {
+      absl::Status st = Assign(s.RegisterWorker(r), out);
+      if (st.ok()) Seen(out->worker_id());
+      return st;
+    });
+  }
+
+  grpc::ServerUnaryReactor* LeaseShard(grpc::CallbackServerContext* ctx,
+                                       const pb::LeaseShardRequest* req,
+                                       pb::LeaseShardResponse* resp) override {
+    return Handle("LeaseShard", ctx, req, resp, [this](store::Store& s, const auto& r, auto* out) {
+      absl::Status st = Assign(s.LeaseShard(r.worker_id()), out);
+      if (st.ok()) {
+        Seen(r.worker_id());
+        if (out->has_shard()) metrics.leases.Increment();
+      }
+      return st;
+    });
+  }
+
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
+                                      const pb::HeartbeatRequest* req,
+                                      pb::HeartbeatResponse* resp) override {
+    return Handle("Heartbeat", ctx, req, resp, [this](store::Store& s, const auto& r, auto* out) {
+      Seen(r.worker_id());
+      return Assign(s.Heartbeat(r), out);
+    });
+  }
+
+  grpc::ServerUnaryReactor* ReportResults(grpc::CallbackServerContext* ctx,
+                                          const pb::ReportResultsRequest* req,
+                                          pb::ReportResultsResponse* resp) override {
+    return Handle("ReportResults", ctx, req, resp, [this](store::Store& s, const auto& r, auto* out) {
+      Seen(r.worker_id());
+      absl::Status st = Assign(s.ReportResults(r), out);
+      if (st.ok() && out->accepted() > 0) {
+        for (const auto& m : r.results()) {
+          for (const auto& v : m.modes()) {
+            metrics.results.Add({{"mode", v.mode()}, {"status", v.status()}}).Increment();
+          }
+          metrics.model_seconds.Observe(m.total_ms() / 1000.0);
+        }
+      }
+      return st;
+    });
+  }
+
+  grpc::ServerUnaryReactor* FinishShard(grpc::CallbackServerContext* ctx,
+                                        const pb::FinishShardRequest* req,
+                                        pb::FinishShardResponse* resp) override {
+    return Handle("FinishShard", ctx, req, resp, [](store::Store& s, const auto& r, auto* out) {
+      return Assign(s.FinishShard(r), out);
+    });
+  }
+
+  grpc::ServerUnaryReactor* UpsertModels(grpc::CallbackServerContext* ctx,
+                                         const pb::UpsertModelsRequest* req,
+                                         pb::UpsertModelsResponse* resp) override {
+    return Handle("UpsertModels", ctx, req, resp, [](store::Store& s, const auto& r, auto* out) {
+      return Assign(s.UpsertModels(r), out);
+    });
+  }
+
+  grpc::ServerUnaryReactor* CreateSweep(grpc::CallbackServerContext* ctx,
+                                        const pb::CreateSweepRequest* req,
+                                        pb::CreateSweepResponse* resp) override {
+    return Handle("CreateSweep", ctx, req, resp, [](store::Store& s, const auto& r, auto* out) {
+      return Assign(s.CreateSweep(r), out);
+    });
+  }
+
+  grpc::ServerUnaryReactor* GetSweep(grpc::CallbackServerContext* ctx,
+                                     const pb::GetSweepRequest* req,
+                                     pb::SweepProgress* resp) override {
+    return Handle("GetSweep", ctx, req, resp, [](store::Store& s, const auto& r, auto* out) {
+      return Assign(s.GetSweep(r.sweep_id()), out);
+    });
+  }
+
+  // Pages are fetched on the pool one at a time; the next fetch starts when a write is done.
+  class ListReactor final : public grpc::ServerWriteReactor<pb::ResultPage> {
+   public:
+    ListReactor(Impl* impl, pb::ListResultsRequest req) : impl_(impl), req_(std::move(req)) {
+      if (req_.page_size() == 0) req_.set_page_size(1000);
+      Fetch();
+    }
+    void OnWriteDone(bool ok) override {
+      if (!ok) {
+        Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+        return;
+      }
+      Fetch();
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    void Fetch() {
+      const bool queued = impl_->pool->Submit([this](store::Store* s) {
+        if (!s) {
+          Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "database unreachable; retry"));
+          return;
+        }
+        auto rows = s->ListResults(req_.sweep_id(), after_, req_.page_size());
+        if (!rows.ok()) {
+          Finish(common::ToGrpcStatus(rows.status()));
+          return;
+        }
+        if (rows->empty()) {
+          Finish(grpc::Status::OK);
+          return;
+        }
+        page_.Clear();
+        for (auto& r : *rows) *page_.add_rows() = std::move(r);
+        after_ = page_.rows(page_.rows_size() - 1).model_id();
+        StartWrite(&page_);
+      });
+      if (!queued) {
+        Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "database queue full; retry"));
+      }
+    }
+    Impl* impl_;
+    pb::ListResultsRequest req_;
+    pb::ResultPage page_;
+    std::string after_;
+  };
+
+  grpc::ServerWriteReactor<pb::ResultPage>* ListResults(
+      grpc::CallbackServerContext* ctx, const pb::ListResultsRequest* req) override {
+    absl::Status st = Auth(ctx);
+    if (st.ok()) st = Validate(*req);
+    if (!st.ok()) {
+      struct Refuse final : grpc::ServerWriteReactor<pb::ResultPage> {
+        explicit Refuse(const absl::Status& s) { Finish(common::ToGrpcStatus(s)); }
+        void OnDone() override { delete this; }
+      };
+      return new Refuse(st);
+    }
+    return new ListReactor(this, *req);
+  }
+
+  void Tick(store::Store* s) {
+    if (!s) {
+      db_ok = false;
+      metrics.db_up.Set(0);
+      return;
+    }
+    auto e = s->ExpireLeases();
+    if (e.ok()) {
+      metrics.expired.Increment(e->expired);
+      metrics.split.Increment(e->split);
+      metrics.crashed.Increment(e->crashed);
+    }
+    auto q = s->Queue();
+    db_ok = e.ok() && q.ok();
+    metrics.db_up.Set(db_ok ? 1 : 0);
+    if (q.ok()) {
+      metrics.shards_queued.Set(static_cast<double>(q->shards_queued));
+      metrics.shards_leased.Set(static_cast<double>(q->shards_leased));
+      metrics.jobs_pending.Set(static_cast<double>(q->jobs_pending));
+      metrics.sweeps_running.Set(static_cast<double>(q->sweeps_running));
+    }
+    std::lock_guard<std::mutex> l(mu);
+    const auto horizon = std::chrono::duration<double>(3 * opts.lease_ttl_s);
+    int alive = 0;
+    for (auto it = workers_seen.begin(); it != workers_seen.end();) {
+      if (Clock::now() - it->second > horizon) {
+        it = workers_seen.erase(it);
+      } else {
+        ++alive;
+        ++it;
+      }
+    }
+    metrics.workers_alive.Set(alive);
+  }
+
+  void TickLoop() {
+    const double tick = opts.tick_s > 0 ? opts.tick_s : std::min(1.0, opts.lease_ttl_s / 4);
+    std::unique_ptr<store::Store> s;
+    std::unique_lock<std::mutex> l(tick_mu);
+    while (!stopping) {
+      l.unlock();
+      if (!s) {
+        auto c = store::Store::Connect(store_opts);
+        if (c.ok()) s = std::move(*c);
+      }
+      Tick(s.get());
+      l.lock();
+      tick_cv.wait_for(l, std::chrono::duration<double>(tick), [&] { return stopping; });
+    }
+  }
+};
+
+Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptions& opts) {
+  if (opts.db_url.empty()) return absl::InvalidArgumentError("db: a database URL is required");
+  if (!(opts.lease_ttl_s > 0)) return absl::InvalidArgumentError("lease_ttl_s: must be > 0");
+  auto impl = std::make_unique<Impl>();
+  impl->opts = opts;
+  impl->store_opts.url = opts.db_url;
+  impl->store_opts.lease_ttl_s = opts.lease_ttl_s;
+  impl->store_opts.split_after_expiries = opts.split_after_expiries;
+  impl->store_opts.max_lost_leases = opts.max_lost_leases;
+
+  // The database may still be starting (or restarting): wait for it, then migrate.
+  const auto deadline = Clock::now() + std::chrono::duration<double>(opts.db_wait_s);
+  absl::Status st;
+  for (;;) {
+    auto s = store::Store::Connect(impl->store_opts);
+    if (s.ok()) {
+      st = (*s)->Migrate();
+      if (st.ok()) break;
+    } else {
+      st = s.status();
+    }
+    if (st.code() != absl::StatusCode::kUnavailable || Clock::now() > deadline) return st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  impl->db_ok = true;
+  impl->pool = std::make_unique<StorePool>(impl->store_opts, opts.db_threads, opts.queue_limit);
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(), &impl->grpc_port);
+  builder.RegisterService(impl.get());
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  impl->server = builder.BuildAndStart();
+  if (!impl->server || impl->grpc_port == 0) {
+    return absl::UnavailableError("grpc: cannot listen on " + opts.listen);
+  }
+  if (opts.http_port >= 0) {
+    Impl* raw = impl.get();
+    common::HttpServerOptions ho;
+    ho.port = opts.http_port;
+    ho.token = opts.token;
+    auto http = common::HttpServer::Start(
+        ho, {{"/metrics",
+              [raw](const std::string&) {
+                return common::HttpResponse{
+                    200, "text/plain; version=0.0.4; charset=utf-8",
+                    prometheus::TextSerializer().Serialize(raw->metrics.registry->Collect())};
+              }},
+             {"/healthz", [raw](const std::string&) {
+                return raw->db_ok ? common::HttpResponse{200, "text/plain", "ok\n"}
+                                  : common::HttpResponse{503, "text/plain", "database unreachable\n"};
+              }}});
+    if (!http.ok()) return http.status();
+    impl->http = std::move(*http);
+  }
+  Impl* raw = impl.get();
+  impl->ticker = std::thread([raw] { raw->TickLoop(); });
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
+}
+
+int Scheduler::grpc_port() const { return impl_->grpc_port; }
+int Scheduler::http_port() const { return impl_->http ? impl_->http->port() : -1; }
+
+void Scheduler::Shutdown() {
+  if (impl_->shut.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> l(impl_->tick_mu);
+    impl_->stopping = true;
+  }
+  impl_->tick_cv.notify_all();
+  if (impl_->ticker.joinable()) impl_->ticker.join();
+  if (impl_->http) impl_->http->Stop();
+  // In-flight RPCs are answered by the pool, which is still running.
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  impl_->pool->Stop();
+}
+
+Scheduler::~Scheduler() { Shutdown(); }
+
+}  // namespace ts::scheduler

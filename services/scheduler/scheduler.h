@@ -1,0 +1,55 @@
+// touchstone-scheduler: the gRPC Scheduler service (proto/touchstone/v1) over the store, plus
+// /metrics and /healthz on an HTTP port.
+//
+// Threads: gRPC's callback threads validate a request and hand it to the database pool; they
+// never block on SQL. The pool has a fixed number of threads, each with its own Store
+// (connection); when its queue is full a request gets RESOURCE_EXHAUSTED. One ticker thread
+// expires leases (requeue / split / crash), settles finished sweeps and refreshes the queue
+// gauges. The HTTP server has its own thread.
+//
+// State lives only in PostgreSQL: a scheduler killed at any point and started again carries on
+// (leases it handed out stay valid until they expire).
+//
+// Shutdown (Shutdown() or SIGTERM in main): stop the ticker and HTTP, stop accepting RPCs and
+// finish those in flight, drain and join the pool, close the database.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace ts::scheduler {
+
+struct SchedulerOptions {
+  std::string db_url;                  // required
+  std::string listen = "127.0.0.1:0";  // gRPC address; port 0 picks a free one
+  int http_port = 0;                   // /metrics, /healthz (0: a free one; -1: none)
+  std::string token;                   // non-empty: required as "authorization: Bearer <token>"
+  double lease_ttl_s = 30;
+  int split_after_expiries = 2;
+  int max_lost_leases = 3;
+  int db_threads = 4;
+  int queue_limit = 4096;       // requests waiting for a database thread
+  double tick_s = 0;            // 0: min(1 s, lease_ttl_s / 4)
+  double db_wait_s = 60;        // how long start-up waits for the database to come up
+};
+
+class Scheduler {
+ public:
+  // Connects (waiting up to db_wait_s), applies migrations, starts serving.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Start(const SchedulerOptions& opts);
+  ~Scheduler();
+
+  int grpc_port() const;
+  int http_port() const;
+  void Shutdown();
+
+  struct Impl;
+
+ private:
+  explicit Scheduler(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ts::scheduler

@@ -1,0 +1,150 @@
+#include "services/scheduler/validate.h"
+
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "workers/engine/verdict.h"
+
+namespace ts::scheduler {
+namespace {
+
+// The engine's modes (workers/engine KnownModes; that header pulls in torch).
+const std::set<std::string> kModes = {"eager", "compile", "train"};
+
+absl::Status Bad(const std::string& field, const std::string& why) {
+  return absl::InvalidArgumentError(field + ": " + why);
+}
+
+absl::Status Positive(const std::string& field, int64_t v) {
+  if (v <= 0) return Bad(field, "must be a positive id, got " + std::to_string(v));
+  return absl::OkStatus();
+}
+
+absl::Status Lease(int64_t worker_id, int64_t shard_id, const std::string& token) {
+  if (auto st = Positive("worker_id", worker_id); !st.ok()) return st;
+  if (auto st = Positive("shard_id", shard_id); !st.ok()) return st;
+  if (token.empty()) return Bad("lease_token", "required");
+  return absl::OkStatus();
+}
+
+absl::Status JsonObject(const std::string& field, const std::string& text) {
+  if (text.empty()) return Bad(field, "required");
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return Bad(field, "not valid JSON");
+  if (!j.is_object()) return Bad(field, "must be a JSON object");
+  return absl::OkStatus();
+}
+
+absl::Status Names(const std::string& field,
+                   const google::protobuf::RepeatedPtrField<std::string>& v) {
+  for (int i = 0; i < v.size(); ++i) {
+    if (v[i].empty()) return Bad(field + "[" + std::to_string(i) + "]", "empty");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Validate(const pb::RegisterWorkerRequest& r) {
+  if (r.name().empty()) return Bad("name", "required");
+  if (r.slots() < 0) return Bad("slots", "must be >= 0");
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const pb::LeaseShardRequest& r) { return Positive("worker_id", r.worker_id()); }
+
+absl::Status Validate(const pb::HeartbeatRequest& r) {
+  return Lease(r.worker_id(), r.shard_id(), r.lease_token());
+}
+
+absl::Status Validate(const pb::FinishShardRequest& r) {
+  return Lease(r.worker_id(), r.shard_id(), r.lease_token());
+}
+
+absl::Status Validate(const pb::ReportResultsRequest& r) {
+  if (auto st = Lease(r.worker_id(), r.shard_id(), r.lease_token()); !st.ok()) return st;
+  if (r.results_size() == 0) return Bad("results", "empty");
+  if (r.results_size() > kMaxResultsPerReport) {
+    return Bad("results", "at most " + std::to_string(kMaxResultsPerReport) + " per report");
+  }
+  for (int i = 0; i < r.results_size(); ++i) {
+    const auto& m = r.results(i);
+    const std::string at = "results[" + std::to_string(i) + "]";
+    if (auto st = Positive(at + ".job_id", m.job_id()); !st.ok()) return st;
+    if (m.model_id().empty()) return Bad(at + ".model_id", "required");
+    if (m.run() < 0) return Bad(at + ".run", "must be >= 0");
+    if (m.modes_size() == 0) return Bad(at + ".modes", "empty");
+    if (!(m.opcov_ratio() >= 0 && m.opcov_ratio() <= 1)) {
+      return Bad(at + ".opcov_ratio", "must be in [0, 1]");
+    }
+    for (int k = 0; k < m.modes_size(); ++k) {
+      const auto& v = m.modes(k);
+      const std::string mat = at + ".modes[" + std::to_string(k) + "]";
+      if (!kModes.count(v.mode())) return Bad(mat + ".mode", "unknown mode '" + v.mode() + "'");
+      if (!engine::StatusFromName(v.status())) {
+        return Bad(mat + ".status", "unknown status '" + v.status() + "'");
+      }
+    }
+    for (int k = 0; k < m.ops_size(); ++k) {
+      if (m.ops(k).op().empty()) return Bad(at + ".ops[" + std::to_string(k) + "].op", "empty");
+      if (m.ops(k).calls() < 0) {
+        return Bad(at + ".ops[" + std::to_string(k) + "].calls", "must be >= 0");
+      }
+    }
+    if (!m.tiny_config_json().empty()) {
+      if (auto st = JsonObject(at + ".tiny_config_json", m.tiny_config_json()); !st.ok()) return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const pb::UpsertModelsRequest& r) {
+  if (r.models_size() == 0) return Bad("models", "empty");
+  if (r.models_size() > kMaxModelsPerUpsert) {
+    return Bad("models", "at most " + std::to_string(kMaxModelsPerUpsert) + " per call");
+  }
+  for (int i = 0; i < r.models_size(); ++i) {
+    const auto& m = r.models(i);
+    const std::string at = "models[" + std::to_string(i) + "]";
+    if (m.id().empty()) return Bad(at + ".id", "required");
+    if (m.task().empty()) return Bad(at + ".task", "required");
+    if (m.arch().empty()) return Bad(at + ".arch", "required");
+    if (auto st = JsonObject(at + ".config_json", m.config_json()); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const pb::CreateSweepRequest& r) {
+  if (r.profile().name().empty()) return Bad("profile.name", "required");
+  if (auto st = JsonObject("profile.body", r.profile().body()); !st.ok()) return st;
+  std::set<std::string> seen;
+  for (int i = 0; i < r.modes_size(); ++i) {
+    const std::string at = "modes[" + std::to_string(i) + "]";
+    if (!kModes.count(r.modes(i))) return Bad(at, "unknown mode '" + r.modes(i) + "'");
+    if (!seen.insert(r.modes(i)).second) return Bad(at, "repeated mode '" + r.modes(i) + "'");
+  }
+  if (r.sample() < 0) return Bad("sample", "must be >= 0");
+  if (r.baseline_sweep_id() < 0) return Bad("baseline_sweep_id", "must be >= 0");
+  if (r.shard_max_models() < 0 || r.shard_max_models() > 10000) {
+    return Bad("shard_max_models", "must be in [0, 10000]");
+  }
+  if (!(r.shard_target_s() >= 0)) return Bad("shard_target_s", "must be >= 0");
+  if (!(r.model_timeout_s() >= 0)) return Bad("model_timeout_s", "must be >= 0");
+  if (auto st = Names("filter.tasks", r.filter().tasks()); !st.ok()) return st;
+  if (auto st = Names("filter.families", r.filter().families()); !st.ok()) return st;
+  if (auto st = Names("filter.archs", r.filter().archs()); !st.ok()) return st;
+  if (auto st = Names("filter.model_ids", r.filter().model_ids()); !st.ok()) return st;
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const pb::GetSweepRequest& r) { return Positive("sweep_id", r.sweep_id()); }
+
+absl::Status Validate(const pb::ListResultsRequest& r) {
+  if (auto st = Positive("sweep_id", r.sweep_id()); !st.ok()) return st;
+  if (r.page_size() < 0 || r.page_size() > 10000) return Bad("page_size", "must be in [0, 10000]");
+  return absl::OkStatus();
+}
+
+}  // namespace ts::scheduler

@@ -1,0 +1,29 @@
+// Shape checks for every scheduler request, before anything reaches the database. Each error is
+// INVALID_ARGUMENT whose message starts with the field's path ("results[2].modes[0].status:
+// unknown status 'passs'"), as proto/touchstone/v1/scheduler.proto documents.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include "absl/status/status.h"
+#include "touchstone/v1/scheduler.pb.h"
+
+namespace ts::scheduler {
+
+namespace pb = ::touchstone::v1;
+
+absl::Status Validate(const pb::RegisterWorkerRequest& r);
+absl::Status Validate(const pb::LeaseShardRequest& r);
+absl::Status Validate(const pb::HeartbeatRequest& r);
+absl::Status Validate(const pb::ReportResultsRequest& r);
+absl::Status Validate(const pb::FinishShardRequest& r);
+absl::Status Validate(const pb::UpsertModelsRequest& r);
+absl::Status Validate(const pb::CreateSweepRequest& r);
+absl::Status Validate(const pb::GetSweepRequest& r);
+absl::Status Validate(const pb::ListResultsRequest& r);
+
+// Most models per UpsertModels call and results per ReportResults call.
+inline constexpr int kMaxModelsPerUpsert = 5000;
+inline constexpr int kMaxResultsPerReport = 1000;
+
+}  // namespace ts::scheduler

@@ -1,0 +1,108 @@
+#include "services/scheduler/validate.h"
+
+#include <functional>
+
+#include <gtest/gtest.h>
+
+namespace ts::scheduler {
+namespace {
+
+pb::ReportResultsRequest GoodReport() {
+  pb::ReportResultsRequest r;
+  r.set_worker_id(1);
+  r.set_shard_id(2);
+  r.set_lease_token("t");
+  auto* m = r.add_results();
+  m->set_job_id(3);
+  m->set_model_id("org/m");
+  auto* v = m->add_modes();
+  v->set_mode("eager");
+  v->set_status("pass");
+  return r;
+}
+
+pb::CreateSweepRequest GoodSweep() {
+  pb::CreateSweepRequest r;
+  r.mutable_profile()->set_name("sim-2.0");
+  r.mutable_profile()->set_body("{}");
+  return r;
+}
+
+TEST(ValidateTest, GoodRequestsPass) {
+  EXPECT_TRUE(Validate(GoodReport()).ok());
+  EXPECT_TRUE(Validate(GoodSweep()).ok());
+}
+
+TEST(ValidateTest, ReportErrorsNameTheField) {
+  const std::pair<std::function<void(pb::ReportResultsRequest&)>, std::string> cases[] = {
+      {[](auto& r) { r.set_worker_id(0); }, "worker_id:"},
+      {[](auto& r) { r.set_shard_id(-4); }, "shard_id:"},
+      {[](auto& r) { r.clear_lease_token(); }, "lease_token:"},
+      {[](auto& r) { r.clear_results(); }, "results:"},
+      {[](auto& r) { r.mutable_results(0)->set_job_id(0); }, "results[0].job_id:"},
+      {[](auto& r) { r.mutable_results(0)->clear_model_id(); }, "results[0].model_id:"},
+      {[](auto& r) { r.mutable_results(0)->clear_modes(); }, "results[0].modes:"},
+      {[](auto& r) { r.mutable_results(0)->mutable_modes(0)->set_mode("jit"); },
+       "results[0].modes[0].mode: unknown mode 'jit'"},
+      {[](auto& r) { r.mutable_results(0)->mutable_modes(0)->set_status("passs"); },
+       "results[0].modes[0].status: unknown status 'passs'"},
+      {[](auto& r) { r.mutable_results(0)->set_opcov_ratio(1.5); }, "results[0].opcov_ratio:"},
+      {[](auto& r) { r.mutable_results(0)->add_ops()->set_calls(1); }, "results[0].ops[0].op:"},
+      {[](auto& r) { r.mutable_results(0)->set_tiny_config_json("[1"); },
+       "results[0].tiny_config_json: not valid JSON"},
+  };
+  for (const auto& [mutate, prefix] : cases) {
+    auto r = GoodReport();
+    mutate(r);
+    absl::Status st = Validate(r);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << prefix;
+    EXPECT_EQ(st.message().substr(0, prefix.size()), prefix) << st;
+  }
+}
+
+TEST(ValidateTest, SweepErrorsNameTheField) {
+  const std::pair<std::function<void(pb::CreateSweepRequest&)>, std::string> cases[] = {
+      {[](auto& r) { r.mutable_profile()->clear_name(); }, "profile.name:"},
+      {[](auto& r) { r.mutable_profile()->set_body("[]"); }, "profile.body: must be a JSON object"},
+      {[](auto& r) { r.mutable_profile()->set_body("{"); }, "profile.body: not valid JSON"},
+      {[](auto& r) { r.add_modes("eager"); r.add_modes("eager"); }, "modes[1]: repeated"},
+      {[](auto& r) { r.add_modes("fast"); }, "modes[0]: unknown mode 'fast'"},
+      {[](auto& r) { r.set_sample(-1); }, "sample:"},
+      {[](auto& r) { r.set_shard_max_models(20000); }, "shard_max_models:"},
+      {[](auto& r) { r.set_model_timeout_s(-3); }, "model_timeout_s:"},
+      {[](auto& r) { r.mutable_filter()->add_tasks(""); }, "filter.tasks[0]: empty"},
+      {[](auto& r) { r.mutable_filter()->add_model_ids("a"); r.mutable_filter()->add_model_ids(""); },
+       "filter.model_ids[1]: empty"},
+  };
+  for (const auto& [mutate, prefix] : cases) {
+    auto r = GoodSweep();
+    mutate(r);
+    absl::Status st = Validate(r);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << prefix;
+    EXPECT_EQ(st.message().substr(0, prefix.size()), prefix) << st;
+  }
+}
+
+TEST(ValidateTest, OtherRequests) {
+  pb::UpsertModelsRequest up;
+  EXPECT_EQ(Validate(up).message(), "models: empty");
+  auto* m = up.add_models();
+  m->set_id("a");
+  m->set_task("t");
+  m->set_arch("A");
+  m->set_config_json("{\"x\": 1}");
+  EXPECT_TRUE(Validate(up).ok());
+  m->set_config_json("nope");
+  EXPECT_EQ(Validate(up).message().substr(0, 23), "models[0].config_json: ");
+  pb::RegisterWorkerRequest reg;
+  EXPECT_EQ(Validate(reg).message(), "name: required");
+  pb::ListResultsRequest list;
+  list.set_sweep_id(1);
+  list.set_page_size(-1);
+  EXPECT_EQ(Validate(list).message().substr(0, 10), "page_size:");
+  pb::GetSweepRequest get;
+  EXPECT_EQ(Validate(get).message().substr(0, 9), "sweep_id:");
+}
+
+}  // namespace
+}  // namespace ts::scheduler

@@ -1,0 +1,362 @@
+#include "services/store/store.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "tests/fixtures/postgres_fixture.h"
+
+namespace ts::store {
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto* cluster = testing::PostgresCluster::Get();
+    ASSERT_NE(cluster, nullptr);
+    opts_.url = cluster->NewDatabase(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    store_ = Open();
+    ASSERT_TRUE(store_->Migrate().ok());
+    pb::UpsertModelsRequest up;
+    for (int i = 0; i < 10; ++i) {
+      auto* m = up.add_models();
+      m->set_id("org/model-" + std::to_string(i));
+      m->set_task(i < 6 ? "text-generation" : "text-classification");
+      m->set_arch(i < 6 ? "LlamaForCausalLM" : "BertForSequenceClassification");
+      m->set_family(i < 6 ? "llama" : "bert");
+      m->set_config_json("{\"model_type\": \"x\", \"i\": " + std::to_string(i) + "}");
+    }
+    auto r = store_->UpsertModels(up);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->inserted(), 10);
+    auto w = store_->RegisterWorker(Worker("w1"));
+    ASSERT_TRUE(w.ok()) << w.status();
+    worker_ = w->worker_id();
+  }
+
+  std::unique_ptr<Store> Open() {
+    auto s = Store::Connect(opts_);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return std::move(*s);
+  }
+  static pb::RegisterWorkerRequest Worker(const std::string& name) {
+    pb::RegisterWorkerRequest r;
+    r.set_name(name);
+    return r;
+  }
+  pb::CreateSweepRequest Sweep(int shard_max = 4) {
+    pb::CreateSweepRequest r;
+    r.set_name("t");
+    r.mutable_profile()->set_name("sim-test");
+    r.mutable_profile()->set_body("{\"name\": \"sim-test\"}");
+    r.set_shard_max_models(shard_max);
+    return r;
+  }
+  // A result for every mode of `job`, all `status`.
+  static pb::ModelResult Result(const pb::Job& job, const std::string& status = "pass") {
+    pb::ModelResult m;
+    m.set_job_id(job.job_id());
+    m.set_model_id(job.model_id());
+    m.set_run(job.run());
+    for (const char* mode : {"eager", "compile", "train"}) {
+      auto* v = m.add_modes();
+      v->set_mode(mode);
+      v->set_status(status);
+      v->set_error(status == "pass" ? "" : "rmse 0.03 > 0.01 in aten::gelu");
+      v->add_loss_reference(1.5);
+      v->add_break_reasons("unsupported op aten::nonzero");
+    }
+    auto* op = m.add_ops();
+    op->set_op("aten::mm");
+    op->set_calls(3);
+    op->set_native(true);
+    m.set_opcov_ratio(0.9);
+    m.set_total_ms(120);
+    return m;
+  }
+  pb::ReportResultsRequest Report(const pb::LeaseShardResponse& l,
+                                  const std::vector<pb::ModelResult>& results) {
+    pb::ReportResultsRequest r;
+    r.set_worker_id(worker_);
+    r.set_shard_id(l.shard_id());
+    r.set_lease_token(l.lease_token());
+    for (const auto& m : results) *r.add_results() = m;
+    return r;
+  }
+  pb::FinishShardRequest Finish(const pb::LeaseShardResponse& l) {
+    pb::FinishShardRequest f;
+    f.set_worker_id(worker_);
+    f.set_shard_id(l.shard_id());
+    f.set_lease_token(l.lease_token());
+    return f;
+  }
+  // Leases, reports every job with `status`, finishes; until the queue is empty.
+  int Drain(Store& s, const std::string& status = "pass") {
+    int shards = 0;
+    for (;;) {
+      auto l = s.LeaseShard(worker_);
+      EXPECT_TRUE(l.ok()) << l.status();
+      if (!l.ok() || !l->has_shard()) return shards;
+      std::vector<pb::ModelResult> res;
+      for (const auto& j : l->jobs()) res.push_back(Result(j, status));
+      EXPECT_TRUE(s.ReportResults(Report(*l, res)).ok());
+      EXPECT_TRUE(s.FinishShard(Finish(*l)).ok());
+      ++shards;
+    }
+  }
+
+  StoreOptions opts_;
+  std::unique_ptr<Store> store_;
+  int64_t worker_ = 0;
+};
+
+TEST_F(StoreTest, MigrationsApplyOnceAndAreIdempotent) {
+  ASSERT_TRUE(store_->Migrate().ok());
+  auto v = store_->AppliedMigrations();
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, std::vector<int>{1});
+}
+
+TEST_F(StoreTest, SweepRunsToDoneWithEveryModelRecordedOnce) {
+  auto sw = store_->CreateSweep(Sweep());
+  ASSERT_TRUE(sw.ok()) << sw.status();
+  EXPECT_EQ(sw->models(), 10);
+  EXPECT_EQ(sw->shards(), 3);  // 10 models, at most 4 a shard
+  EXPECT_EQ(Drain(*store_), 3);
+  auto p = store_->GetSweep(sw->sweep_id());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->state(), "done");
+  EXPECT_EQ(p->models_expected(), 10);
+  EXPECT_EQ(p->models_recorded(), 10);
+  EXPECT_EQ(p->duplicates(), 0);
+  EXPECT_EQ(p->failures(), 0);
+  auto rows = store_->ListResults(sw->sweep_id(), "", 100);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 10u);
+  EXPECT_EQ(rows->front().status().at("compile"), "pass");
+  EXPECT_DOUBLE_EQ(rows->front().opcov_ratio(), 0.9);
+  auto page2 = store_->ListResults(sw->sweep_id(), (*rows)[4].model_id(), 100);
+  EXPECT_EQ(page2->size(), 5u);
+}
+
+TEST_F(StoreTest, RepeatedReportIsIdempotent) {
+  auto sw = store_->CreateSweep(Sweep(10));
+  ASSERT_TRUE(sw.ok());
+  auto l = store_->LeaseShard(worker_);
+  ASSERT_TRUE(l.ok() && l->has_shard());
+  std::vector<pb::ModelResult> res = {Result(l->jobs(0)), Result(l->jobs(1))};
+  auto first = store_->ReportResults(Report(*l, res));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->accepted(), 2);
+  auto again = store_->ReportResults(Report(*l, res));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->accepted(), 0);
+  EXPECT_EQ(again->duplicates(), 2);
+}
+
+TEST_F(StoreTest, StaleLeaseTokenIsRefusedAndStoresNothing) {
+  auto sw = store_->CreateSweep(Sweep(10));
+  ASSERT_TRUE(sw.ok());
+  auto l = store_->LeaseShard(worker_);
+  ASSERT_TRUE(l.ok() && l->has_shard());
+  pb::LeaseShardResponse stale = *l;
+  stale.set_lease_token("not-the-token");
+  auto r = store_->ReportResults(Report(stale, {Result(l->jobs(0))}));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("lease_token"), std::string::npos);
+  pb::HeartbeatRequest hb;
+  hb.set_shard_id(l->shard_id());
+  hb.set_lease_token("nope");
+  EXPECT_EQ(store_->Heartbeat(hb).status().code(), absl::StatusCode::kFailedPrecondition);
+  auto p = store_->GetSweep(sw->sweep_id());
+  EXPECT_EQ(p->models_recorded(), 0);
+  hb.set_shard_id(999999);
+  EXPECT_EQ(store_->Heartbeat(hb).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, ReportNamesTheBadField) {
+  auto sw = store_->CreateSweep(Sweep(10));
+  auto l = store_->LeaseShard(worker_);
+  ASSERT_TRUE(l.ok() && l->has_shard());
+  pb::ModelResult wrong_model = Result(l->jobs(0));
+  wrong_model.set_model_id("org/other");
+  auto a = store_->ReportResults(Report(*l, {Result(l->jobs(1)), wrong_model}));
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.status().message().substr(0, 20), "results[1].model_id:");
+  pb::ModelResult wrong_job = Result(l->jobs(0));
+  wrong_job.set_job_id(123456);
+  auto b = store_->ReportResults(Report(*l, {wrong_job}));
+  EXPECT_EQ(b.status().message().substr(0, 18), "results[0].job_id:");
+  pb::ModelResult missing_mode = Result(l->jobs(0));
+  missing_mode.mutable_modes()->RemoveLast();
+  auto c = store_->ReportResults(Report(*l, {missing_mode}));
+  EXPECT_EQ(c.status().message().substr(0, 17), "results[0].modes:");
+  // Nothing of the refused reports was stored.
+  EXPECT_EQ(store_->GetSweep(sw->sweep_id())->models_recorded(), 0);
+}
+
+TEST_F(StoreTest, ExpiredLeaseIsRequeuedWithNextAttemptAndOnlyPendingJobs) {
+  opts_.lease_ttl_s = 0;  // every lease is already expired when the next transaction starts
+  auto s = Open();
+  auto sw = s->CreateSweep(Sweep(10));
+  ASSERT_TRUE(sw.ok());
+  auto l = s->LeaseShard(worker_);
+  ASSERT_TRUE(l.ok() && l->has_shard());
+  ASSERT_EQ(l->attempt(), 1);
+  ASSERT_EQ(l->jobs_size(), 10);
+  ASSERT_TRUE(s->ReportResults(Report(*l, {Result(l->jobs(0)), Result(l->jobs(1))})).ok());
+  auto e = s->ExpireLeases();
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->expired, 1);
+  // The old holder is refused from now on.
+  EXPECT_EQ(s->ReportResults(Report(*l, {Result(l->jobs(2))})).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto again = s->LeaseShard(worker_);
+  ASSERT_TRUE(again.ok() && again->has_shard());
+  EXPECT_EQ(again->shard_id(), l->shard_id());
+  EXPECT_EQ(again->attempt(), 2);
+  EXPECT_EQ(again->jobs_size(), 8);  // the two reported models are not run again
+}
+
+TEST_F(StoreTest, ShardThatKeepsLosingWorkersIsSplitAndTheCulpritRecordedAsCrash) {
+  opts_.lease_ttl_s = 0;
+  auto s = Open();
+  auto sw = s->CreateSweep(Sweep(10));
+  ASSERT_TRUE(sw.ok());
+  // Two lost leases of the whole shard: split into 10 single-model shards.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(s->LeaseShard(worker_)->has_shard());
+    auto e = s->ExpireLeases();
+    ASSERT_TRUE(e.ok()) << e.status();
+  }
+  auto q = s->Queue();
+  EXPECT_EQ(q->shards_queued, 10);
+  // The first single-model shard loses its worker once more: 3 losses -> crash.
+  auto l = s->LeaseShard(worker_);
+  ASSERT_EQ(l->jobs_size(), 1);
+  const std::string culprit = l->jobs(0).model_id();
+  auto e = s->ExpireLeases();
+  EXPECT_EQ(e->crashed, 1);
+  // Every other model passes.
+  EXPECT_EQ(Drain(*s), 9);
+  auto p = s->GetSweep(sw->sweep_id());
+  EXPECT_EQ(p->state(), "done");
+  EXPECT_EQ(p->models_recorded(), 10);
+  EXPECT_EQ(p->failures(), 1);
+  EXPECT_EQ(p->duplicates(), 0);
+  auto rows = s->ListResults(sw->sweep_id(), "", 100);
+  for (const auto& r : *rows) {
+    EXPECT_EQ(r.status().at("eager"), r.model_id() == culprit ? "crash" : "pass") << r.model_id();
+  }
+}
+
+TEST_F(StoreTest, NewFailuresGetTwoConfirmationRunsAndAreSettled) {
+  auto base = store_->CreateSweep(Sweep(10));
+  ASSERT_TRUE(base.ok());
+  Drain(*store_, "pass");
+  auto req = Sweep(10);
+  req.set_baseline_sweep_id(base->sweep_id());
+  auto sw = store_->CreateSweep(req);
+  ASSERT_TRUE(sw.ok()) << sw.status();
+  // Primary: models 0 and 1 fail; confirmations: model 0 fails again (deterministic), model 1
+  // passes once (flaky).
+  auto l = store_->LeaseShard(worker_);
+  std::vector<pb::ModelResult> res;
+  for (const auto& j : l->jobs()) {
+    const bool bad = j.model_id() == "org/model-0" || j.model_id() == "org/model-1";
+    res.push_back(Result(j, bad ? "fail_accuracy" : "pass"));
+  }
+  ASSERT_TRUE(store_->ReportResults(Report(*l, res)).ok());
+  ASSERT_TRUE(store_->FinishShard(Finish(*l)).ok());
+  EXPECT_EQ(store_->GetSweep(sw->sweep_id())->jobs_total(), 14);
+  for (;;) {
+    auto c = store_->LeaseShard(worker_);
+    ASSERT_TRUE(c.ok());
+    if (!c->has_shard()) break;
+    ASSERT_EQ(c->jobs_size(), 1);
+    const auto& j = c->jobs(0);
+    EXPECT_GT(j.run(), 1);
+    const bool fail = j.model_id() == "org/model-0" || j.run() == 2;
+    ASSERT_TRUE(store_->ReportResults(Report(*c, {Result(j, fail ? "fail_accuracy" : "pass")})).ok());
+    ASSERT_TRUE(store_->FinishShard(Finish(*c)).ok());
+  }
+  auto p = store_->GetSweep(sw->sweep_id());
+  EXPECT_EQ(p->state(), "done");
+  EXPECT_EQ(p->confirmed_deterministic(), 1);
+  EXPECT_EQ(p->confirmed_flaky(), 1);
+  EXPECT_EQ(p->models_recorded(), 10);
+  auto rows = store_->ListResults(sw->sweep_id(), "", 100);
+  EXPECT_EQ((*rows)[0].confirmation(), "deterministic");
+  EXPECT_EQ((*rows)[1].confirmation(), "flaky");
+}
+
+TEST_F(StoreTest, FilterAndSampleSelectModels) {
+  auto req = Sweep();
+  req.mutable_filter()->add_tasks("text-classification");
+  auto sw = store_->CreateSweep(req);
+  ASSERT_TRUE(sw.ok()) << sw.status();
+  EXPECT_EQ(sw->models(), 4);
+  auto sampled = Sweep();
+  sampled.set_sample(5);
+  auto s2 = store_->CreateSweep(sampled);
+  ASSERT_TRUE(s2.ok());
+  EXPECT_EQ(s2->models(), 5);
+  // Stratified: 6 and 4 models per task -> 3 and 2 of 5 (ties broken by the seeded hash).
+  auto bad = Sweep();
+  bad.mutable_filter()->add_tasks("text-classification");
+  bad.mutable_filter()->add_tasks("text-generaton");
+  auto b = store_->CreateSweep(bad);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.status().message().substr(0, 16), "filter.tasks[1]:");
+  auto base = Sweep();
+  base.set_baseline_sweep_id(4242);
+  EXPECT_EQ(store_->CreateSweep(base).status().message().substr(0, 18), "baseline_sweep_id:");
+}
+
+TEST_F(StoreTest, ConcurrentLeasesNeverShareAShard) {
+  auto sw = store_->CreateSweep(Sweep(1));  // 10 single-model shards
+  ASSERT_TRUE(sw.ok());
+  std::vector<std::set<int64_t>> got(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto s = Open();
+      for (;;) {
+        auto l = s->LeaseShard(worker_);
+        if (!l.ok() || !l->has_shard()) return;
+        got[static_cast<size_t>(t)].insert(l->shard_id());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<int64_t> all;
+  size_t total = 0;
+  for (const auto& g : got) {
+    total += g.size();
+    all.insert(g.begin(), g.end());
+  }
+  EXPECT_EQ(total, 10u);
+  EXPECT_EQ(all.size(), 10u);
+}
+
+TEST_F(StoreTest, UnknownWorkerCannotLease) {
+  ASSERT_TRUE(store_->CreateSweep(Sweep()).ok());
+  auto l = store_->LeaseShard(987654);
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, ReconnectsAfterTheServerRestarts) {
+  ASSERT_TRUE(store_->Ping().ok());
+  ASSERT_TRUE(testing::PostgresCluster::Get()->server().Restart().ok());
+  // The first call finds the connection gone (UNAVAILABLE); the next one reconnects.
+  absl::Status st = store_->Ping();
+  if (!st.ok()) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+    st = store_->Ping();
+  }
+  EXPECT_TRUE(st.ok()) << st;
+}
+
+}  // namespace
+}  // namespace ts::store

@@ -1,0 +1,84 @@
+// touchstone-worker --scheduler HOST:PORT [--token-file F] [--name N] [--runner PATH]
+//                   [--state-dir DIR] [--http-port N] [--report-batch N]
+// SIGTERM or SIGINT: drain (finish the current model, report, release the shard) and exit 0.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "services/common/process.h"
+#include "services/worker/worker.h"
+
+namespace {
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr,
+               "touchstone-worker: %s\n"
+               "usage: touchstone-worker --scheduler HOST:PORT [--token-file FILE] [--name NAME]\n"
+               "         [--runner PATH] [--state-dir DIR] [--http-port N] [--report-batch N]\n",
+               why.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ts::worker::WorkerOptions o;
+  o.runner_path = ts::common::SelfDir() + "/touchstone-runner";
+  o.state_dir = "/tmp/touchstone-worker-" + std::to_string(::getpid());
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has = i + 1 < argc;
+    if (a == "--scheduler" && has) {
+      o.scheduler = argv[++i];
+    } else if (a == "--token-file" && has) {
+      std::ifstream in(argv[++i]);
+      if (!in || !std::getline(in, o.token) || o.token.empty()) {
+        return Usage(std::string("--token-file: cannot read a token from ") + argv[i]);
+      }
+    } else if (a == "--name" && has) {
+      o.name = argv[++i];
+    } else if (a == "--runner" && has) {
+      o.runner_path = argv[++i];
+    } else if (a == "--state-dir" && has) {
+      o.state_dir = argv[++i];
+    } else if (a == "--http-port" && has) {
+      o.http_port = std::atoi(argv[++i]);
+    } else if (a == "--report-batch" && has) {
+      o.report_batch = std::atoi(argv[++i]);
+      if (o.report_batch < 1) return Usage("--report-batch: must be >= 1");
+    } else {
+      return Usage("unknown argument '" + a + "'");
+    }
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  auto w = ts::worker::Worker::Create(o);
+  if (!w.ok()) {
+    std::fprintf(stderr, "touchstone-worker: %s\n", w.status().ToString().c_str());
+    return 2;
+  }
+  ts::worker::Worker* raw = w->get();
+  std::thread signals([raw, set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    std::fprintf(stderr, "touchstone-worker: signal %d, draining\n", sig);
+    raw->Drain();
+  });
+  signals.detach();
+  absl::Status st = raw->Run();
+  if (!st.ok()) {
+    std::fprintf(stderr, "touchstone-worker: %s\n", st.ToString().c_str());
+    std::_Exit(1);
+  }
+  std::fprintf(stderr, "touchstone-worker: drained\n");
+  std::_Exit(0);  // the signal thread may still be waiting; nothing left to flush
+}

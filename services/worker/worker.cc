@@ -1,0 +1,362 @@
+#include "services/worker/worker.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include "services/common/grpc_status.h"
+#include "services/common/http_server.h"
+#include "services/worker/result_convert.h"
+#include "services/worker/runner_client.h"
+#include "touchstone/v1/scheduler.grpc.pb.h"
+
+namespace ts::worker {
+namespace {
+
+namespace pb = ::touchstone::v1;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+bool Retryable(grpc::StatusCode c) {
+  return c == grpc::StatusCode::UNAVAILABLE || c == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         c == grpc::StatusCode::RESOURCE_EXHAUSTED || c == grpc::StatusCode::ABORTED;
+}
+
+int64_t RssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      int64_t kb = 0;
+      in >> kb;
+      return kb * 1024;
+    }
+    in.ignore(4096, '\n');
+  }
+  return 0;
+}
+
+}  // namespace
+
+struct Worker::Impl {
+  WorkerOptions opts;
+  std::unique_ptr<pb::Scheduler::Stub> stub;
+  std::unique_ptr<RunnerClient> runner;
+  int64_t worker_id = 0;
+  double heartbeat_s = 10;
+
+  std::atomic<bool> draining{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<std::pair<int64_t, std::string>> lease;  // shard, token (for the heartbeat)
+  std::atomic<bool> lease_lost{false};
+  bool stop_heartbeat = false;
+  std::thread heartbeat;
+
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  prometheus::Family<prometheus::Counter>& verdicts =
+      prometheus::BuildCounter()
+          .Name("touchstone_worker_verdicts_total")
+          .Help("Mode verdicts produced, by mode and status")
+          .Register(*registry);
+  prometheus::Histogram& model_seconds =
+      prometheus::BuildHistogram()
+          .Name("touchstone_worker_model_duration_seconds")
+          .Help("Wall time per model, all modes")
+          .Register(*registry)
+          .Add({}, prometheus::Histogram::BucketBoundaries{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                                           2.5, 5, 10, 30, 60, 300});
+  prometheus::Counter& shards = prometheus::BuildCounter()
+                                    .Name("touchstone_worker_shards_total")
+                                    .Help("Shards leased")
+                                    .Register(*registry)
+                                    .Add({});
+  prometheus::Counter& retries = prometheus::BuildCounter()
+                                     .Name("touchstone_worker_rpc_retries_total")
+                                     .Help("RPCs retried while the scheduler was unavailable")
+                                     .Register(*registry)
+                                     .Add({});
+  prometheus::Counter& leases_lost = prometheus::BuildCounter()
+                                         .Name("touchstone_worker_leases_lost_total")
+                                         .Help("Leases refused as stale; the shard was dropped")
+                                         .Register(*registry)
+                                         .Add({});
+  prometheus::Family<prometheus::Gauge>& rss =
+      prometheus::BuildGauge()
+          .Name("touchstone_worker_rss_bytes")
+          .Help("Resident memory of the worker and of its runner child")
+          .Register(*registry);
+  prometheus::Gauge& rss_worker = rss.Add({{"process", "worker"}});
+  prometheus::Gauge& rss_runner = rss.Add({{"process", "runner"}});
+  prometheus::Gauge& runner_restarts = prometheus::BuildGauge()
+                                           .Name("touchstone_worker_runner_restarts")
+                                           .Help("Runner children replaced after a crash or timeout")
+                                           .Register(*registry)
+                                           .Add({});
+  std::unique_ptr<common::HttpServer> http;
+
+  // One RPC, retried with backoff while retryable. Draining gives up retrying after 60 s.
+  template <typename Req, typename Resp>
+  grpc::Status Call(grpc::Status (pb::Scheduler::Stub::*method)(grpc::ClientContext*, const Req&,
+                                                                Resp*),
+                    const Req& req, Resp* resp, bool retry = true) {
+    double backoff = 0.1;
+    const auto start = Clock::now();
+    for (;;) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(static_cast<int>(opts.rpc_timeout_s * 1000)));
+      if (!opts.token.empty()) ctx.AddMetadata("authorization", "Bearer " + opts.token);
+      grpc::Status st = (stub.get()->*method)(&ctx, req, resp);
+      if (st.ok() || !retry || !Retryable(st.error_code())) return st;
+      if (draining && Clock::now() - start > std::chrono::seconds(60)) return st;
+      retries.Increment();
+      std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+      backoff = std::min(backoff * 2, 2.0);
+    }
+  }
+
+  void HeartbeatLoop() {
+    std::unique_lock<std::mutex> l(mu);
+    while (!stop_heartbeat) {
+      cv.wait_for(l, std::chrono::duration<double>(heartbeat_s), [&] { return stop_heartbeat; });
+      if (stop_heartbeat || !lease) continue;
+      pb::HeartbeatRequest hb;
+      hb.set_worker_id(worker_id);
+      hb.set_shard_id(lease->first);
+      hb.set_lease_token(lease->second);
+      l.unlock();
+      pb::HeartbeatResponse resp;
+      grpc::Status st = Call(&pb::Scheduler::Stub::Heartbeat, hb, &resp, /*retry=*/false);
+      if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+          st.error_code() == grpc::StatusCode::NOT_FOUND) {
+        lease_lost = true;
+      }
+      if (st.ok() && resp.drain()) draining = true;
+      l.lock();
+    }
+  }
+
+  void SleepUnlessDraining(double s) {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait_for(l, std::chrono::duration<double>(s), [&] { return draining.load(); });
+  }
+
+  // Writes the profile once per digest; the runner child reads it from there.
+  absl::StatusOr<std::string> ProfileFile(const pb::Profile& p) {
+    const fs::path path = fs::path(opts.state_dir) / "profiles" / (p.sha().empty() ? "profile" : p.sha());
+    const std::string file = path.string() + ".json";
+    if (fs::exists(file)) return file;
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    const std::string tmp = file + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << p.body();
+      if (!out) return absl::InternalError("cannot write " + tmp);
+    }
+    fs::rename(tmp, file, ec);
+    if (ec) return absl::InternalError("rename " + tmp + ": " + ec.message());
+    return file;
+  }
+
+  // Sends the batch; false when the lease is gone (stale token).
+  bool Flush(const pb::LeaseShardResponse& l, std::vector<pb::ModelResult>* batch) {
+    if (batch->empty()) return true;
+    pb::ReportResultsRequest req;
+    req.set_worker_id(worker_id);
+    req.set_shard_id(l.shard_id());
+    req.set_lease_token(l.lease_token());
+    for (auto& r : *batch) *req.add_results() = std::move(r);
+    batch->clear();
+    pb::ReportResultsResponse resp;
+    grpc::Status st = Call(&pb::Scheduler::Stub::ReportResults, req, &resp);
+    if (st.ok()) return true;
+    if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+      leases_lost.Increment();
+      lease_lost = true;
+      return false;
+    }
+    std::fprintf(stderr, "touchstone-worker: report refused: %s\n", st.error_message().c_str());
+    lease_lost = true;  // do not finish a shard whose results were not stored
+    return false;
+  }
+
+  void RunShard(const pb::LeaseShardResponse& l) {
+    shards.Increment();
+    lease_lost = false;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      lease = std::make_pair(l.shard_id(), l.lease_token());
+    }
+    std::set<std::string> modes(l.modes().begin(), l.modes().end());
+    auto profile = ProfileFile(l.profile());
+    std::vector<pb::ModelResult> batch;
+    auto last_report = Clock::now();
+    bool all_run = true;
+    for (const auto& job : l.jobs()) {
+      if (draining || lease_lost || !profile.ok()) {
+        all_run = false;
+        break;
+      }
+      JobSpec spec;
+      spec.job_id = job.job_id();
+      spec.arch = job.arch();
+      spec.modes = modes;
+      spec.seed = job.seed();
+      spec.timeout_s = l.model_timeout_s() > 0 ? l.model_timeout_s() : 300;
+      spec.config = nlohmann::json::parse(job.config_json(), nullptr, false);
+      const auto t0 = Clock::now();
+      auto result = runner->RunJob(*profile, spec);
+      if (!result.ok()) {
+        // The runner itself cannot start: a worker problem, not the model's. Give the shard
+        // back and pause.
+        std::fprintf(stderr, "touchstone-worker: %s\n", result.status().ToString().c_str());
+        all_run = false;
+        SleepUnlessDraining(5);
+        break;
+      }
+      model_seconds.Observe(std::chrono::duration<double>(Clock::now() - t0).count());
+      batch.push_back(ToModelResult(job, modes, *result));
+      for (const auto& v : batch.back().modes()) {
+        verdicts.Add({{"mode", v.mode()}, {"status", v.status()}}).Increment();
+      }
+      runner_restarts.Set(runner->restarts());
+      if (static_cast<int>(batch.size()) >= opts.report_batch ||
+          Clock::now() - last_report > std::chrono::duration<double>(opts.report_interval_s)) {
+        if (!Flush(l, &batch)) break;
+        last_report = Clock::now();
+      }
+    }
+    if (!lease_lost && Flush(l, &batch)) {
+      pb::FinishShardRequest f;
+      f.set_worker_id(worker_id);
+      f.set_shard_id(l.shard_id());
+      f.set_lease_token(l.lease_token());
+      f.set_release(!all_run);
+      pb::FinishShardResponse fr;
+      Call(&pb::Scheduler::Stub::FinishShard, f, &fr);
+    }
+    std::lock_guard<std::mutex> g(mu);
+    lease.reset();
+  }
+};
+
+Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Worker::~Worker() {
+  {
+    std::lock_guard<std::mutex> l(impl_->mu);
+    impl_->stop_heartbeat = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->heartbeat.joinable()) impl_->heartbeat.join();
+  if (impl_->http) impl_->http->Stop();
+}
+
+absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opts) {
+  if (opts.runner_path.empty() || !fs::exists(opts.runner_path)) {
+    return absl::InvalidArgumentError("runner: no touchstone-runner at '" + opts.runner_path + "'");
+  }
+  if (opts.state_dir.empty()) return absl::InvalidArgumentError("state_dir: required");
+  std::error_code ec;
+  fs::create_directories(opts.state_dir, ec);
+  if (ec) return absl::InvalidArgumentError("state_dir: " + ec.message());
+  auto impl = std::make_unique<Impl>();
+  impl->opts = opts;
+  if (impl->opts.name.empty()) {
+    char host[256] = "host";
+    ::gethostname(host, sizeof(host) - 1);
+    impl->opts.name = std::string(host) + "/" + std::to_string(::getpid());
+  }
+  impl->runner = std::make_unique<RunnerClient>(
+      RunnerOptions{opts.runner_path, opts.state_dir + "/runner.log"});
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  impl->stub = pb::Scheduler::NewStub(
+      grpc::CreateCustomChannel(opts.scheduler, grpc::InsecureChannelCredentials(), args));
+  if (opts.http_port >= 0) {
+    Impl* raw = impl.get();
+    common::HttpServerOptions ho;
+    ho.port = opts.http_port;
+    ho.token = opts.token;
+    auto http = common::HttpServer::Start(
+        ho, {{"/metrics",
+              [raw](const std::string&) {
+                raw->rss_worker.Set(static_cast<double>(RssBytes(::getpid())));
+                raw->rss_runner.Set(raw->runner->pid() > 0
+                                        ? static_cast<double>(RssBytes(raw->runner->pid()))
+                                        : 0.0);
+                return common::HttpResponse{
+                    200, "text/plain; version=0.0.4; charset=utf-8",
+                    prometheus::TextSerializer().Serialize(raw->registry->Collect())};
+              }},
+             {"/healthz", [](const std::string&) {
+                return common::HttpResponse{200, "text/plain", "ok\n"};
+              }}});
+    if (!http.ok()) return http.status();
+    impl->http = std::move(*http);
+  }
+  return std::unique_ptr<Worker>(new Worker(std::move(impl)));
+}
+
+int Worker::http_port() const { return impl_->http ? impl_->http->port() : -1; }
+
+void Worker::Drain() {
+  impl_->draining = true;
+  impl_->cv.notify_all();
+}
+
+absl::Status Worker::Run() {
+  Impl& w = *impl_;
+  pb::RegisterWorkerRequest reg;
+  reg.set_name(w.opts.name);
+  reg.set_version("touchstone-worker/1");
+  reg.set_slots(1);
+  pb::RegisterWorkerResponse rr;
+  for (;;) {
+    grpc::Status st = w.Call(&pb::Scheduler::Stub::RegisterWorker, reg, &rr);
+    if (st.ok()) break;
+    if (w.draining) return absl::OkStatus();
+    if (!Retryable(st.error_code())) return common::FromGrpcStatus(st);
+  }
+  w.worker_id = rr.worker_id();
+  w.heartbeat_s = rr.heartbeat_interval_s() > 0 ? rr.heartbeat_interval_s() : 10;
+  w.heartbeat = std::thread([&w] { w.HeartbeatLoop(); });
+  while (!w.draining) {
+    pb::LeaseShardRequest lq;
+    lq.set_worker_id(w.worker_id);
+    pb::LeaseShardResponse lease;
+    grpc::Status st = w.Call(&pb::Scheduler::Stub::LeaseShard, lq, &lease);
+    if (!st.ok()) {
+      if (w.draining) break;
+      if (!Retryable(st.error_code())) return common::FromGrpcStatus(st);
+      continue;
+    }
+    if (!lease.has_shard()) {
+      const double wait = lease.retry_after_ms() > 0
+                              ? std::min(w.opts.idle_poll_s, lease.retry_after_ms() / 1000.0)
+                              : w.opts.idle_poll_s;
+      w.SleepUnlessDraining(wait);
+      continue;
+    }
+    w.RunShard(lease);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ts::worker

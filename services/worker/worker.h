@@ -1,0 +1,55 @@
+// touchstone-worker: registers with the scheduler, leases shards, runs each model in its runner
+// child (runner_client.h), reports results in batches with the shard's lease token, heartbeats,
+// and drains on request (SIGTERM in main).
+//
+// Threads: the main loop (lease, run, report) on the caller's thread; a heartbeat thread for the
+// current lease; the HTTP server (/metrics, /healthz) thread.
+//
+// Failure handling: every RPC is retried with backoff while the scheduler or its database is
+// unavailable (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED); results are kept until a
+// report is acknowledged, and reports are idempotent, so a retry never duplicates. A lease the
+// scheduler refuses (FAILED_PRECONDITION) is dropped at once: another worker has the shard.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ts::worker {
+
+struct WorkerOptions {
+  std::string scheduler = "127.0.0.1:7300";
+  std::string token;
+  std::string name;         // default: host/pid
+  std::string runner_path;  // touchstone-runner
+  std::string state_dir;    // profiles and the runner's log
+  int http_port = 0;        // -1: none
+  int report_batch = 16;    // results per ReportResults
+  double report_interval_s = 2;  // or this long since the last report
+  double idle_poll_s = 0.5;      // wait when the queue is empty (the scheduler may say less)
+  double rpc_timeout_s = 30;
+};
+
+class Worker {
+ public:
+  static absl::StatusOr<std::unique_ptr<Worker>> Create(const WorkerOptions& opts);
+  ~Worker();
+
+  // Runs until Drain(); returns OK after a clean drain.
+  absl::Status Run();
+  // Thread- and signal-safe request to finish the current model, report, release the shard and
+  // return from Run().
+  void Drain();
+  int http_port() const;
+
+  struct Impl;
+
+ private:
+  explicit Worker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ts::worker

@@ -1,0 +1,89 @@
+// touchstone-runner: the runner child a worker feeds over a pipe (DESIGN.md §6, "Worker").
+//
+//   touchstone-runner --profile FILE
+//
+// stdin, one JSON object a line: {"job_id", "config", "arch", "task", "modes": [...], "seed"}.
+// The protocol goes out on the original stdout, one line each, in this order per job:
+//   "stage NAME"     as each engine stage starts (build, reference, eager, compile, train)
+//   "model JSON"     once built: {"arch", "task", "family", "config_hash"}
+//   "result JSON"    engine::ToJson of the model's result
+// and "ready" once the profile is active, "error TEXT" for a job line it cannot read. Anything
+// else the process prints to stdout (library chatter) is sent to stderr so it cannot corrupt
+// the protocol. The process exits when stdin closes, or with its parent (PR_SET_PDEATHSIG).
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "workers/engine/engine.h"
+#include "workers/simdevice/runtime.h"
+
+namespace {
+
+int proto_fd = -1;
+
+void Send(const std::string& line) {
+  const std::string s = line + "\n";
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(proto_fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) ::_exit(0);  // the worker is gone
+    off += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  proto_fd = ::dup(1);
+  ::dup2(2, 1);
+  std::string profile_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--profile" && i + 1 < argc) {
+      profile_path = argv[++i];
+    } else {
+      std::fprintf(stderr, "touchstone-runner: unknown argument '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  ts::engine::ConfigureThreads(1);
+  if (!profile_path.empty()) {
+    auto act = ts::simdevice::ActivateFile(profile_path, 0);
+    if (!act.ok()) {
+      Send("error profile " + profile_path + ": " + act.status().message());
+      return 3;
+    }
+  }
+  Send("ready");
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    auto job = nlohmann::json::parse(line, nullptr, false);
+    if (job.is_discarded() || !job.is_object() || !job.contains("config")) {
+      Send("error job line is not a JSON object with a config");
+      continue;
+    }
+    ts::engine::RunOptions o;
+    o.arch = job.value("arch", std::string());
+    o.seed = job.value("seed", uint64_t{0});
+    if (job.contains("modes") && job["modes"].is_array()) {
+      o.modes.clear();
+      for (const auto& m : job["modes"]) {
+        if (m.is_string()) o.modes.insert(m.get<std::string>());
+      }
+    }
+    o.on_stage = [](const std::string& stage) { Send("stage " + stage); };
+    o.on_built = [](const nlohmann::json& model) { Send("model " + model.dump()); };
+    ts::engine::ModelResult r = ts::engine::RunModel(job["config"], o);
+    Send("result " + ts::engine::ToJson(r).dump());
+  }
+  return 0;
+}
