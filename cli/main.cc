@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/sweep.h"
 #include "workers/catalog/catalog.h"
 #include "workers/catalog/summary.h"
 #include "workers/engine/engine.h"
@@ -41,7 +42,10 @@ constexpr const char* kUsage =
     "       touchstone catalog generate [--seed N] [--count N] --out FILE.jsonl [--data DIR]\n"
     "       touchstone catalog import FILE.jsonl --out FILE.jsonl\n"
     "       touchstone run-catalog --catalog FILE --sample N --profile FILE [--seed N]\n"
-    "                              [--modes eager,compile,train] [--format json|text]\n";
+    "                              [--modes eager,compile,train] [--format json|text]\n"
+    "       touchstone sweep [--sample N|all] [--profile FILE] [--workers W] [--db URL]\n"
+    "                        [--baseline SWEEP] [--json FILE] [--serve]   (see cli/README.md)\n"
+    "       touchstone db migrate --db URL\n";
 
 int Usage(const std::string& why) {
   std::fprintf(stderr, "touchstone: %s\n%s", why.c_str(), kUsage);
@@ -477,5 +481,7 @@ int main(int argc, char** argv) {
   if (cmd == "summarize") return SummarizeCommand();
   if (cmd == "catalog") return CatalogCommand(args);
   if (cmd == "run-catalog") return RunCatalogCommand(args);
+  if (cmd == "sweep") return ts::cli::SweepCommand(args, DefaultDataDir());
+  if (cmd == "db") return ts::cli::DbCommand(args);
   return Usage("unknown command '" + cmd + "'");
 }

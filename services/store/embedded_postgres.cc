@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -112,7 +113,14 @@ absl::StatusOr<std::unique_ptr<EmbeddedPostgres>> EmbeddedPostgres::Start(
   auto as = PgUser();
   if (!as.ok()) return as.status();
   if (as->uid >= 0) {
-    // The server's account must own the folder that holds the cluster.
+    // The server's account must reach the folder (search permission on every ancestor: a
+    // mkdtemp folder is 0700) and own it.
+    for (fs::path a = parent.parent_path(); !a.empty() && a != a.root_path(); a = a.parent_path()) {
+      struct stat st {};
+      if (::stat(a.c_str(), &st) == 0 && !(st.st_mode & S_IXOTH)) {
+        ::chmod(a.c_str(), (st.st_mode & 07777) | S_IXOTH);
+      }
+    }
     if (::chown(parent.c_str(), static_cast<uid_t>(as->uid), static_cast<gid_t>(as->gid)) != 0) {
       return absl::InternalError("chown " + parent.string() + ": " + std::strerror(errno));
     }

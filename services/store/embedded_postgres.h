@@ -2,6 +2,9 @@
 // pg_ctl stop at the end. Used by `touchstone sweep` without --db and by every test that needs
 // a database (a throwaway cluster per test binary).
 //
+// Under root, PostgreSQL's tools run as the "postgres" account, which gets search permission
+// (o+x) on the folders above the cluster and owns the folder holding it.
+//
 // Settings: listens on 127.0.0.1 only, no unix socket, trust auth for the local superuser
 // "touchstone", fsync off (a crash of the PostgreSQL process loses nothing that was committed;
 // only an OS crash could, which a private test/sweep cluster accepts). synchronous_commit stays

@@ -274,7 +274,10 @@ StatusOr<GenerateStats> Generate(const GenerateOptions& opts, std::ostream& out)
       r.id = p.real_ids[i];
       ++stats.real_ids;
     } else {
-      r.id = GeneratedId(p, i, rng);
+      // Classes of one family share the name stem: two can draw the same org and suffix.
+      const std::string id = GeneratedId(p, i, rng);
+      r.id = id;
+      for (int k = 2; used_ids.count(r.id); ++k) r.id = id + "-v" + std::to_string(k);
     }
     used_ids.insert(r.id);
     const json& base = p.bases[i % p.bases.size()];

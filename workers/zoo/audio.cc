@@ -1,6 +1,6 @@
 // Zoo: audio families (README.md): Whisper (encoder-decoder over log-mel features) and wav2vec2
 // (conv feature extractor + transformer encoder; CTC and sequence-classification heads).
-// Conv1d goes through a local wrapper that follows the nn.h emulation contract.
+// Conv1d is windows + matmul (see Conv1d below) and follows the nn.h emulation contract.
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
@@ -21,11 +21,27 @@ using P = TinyProfile;
 using json = nlohmann::json;
 using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
-// ---- convolution front ends (nn:: does the bf16 emulation).
+// ---- convolution front ends.
 
+// conv1d as windows + matmul: x [B, C, T] -> [B, O, T'], identical to at::conv1d (zero padding,
+// groups). Not at::conv1d: libtorch 1.13's mkldnn conv1d backward returns garbage weight
+// gradients (uninitialised memory, different on every run) when the gradient reaching it comes
+// back through the encoder's [B, T, C] layout, which made every audio model's training diverge.
+// nn::Linear / nn::Matmul carry the bf16 emulation.
 at::Tensor Conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t stride,
                   int64_t padding, int64_t groups = 1) {
-  return nn::Conv1d(x, w, b, stride, padding, groups);
+  const int64_t bsz = x.size(0), c = x.size(1), o = w.size(0), k = w.size(2);
+  at::Tensor xp = padding > 0 ? at::constant_pad_nd(x, {padding, padding}) : x;
+  at::Tensor win = xp.unfold(2, k, stride);  // [B, C, T', k]
+  const int64_t t = win.size(2);
+  at::Tensor cols = win.permute({0, 2, 1, 3}).reshape({bsz, t, c * k});  // columns c * k + j
+  at::Tensor wm = w.reshape({o, (c / groups) * k});
+  if (groups > 1) {
+    // Grouped: the block-diagonal [O, C * k] matrix of the groups' [O / G, C / G * k] blocks, so
+    // that one Linear (one matmul class for the device) computes every group.
+    wm = at::block_diag(wm.chunk(groups, 0));
+  }
+  return nn::Linear(cols, wm, b).transpose(1, 2);
 }
 
 StatusOr<int64_t> PositiveInt(const ConfigReader& r, const std::string& field,
@@ -126,6 +142,7 @@ struct WhisperConfig {
   int64_t decoder_start = 50257;
   Activation act = Activation::kGeluErf;
   bool scale_embedding = false;
+  int64_t proj_size = 256, num_labels = 2;  // WhisperForAudioClassification
 };
 
 StatusOr<WhisperConfig> ParseWhisper(const json& config) {
@@ -154,6 +171,10 @@ StatusOr<WhisperConfig> ParseWhisper(const json& config) {
   TS_ASSIGN_OR_RETURN(c.scale_embedding, r.Bool("scale_embedding", false));
   TS_ASSIGN_OR_RETURN(bool tie, r.Bool("tie_word_embeddings", true));
   if (!tie) return r.Error("tie_word_embeddings", "only tied proj_out is supported");
+  TS_ASSIGN_OR_RETURN(c.proj_size, PositiveInt(r, "classifier_proj_size", 256));
+  TS_ASSIGN_OR_RETURN(bool weighted, r.Bool("use_weighted_layer_sum", false));
+  if (weighted) return r.Error("use_weighted_layer_sum", "true is not supported by the zoo");
+  TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
   return c;
 }
 
@@ -182,68 +203,97 @@ StatusOr<json> ScaleWhisper(const json& config) {
   t.erase("forced_decoder_ids");
   t["max_source_positions"] = std::min<int64_t>(c.max_source, 16);
   t["max_target_positions"] = std::min<int64_t>(c.max_target, 2 * kWhisperDecLen);
+  t["classifier_proj_size"] = std::min<int64_t>(c.proj_size, 32);
+  ScaleLabels(t, c.num_labels);
   SetTinyRunProfile(t, kWhisperDecLen);
   return t;
 }
 
+// WhisperForConditionalGeneration ("model." + proj_out tied to embed_tokens), WhisperModel (no
+// prefix, decoder last_hidden_state), WhisperForAudioClassification (the encoder alone, then
+// projector, mean over frames, classifier).
+enum class WhisperHead { kConditionalGeneration, kModel, kAudioClassification };
+
 class WhisperModel : public ShapedModel {
  public:
-  WhisperModel(ModelSpec spec, WhisperConfig c) : ShapedModel(std::move(spec)), c_(std::move(c)) {
+  WhisperModel(ModelSpec spec, WhisperConfig c, WhisperHead head)
+      : ShapedModel(std::move(spec)), c_(std::move(c)), head_(head) {
     const int64_t d = c_.d_model;
-    Add("model.encoder.conv1.weight", {d, c_.mel, 3});
-    Add("model.encoder.conv1.bias", {d});
-    Add("model.encoder.conv2.weight", {d, d, 3});
-    Add("model.encoder.conv2.bias", {d});
-    Add("model.encoder.embed_positions.weight", {c_.max_source, d});
-    for (int64_t i = 0; i < c_.enc_layers; ++i) AddLayer("model.encoder.layers." + std::to_string(i) + ".", c_.enc_ffn, false);
-    AddLn("model.encoder.layer_norm", d);
-    Add("model.decoder.embed_tokens.weight", {c_.vocab, d});
-    Add("model.decoder.embed_positions.weight", {c_.max_target, d});
-    for (int64_t i = 0; i < c_.dec_layers; ++i) AddLayer("model.decoder.layers." + std::to_string(i) + ".", c_.dec_ffn, true);
-    AddLn("model.decoder.layer_norm", d);
+    pre_ = head_ == WhisperHead::kConditionalGeneration ? "model." : "";
+    Add(pre_ + "encoder.conv1.weight", {d, c_.mel, 3});
+    Add(pre_ + "encoder.conv1.bias", {d});
+    Add(pre_ + "encoder.conv2.weight", {d, d, 3});
+    Add(pre_ + "encoder.conv2.bias", {d});
+    Add(pre_ + "encoder.embed_positions.weight", {c_.max_source, d});
+    for (int64_t i = 0; i < c_.enc_layers; ++i) AddLayer(pre_ + "encoder.layers." + std::to_string(i) + ".", c_.enc_ffn, false);
+    AddLn(pre_ + "encoder.layer_norm", d);
+    if (head_ == WhisperHead::kAudioClassification) {
+      AddLinear("projector", c_.proj_size, d);
+      AddLinear("classifier", c_.num_labels, c_.proj_size);
+      return;
+    }
+    Add(pre_ + "decoder.embed_tokens.weight", {c_.vocab, d});
+    Add(pre_ + "decoder.embed_positions.weight", {c_.max_target, d});
+    for (int64_t i = 0; i < c_.dec_layers; ++i) AddLayer(pre_ + "decoder.layers." + std::to_string(i) + ".", c_.dec_ffn, true);
+    AddLn(pre_ + "decoder.layer_norm", d);
   }
 
-  std::vector<std::string> OutputNames() const override { return {"logits", "encoder_last_hidden_state"}; }
+  std::vector<std::string> OutputNames() const override {
+    if (head_ == WhisperHead::kAudioClassification) return {"logits"};
+    if (head_ == WhisperHead::kModel) return {"last_hidden_state", "encoder_last_hidden_state"};
+    return {"logits", "encoder_last_hidden_state"};
+  }
 
   std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
     const at::Tensor& feats = GetInput(inputs, "input_features");
-    const at::Tensor& ids = GetInput(inputs, "decoder_input_ids");
-    at::Tensor x = nn::Activate(Conv1d(feats, GetWeight(w, "model.encoder.conv1.weight"),
-                                       GetWeight(w, "model.encoder.conv1.bias"), 1, 1), c_.act);
-    x = nn::Activate(Conv1d(x, GetWeight(w, "model.encoder.conv2.weight"),
-                            GetWeight(w, "model.encoder.conv2.bias"), 2, 1), c_.act);
+    at::Tensor x = nn::Activate(Conv1d(feats, GetWeight(w, pre_ + "encoder.conv1.weight"),
+                                       GetWeight(w, pre_ + "encoder.conv1.bias"), 1, 1), c_.act);
+    x = nn::Activate(Conv1d(x, GetWeight(w, pre_ + "encoder.conv2.weight"),
+                            GetWeight(w, pre_ + "encoder.conv2.bias"), 2, 1), c_.act);
     x = x.permute({0, 2, 1});
-    x = x + GetWeight(w, "model.encoder.embed_positions.weight").narrow(0, 0, x.size(1));
+    x = x + GetWeight(w, pre_ + "encoder.embed_positions.weight").narrow(0, 0, x.size(1));
     for (int64_t i = 0; i < c_.enc_layers; ++i) {
-      const std::string lp = "model.encoder.layers." + std::to_string(i) + ".";
+      const std::string lp = pre_ + "encoder.layers." + std::to_string(i) + ".";
       at::Tensor y = Ln(w, lp + "self_attn_layer_norm", x, 1e-5);
       x = x + Mha(w, lp + "self_attn.", y, y, c_.enc_heads, at::Tensor(), false);
       x = x + Ffn(w, lp, Ln(w, lp + "final_layer_norm", x, 1e-5));
     }
-    at::Tensor enc = Ln(w, "model.encoder.layer_norm", x, 1e-5);
+    at::Tensor enc = Ln(w, pre_ + "encoder.layer_norm", x, 1e-5);
+    if (head_ == WhisperHead::kAudioClassification) {
+      return {Lin(w, "classifier", Lin(w, "projector", enc).mean(1))};
+    }
 
+    const at::Tensor& ids = GetInput(inputs, "decoder_input_ids");
     const int64_t s = ids.size(1);
-    const at::Tensor& emb = GetWeight(w, "model.decoder.embed_tokens.weight");
+    const at::Tensor& emb = GetWeight(w, pre_ + "decoder.embed_tokens.weight");
     at::Tensor h = nn::Embedding(emb, ids);
     if (c_.scale_embedding) h = h * std::sqrt(static_cast<double>(c_.d_model));
-    h = h + GetWeight(w, "model.decoder.embed_positions.weight").narrow(0, 0, s);
+    h = h + GetWeight(w, pre_ + "decoder.embed_positions.weight").narrow(0, 0, s);
     at::Tensor causal = nn::BlockedKeys(GetOptionalInput(inputs, "decoder_attention_mask"), s,
                                         /*causal=*/true, std::nullopt, ids.device());
     for (int64_t i = 0; i < c_.dec_layers; ++i) {
-      const std::string lp = "model.decoder.layers." + std::to_string(i) + ".";
+      const std::string lp = pre_ + "decoder.layers." + std::to_string(i) + ".";
       at::Tensor y = Ln(w, lp + "self_attn_layer_norm", h, 1e-5);
       h = h + Mha(w, lp + "self_attn.", y, y, c_.dec_heads, causal, false);
       y = Ln(w, lp + "encoder_attn_layer_norm", h, 1e-5);
       h = h + Mha(w, lp + "encoder_attn.", y, enc, c_.dec_heads, at::Tensor(), false);
       h = h + Ffn(w, lp, Ln(w, lp + "final_layer_norm", h, 1e-5));
     }
-    h = Ln(w, "model.decoder.layer_norm", h, 1e-5);
+    h = Ln(w, pre_ + "decoder.layer_norm", h, 1e-5);
+    if (head_ == WhisperHead::kModel) return {h, enc};
     return {nn::Linear(h, emb), enc};  // proj_out tied to embed_tokens
   }
 
   at::Tensor Loss(const WeightMap& w, const Batch& batch) const override {
     at::Tensor logits = Forward(w, batch.inputs)[0];
     const at::Tensor& labels = GetInput(batch.labels, "labels");
+    if (head_ == WhisperHead::kModel) {
+      // No HF loss: regress the decoder states onto a fixed random target.
+      return at::mse_loss(logits, GetInput(batch.labels, "target").to(logits.scalar_type()));
+    }
+    if (head_ == WhisperHead::kAudioClassification && c_.num_labels == 1) {
+      return at::mse_loss(logits.squeeze(-1), labels.to(logits.scalar_type()));
+    }
     return CrossEntropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}));
   }
 
@@ -253,14 +303,20 @@ class WhisperModel : public ShapedModel {
     const auto lopts = at::TensorOptions().dtype(at::kLong);
     const int64_t s = std::min(kWhisperDecLen, c_.max_target);
     Batch batch;
-    batch.inputs["input_features"] = at::randn({batch_size, c_.mel, 2 * c_.max_source}, gen,
-                                               at::TensorOptions().dtype(at::kFloat));
+    const auto fopts = at::TensorOptions().dtype(at::kFloat);
+    batch.inputs["input_features"] = at::randn({batch_size, c_.mel, 2 * c_.max_source}, gen, fopts);
+    if (head_ == WhisperHead::kAudioClassification) {
+      batch.labels["labels"] = c_.num_labels == 1 ? at::randn({batch_size}, gen, fopts)
+                                                  : at::randint(0, c_.num_labels, {batch_size}, gen, lopts);
+      return batch;
+    }
     at::Tensor labels = at::randint(0, c_.vocab, {batch_size, s}, gen, lopts);
     // decoder_input_ids = labels shifted right behind decoder_start_token_id (HF).
     at::Tensor dec = at::cat({at::full({batch_size, 1}, c_.decoder_start, lopts),
                               labels.narrow(1, 0, s - 1)}, 1);
     batch.inputs["decoder_input_ids"] = dec;
     batch.labels["labels"] = labels;
+    if (head_ == WhisperHead::kModel) batch.labels["target"] = at::randn({batch_size, s, c_.d_model}, gen, fopts);
     return batch;
   }
 
@@ -284,6 +340,8 @@ class WhisperModel : public ShapedModel {
   }
 
   WhisperConfig c_;
+  WhisperHead head_;
+  std::string pre_;
 };
 
 // ================================================================ wav2vec2
@@ -518,12 +576,21 @@ class Wav2Vec2Model : public ShapedModel {
 
 }  // namespace
 
-// Whisper and wav2vec2 are built and unit-tested (audio_test.cc) but not registered yet: on the
-// defect-free sim-2.0 baseline their 5-step training reference is unstable at the engine's
-// learning rate (wav2vec2: non-finite after one step; whisper: loss curve outside the band).
+// Every audio class built and unit-tested (audio_test.cc); AudioArchs() registers those whose
+// 5-step training on the defect-free sim-2.0 baseline matches its declared numerics.
 std::vector<ArchEntry> AudioArchsPending();
 
-std::vector<ArchEntry> AudioArchs() { return {}; }
+// Not registered: Wav2Vec2Model and Wav2Vec2ForCTC. Their device loss curves leave the declared
+// bf16 curve by ~2x the reference noise at step 2 (a consistent gap, not divergence); the cause
+// is not identified yet.
+std::vector<ArchEntry> AudioArchs() {
+  std::vector<ArchEntry> out;
+  for (auto& e : AudioArchsPending()) {
+    if (e.info.arch == "Wav2Vec2Model" || e.info.arch == "Wav2Vec2ForCTC") continue;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
 
 std::vector<ArchEntry> AudioArchsPending() {
   // Modelled on openai/whisper-tiny.
@@ -555,22 +622,41 @@ std::vector<ArchEntry> AudioArchsPending() {
     j["architectures"] = {arch};
     return j;
   };
+  // A base-960h fine-tune as transformers' CTC recipe writes it (patrickvonplaten/
+  // wav2vec2-base-timit-demo: ctc_loss_reduction "mean", the tokenizer's [PAD] = 31 as blank).
+  json w2v_ctc = w2v_arch("Wav2Vec2ForCTC");
+  w2v_ctc["ctc_loss_reduction"] = "mean";
+  w2v_ctc["pad_token_id"] = 31;
   auto w2v_build = [](W2vHead head) {
     return [head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
       TS_ASSIGN_OR_RETURN(Wav2Vec2Config c, ParseWav2Vec2(spec.tiny_config));
       return std::unique_ptr<Model>(std::make_unique<Wav2Vec2Model>(std::move(spec), std::move(c), head));
     };
   };
+  auto whisper_build = [](WhisperHead head) {
+    return [head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
+      TS_ASSIGN_OR_RETURN(WhisperConfig c, ParseWhisper(spec.tiny_config));
+      return std::unique_ptr<Model>(std::make_unique<WhisperModel>(std::move(spec), std::move(c), head));
+    };
+  };
+  json whisper_model = whisper;
+  whisper_model["architectures"] = {"WhisperModel"};
+  // sanchit-gandhi/whisper-small-ft-common-language-id style: whisper encoder + classifier.
+  json whisper_cls = whisper;
+  whisper_cls["architectures"] = {"WhisperForAudioClassification"};
+  whisper_cls["classifier_proj_size"] = 256;
+  whisper_cls["use_weighted_layer_sum"] = false;
+  whisper_cls["num_labels"] = 2;
   return {
       {{"WhisperForConditionalGeneration", "whisper", "automatic-speech-recognition"}, whisper,
-       ScaleWhisper,
-       [](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
-         TS_ASSIGN_OR_RETURN(WhisperConfig c, ParseWhisper(spec.tiny_config));
-         return std::unique_ptr<Model>(std::make_unique<WhisperModel>(std::move(spec), std::move(c)));
-       }},
+       ScaleWhisper, whisper_build(WhisperHead::kConditionalGeneration)},
+      {{"WhisperModel", "whisper", "feature-extraction"}, whisper_model, ScaleWhisper,
+       whisper_build(WhisperHead::kModel)},
+      {{"WhisperForAudioClassification", "whisper", "audio-classification"}, whisper_cls, ScaleWhisper,
+       whisper_build(WhisperHead::kAudioClassification)},
       {{"Wav2Vec2Model", "wav2vec2", "feature-extraction"}, w2v_arch("Wav2Vec2Model"),
        ScaleWav2Vec2, w2v_build(W2vHead::kBase)},
-      {{"Wav2Vec2ForCTC", "wav2vec2", "automatic-speech-recognition"}, w2v_arch("Wav2Vec2ForCTC"),
+      {{"Wav2Vec2ForCTC", "wav2vec2", "automatic-speech-recognition"}, w2v_ctc,
        ScaleWav2Vec2, w2v_build(W2vHead::kCtc)},
       {{"Wav2Vec2ForSequenceClassification", "wav2vec2", "audio-classification"},
        w2v_arch("Wav2Vec2ForSequenceClassification"), ScaleWav2Vec2,

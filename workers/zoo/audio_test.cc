@@ -110,5 +110,39 @@ TEST(AudioTest, BadConfigsNameTheField) {
   EXPECT_NE(r.status().message().find("feat_extract_norm"), std::string::npos);
 }
 
+TEST(AudioTest, WhisperBaseModelAndAudioClassificationHeads) {
+  CheckCommon("WhisperModel", {2, 16, 64});
+  CheckCommon("WhisperForAudioClassification", {2, 2});
+  auto base = Build("WhisperModel");
+  EXPECT_FALSE(testing::WeightShape(*base, "encoder.conv1.weight").empty());
+  EXPECT_FALSE(testing::WeightShape(*base, "decoder.embed_tokens.weight").empty());
+  auto cls = Build("WhisperForAudioClassification");
+  EXPECT_EQ(testing::WeightShape(*cls, "projector.weight"), (std::vector<int64_t>{32, 64}));
+  EXPECT_TRUE(testing::WeightShape(*cls, "decoder.embed_tokens.weight").empty());
+}
+
+// The convolutions run as windows + matmul: weight gradients are finite and the same on every
+// run (libtorch 1.13's mkldnn conv1d backward returned different garbage each time here).
+TEST(AudioTest, ConvWeightGradientsAreFiniteAndDeterministic) {
+  for (const char* arch : {"WhisperForConditionalGeneration", "Wav2Vec2ForSequenceClassification"}) {
+    SCOPED_TRACE(arch);
+    auto m = Build(arch);
+    auto batch = m->MakeBatch(1, 2);
+    const std::string name = std::string(arch).rfind("Whisper", 0) == 0
+                                 ? "model.encoder.conv2.weight"
+                                 : "wav2vec2.feature_extractor.conv_layers.3.conv.weight";
+    std::vector<at::Tensor> grads;
+    for (int rep = 0; rep < 2; ++rep) {
+      auto w = m->InitWeights(1);
+      for (auto& [k, v] : w) v.requires_grad_(true);
+      m->Loss(w, batch).backward();
+      grads.push_back(w[name].grad().clone());
+    }
+    EXPECT_TRUE(at::isfinite(grads[0]).all().item<bool>());
+    EXPECT_LT(grads[0].norm().item<double>(), 1e3);
+    EXPECT_TRUE(at::equal(grads[0], grads[1]));
+  }
+}
+
 }  // namespace
 }  // namespace ts::zoo

@@ -34,8 +34,24 @@ namespace {
 using json = nlohmann::json;
 using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
-enum class Fam { kBert, kRoberta, kDistil, kAlbert, kElectra, kDeberta };
-enum class Head { kBase, kSeqCls, kTokenCls, kQA, kMaskedLM, kMultipleChoice };
+// kErnie, kMegatron, kBigBird and kBertGen are BERT-like (cls.predictions heads, arange
+// positions); kXlmrXl and kRobertaPre are RoBERTa-like (lm_head, cumsum positions). kMegatron,
+// kXlmrXl and kRobertaPre are pre-LN (a LayerNorm before attention and before the MLP, one after
+// the last layer).
+enum class Fam {
+  kBert, kRoberta, kDistil, kAlbert, kElectra, kDeberta, kErnie, kMegatron, kBigBird, kBertGen,
+  kXlmrXl, kRobertaPre
+};
+enum class Head {
+  kBase, kSeqCls, kTokenCls, kQA, kMaskedLM, kMultipleChoice, kCausalLM, kNextSentence
+};
+
+bool RobertaLike(Fam f) { return f == Fam::kRoberta || f == Fam::kXlmrXl || f == Fam::kRobertaPre; }
+bool BertLike(Fam f) {
+  return f == Fam::kBert || f == Fam::kErnie || f == Fam::kMegatron || f == Fam::kBigBird ||
+         f == Fam::kBertGen;
+}
+bool PreLn(Fam f) { return f == Fam::kMegatron || f == Fam::kXlmrXl || f == Fam::kRobertaPre; }
 
 constexpr int64_t kNumChoices = 2;  // multiple-choice batches
 
@@ -54,6 +70,10 @@ struct EncCfg {
   bool pos_biased_input = true, norm_rel = false;
   int64_t buckets = -1, max_rel = -1;
   int64_t AttSpan() const { return buckets > 0 ? buckets : max_rel; }
+  int64_t task_types = 0;       // ernie use_task_id: task_type_vocab_size
+  bool rescale_embeddings = false;  // big_bird
+  bool decoder = false;         // is_decoder: causal self-attention (the CausalLM heads)
+  std::string base;             // state_dict prefix of the base model under a head
 };
 
 Status Positive(const ConfigReader& r, const std::string& f, int64_t v) {
@@ -105,7 +125,9 @@ StatusOr<EncCfg> ParseEnc(const json& config, Fam fam) {
   TS_ASSIGN_OR_RETURN(c.max_pos, r.Int("max_position_embeddings", 512));
   TS_RETURN_IF_ERROR(Positive(r, "max_position_embeddings", c.max_pos));
   const int64_t type_def = fam == Fam::kDistil ? 0 : fam == Fam::kDeberta ? 0 : 2;
-  if (!distil) {
+  if (fam == Fam::kBertGen) {
+    c.type_vocab = 0;  // BertGenerationEmbeddings has no token types
+  } else if (!distil) {
     TS_ASSIGN_OR_RETURN(c.type_vocab, r.Int("type_vocab_size", type_def));
     if (c.type_vocab < 0 || (c.type_vocab == 0 && fam != Fam::kDeberta)) {
       return r.Error("type_vocab_size", "must be positive (got " + std::to_string(c.type_vocab) + ")");
@@ -114,13 +136,14 @@ StatusOr<EncCfg> ParseEnc(const json& config, Fam fam) {
     c.type_vocab = 0;
   }
   const char* act_field = distil ? "activation" : "hidden_act";
-  TS_ASSIGN_OR_RETURN(c.act, Act(r, act_field, fam == Fam::kAlbert ? "gelu_new" : "gelu"));
+  TS_ASSIGN_OR_RETURN(c.act, Act(r, act_field,
+                                 fam == Fam::kAlbert || fam == Fam::kBigBird ? "gelu_new" : "gelu"));
   if (!distil) {
     TS_ASSIGN_OR_RETURN(c.eps, r.Double("layer_norm_eps", fam == Fam::kDeberta ? 1e-7 : 1e-12));
     if (!(c.eps > 0.0) || !std::isfinite(c.eps)) return r.Error("layer_norm_eps", "must be positive");
   }
   TS_ASSIGN_OR_RETURN(c.init_range, r.Double("initializer_range", 0.02));
-  const int64_t pad_def = fam == Fam::kRoberta ? 1 : 0;
+  const int64_t pad_def = RobertaLike(fam) ? 1 : 0;
   if (r.Has("pad_token_id")) {
     TS_ASSIGN_OR_RETURN(int64_t p, r.Int("pad_token_id"));
     c.pad = p;
@@ -128,11 +151,35 @@ StatusOr<EncCfg> ParseEnc(const json& config, Fam fam) {
     c.pad = pad_def;
   }
   if (c.pad && (*c.pad < 0 || *c.pad >= c.vocab)) c.pad.reset();
-  if (fam == Fam::kRoberta && !c.pad) return r.Error("pad_token_id", "required (position ids)");
-  if (fam == Fam::kBert || fam == Fam::kRoberta || fam == Fam::kElectra) {
+  if (RobertaLike(fam) && !c.pad) return r.Error("pad_token_id", "required (position ids)");
+  if (BertLike(fam) || RobertaLike(fam) || fam == Fam::kElectra) {
     TS_ASSIGN_OR_RETURN(std::string pt, r.String("position_embedding_type", "absolute"));
     if (pt != "absolute") return r.Error("position_embedding_type", "unsupported '" + pt + "'");
   }
+  if (fam == Fam::kErnie) {
+    TS_ASSIGN_OR_RETURN(bool task_id, r.Bool("use_task_id", false));
+    if (task_id) {
+      TS_ASSIGN_OR_RETURN(c.task_types, r.Int("task_type_vocab_size", 3));
+      TS_RETURN_IF_ERROR(Positive(r, "task_type_vocab_size", c.task_types));
+    }
+  }
+  if (fam == Fam::kBigBird) {
+    // HF BigBirdModel falls back to full attention when the sequence is no longer than
+    // (5 + 2 * num_random_blocks) * block_size tokens: always so at the run's length.
+    TS_ASSIGN_OR_RETURN(std::string at, r.String("attention_type", "block_sparse"));
+    if (at != "block_sparse" && at != "original_full") {
+      return r.Error("attention_type", "unknown '" + at + "'");
+    }
+    TS_ASSIGN_OR_RETURN(int64_t block, r.Int("block_size", 64));
+    TS_ASSIGN_OR_RETURN(int64_t random, r.Int("num_random_blocks", 3));
+    if (at == "block_sparse" && (5 + 2 * random) * block < TinyProfile::kSeqLen) {
+      return r.Error("block_size", "block-sparse attention at the run's length is unsupported");
+    }
+    TS_ASSIGN_OR_RETURN(c.rescale_embeddings, r.Bool("rescale_embeddings", false));
+    TS_ASSIGN_OR_RETURN(bool bias, r.Bool("use_bias", true));
+    if (!bias) return r.Error("use_bias", "false is not supported by the zoo");
+  }
+  TS_ASSIGN_OR_RETURN(c.decoder, r.Bool("is_decoder", false));
   if (distil) {
     TS_ASSIGN_OR_RETURN(bool sin, r.Bool("sinusoidal_pos_embds", false));
     if (sin) return r.Error("sinusoidal_pos_embds", "unsupported (true)");
@@ -217,7 +264,7 @@ StatusOr<EncCfg> ParseEnc(const json& config, Fam fam) {
 
 // Sequence length a config runs at (roberta positions start at pad + 1).
 int64_t MaxSeq(const EncCfg& c) {
-  if (c.fam == Fam::kRoberta) return std::max<int64_t>(1, c.max_pos - *c.pad - 1);
+  if (RobertaLike(c.fam)) return std::max<int64_t>(1, c.max_pos - *c.pad - 1);
   return c.max_pos;
 }
 
@@ -277,6 +324,7 @@ StatusOr<json> ScaleEnc(const json& config, Fam fam) {
 struct LayerNames {
   std::string q, qb, k, kb, v, vb, o, ob, ln1, ln1b, fi, fib, fo, fob, ln2, ln2b;
   std::string pk, pkb, pq, pqb;  // deberta without share_att_key
+  std::string pre1, pre1b, pre2, pre2b;  // pre-LN families: before attention, before the MLP
 };
 
 class EncoderImpl : public Model {
@@ -288,23 +336,19 @@ class EncoderImpl : public Model {
       shapes_.emplace_back(name, std::move(shape));
       return name;
     };
-    std::string base;
-    switch (c_.fam) {
-      case Fam::kBert: base = "bert."; break;
-      case Fam::kRoberta: base = "roberta."; break;
-      case Fam::kDistil: base = "distilbert."; break;
-      case Fam::kAlbert: base = "albert."; break;
-      case Fam::kElectra: base = "electra."; break;
-      case Fam::kDeberta: base = "deberta."; break;
-    }
-    const std::string p = head_ == Head::kBase ? "" : base;
+    const std::string p = head_ == Head::kBase ? "" : c_.base;
     const bool deb = c_.fam == Fam::kDeberta;
+    const bool pre_ln = PreLn(c_.fam);
     word_ = add(p + "embeddings.word_embeddings.weight", {c_.vocab, e});
     if (!deb || c_.pos_biased_input) pos_ = add(p + "embeddings.position_embeddings.weight", {c_.max_pos, e});
     if (c_.type_vocab > 0) type_ = add(p + "embeddings.token_type_embeddings.weight", {c_.type_vocab, e});
+    if (c_.task_types > 0) task_ = add(p + "embeddings.task_type_embeddings.weight", {c_.task_types, e});
     if (deb && e != h) proj_ = add(p + "embeddings.embed_proj.weight", {h, e});
-    emb_ln_ = add(p + "embeddings.LayerNorm.weight", {e != h && deb ? h : e});
-    emb_lnb_ = add(p + "embeddings.LayerNorm.bias", {e != h && deb ? h : e});
+    // Megatron-BERT and XLM-RoBERTa-XL moved the embedding LayerNorm into the layers.
+    if (c_.fam != Fam::kMegatron && c_.fam != Fam::kXlmrXl) {
+      emb_ln_ = add(p + "embeddings.LayerNorm.weight", {e != h && deb ? h : e});
+      emb_lnb_ = add(p + "embeddings.LayerNorm.bias", {e != h && deb ? h : e});
+    }
     if (c_.fam == Fam::kElectra && e != h) {
       proj_ = add(p + "embeddings_project.weight", {h, e});
       projb_ = add(p + "embeddings_project.bias", {h});
@@ -368,18 +412,42 @@ class EncoderImpl : public Model {
           lin(lp + "attention.self.value", l.v, l.vb, h, h);
         }
         lin(lp + "attention.output.dense", l.o, l.ob, h, h);
-        norm(lp + "attention.output.LayerNorm", l.ln1, l.ln1b);
+        if (c_.fam == Fam::kMegatron) {
+          norm(lp + "attention.ln", l.pre1, l.pre1b);
+          norm(lp + "ln", l.pre2, l.pre2b);
+        } else if (c_.fam == Fam::kXlmrXl) {
+          norm(lp + "attention.self_attn_layer_norm", l.pre1, l.pre1b);
+          norm(lp + "LayerNorm", l.pre2, l.pre2b);
+        } else if (c_.fam == Fam::kRobertaPre) {
+          norm(lp + "attention.LayerNorm", l.pre1, l.pre1b);
+          norm(lp + "intermediate.LayerNorm", l.pre2, l.pre2b);
+        } else {
+          norm(lp + "attention.output.LayerNorm", l.ln1, l.ln1b);
+        }
         lin(lp + "intermediate.dense", l.fi, l.fib, im, h);
         lin(lp + "output.dense", l.fo, l.fob, h, im);
-        norm(lp + "output.LayerNorm", l.ln2, l.ln2b);
+        if (!pre_ln) norm(lp + "output.LayerNorm", l.ln2, l.ln2b);
       }
       layers_.push_back(std::move(l));
     }
-    // Pooler (tanh over token 0) of the base model, where the head keeps it.
-    const bool keeps_pooler =
-        head_ == Head::kBase || head_ == Head::kMultipleChoice ||
-        (head_ == Head::kSeqCls && (c_.fam == Fam::kBert || c_.fam == Fam::kAlbert));
-    if (keeps_pooler && (c_.fam == Fam::kBert || c_.fam == Fam::kRoberta)) {
+    if (c_.fam == Fam::kMegatron) {
+      final_ln_ = add(p + "encoder.ln.weight", {h});
+      final_lnb_ = add(p + "encoder.ln.bias", {h});
+    } else if (c_.fam == Fam::kXlmrXl) {
+      final_ln_ = add(p + "encoder.LayerNorm.weight", {h});
+      final_lnb_ = add(p + "encoder.LayerNorm.bias", {h});
+    } else if (c_.fam == Fam::kRobertaPre) {
+      final_ln_ = add(p + "LayerNorm.weight", {h});
+      final_lnb_ = add(p + "LayerNorm.bias", {h});
+    }
+    // Pooler (tanh over token 0) of the base model, where the head keeps it (and uses it).
+    const bool pooled_seq_cls = c_.fam == Fam::kBert || c_.fam == Fam::kAlbert ||
+                                c_.fam == Fam::kErnie || c_.fam == Fam::kMegatron;
+    const bool keeps_pooler = head_ == Head::kBase || head_ == Head::kMultipleChoice ||
+                              head_ == Head::kNextSentence ||
+                              (head_ == Head::kSeqCls && pooled_seq_cls);
+    const bool has_pooler = (BertLike(c_.fam) && c_.fam != Fam::kBertGen) || RobertaLike(c_.fam);
+    if (keeps_pooler && has_pooler) {
       pool_ = add(p + "pooler.dense.weight", {h, h});
       poolb_ = add(p + "pooler.dense.bias", {h});
     }
@@ -403,7 +471,8 @@ class EncoderImpl : public Model {
         } else if (c_.fam == Fam::kElectra && head_ == Head::kMultipleChoice) {
           dense_ = add("sequence_summary.summary.weight", {h, h});
           denseb_ = add("sequence_summary.summary.bias", {h});
-        } else if (head_ == Head::kSeqCls && (c_.fam == Fam::kRoberta || c_.fam == Fam::kElectra)) {
+        } else if (head_ == Head::kSeqCls && (RobertaLike(c_.fam) || c_.fam == Fam::kElectra ||
+                                              c_.fam == Fam::kBigBird)) {
           dense_ = add("classifier.dense.weight", {h, h});
           denseb_ = add("classifier.dense.bias", {h});
           out_ = add("classifier.out_proj.weight", {out, h});
@@ -422,11 +491,25 @@ class EncoderImpl : public Model {
         out_ = add("qa_outputs.weight", {2, h});
         outb_ = add("qa_outputs.bias", {2});
         break;
+      case Head::kNextSentence:
+        out_ = add("cls.seq_relationship.weight", {2, h});
+        outb_ = add("cls.seq_relationship.bias", {2});
+        break;
+      case Head::kCausalLM:
       case Head::kMaskedLM: {
+        if (c_.fam == Fam::kBertGen) {
+          // BertGenerationOnlyLMHead: a decoder tied to the word embeddings, no transform.
+          outb_ = add("lm_head.bias", {c_.vocab});
+          break;
+        }
         std::string d, ln, bias;
         int64_t width = h;
         switch (c_.fam) {
           case Fam::kBert:
+          case Fam::kErnie:
+          case Fam::kMegatron:
+          case Fam::kBigBird:
+          case Fam::kBertGen:
           case Fam::kDeberta:
             d = "cls.predictions.transform.dense";
             ln = "cls.predictions.transform.LayerNorm";
@@ -434,6 +517,8 @@ class EncoderImpl : public Model {
             width = e;
             break;
           case Fam::kRoberta:
+          case Fam::kXlmrXl:
+          case Fam::kRobertaPre:
             d = "lm_head.dense";
             ln = "lm_head.layer_norm";
             bias = "lm_head.bias";
@@ -497,29 +582,33 @@ class EncoderImpl : public Model {
     const int64_t pad = c_.pad.value_or(-1);
     at::Tensor x = nn::Embedding(GetWeight(w, word_), ids, pad);
     const at::ScalarType dt = x.scalar_type();
+    if (c_.rescale_embeddings) x = x * std::sqrt(static_cast<double>(c_.hidden));
     if (!pos_.empty()) {
       at::Tensor pos;
-      if (c_.fam == Fam::kRoberta) {
+      if (RobertaLike(c_.fam)) {
         at::Tensor keep = ids.ne(pad).to(at::kLong);
         pos = at::cumsum(keep, 1) * keep + pad;
       } else {
         pos = at::arange(s, at::TensorOptions().dtype(at::kLong).device(dev));
       }
-      x = x + nn::Embedding(GetWeight(w, pos_), pos, c_.fam == Fam::kRoberta ? pad : -1);
+      x = x + nn::Embedding(GetWeight(w, pos_), pos, RobertaLike(c_.fam) ? pad : -1);
     }
     if (!type_.empty()) {
       if (!types.defined()) types = at::zeros_like(ids);
       x = x + nn::Embedding(GetWeight(w, type_), types);
     }
+    if (!task_.empty()) x = x + nn::Embedding(GetWeight(w, task_), at::zeros_like(ids));  // task 0
     if (c_.fam == Fam::kDeberta) {
       if (!proj_.empty()) x = nn::Linear(x, GetWeight(w, proj_));
       x = nn::LayerNorm(x, GetWeight(w, emb_ln_), GetWeight(w, emb_lnb_), c_.eps);
       if (mask.defined()) x = x * mask.unsqueeze(-1).to(dt);
     } else {
-      x = nn::LayerNorm(x, GetWeight(w, emb_ln_), GetWeight(w, emb_lnb_), c_.eps);
+      if (!emb_ln_.empty()) x = nn::LayerNorm(x, GetWeight(w, emb_ln_), GetWeight(w, emb_lnb_), c_.eps);
       if (!proj_.empty()) x = nn::Linear(x, GetWeight(w, proj_), GetWeight(w, projb_));
     }
-    at::Tensor blocked = nn::BlockedKeys(mask, s, /*causal=*/false, std::nullopt, dev);
+    // The CausalLM heads run the encoder as a decoder (is_decoder): causal self-attention.
+    const bool causal = head_ == Head::kCausalLM;
+    at::Tensor blocked = nn::BlockedKeys(mask, s, causal, std::nullopt, dev);
     auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
     // DeBERTa relative tables: rel embeddings [2 span, H] and indices [S, S].
     at::Tensor rel, c2p_idx, p2c_idx, qmask;
@@ -537,9 +626,11 @@ class EncoderImpl : public Model {
                                             : std::numeric_limits<float>::lowest();
     for (int64_t bi : order_) {
       const LayerNames& l = layers_[static_cast<size_t>(bi)];
-      at::Tensor q = heads(nn::Linear(x, GetWeight(w, l.q), GetWeight(w, l.qb)));
-      at::Tensor k = heads(nn::Linear(x, GetWeight(w, l.k), GetWeight(w, l.kb)));
-      at::Tensor v = heads(nn::Linear(x, GetWeight(w, l.v), GetWeight(w, l.vb)));
+      const at::Tensor a_in =
+          l.pre1.empty() ? x : nn::LayerNorm(x, GetWeight(w, l.pre1), GetWeight(w, l.pre1b), c_.eps);
+      at::Tensor q = heads(nn::Linear(a_in, GetWeight(w, l.q), GetWeight(w, l.qb)));
+      at::Tensor k = heads(nn::Linear(a_in, GetWeight(w, l.k), GetWeight(w, l.kb)));
+      at::Tensor v = heads(nn::Linear(a_in, GetWeight(w, l.v), GetWeight(w, l.vb)));
       at::Tensor ctx;
       if (c_.fam != Fam::kDeberta) {
         ctx = nn::Attention(q, k, v, blocked, 1.0 / std::sqrt(static_cast<double>(hd)));
@@ -570,12 +661,21 @@ class EncoderImpl : public Model {
         ctx = nn::Matmul(probs, v);
       }
       ctx = ctx.transpose(1, 2).reshape({n, s, hid});
+      if (!l.pre1.empty()) {
+        // Pre-LN: x + attn(LN(x)), then x + mlp(LN(x)).
+        x = x + nn::Linear(ctx, GetWeight(w, l.o), GetWeight(w, l.ob));
+        at::Tensor f_in = nn::LayerNorm(x, GetWeight(w, l.pre2), GetWeight(w, l.pre2b), c_.eps);
+        at::Tensor f = nn::Activate(nn::Linear(f_in, GetWeight(w, l.fi), GetWeight(w, l.fib)), c_.act);
+        x = x + nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob));
+        continue;
+      }
       x = nn::LayerNorm(nn::Linear(ctx, GetWeight(w, l.o), GetWeight(w, l.ob)) + x,
                         GetWeight(w, l.ln1), GetWeight(w, l.ln1b), c_.eps);
       at::Tensor f = nn::Activate(nn::Linear(x, GetWeight(w, l.fi), GetWeight(w, l.fib)), c_.act);
       x = nn::LayerNorm(nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob)) + x,
                         GetWeight(w, l.ln2), GetWeight(w, l.ln2b), c_.eps);
     }
+    if (!final_ln_.empty()) x = nn::LayerNorm(x, GetWeight(w, final_ln_), GetWeight(w, final_lnb_), c_.eps);
     return x;
   }
 
@@ -604,8 +704,14 @@ class EncoderImpl : public Model {
         at::Tensor logits = nn::Linear(h, GetWeight(w, out_), GetWeight(w, outb_));
         return {logits.select(-1, 0).contiguous(), logits.select(-1, 1).contiguous()};
       }
+      case Head::kNextSentence: {
+        at::Tensor pooled = at::tanh(nn::Linear(first, GetWeight(w, pool_), GetWeight(w, poolb_)));
+        return {nn::Linear(pooled, GetWeight(w, out_), GetWeight(w, outb_))};
+      }
+      case Head::kCausalLM:
       case Head::kMaskedLM: {
-        const Activation a = c_.fam == Fam::kRoberta || c_.fam == Fam::kElectra
+        if (c_.fam == Fam::kBertGen) return {nn::Linear(h, GetWeight(w, word_), GetWeight(w, outb_))};
+        const Activation a = RobertaLike(c_.fam) || c_.fam == Fam::kElectra
                                  ? Activation::kGeluErf
                                  : c_.act;
         at::Tensor t = nn::Activate(nn::Linear(h, GetWeight(w, dense_), GetWeight(w, denseb_)), a);
@@ -621,8 +727,9 @@ class EncoderImpl : public Model {
           Activation a = Activation::kGeluErf;  // electra
           if (c_.fam == Fam::kDistil) a = Activation::kRelu;
           if (c_.fam == Fam::kDeberta) a = c_.pooler_act;
+          if (c_.fam == Fam::kBigBird) a = c_.act;  // BigBirdClassificationHead: hidden_act
           at::Tensor d = nn::Linear(first, GetWeight(w, dense_), GetWeight(w, denseb_));
-          feat = c_.fam == Fam::kRoberta ? at::tanh(d) : nn::Activate(d, a);
+          feat = RobertaLike(c_.fam) ? at::tanh(d) : nn::Activate(d, a);
         }
         at::Tensor logits = nn::Linear(feat, GetWeight(w, out_), GetWeight(w, outb_));
         if (head_ == Head::kMultipleChoice) logits = logits.reshape({-1, choices});
@@ -652,7 +759,15 @@ class EncoderImpl : public Model {
         return CrossEntropy(out[0], labels);
       }
       case Head::kMultipleChoice:
+      case Head::kNextSentence:
         return CrossEntropy(out[0], GetInput(batch.labels, "labels"));
+      case Head::kCausalLM: {
+        // Shifted next-token cross entropy (padding labelled -100).
+        const at::Tensor& labels = GetInput(batch.labels, "labels");
+        const int64_t s = out[0].size(1);
+        return CrossEntropy(out[0].narrow(1, 0, s - 1).reshape({-1, out[0].size(-1)}),
+                            labels.narrow(1, 1, s - 1).reshape({-1}));
+      }
       case Head::kTokenCls:
       case Head::kMaskedLM: {
         const at::Tensor& labels = GetInput(batch.labels, "labels");
@@ -694,6 +809,12 @@ class EncoderImpl : public Model {
       case Head::kMultipleChoice:
         batch.labels["labels"] = at::randint(0, kNumChoices, {batch_size}, gen, lopts);
         break;
+      case Head::kNextSentence:
+        batch.labels["labels"] = at::randint(0, 2, {batch_size}, gen, lopts);
+        break;
+      case Head::kCausalLM:
+        batch.labels["labels"] = ids.masked_fill(mask.eq(0), -100);
+        break;
       case Head::kTokenCls:
         batch.labels["labels"] =
             at::randint(0, c_.num_labels, {batch_size, s}, gen, lopts).masked_fill(mask.eq(0), -100);
@@ -717,8 +838,10 @@ class EncoderImpl : public Model {
 
  protected:
   void InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const override {
-    Model::InitWeight(name, t, gen);
-    if (c_.pad && (name == word_ || (c_.fam == Fam::kRoberta && name == pos_))) t[*c_.pad].zero_();
+    // The base policy spots norms by "norm" in the name: "roberta_prelayernorm." is no norm.
+    const std::string pre = "roberta_prelayernorm.";
+    Model::InitWeight(name.rfind(pre, 0) == 0 ? name.substr(pre.size()) : name, t, gen);
+    if (c_.pad && (name == word_ || (RobertaLike(c_.fam) && name == pos_))) t[*c_.pad].zero_();
   }
 
  private:
@@ -745,6 +868,7 @@ class EncoderImpl : public Model {
   Head head_;
   Shapes shapes_;
   std::vector<LayerNames> layers_;
+  std::string task_, final_ln_, final_lnb_;
   std::string word_, pos_, type_, emb_ln_, emb_lnb_, proj_, projb_, rel_, rel_ln_, rel_lnb_;
   std::string pool_, poolb_, dense_, denseb_, mlm_ln_, mlm_lnb_, out_, outb_;
   std::vector<int64_t> order_;  // stored blocks in execution order (albert repeats groups)
@@ -825,8 +949,55 @@ json BertExample() {  // bert-base-uncased
               {"layer_norm_eps", 1e-12}, {"pad_token_id", 0}};
 }
 
+json ErnieExample() {  // nghuyong/ernie-3.0-base-zh
+  return json{{"model_type", "ernie"}, {"attention_probs_dropout_prob", 0.1},
+              {"hidden_act", "gelu"}, {"hidden_dropout_prob", 0.1}, {"hidden_size", 768},
+              {"initializer_range", 0.02}, {"intermediate_size", 3072}, {"layer_norm_eps", 1e-05},
+              {"max_position_embeddings", 2048}, {"num_attention_heads", 12},
+              {"num_hidden_layers", 12}, {"task_type_vocab_size", 3}, {"type_vocab_size", 4},
+              {"use_task_id", true}, {"vocab_size", 40000}, {"pad_token_id", 0}};
+}
+
+json MegatronExample() {  // nvidia/megatron-bert-cased-345m
+  return json{{"model_type", "megatron-bert"}, {"attention_probs_dropout_prob", 0.1},
+              {"hidden_act", "gelu"}, {"hidden_dropout_prob", 0.1}, {"hidden_size", 1024},
+              {"initializer_range", 0.02}, {"intermediate_size", 4096}, {"layer_norm_eps", 1e-12},
+              {"max_position_embeddings", 512}, {"num_attention_heads", 16},
+              {"num_hidden_layers", 24}, {"type_vocab_size", 2}, {"vocab_size", 29056},
+              {"pad_token_id", 0}};
+}
+
+json BigBirdExample() {  // google/bigbird-roberta-base
+  return json{{"model_type", "big_bird"}, {"attention_probs_dropout_prob", 0.1},
+              {"attention_type", "block_sparse"}, {"block_size", 64}, {"bos_token_id", 1},
+              {"eos_token_id", 2}, {"hidden_act", "gelu_new"}, {"hidden_dropout_prob", 0.1},
+              {"hidden_size", 768}, {"initializer_range", 0.02}, {"intermediate_size", 3072},
+              {"layer_norm_eps", 1e-12}, {"max_position_embeddings", 4096},
+              {"num_attention_heads", 12}, {"num_hidden_layers", 12}, {"num_random_blocks", 3},
+              {"pad_token_id", 0}, {"rescale_embeddings", false}, {"sep_token_id", 66},
+              {"type_vocab_size", 2}, {"use_bias", true}, {"vocab_size", 50358}};
+}
+
+json BertGenExample() {  // google/bert_for_seq_generation_L-24_bbc_encoder
+  return json{{"model_type", "bert-generation"}, {"attention_probs_dropout_prob", 0.1},
+              {"bos_token_id", 2}, {"eos_token_id", 1}, {"hidden_act", "gelu"},
+              {"hidden_dropout_prob", 0.1}, {"hidden_size", 1024}, {"initializer_range", 0.02},
+              {"intermediate_size", 4096}, {"layer_norm_eps", 1e-12},
+              {"max_position_embeddings", 512}, {"num_attention_heads", 16},
+              {"num_hidden_layers", 24}, {"pad_token_id", 0}, {"vocab_size", 50358}};
+}
+
+json XlmrXlExample() {  // facebook/xlm-roberta-xl
+  json c = RobertaExample("xlm-roberta-xl", 250880, 0, 2);
+  c["hidden_size"] = 2560;
+  c["intermediate_size"] = 10240;
+  c["num_attention_heads"] = 32;
+  c["num_hidden_layers"] = 36;
+  return c;
+}
+
 ArchEntry Entry(const std::string& arch, const std::string& family, Fam fam, Head head,
-                const json& example) {
+                const json& example, const std::string& base) {
   const char* task = "feature-extraction";
   switch (head) {
     case Head::kBase: break;
@@ -835,45 +1006,83 @@ ArchEntry Entry(const std::string& arch, const std::string& family, Fam fam, Hea
     case Head::kQA: task = "question-answering"; break;
     case Head::kMaskedLM: task = "fill-mask"; break;
     case Head::kMultipleChoice: task = "multiple-choice"; break;
+    case Head::kCausalLM: task = "text-generation"; break;
+    case Head::kNextSentence: task = "next-sentence-prediction"; break;
   }
   ArchEntry e;
   e.info = {arch, family, task};
   e.example_config = WithArch(example, arch);
+  // A causal-LM checkpoint of an encoder family is saved with is_decoder (HF warns otherwise).
+  if (head == Head::kCausalLM) e.example_config["is_decoder"] = true;
   e.scale = [fam](const json& c) { return ScaleEnc(c, fam); };
-  e.build = [fam, head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
+  e.build = [fam, head, base](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
     TS_ASSIGN_OR_RETURN(EncCfg c, ParseEnc(spec.tiny_config, fam));
+    c.base = base;
     return std::unique_ptr<Model>(std::make_unique<EncoderImpl>(std::move(spec), std::move(c), head));
   };
   return e;
 }
 
+// Which optional heads a family has in transformers.
+struct Extra {
+  bool causal = false, nsp = false, qa = true;
+};
+
 void AddAllHeads(std::vector<ArchEntry>& out, const std::string& prefix, const std::string& family,
-                 Fam fam, const json& example, const json& mlm_example) {
-  out.push_back(Entry(prefix + "Model", family, fam, Head::kBase, example));
-  out.push_back(Entry(prefix + "ForSequenceClassification", family, fam, Head::kSeqCls, example));
-  out.push_back(Entry(prefix + "ForTokenClassification", family, fam, Head::kTokenCls, example));
-  out.push_back(Entry(prefix + "ForQuestionAnswering", family, fam, Head::kQA, example));
-  out.push_back(Entry(prefix + "ForMaskedLM", family, fam, Head::kMaskedLM, mlm_example));
-  out.push_back(Entry(prefix + "ForMultipleChoice", family, fam, Head::kMultipleChoice, example));
+                 Fam fam, const json& example, const json& mlm_example, const std::string& base,
+                 Extra extra = Extra()) {
+  out.push_back(Entry(prefix + "Model", family, fam, Head::kBase, example, base));
+  out.push_back(Entry(prefix + "ForSequenceClassification", family, fam, Head::kSeqCls, example, base));
+  out.push_back(Entry(prefix + "ForTokenClassification", family, fam, Head::kTokenCls, example, base));
+  if (extra.qa) out.push_back(Entry(prefix + "ForQuestionAnswering", family, fam, Head::kQA, example, base));
+  out.push_back(Entry(prefix + "ForMaskedLM", family, fam, Head::kMaskedLM, mlm_example, base));
+  out.push_back(Entry(prefix + "ForMultipleChoice", family, fam, Head::kMultipleChoice, example, base));
+  if (extra.causal) out.push_back(Entry(prefix + "ForCausalLM", family, fam, Head::kCausalLM, mlm_example, base));
+  if (extra.nsp) {
+    out.push_back(Entry(prefix + "ForNextSentencePrediction", family, fam, Head::kNextSentence, example, base));
+  }
 }
 
 }  // namespace
 
 std::vector<ArchEntry> EncoderZooArchs() {
   std::vector<ArchEntry> v;
-  v.push_back(Entry("BertForTokenClassification", "bert", Fam::kBert, Head::kTokenCls, BertExample()));
-  v.push_back(Entry("BertForQuestionAnswering", "bert", Fam::kBert, Head::kQA, BertExample()));
-  v.push_back(Entry("BertForMultipleChoice", "bert", Fam::kBert, Head::kMultipleChoice, BertExample()));
+  const Extra causal{true, false, true}, causal_nsp{true, true, true};
+  v.push_back(Entry("BertForTokenClassification", "bert", Fam::kBert, Head::kTokenCls, BertExample(), "bert."));
+  v.push_back(Entry("BertForQuestionAnswering", "bert", Fam::kBert, Head::kQA, BertExample(), "bert."));
+  v.push_back(Entry("BertForMultipleChoice", "bert", Fam::kBert, Head::kMultipleChoice, BertExample(), "bert."));
+  v.push_back(Entry("BertLMHeadModel", "bert", Fam::kBert, Head::kCausalLM, BertExample(), "bert."));
+  v.push_back(Entry("BertForNextSentencePrediction", "bert", Fam::kBert, Head::kNextSentence,
+                    BertExample(), "bert."));
   const json rob = RobertaExample("roberta", 50265, 0, 2);
-  AddAllHeads(v, "Roberta", "roberta", Fam::kRoberta, rob, rob);
+  AddAllHeads(v, "Roberta", "roberta", Fam::kRoberta, rob, rob, "roberta.", causal);
   const json xlmr = RobertaExample("xlm-roberta", 250002, 0, 2);
-  AddAllHeads(v, "XLMRoberta", "xlm-roberta", Fam::kRoberta, xlmr, xlmr);
+  AddAllHeads(v, "XLMRoberta", "xlm-roberta", Fam::kRoberta, xlmr, xlmr, "roberta.", causal);
   const json cam = RobertaExample("camembert", 32005, 5, 6);
-  AddAllHeads(v, "Camembert", "camembert", Fam::kRoberta, cam, cam);
-  AddAllHeads(v, "DistilBert", "distilbert", Fam::kDistil, DistilExample(), DistilExample());
-  AddAllHeads(v, "Albert", "albert", Fam::kAlbert, AlbertExample(), AlbertExample());
-  AddAllHeads(v, "Electra", "electra", Fam::kElectra, ElectraExample(false), ElectraExample(true));
-  AddAllHeads(v, "DebertaV2", "deberta-v2", Fam::kDeberta, DebertaExample(), DebertaExample());
+  AddAllHeads(v, "Camembert", "camembert", Fam::kRoberta, cam, cam, "roberta.", causal);
+  const json d2v = RobertaExample("data2vec-text", 50265, 0, 2);  // facebook/data2vec-text-base
+  AddAllHeads(v, "Data2VecText", "data2vec-text", Fam::kRoberta, d2v, d2v, "data2vec_text.", causal);
+  // andreasmadsen/efficient_mlm_m0.40 (roberta-base shapes).
+  const json pre = RobertaExample("roberta-prelayernorm", 50265, 0, 2);
+  AddAllHeads(v, "RobertaPreLayerNorm", "roberta-prelayernorm", Fam::kRobertaPre, pre, pre,
+              "roberta_prelayernorm.", causal);
+  AddAllHeads(v, "XLMRobertaXL", "xlm-roberta-xl", Fam::kXlmrXl, XlmrXlExample(), XlmrXlExample(),
+              "roberta.", causal);
+  AddAllHeads(v, "DistilBert", "distilbert", Fam::kDistil, DistilExample(), DistilExample(), "distilbert.");
+  AddAllHeads(v, "Albert", "albert", Fam::kAlbert, AlbertExample(), AlbertExample(), "albert.");
+  AddAllHeads(v, "Electra", "electra", Fam::kElectra, ElectraExample(false), ElectraExample(true),
+              "electra.", causal);
+  AddAllHeads(v, "DebertaV2", "deberta-v2", Fam::kDeberta, DebertaExample(), DebertaExample(), "deberta.");
+  AddAllHeads(v, "Ernie", "ernie", Fam::kErnie, ErnieExample(), ErnieExample(), "ernie.", causal_nsp);
+  AddAllHeads(v, "MegatronBert", "megatron-bert", Fam::kMegatron, MegatronExample(), MegatronExample(),
+              "bert.", causal_nsp);
+  // BigBirdForQuestionAnswering has its own QA classifier head: not built.
+  AddAllHeads(v, "BigBird", "big_bird", Fam::kBigBird, BigBirdExample(), BigBirdExample(), "bert.",
+              Extra{true, false, false});
+  v.push_back(Entry("BertGenerationEncoder", "bert-generation", Fam::kBertGen, Head::kBase,
+                    BertGenExample(), "bert."));
+  v.push_back(Entry("BertGenerationDecoder", "bert-generation", Fam::kBertGen, Head::kCausalLM,
+                    BertGenExample(), "bert."));
   return v;
 }
 

@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 
+#include "workers/zoo/family_test_util.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo {
@@ -160,6 +161,95 @@ TEST(EncodersMoreTest, Float64AgreesWithFloat32AndRunsAreDeterministic) {
     EXPECT_TRUE(at::equal(f32, again));
     EXPECT_LT(RelDiff(f32.to(at::kDouble), f64), 1e-5);
   }
+}
+
+TEST(EncodersMoreTest, NewFamiliesAndHeadsPassTheFamilyBasics) {
+  const std::set<std::string> families = {"ernie", "megatron-bert", "big_bird", "bert-generation",
+                                          "xlm-roberta-xl", "roberta-prelayernorm", "data2vec-text"};
+  int n = 0;
+  const std::set<std::string> heads = {"BertLMHeadModel", "BertForNextSentencePrediction",
+                                       "RobertaForCausalLM", "XLMRobertaForCausalLM",
+                                       "CamembertForCausalLM", "ElectraForCausalLM"};
+  for (const auto& a : SupportedArchitectures()) {
+    if (!families.count(a.family) && !heads.count(a.arch)) continue;
+    SCOPED_TRACE(a.arch);
+    auto m = Build(a.arch);
+    ASSERT_TRUE(m);
+    const auto& tc = m->spec().tiny_config;
+    const int64_t s = tc["touchstone_tiny"]["seq_len"].get<int64_t>();
+    Batch b = m->MakeBatch(1, 2);
+    auto out = m->Forward(m->InitWeights(1), b.inputs);
+    std::vector<int64_t> shape = out[0].sizes().vec();
+    if (a.task == "text-generation" || a.task == "fill-mask") {
+      shape = {2, s, tc["vocab_size"].get<int64_t>()};
+    } else if (a.task == "next-sentence-prediction" || a.task == "text-classification" ||
+               a.task == "multiple-choice") {
+      shape = {2, 2};
+    }
+    testing::CheckFamilyBasics(m, shape);
+    ++n;
+  }
+  EXPECT_GE(n, 50);
+}
+
+TEST(EncodersMoreTest, CausalHeadsAreCausalAndMaskedHeadsAreNot) {
+  for (const auto& [arch, causal] : std::vector<std::pair<std::string, bool>>{
+           {"BertLMHeadModel", true}, {"RobertaForCausalLM", true}, {"ElectraForCausalLM", true},
+           {"MegatronBertForCausalLM", true}, {"BertGenerationDecoder", true},
+           {"RobertaForMaskedLM", false}, {"ErnieForMaskedLM", false}}) {
+    SCOPED_TRACE(arch);
+    auto m = Build(arch);
+    ASSERT_TRUE(m);
+    auto w = m->InitWeights(2);
+    Batch b = m->MakeBatch(2, 1);
+    at::Tensor base = m->Forward(w, b.inputs)[0];
+    TensorMap in = b.inputs;
+    in["input_ids"] = in["input_ids"].clone();
+    in["input_ids"][0][20] = (in["input_ids"][0][20].item<int64_t>() + 7) % 500 + 3;
+    at::Tensor moved = m->Forward(w, in)[0];
+    const double early = (moved.narrow(1, 0, 10) - base.narrow(1, 0, 10)).abs().max().item<double>();
+    if (causal) {
+      EXPECT_LT(early, 1e-5);
+    } else {
+      EXPECT_GT(early, 1e-5);
+    }
+  }
+}
+
+TEST(EncodersMoreTest, PreLnFamiliesNameTheirNormsAsHf) {
+  auto meg = Build("MegatronBertForNextSentencePrediction");
+  ASSERT_TRUE(meg);
+  for (const char* n : {"bert.encoder.layer.0.attention.ln.weight", "bert.encoder.layer.1.ln.bias",
+                        "bert.encoder.ln.weight", "bert.pooler.dense.weight", "cls.seq_relationship.weight"})
+    EXPECT_TRUE(HasWeight(*meg, n)) << n;
+  EXPECT_FALSE(HasWeight(*meg, "bert.embeddings.LayerNorm.weight"));
+  EXPECT_FALSE(HasWeight(*meg, "bert.encoder.layer.0.output.LayerNorm.weight"));
+  auto xl = Build("XLMRobertaXLForMaskedLM");
+  ASSERT_TRUE(xl);
+  for (const char* n : {"roberta.encoder.layer.0.attention.self_attn_layer_norm.weight",
+                        "roberta.encoder.layer.0.LayerNorm.weight", "roberta.encoder.LayerNorm.bias",
+                        "lm_head.layer_norm.weight"})
+    EXPECT_TRUE(HasWeight(*xl, n)) << n;
+  auto pre = Build("RobertaPreLayerNormModel");
+  ASSERT_TRUE(pre);
+  for (const char* n : {"embeddings.LayerNorm.weight", "encoder.layer.0.attention.LayerNorm.weight",
+                        "encoder.layer.0.intermediate.LayerNorm.weight", "LayerNorm.weight", "pooler.dense.weight"})
+    EXPECT_TRUE(HasWeight(*pre, n)) << n;
+  auto ernie = Build("ErnieForSequenceClassification");
+  ASSERT_TRUE(ernie);
+  EXPECT_TRUE(HasWeight(*ernie, "ernie.embeddings.task_type_embeddings.weight"));
+  EXPECT_TRUE(HasWeight(*ernie, "ernie.pooler.dense.weight"));
+  auto bird = Build("BigBirdForSequenceClassification");
+  ASSERT_TRUE(bird);
+  EXPECT_TRUE(HasWeight(*bird, "classifier.out_proj.weight"));
+  auto d2v = Build("Data2VecTextForCausalLM");
+  ASSERT_TRUE(d2v);
+  EXPECT_TRUE(HasWeight(*d2v, "data2vec_text.encoder.layer.0.output.LayerNorm.weight"));
+  EXPECT_TRUE(HasWeight(*d2v, "lm_head.dense.weight"));
+  auto gen = Build("BertGenerationEncoder");
+  ASSERT_TRUE(gen);
+  EXPECT_FALSE(HasWeight(*gen, "embeddings.token_type_embeddings.weight"));
+  EXPECT_FALSE(HasWeight(*gen, "pooler.dense.weight"));
 }
 
 TEST(EncodersMoreTest, BadConfigsNameTheField) {

@@ -8,7 +8,8 @@ namespace ts::zoo::internal {
 const std::vector<ArchEntry>& Registry() {
   static const std::vector<ArchEntry> kRegistry = [] {
     std::vector<ArchEntry> all;
-    for (auto list : {LlamaLikeArchs, BertArchs, VitArchs, DecoderZooArchs, EncoderZooArchs,
+    for (auto list : {LlamaLikeArchs, BertArchs, VitArchs, DecoderZooArchs, DecoderExtraArchs,
+                      EncoderZooArchs,
                       Seq2SeqArchs, VisionZooArchs, AudioArchs, MultimodalArchs}) {
       for (auto& e : list()) all.push_back(std::move(e));
     }

@@ -2,6 +2,7 @@
 // transformers class, served under a pipeline tag transformers maps it to.
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -47,6 +48,15 @@ TEST(RegistryTest, EveryClassIsARealTransformersClassUnderOneOfItsTasks) {
           << *it->second.begin();
     }
   }
+}
+
+TEST(RegistryTest, CoversAtLeast300ClassesOverTenTasks) {
+  std::set<std::string> tasks;
+  for (const auto& a : SupportedArchitectures()) tasks.insert(a.task);
+  std::cout << "[ zoo      ] " << SupportedArchitectures().size() << " classes, " << tasks.size()
+            << " tasks\n";
+  EXPECT_GE(SupportedArchitectures().size(), 300u);
+  EXPECT_GE(tasks.size(), 10u);
 }
 
 TEST(RegistryTest, ClassesAreSortedAndUnique) {

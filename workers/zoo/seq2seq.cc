@@ -31,7 +31,7 @@ namespace {
 using json = nlohmann::json;
 using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
-enum class S2SHead { kConditionalGeneration, kModel, kEncoderModel };
+enum class S2SHead { kConditionalGeneration, kModel, kEncoderModel, kTokenClassification };
 
 Status Positive(const ConfigReader& r, const std::string& f, int64_t v) {
   if (v <= 0) return r.Error(f, "must be positive (got " + std::to_string(v) + ")");
@@ -69,6 +69,7 @@ struct T5Cfg {
   Activation act = Activation::kRelu;
   bool tie = true;
   int64_t pad = 0, eos = 1, start = 0;
+  int64_t num_labels = 2;
 };
 
 StatusOr<T5Cfg> ParseT5(const json& config) {
@@ -117,6 +118,7 @@ StatusOr<T5Cfg> ParseT5(const json& config) {
   TS_ASSIGN_OR_RETURN(c.pad, TokenId(r, "pad_token_id", 0, c.vocab));
   TS_ASSIGN_OR_RETURN(c.eos, TokenId(r, "eos_token_id", 1, c.vocab));
   TS_ASSIGN_OR_RETURN(c.start, TokenId(r, "decoder_start_token_id", c.pad, c.vocab));
+  TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
   return c;
 }
 
@@ -141,6 +143,7 @@ StatusOr<json> ScaleT5(const json& config) {
   t["vocab_size"] = vocab;
   for (const char* f : {"pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"})
     MapTokenId(t, f, vocab);
+  ScaleLabels(t, c.num_labels);
   SetTinyRunProfile(t, P::kSeqLen);
   return t;
 }
@@ -184,7 +187,9 @@ class T5Impl : public Model {
       shapes_.emplace_back(name, std::move(shape));
       return name;
     };
-    shared_ = add("shared.weight", {c_.vocab, d});
+    // T5ForTokenClassification wraps a T5EncoderModel as `transformer`.
+    const std::string pre = head_ == S2SHead::kTokenClassification ? "transformer." : "";
+    shared_ = add(pre + "shared.weight", {c_.vocab, d});
     auto stack = [&](const std::string& p, int64_t n, bool decoder, std::vector<T5Block>& blocks,
                      std::string& rel, std::string& final_ln) {
       for (int64_t i = 0; i < n; ++i) {
@@ -217,8 +222,13 @@ class T5Impl : public Model {
       }
       final_ln = add(p + ".final_layer_norm.weight", {d});
     };
-    stack("encoder", c_.layers, false, enc_, enc_rel_, enc_ln_);
-    if (head_ != S2SHead::kEncoderModel) stack("decoder", c_.dec_layers, true, dec_, dec_rel_, dec_ln_);
+    stack(pre + "encoder", c_.layers, false, enc_, enc_rel_, enc_ln_);
+    const bool encoder_only = head_ == S2SHead::kEncoderModel || head_ == S2SHead::kTokenClassification;
+    if (!encoder_only) stack("decoder", c_.dec_layers, true, dec_, dec_rel_, dec_ln_);
+    if (head_ == S2SHead::kTokenClassification) {
+      cls_ = add("classifier.weight", {c_.num_labels, d});
+      cls_b_ = add("classifier.bias", {c_.num_labels});
+    }
     if (head_ == S2SHead::kConditionalGeneration && !c_.tie) lm_head_ = add("lm_head.weight", {c_.vocab, d});
     seq_len_ = RunSeqLen(this->spec().tiny_config);
   }
@@ -228,6 +238,7 @@ class T5Impl : public Model {
     switch (head_) {
       case S2SHead::kConditionalGeneration: return {"logits", "encoder_last_hidden_state"};
       case S2SHead::kModel: return {"last_hidden_state", "encoder_last_hidden_state"};
+      case S2SHead::kTokenClassification: return {"logits"};
       default: return {"last_hidden_state"};
     }
   }
@@ -280,6 +291,9 @@ class T5Impl : public Model {
     }
     at::Tensor enc = nn::RmsNorm(x, GetWeight(w, enc_ln_), c_.eps);
     if (head_ == S2SHead::kEncoderModel) return {enc};
+    if (head_ == S2SHead::kTokenClassification) {
+      return {nn::Linear(enc, GetWeight(w, cls_), GetWeight(w, cls_b_))};
+    }
     const at::Tensor& dids = GetInput(inputs, "decoder_input_ids");
     const int64_t t = dids.size(1);
     at::Tensor y = nn::Embedding(GetWeight(w, shared_), dids);
@@ -306,6 +320,9 @@ class T5Impl : public Model {
     if (head_ == S2SHead::kConditionalGeneration) {
       return CrossEntropy(out[0].reshape({-1, c_.vocab}), labels.reshape({-1}));
     }
+    if (head_ == S2SHead::kTokenClassification) {
+      return CrossEntropy(out[0].reshape({-1, c_.num_labels}), labels.reshape({-1}));
+    }
     return at::mse_loss(out[0], labels.to(out[0].scalar_type()));
   }
 
@@ -322,6 +339,11 @@ class T5Impl : public Model {
     batch.inputs["attention_mask"] = mask;
     at::Tensor labels = at::randint(0, c_.vocab, {batch_size, t}, gen, lopts);
     labels = labels.masked_fill(MakeAttentionMask(batch_size, t).eq(0), -100);
+    if (head_ == S2SHead::kTokenClassification) {
+      batch.labels["labels"] =
+          at::randint(0, c_.num_labels, {batch_size, s}, gen, lopts).masked_fill(mask.eq(0), -100);
+      return batch;
+    }
     if (head_ != S2SHead::kEncoderModel) batch.inputs["decoder_input_ids"] = ShiftRight(labels, c_.start, c_.pad);
     if (head_ == S2SHead::kConditionalGeneration) {
       batch.labels["labels"] = labels;
@@ -337,13 +359,15 @@ class T5Impl : public Model {
   S2SHead head_;
   Shapes shapes_;
   std::vector<T5Block> enc_, dec_;
-  std::string shared_, enc_rel_, dec_rel_, enc_ln_, dec_ln_, lm_head_;
+  std::string shared_, enc_rel_, dec_rel_, enc_ln_, dec_ln_, lm_head_, cls_, cls_b_;
   int64_t seq_len_ = 32;
 };
 
 // -------------------------------------------------------------------------------- BART / mBART
 
-enum class BartHead { kConditionalGeneration, kModel, kSequenceClassification, kQuestionAnswering };
+enum class BartHead {
+  kConditionalGeneration, kModel, kSequenceClassification, kQuestionAnswering, kCausalLM
+};
 
 struct BartCfg {
   int64_t vocab = 0, d_model = 0, enc_layers = 0, dec_layers = 0, enc_heads = 0, dec_heads = 0;
@@ -425,17 +449,25 @@ class BartImpl : public Model {
   BartImpl(ModelSpec spec, BartCfg c, BartHead head) : Model(std::move(spec)), c_(c), head_(head) {
     const int64_t d = c_.d_model;
     pre_ = head_ == BartHead::kModel ? "" : "model.";
-    Add(pre_ + "shared.weight", {c_.vocab, d});
+    // BartForCausalLM: the decoder alone (BartDecoderWrapper), its own embed_tokens; its layers'
+    // encoder_attn is never called without encoder states and is not built.
+    const bool causal = head_ == BartHead::kCausalLM;
+    if (causal) {
+      Add("model.decoder.embed_tokens.weight", {c_.vocab, d});
+    } else {
+      Add(pre_ + "shared.weight", {c_.vocab, d});
+    }
     for (const char* stack : {"encoder", "decoder"}) {
       const std::string sp = pre_ + stack + ".";
       const bool dec = std::string(stack) == "decoder";
+      if (causal && !dec) continue;
       Add(sp + "embed_positions.weight", {c_.max_pos + 2, d});
       AddLn(sp + "layernorm_embedding");
       for (int64_t i = 0; i < (dec ? c_.dec_layers : c_.enc_layers); ++i) {
         const std::string lp = sp + "layers." + std::to_string(i) + ".";
         AddAttn(lp + "self_attn");
         AddLn(lp + "self_attn_layer_norm");
-        if (dec) {
+        if (dec && !causal) {
           AddAttn(lp + "encoder_attn");
           AddLn(lp + "encoder_attn_layer_norm");
         }
@@ -458,6 +490,9 @@ class BartImpl : public Model {
       case BartHead::kQuestionAnswering:
         AddLinear("qa_outputs", 2, d);
         break;
+      case BartHead::kCausalLM:
+        if (!c_.tie) Add("lm_head.weight", {c_.vocab, d});
+        break;
       default:
         break;
     }
@@ -470,6 +505,7 @@ class BartImpl : public Model {
       case BartHead::kConditionalGeneration: return {"logits", "encoder_last_hidden_state"};
       case BartHead::kModel: return {"last_hidden_state", "encoder_last_hidden_state"};
       case BartHead::kSequenceClassification: return {"logits"};
+      case BartHead::kCausalLM: return {"logits"};
       default: return {"start_logits", "end_logits"};
     }
   }
@@ -478,6 +514,7 @@ class BartImpl : public Model {
     const at::Tensor& ids = GetInput(inputs, "input_ids");
     at::Tensor mask = GetOptionalInput(inputs, "attention_mask");
     const at::Device dev = ids.device();
+    if (head_ == BartHead::kCausalLM) return {CausalForward(w, ids, mask)};
     const at::Tensor& shared = GetWeight(w, pre_ + "shared.weight");
     at::Tensor enc_block = nn::BlockedKeys(mask, ids.size(1), false, std::nullopt, dev);
     at::Tensor x = Embed(w, pre_ + "encoder.", shared, ids);
@@ -537,6 +574,12 @@ class BartImpl : public Model {
         return CrossEntropy(out[0].reshape({-1, c_.vocab}), GetInput(batch.labels, "labels").reshape({-1}));
       case BartHead::kModel:
         return at::mse_loss(out[0], GetInput(batch.labels, "labels").to(out[0].scalar_type()));
+      case BartHead::kCausalLM: {
+        const at::Tensor& labels = GetInput(batch.labels, "labels");
+        const int64_t s = out[0].size(1);
+        return CrossEntropy(out[0].narrow(1, 0, s - 1).reshape({-1, c_.vocab}),
+                            labels.narrow(1, 1, s - 1).reshape({-1}));
+      }
       case BartHead::kSequenceClassification: {
         const at::Tensor& labels = GetInput(batch.labels, "labels");
         if (c_.num_labels == 1) return at::mse_loss(out[0].squeeze(-1), labels.to(out[0].scalar_type()));
@@ -569,6 +612,10 @@ class BartImpl : public Model {
     Batch batch;
     batch.inputs["input_ids"] = ids;
     batch.inputs["attention_mask"] = mask;
+    if (head_ == BartHead::kCausalLM) {
+      batch.labels["labels"] = ids.masked_fill(mask.eq(0), -100);
+      return batch;
+    }
     if (head_ == BartHead::kSequenceClassification || head_ == BartHead::kQuestionAnswering) {
       // HF: decoder_input_ids default to input_ids shifted right.
       batch.inputs["decoder_input_ids"] = Shift(ids);
@@ -640,6 +687,22 @@ class BartImpl : public Model {
   at::Tensor Ffn(const WeightMap& w, const std::string& lp, const at::Tensor& x) const {
     return Lin(w, lp + "fc2", nn::Activate(Lin(w, lp + "fc1", x), c_.act));
   }
+  // BartForCausalLM / MBartForCausalLM: the decoder stack, causal and padding-masked, no
+  // cross-attention; logits from the (tied) embed_tokens.
+  at::Tensor CausalForward(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask) const {
+    const at::Tensor& embed = GetWeight(w, "model.decoder.embed_tokens.weight");
+    at::Tensor causal = nn::BlockedKeys(mask, ids.size(1), true, std::nullopt, ids.device());
+    at::Tensor y = Embed(w, "model.decoder.", embed, ids);
+    for (int64_t i = 0; i < c_.dec_layers; ++i) {
+      const std::string lp = "model.decoder.layers." + std::to_string(i) + ".";
+      y = Residual(w, lp + "self_attn_layer_norm", y, [&](const at::Tensor& z) {
+        return Attend(w, lp + "self_attn.", z, z, c_.dec_heads, causal);
+      });
+      y = Residual(w, lp + "final_layer_norm", y, [&](const at::Tensor& z) { return Ffn(w, lp, z); });
+    }
+    if (c_.pre_ln) y = Ln(w, "model.decoder.layer_norm", y);
+    return nn::Linear(y, c_.tie ? embed : GetWeight(w, "lm_head.weight"));
+  }
   // bart: [start, x[:, :-1]]; mbart: the row's last non-pad token (language id / eos) wraps to the
   // front (HF mbart shift_tokens_right).
   at::Tensor Shift(const at::Tensor& x) const {
@@ -693,8 +756,11 @@ json Mt5Example() {  // google/mt5-small
 ArchEntry T5Entry(const std::string& arch, const std::string& family, S2SHead head, json example) {
   ArchEntry e;
   e.info = {arch, family,
-            head == S2SHead::kConditionalGeneration ? "text2text-generation" : "feature-extraction"};
+            head == S2SHead::kConditionalGeneration ? "text2text-generation"
+            : head == S2SHead::kTokenClassification ? "token-classification"
+                                                    : "feature-extraction"};
   example["architectures"] = {arch};
+  if (head == S2SHead::kTokenClassification) example["num_labels"] = 2;
   e.example_config = std::move(example);
   e.scale = [](const json& c) { return ScaleT5(c); };
   e.build = [head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
@@ -735,8 +801,13 @@ ArchEntry BartEntry(const std::string& arch, const std::string& family, BartHead
   if (head == BartHead::kConditionalGeneration) task = "text2text-generation";
   if (head == BartHead::kSequenceClassification) task = "text-classification";
   if (head == BartHead::kQuestionAnswering) task = "question-answering";
+  if (head == BartHead::kCausalLM) task = "text-generation";
   e.info = {arch, family, task};
   example["architectures"] = {arch};
+  if (head == BartHead::kCausalLM) {  // a decoder-only checkpoint of the family
+    example["is_decoder"] = true;
+    example["is_encoder_decoder"] = false;
+  }
   e.example_config = std::move(example);
   const bool mbart = family == "mbart";
   e.scale = [mbart](const json& c) { return ScaleBart(c, mbart); };
@@ -754,6 +825,8 @@ std::vector<ArchEntry> Seq2SeqArchs() {
   v.push_back(T5Entry("T5ForConditionalGeneration", "t5", S2SHead::kConditionalGeneration, T5SmallExample()));
   v.push_back(T5Entry("T5Model", "t5", S2SHead::kModel, T5V11Example()));
   v.push_back(T5Entry("T5EncoderModel", "t5", S2SHead::kEncoderModel, T5V11Example()));
+  v.push_back(T5Entry("T5ForTokenClassification", "t5", S2SHead::kTokenClassification, T5V11Example()));
+  v.push_back(T5Entry("MT5ForTokenClassification", "mt5", S2SHead::kTokenClassification, Mt5Example()));
   v.push_back(T5Entry("MT5ForConditionalGeneration", "mt5", S2SHead::kConditionalGeneration, Mt5Example()));
   v.push_back(T5Entry("MT5Model", "mt5", S2SHead::kModel, Mt5Example()));
   v.push_back(T5Entry("MT5EncoderModel", "mt5", S2SHead::kEncoderModel, Mt5Example()));
@@ -761,6 +834,8 @@ std::vector<ArchEntry> Seq2SeqArchs() {
   v.push_back(BartEntry("BartModel", "bart", BartHead::kModel, BartBaseExample()));
   v.push_back(BartEntry("BartForSequenceClassification", "bart", BartHead::kSequenceClassification, BartBaseExample()));
   v.push_back(BartEntry("BartForQuestionAnswering", "bart", BartHead::kQuestionAnswering, BartBaseExample()));
+  v.push_back(BartEntry("BartForCausalLM", "bart", BartHead::kCausalLM, BartBaseExample()));
+  v.push_back(BartEntry("MBartForCausalLM", "mbart", BartHead::kCausalLM, MBartExample()));
   v.push_back(BartEntry("MBartForConditionalGeneration", "mbart", BartHead::kConditionalGeneration, MBartExample()));
   v.push_back(BartEntry("MBartModel", "mbart", BartHead::kModel, MBartExample()));
   v.push_back(BartEntry("MBartForSequenceClassification", "mbart", BartHead::kSequenceClassification, MBartExample()));

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "workers/zoo/family_test_util.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo {
@@ -93,6 +94,45 @@ TEST(Seq2SeqTest, DecoderIsCausalAndRelativeBiasMatters) {
   const std::string rel = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight";
   w2[rel] = w.at(rel) * 2.0;
   EXPECT_GT(RelDiff(m->Forward(w2, b.inputs)[0], base), 1e-4);
+}
+
+TEST(Seq2SeqTest, EncoderTokenClassificationAndDecoderOnlyCausalLmHeads) {
+  for (const char* arch : {"T5ForTokenClassification", "MT5ForTokenClassification"}) {
+    SCOPED_TRACE(arch);
+    auto m = Build(arch);
+    ASSERT_TRUE(m);
+    EXPECT_TRUE(HasWeight(*m, "transformer.encoder.block.0.layer.0.SelfAttention.q.weight"));
+    EXPECT_TRUE(HasWeight(*m, "classifier.bias"));
+    EXPECT_FALSE(HasWeight(*m, "decoder.final_layer_norm.weight"));
+    testing::CheckFamilyBasics(m, {2, 32, 2});
+  }
+  for (const char* arch : {"BartForCausalLM", "MBartForCausalLM"}) {
+    SCOPED_TRACE(arch);
+    auto m = Build(arch);
+    ASSERT_TRUE(m);
+    EXPECT_TRUE(HasWeight(*m, "model.decoder.embed_tokens.weight"));
+    EXPECT_FALSE(HasWeight(*m, "model.decoder.layers.0.encoder_attn.q_proj.weight"));
+    EXPECT_FALSE(HasWeight(*m, "model.encoder.layers.0.fc1.weight"));
+    EXPECT_EQ(HasWeight(*m, "model.decoder.layer_norm.weight"), std::string(arch) == "MBartForCausalLM");
+    const int64_t vocab = m->spec().tiny_config["vocab_size"].get<int64_t>();
+    testing::CheckFamilyBasics(m, {2, 32, vocab});
+    // Causal: a change at position 20 leaves earlier logits alone.
+    auto w = m->InitWeights(1);
+    Batch b = m->MakeBatch(1, 1);
+    at::Tensor base = m->Forward(w, b.inputs)[0];
+    TensorMap in = b.inputs;
+    in["input_ids"] = in["input_ids"].clone();
+    in["input_ids"][0][20] = 7;
+    at::Tensor moved = m->Forward(w, in)[0];
+    EXPECT_LT((moved.narrow(1, 0, 20) - base.narrow(1, 0, 20)).abs().max().item<double>(), 1e-6);
+    EXPECT_GT((moved.narrow(1, 20, 12) - base.narrow(1, 20, 12)).abs().max().item<double>(), 1e-4);
+  }
+  auto vit = Build("ViTModel");
+  ASSERT_TRUE(vit);
+  EXPECT_TRUE(HasWeight(*vit, "embeddings.cls_token"));
+  EXPECT_TRUE(HasWeight(*vit, "pooler.dense.weight"));
+  EXPECT_FALSE(HasWeight(*vit, "classifier.weight"));
+  testing::CheckFamilyBasics(vit, {2, 17, 64});
 }
 
 TEST(Seq2SeqTest, BadConfigsNameTheField) {

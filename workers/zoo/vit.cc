@@ -1,4 +1,4 @@
-// ViTForImageClassification.
+// ViTForImageClassification and ViTModel (the base model: no "vit." prefix, with its pooler).
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
@@ -17,13 +17,16 @@ struct VitLayerNames {
 
 class VitModel : public Model {
  public:
-  VitModel(ModelSpec spec, VitConfig c) : Model(std::move(spec)), c_(std::move(c)) {
+  VitModel(ModelSpec spec, VitConfig c, bool base)
+      : Model(std::move(spec)), c_(std::move(c)), base_(base) {
     const int64_t h = c_.hidden_size, im = c_.intermediate_size, p = c_.patch_size;
     const int64_t grid = c_.image_size / p;
     num_patches_ = grid * grid;
-    auto add = [this](const std::string& name, std::vector<int64_t> shape) {
-      shapes_.emplace_back(name, std::move(shape));
-      return name;
+    const std::string pre = base_ ? "" : "vit.";
+    auto add = [this, pre](const std::string& name, std::vector<int64_t> shape) {
+      const std::string full = name.rfind("vit.", 0) == 0 ? pre + name.substr(4) : name;
+      shapes_.emplace_back(full, std::move(shape));
+      return full;
     };
     cls_token_ = add("vit.embeddings.cls_token", {1, 1, h});
     pos_ = add("vit.embeddings.position_embeddings", {1, num_patches_ + 1, h});
@@ -52,6 +55,11 @@ class VitModel : public Model {
     }
     ln_ = add("vit.layernorm.weight", {h});
     lnb_ = add("vit.layernorm.bias", {h});
+    if (base_) {  // ViTModel(add_pooling_layer=True): tanh(dense(token 0))
+      head_ = add("pooler.dense.weight", {h, h});
+      headb_ = add("pooler.dense.bias", {h});
+      return;
+    }
     head_ = add("classifier.weight", {c_.num_labels, h});
     headb_ = add("classifier.bias", {c_.num_labels});
   }
@@ -59,7 +67,10 @@ class VitModel : public Model {
   std::vector<std::pair<std::string, std::vector<int64_t>>> WeightShapes() const override {
     return shapes_;
   }
-  std::vector<std::string> OutputNames() const override { return {"logits"}; }
+  std::vector<std::string> OutputNames() const override {
+    if (base_) return {"last_hidden_state", "pooler_output"};
+    return {"logits"};
+  }
 
   std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
     const at::Tensor& px = GetInput(inputs, "pixel_values");
@@ -86,10 +97,18 @@ class VitModel : public Model {
       x = x + nn::Linear(y, GetWeight(w, l.out), GetWeight(w, l.outb));
     }
     x = nn::LayerNorm(x, GetWeight(w, ln_), GetWeight(w, lnb_), c_.layer_norm_eps);
+    if (base_) return {x, at::tanh(nn::Linear(x.select(1, 0), GetWeight(w, head_), GetWeight(w, headb_)))};
     return {nn::Linear(x.select(1, 0), GetWeight(w, head_), GetWeight(w, headb_))};
   }
 
   at::Tensor Loss(const WeightMap& w, const Batch& batch) const override {
+    if (base_) {
+      // No HF loss: regress both outputs onto a fixed random target (as BertModel).
+      std::vector<at::Tensor> out = Forward(w, batch.inputs);
+      const at::Tensor& t = GetInput(batch.labels, "labels");
+      return at::mse_loss(out[0], t.to(out[0].scalar_type())) +
+             at::mse_loss(out[1], t.select(1, 0).to(out[1].scalar_type()));
+    }
     at::Tensor logits = Forward(w, batch.inputs)[0];
     const at::Tensor& labels = GetInput(batch.labels, "labels");
     if (c_.num_labels == 1)
@@ -104,6 +123,10 @@ class VitModel : public Model {
     Batch batch;
     batch.inputs["pixel_values"] =
         at::randn({batch_size, c_.num_channels, c_.image_size, c_.image_size}, gen, fopts);
+    if (base_) {
+      batch.labels["labels"] = at::randn({batch_size, num_patches_ + 1, c_.hidden_size}, gen, fopts);
+      return batch;
+    }
     batch.labels["labels"] = c_.num_labels == 1 ? at::randn({batch_size}, gen, fopts)
                                                 : at::randint(0, c_.num_labels, {batch_size}, gen,
                                                               at::TensorOptions().dtype(at::kLong));
@@ -112,6 +135,7 @@ class VitModel : public Model {
 
  private:
   VitConfig c_;
+  bool base_ = false;
   int64_t num_patches_ = 0;
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes_;
   std::vector<VitLayerNames> layers_;
@@ -122,7 +146,8 @@ class VitModel : public Model {
 
 StatusOr<std::unique_ptr<Model>> BuildVit(ModelSpec spec) {
   TS_ASSIGN_OR_RETURN(VitConfig c, ParseVitConfig(spec.tiny_config));
-  return std::unique_ptr<Model>(std::make_unique<VitModel>(std::move(spec), std::move(c)));
+  const bool base = spec.arch == "ViTModel";
+  return std::unique_ptr<Model>(std::make_unique<VitModel>(std::move(spec), std::move(c), base));
 }
 
 }  // namespace ts::zoo::internal
@@ -137,9 +162,13 @@ std::vector<ArchEntry> VitArchs() {
       {"num_hidden_layers", 12}, {"image_size", 224}, {"patch_size", 16}, {"num_channels", 3},
       {"hidden_act", "gelu"}, {"layer_norm_eps", 1e-12}, {"qkv_bias", true},
       {"num_labels", 1000}};
-  return {{{"ViTForImageClassification", "vit", "image-classification"}, example,
-           [](const nlohmann::json& c) { return ScaleToTiny(c, "vit"); },
-           [](ModelSpec spec) { return BuildVit(std::move(spec)); }}};
+  nlohmann::json base = example;  // google/vit-base-patch16-224-in21k
+  base["architectures"] = {"ViTModel"};
+  base.erase("num_labels");
+  auto scale = [](const nlohmann::json& c) { return ScaleToTiny(c, "vit"); };
+  auto build = [](ModelSpec spec) { return BuildVit(std::move(spec)); };
+  return {{{"ViTForImageClassification", "vit", "image-classification"}, example, scale, build},
+          {{"ViTModel", "vit", "image-feature-extraction"}, base, scale, build}};
 }
 
 }  // namespace ts::zoo::internal

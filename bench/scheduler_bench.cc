@@ -1,0 +1,295 @@
+// Scheduler throughput with fake workers (DESIGN.md §8): W worker threads, each with its own
+// gRPC channel to an in-process scheduler over loopback, lease a shard, report a realistic
+// result per model (3 modes, op list, loss curve) in one batch, finish, repeat. Also the store's
+// raw ingest rate (rows/s through ReportResults' COPY path) without gRPC.
+//
+//   build/bench/scheduler_bench [--workers 64] [--models 20000] [--shard 32] [--db-threads 4]
+//                               [--db URL]   (default: a private PostgreSQL under /tmp)
+//
+// Prints Markdown for bench/RESULTS.md.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "services/scheduler/scheduler.h"
+#include "services/store/embedded_postgres.h"
+#include "services/store/store.h"
+#include "touchstone/v1/scheduler.grpc.pb.h"
+
+namespace {
+
+namespace pb = ::touchstone::v1;
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+// What a real worker sends for one model: three modes, ~28 ops, a 5-step loss curve.
+pb::ModelResult FakeResult(const pb::Job& j) {
+  pb::ModelResult m;
+  m.set_job_id(j.job_id());
+  m.set_model_id(j.model_id());
+  m.set_run(j.run());
+  for (const char* mode : {"eager", "compile", "train"}) {
+    auto* v = m.add_modes();
+    v->set_mode(mode);
+    v->set_status(j.job_id() % 17 == 0 ? "fail_accuracy" : "pass");
+    if (v->status() != "pass") v->set_error("rmse_ratio 2.31 > 1.5 (device 0.0123 vs ref 0.0053)");
+    v->set_ms(20.5);
+    v->set_rmse_device(1e-4);
+    v->set_rmse_reference(1e-4);
+    v->set_rmse_ratio(1.0);
+    v->set_cosine(0.99999);
+    if (std::string(mode) == "compile") {
+      v->set_graph_breaks(1);
+      v->add_break_reasons("data-dependent op aten::nonzero");
+      v->set_device_segments(2);
+      v->set_compile_ms(120);
+    }
+    if (std::string(mode) == "train") {
+      for (int s = 0; s < 5; ++s) {
+        v->add_loss_reference(6.2 - 0.1 * s);
+        v->add_loss_device(6.2 - 0.1 * s);
+      }
+    }
+  }
+  for (int k = 0; k < 28; ++k) {
+    auto* op = m.add_ops();
+    op->set_op("aten::op_" + std::to_string(k));
+    op->set_calls(12);
+    op->set_ms(0.25);
+    op->set_native(k % 9 != 0);
+  }
+  m.set_distinct_ops(28);
+  m.set_native_ops(24);
+  m.set_opcov_ratio(24.0 / 28);
+  m.set_total_ms(70);
+  return m;
+}
+
+void Upsert(pb::Scheduler::Stub* stub, int models, int offset, const std::string& prefix) {
+  for (int base = 0; base < models; base += 2000) {
+    pb::UpsertModelsRequest up;
+    for (int i = base; i < std::min(models, base + 2000); ++i) {
+      auto* m = up.add_models();
+      m->set_id(prefix + std::to_string(offset + i));
+      m->set_task(i % 3 ? "text-generation" : "text-classification");
+      m->set_arch(i % 3 ? "LlamaForCausalLM" : "BertForSequenceClassification");
+      m->set_family(i % 3 ? "llama" : "bert");
+      m->set_config_json(R"({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32})");
+    }
+    grpc::ClientContext ctx;
+    pb::UpsertModelsResponse r;
+    grpc::Status st = stub->UpsertModels(&ctx, up, &r);
+    if (!st.ok()) {
+      std::fprintf(stderr, "UpsertModels: %s\n", st.error_message().c_str());
+      std::exit(1);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int workers = 64, models = 20000, shard = 32, db_threads = 4;
+  std::string db;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--workers" && i + 1 < argc) workers = std::atoi(argv[++i]);
+    else if (a == "--models" && i + 1 < argc) models = std::atoi(argv[++i]);
+    else if (a == "--shard" && i + 1 < argc) shard = std::atoi(argv[++i]);
+    else if (a == "--db-threads" && i + 1 < argc) db_threads = std::atoi(argv[++i]);
+    else if (a == "--db" && i + 1 < argc) db = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: scheduler_bench [--workers N] [--models N] [--shard N] "
+                           "[--db-threads N] [--db URL]\n");
+      return 2;
+    }
+  }
+  std::unique_ptr<ts::store::EmbeddedPostgres> pg;
+  std::string tmpdir;
+  if (db.empty()) {
+    char tmpl[] = "/tmp/ts-bench-pg-XXXXXX";
+    if (!::mkdtemp(tmpl)) return 1;
+    tmpdir = tmpl;
+    ts::store::EmbeddedPostgresOptions po;
+    po.data_dir = tmpdir + "/data";
+    auto p = ts::store::EmbeddedPostgres::Start(po);
+    if (!p.ok()) {
+      std::fprintf(stderr, "%s\n", p.status().ToString().c_str());
+      return 1;
+    }
+    pg = std::move(*p);
+    db = pg->url();
+  }
+  ts::scheduler::SchedulerOptions so;
+  so.db_url = db;
+  so.db_threads = db_threads;
+  so.http_port = -1;
+  auto sched = ts::scheduler::Scheduler::Start(so);
+  if (!sched.ok()) {
+    std::fprintf(stderr, "%s\n", sched.status().ToString().c_str());
+    return 1;
+  }
+  const std::string target = "127.0.0.1:" + std::to_string((*sched)->grpc_port());
+  grpc::ChannelArguments big;
+  big.SetMaxSendMessageSize(64 << 20);
+  auto admin = pb::Scheduler::NewStub(
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), big));
+  Upsert(admin.get(), models, 0, "bench/m");
+  pb::CreateSweepRequest cs;
+  cs.set_name("bench");
+  cs.mutable_profile()->set_name("bench");
+  cs.mutable_profile()->set_body("{\"name\": \"bench\"}");
+  cs.set_shard_max_models(shard);
+  cs.set_shard_target_s(1e9);  // pack by count only
+  pb::CreateSweepResponse created;
+  {
+    grpc::ClientContext ctx;
+    auto t0 = Clock::now();
+    grpc::Status st = admin->CreateSweep(&ctx, cs, &created);
+    if (!st.ok()) {
+      std::fprintf(stderr, "CreateSweep: %s\n", st.error_message().c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "created sweep of %lld models in %lld shards in %.0f ms\n",
+                 static_cast<long long>(created.models()), static_cast<long long>(created.shards()),
+                 Ms(Clock::now() - t0));
+  }
+
+  std::mutex mu;
+  std::vector<double> lease_ms, report_ms, finish_ms;
+  std::atomic<int64_t> results{0};
+  std::vector<std::thread> threads;
+  const auto t0 = Clock::now();
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      grpc::ChannelArguments args;
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per fake worker
+      auto stub = pb::Scheduler::NewStub(
+          grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+      pb::RegisterWorkerRequest reg;
+      reg.set_name("fake-" + std::to_string(w));
+      pb::RegisterWorkerResponse rr;
+      {
+        grpc::ClientContext ctx;
+        if (!stub->RegisterWorker(&ctx, reg, &rr).ok()) return;
+      }
+      std::vector<double> my_lease, my_report, my_finish;
+      for (;;) {
+        pb::LeaseShardRequest lq;
+        lq.set_worker_id(rr.worker_id());
+        pb::LeaseShardResponse lease;
+        auto a = Clock::now();
+        grpc::ClientContext lctx;
+        grpc::Status st = stub->LeaseShard(&lctx, lq, &lease);
+        my_lease.push_back(Ms(Clock::now() - a));
+        if (!st.ok()) continue;
+        if (!lease.has_shard()) break;
+        pb::ReportResultsRequest rep;
+        rep.set_worker_id(rr.worker_id());
+        rep.set_shard_id(lease.shard_id());
+        rep.set_lease_token(lease.lease_token());
+        for (const auto& j : lease.jobs()) *rep.add_results() = FakeResult(j);
+        pb::ReportResultsResponse rresp;
+        a = Clock::now();
+        grpc::ClientContext rctx;
+        st = stub->ReportResults(&rctx, rep, &rresp);
+        my_report.push_back(Ms(Clock::now() - a));
+        if (st.ok()) results += rresp.accepted();
+        pb::FinishShardRequest f;
+        f.set_worker_id(rr.worker_id());
+        f.set_shard_id(lease.shard_id());
+        f.set_lease_token(lease.lease_token());
+        pb::FinishShardResponse fr;
+        a = Clock::now();
+        grpc::ClientContext fctx;
+        stub->FinishShard(&fctx, f, &fr);
+        my_finish.push_back(Ms(Clock::now() - a));
+      }
+      std::lock_guard<std::mutex> l(mu);
+      lease_ms.insert(lease_ms.end(), my_lease.begin(), my_lease.end());
+      report_ms.insert(report_ms.end(), my_report.begin(), my_report.end());
+      finish_ms.insert(finish_ms.end(), my_finish.begin(), my_finish.end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  // Raw ingest: one store connection, batches of 1000 results, no gRPC.
+  ts::store::StoreOptions sto;
+  sto.url = db;
+  auto store = ts::store::Store::Connect(sto);
+  if (!store.ok()) return 1;
+  const int ingest_models = 10000;
+  Upsert(admin.get(), ingest_models, 0, "bench/ingest");
+  pb::CreateSweepRequest ci = cs;
+  ci.set_shard_max_models(1000);
+  for (int i = 0; i < ingest_models; ++i) ci.mutable_filter()->add_model_ids("bench/ingest" + std::to_string(i));
+  pb::CreateSweepResponse ic;
+  {
+    grpc::ClientContext ctx;
+    if (!admin->CreateSweep(&ctx, ci, &ic).ok()) return 1;
+  }
+  auto reg = (*store)->RegisterWorker([] {
+    pb::RegisterWorkerRequest r;
+    r.set_name("ingest");
+    return r;
+  }());
+  int64_t rows = 0;
+  double ingest_s = 0;
+  for (;;) {
+    auto l = (*store)->LeaseShard(reg->worker_id());
+    if (!l.ok() || !l->has_shard()) break;
+    pb::ReportResultsRequest rep;
+    rep.set_worker_id(reg->worker_id());
+    rep.set_shard_id(l->shard_id());
+    rep.set_lease_token(l->lease_token());
+    for (const auto& j : l->jobs()) *rep.add_results() = FakeResult(j);
+    auto a = Clock::now();
+    auto r = (*store)->ReportResults(rep);
+    ingest_s += std::chrono::duration<double>(Clock::now() - a).count();
+    if (r.ok()) rows += static_cast<int64_t>(r->accepted()) * 4;  // 3 mode rows + 1 model_runs row
+    pb::FinishShardRequest f;
+    f.set_worker_id(reg->worker_id());
+    f.set_shard_id(l->shard_id());
+    f.set_lease_token(l->lease_token());
+    (void)(*store)->FinishShard(f);
+  }
+  (*sched)->Shutdown();
+
+  std::printf("| metric | value | target |\n|---|---|---|\n");
+  std::printf("| fake workers / shard size / db threads | %d / %d / %d | 64 workers |\n", workers,
+              shard, db_threads);
+  std::printf("| model results stored | %lld in %.2f s | |\n", static_cast<long long>(results.load()),
+              secs);
+  std::printf("| **throughput** | **%.0f model results/s** | >= 10,000 |\n", results / secs);
+  std::printf("| LeaseShard p50 / p99 | %.2f / **%.2f ms** | p99 <= 20 ms |\n",
+              Percentile(lease_ms, 0.5), Percentile(lease_ms, 0.99));
+  std::printf("| ReportResults (32 results) p50 / p99 | %.2f / %.2f ms | |\n",
+              Percentile(report_ms, 0.5), Percentile(report_ms, 0.99));
+  std::printf("| FinishShard p50 / p99 | %.2f / %.2f ms | |\n", Percentile(finish_ms, 0.5),
+              Percentile(finish_ms, 0.99));
+  std::printf("| **ingest** (one connection, 1000-result COPY batches) | **%.0f rows/s** (%lld rows in %.2f s) | >= 20,000 |\n",
+              rows / ingest_s, static_cast<long long>(rows), ingest_s);
+  pg.reset();
+  std::error_code ec;
+  if (!tmpdir.empty()) std::filesystem::remove_all(tmpdir, ec);
+  return 0;
+}
