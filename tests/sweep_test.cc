@@ -262,6 +262,29 @@ TEST_F(SweepTest, WorkerKilledMidShardLosesNothingAndDuplicatesNothing) {
   ExpectExactlyOnce(sweep);
 }
 
+TEST_F(SweepTest, WorkerDrainsOnSigtermAndReleasesItsShard) {
+  StartScheduler();
+  const int64_t sweep = CreateSweep(24, Cheap, json::array(), 120, /*shard_max=*/24);
+  StartWorker("w1");
+  WaitFor(sweep, [](const auto& p) { return p.models_recorded() >= 2; }, 120);
+  ::kill(procs_["w1"], SIGTERM);
+  const auto t0 = Clock::now();
+  auto e = common::WaitFor(procs_["w1"], 60);
+  ASSERT_TRUE(e.exited);
+  procs_["w1"] = -1;
+  EXPECT_EQ(e.code, 0);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 30);
+  // Released, not expired: the shard is queued again at once, with what was done recorded.
+  auto p = Progress(sweep);
+  EXPECT_EQ(p.shards_leased(), 0);
+  EXPECT_EQ(p.shards_queued(), 1);
+  EXPECT_GE(p.models_recorded(), 2);
+  EXPECT_LT(p.models_recorded(), 24);
+  StartWorker("w2");
+  WaitFor(sweep, [](const auto& q) { return q.state() == "done"; }, 240);
+  ExpectExactlyOnce(sweep);
+}
+
 TEST_F(SweepTest, SchedulerKilledAndRestartedCarriesOn) {
   StartScheduler();
   const int64_t sweep = CreateSweep(40, Cheap, json::array());
