@@ -1,6 +1,7 @@
 #include "services/store/store.h"
 
 #include <gtest/gtest.h>
+#include <pqxx/pqxx>
 
 #include <set>
 #include <thread>
@@ -312,6 +313,44 @@ TEST_F(StoreTest, FilterAndSampleSelectModels) {
   auto base = Sweep();
   base.set_baseline_sweep_id(4242);
   EXPECT_EQ(store_->CreateSweep(base).status().message().substr(0, 18), "baseline_sweep_id:");
+}
+
+TEST_F(StoreTest, ShardsArePackedByHistoricalDuration) {
+  auto first = store_->CreateSweep(Sweep(10));
+  ASSERT_TRUE(first.ok());
+  // History: model-0 took 9 s, every other model 1 s.
+  for (;;) {
+    auto l = store_->LeaseShard(worker_);
+    ASSERT_TRUE(l.ok());
+    if (!l->has_shard()) break;
+    std::vector<pb::ModelResult> res;
+    for (const auto& j : l->jobs()) {
+      res.push_back(Result(j));
+      res.back().set_total_ms(j.model_id() == "org/model-0" ? 9000 : 1000);
+    }
+    ASSERT_TRUE(store_->ReportResults(Report(*l, res)).ok());
+    ASSERT_TRUE(store_->FinishShard(Finish(*l)).ok());
+  }
+  // 18 s of expected work, 9 s a shard: model-0 alone in one shard, the nine others together.
+  auto req = Sweep(10);
+  req.set_shard_target_s(9);
+  auto second = store_->CreateSweep(req);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->shards(), 2);
+  pqxx::connection c(opts_.url);
+  pqxx::nontransaction n(c);
+  auto rows = n.exec_params(R"(
+    SELECT s.estimated_ms, count(j.job_id), bool_or(j.model_id = 'org/model-0')
+    FROM shards s JOIN jobs j USING (shard_id) WHERE s.sweep_id = $1
+    GROUP BY s.shard_id, s.estimated_ms ORDER BY s.estimated_ms)",
+                            second->sweep_id());
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(rows[0][0].as<double>(), 9000);
+  EXPECT_DOUBLE_EQ(rows[1][0].as<double>(), 9000);
+  EXPECT_EQ(rows[0][1].as<int>() + rows[1][1].as<int>(), 10);
+  for (const auto& row : rows) {
+    if (row[2].as<bool>()) EXPECT_EQ(row[1].as<int>(), 1) << "model-0 shares its shard";
+  }
 }
 
 TEST_F(StoreTest, ConcurrentLeasesNeverShareAShard) {
