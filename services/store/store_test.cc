@@ -349,7 +349,9 @@ TEST_F(StoreTest, ShardsArePackedByHistoricalDuration) {
   EXPECT_DOUBLE_EQ(rows[1][0].as<double>(), 9000);
   EXPECT_EQ(rows[0][1].as<int>() + rows[1][1].as<int>(), 10);
   for (const auto& row : rows) {
-    if (row[2].as<bool>()) EXPECT_EQ(row[1].as<int>(), 1) << "model-0 shares its shard";
+    if (row[2].as<bool>()) {
+      EXPECT_EQ(row[1].as<int>(), 1) << "model-0 shares its shard";
+    }
   }
 }
 
