@@ -4,6 +4,7 @@
 // raw ingest rate (rows/s through ReportResults' COPY path) without gRPC.
 //
 //   build/bench/scheduler_bench [--workers 64] [--models 20000] [--shard 32] [--db-threads 4]
+//                               [--lease-threads 2] [--separate-finish]
 //                               [--db URL]   (default: a private PostgreSQL under /tmp)
 //
 // Prints Markdown for bench/RESULTS.md.
@@ -107,7 +108,8 @@ void Upsert(pb::Scheduler::Stub* stub, int models, int offset, const std::string
 }  // namespace
 
 int main(int argc, char** argv) {
-  int workers = 64, models = 20000, shard = 32, db_threads = 4;
+  int workers = 64, models = 20000, shard = 32, db_threads = 4, lease_threads = 2;
+  bool finish_in_report = true;
   std::string db;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -115,10 +117,12 @@ int main(int argc, char** argv) {
     else if (a == "--models" && i + 1 < argc) models = std::atoi(argv[++i]);
     else if (a == "--shard" && i + 1 < argc) shard = std::atoi(argv[++i]);
     else if (a == "--db-threads" && i + 1 < argc) db_threads = std::atoi(argv[++i]);
+    else if (a == "--lease-threads" && i + 1 < argc) lease_threads = std::atoi(argv[++i]);
+    else if (a == "--separate-finish") finish_in_report = false;
     else if (a == "--db" && i + 1 < argc) db = argv[++i];
     else {
       std::fprintf(stderr, "usage: scheduler_bench [--workers N] [--models N] [--shard N] "
-                           "[--db-threads N] [--db URL]\n");
+                           "[--db-threads N] [--lease-threads N] [--separate-finish] [--db URL]\n");
       return 2;
     }
   }
@@ -141,6 +145,7 @@ int main(int argc, char** argv) {
   ts::scheduler::SchedulerOptions so;
   so.db_url = db;
   so.db_threads = db_threads;
+  so.lease_threads = lease_threads;
   so.http_port = -1;
   auto sched = ts::scheduler::Scheduler::Start(so);
   if (!sched.ok()) {
@@ -207,12 +212,14 @@ int main(int argc, char** argv) {
         rep.set_shard_id(lease.shard_id());
         rep.set_lease_token(lease.lease_token());
         for (const auto& j : lease.jobs()) *rep.add_results() = FakeResult(j);
+        rep.set_finish(finish_in_report);
         pb::ReportResultsResponse rresp;
         a = Clock::now();
         grpc::ClientContext rctx;
         st = stub->ReportResults(&rctx, rep, &rresp);
         my_report.push_back(Ms(Clock::now() - a));
         if (st.ok()) results += rresp.accepted();
+        if (finish_in_report) continue;
         pb::FinishShardRequest f;
         f.set_worker_id(rr.worker_id());
         f.set_shard_id(lease.shard_id());
@@ -275,8 +282,10 @@ int main(int argc, char** argv) {
   (*sched)->Shutdown();
 
   std::printf("| metric | value | target |\n|---|---|---|\n");
-  std::printf("| fake workers / shard size / db threads | %d / %d / %d | 64 workers |\n", workers,
-              shard, db_threads);
+  std::printf("| fake workers / shard size / db + lease threads | %d / %d / %d + %d | 64 workers |\n",
+              workers, shard, db_threads, lease_threads);
+  std::printf("| shard closed by | %s | |\n",
+              finish_in_report ? "the last ReportResults (finish=true)" : "a separate FinishShard");
   std::printf("| model results stored | %lld in %.2f s | |\n", static_cast<long long>(results.load()),
               secs);
   std::printf("| **throughput** | **%.0f model results/s** | >= 10,000 |\n", results / secs);
@@ -284,8 +293,10 @@ int main(int argc, char** argv) {
               Percentile(lease_ms, 0.5), Percentile(lease_ms, 0.99));
   std::printf("| ReportResults (32 results) p50 / p99 | %.2f / %.2f ms | |\n",
               Percentile(report_ms, 0.5), Percentile(report_ms, 0.99));
-  std::printf("| FinishShard p50 / p99 | %.2f / %.2f ms | |\n", Percentile(finish_ms, 0.5),
-              Percentile(finish_ms, 0.99));
+  if (!finish_ms.empty()) {
+    std::printf("| FinishShard p50 / p99 | %.2f / %.2f ms | |\n", Percentile(finish_ms, 0.5),
+                Percentile(finish_ms, 0.99));
+  }
   std::printf("| **ingest** (one connection, 1000-result COPY batches) | **%.0f rows/s** (%lld rows in %.2f s) | >= 20,000 |\n",
               rows / ingest_s, static_cast<long long>(rows), ingest_s);
   pg.reset();

@@ -98,7 +98,8 @@ struct Metrics {
 struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackService {
   SchedulerOptions opts;
   store::StoreOptions store_opts;
-  std::unique_ptr<StorePool> pool;
+  std::unique_ptr<StorePool> pool;        // reports, sweeps, queries
+  std::unique_ptr<StorePool> lease_pool;  // register, lease, heartbeat: never behind a report
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<common::HttpServer> http;
   int grpc_port = 0;
@@ -131,6 +132,12 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   template <typename Req, typename Resp, typename Fn>
   grpc::ServerUnaryReactor* Handle(const char* method, grpc::CallbackServerContext* ctx,
                                    const Req* req, Resp* resp, Fn fn) {
+    return Handle(pool.get(), method, ctx, req, resp, fn);
+  }
+  template <typename Req, typename Resp, typename Fn>
+  grpc::ServerUnaryReactor* Handle(StorePool* on, const char* method,
+                                   grpc::CallbackServerContext* ctx, const Req* req, Resp* resp,
+                                   Fn fn) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     absl::Status st = Auth(ctx);
     if (st.ok()) st = Validate(*req);
@@ -139,7 +146,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
       return reactor;
     }
     const auto t0 = Clock::now();
-    const bool queued = pool->Submit([this, method, req, resp, reactor, fn, t0](store::Store* s) {
+    const bool queued = on->Submit([this, method, req, resp, reactor, fn, t0](store::Store* s) {
       absl::Status result =
           s ? fn(*s, *req, resp)
             : absl::UnavailableError(std::string(method) + ": database unreachable; retry");
@@ -167,7 +174,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* ctx,
                                            const pb::RegisterWorkerRequest* req,
                                            pb::RegisterWorkerResponse* resp) override {
-    return Handle("RegisterWorker", ctx, req, resp, [this](store::Store& s, const auto& r, auto* out) {
+    return Handle(lease_pool.get(), "RegisterWorker", ctx, req, resp, [this](store::Store& s, const auto& r, auto* out) {
       absl::Status st = Assign(s.RegisterWorker(r), out);
       if (st.ok()) Seen(out->worker_id());
       return st;
@@ -177,7 +184,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   grpc::ServerUnaryReactor* LeaseShard(grpc::CallbackServerContext* ctx,
                                        const pb::LeaseShardRequest* req,
                                        pb::LeaseShardResponse* resp) override {
-    return Handle("LeaseShard", ctx, req, resp, [this](store::Store& s, const auto& r, auto* out) {
+    return Handle(lease_pool.get(), "LeaseShard", ctx, req, resp, [this](store::Store& s, const auto& r, auto* out) {
       absl::Status st = Assign(s.LeaseShard(r.worker_id()), out);
       if (st.ok()) {
         Seen(r.worker_id());
@@ -190,7 +197,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const pb::HeartbeatRequest* req,
                                       pb::HeartbeatResponse* resp) override {
-    return Handle("Heartbeat", ctx, req, resp, [this](store::Store& s, const auto& r, auto* out) {
+    return Handle(lease_pool.get(), "Heartbeat", ctx, req, resp, [this](store::Store& s, const auto& r, auto* out) {
       Seen(r.worker_id());
       return Assign(s.Heartbeat(r), out);
     });
@@ -387,6 +394,8 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   }
   impl->db_ok = true;
   impl->pool = std::make_unique<StorePool>(impl->store_opts, opts.db_threads, opts.queue_limit);
+  impl->lease_pool =
+      std::make_unique<StorePool>(impl->store_opts, opts.lease_threads, opts.queue_limit);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(), &impl->grpc_port);
@@ -435,6 +444,7 @@ void Scheduler::Shutdown() {
   // In-flight RPCs are answered by the pool, which is still running.
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   impl_->pool->Stop();
+  impl_->lease_pool->Stop();
 }
 
 Scheduler::~Scheduler() { Shutdown(); }

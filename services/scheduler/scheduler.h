@@ -2,7 +2,8 @@
 // /metrics and /healthz on an HTTP port.
 //
 // Threads: gRPC's callback threads validate a request and hand it to the database pool; they
-// never block on SQL. The pool has a fixed number of threads, each with its own Store
+// never block on SQL. Two pools (leases, everything else), each a fixed number of threads with
+// its own Store
 // (connection); when its queue is full a request gets RESOURCE_EXHAUSTED. One ticker thread
 // expires leases (requeue / split / crash), settles finished sweeps and refreshes the queue
 // gauges. The HTTP server has its own thread.
@@ -29,7 +30,9 @@ struct SchedulerOptions {
   double lease_ttl_s = 30;
   int split_after_expiries = 2;
   int max_lost_leases = 3;
-  int db_threads = 4;
+  int db_threads = 4;     // reports, sweeps, queries
+  int lease_threads = 2;  // register, lease, heartbeat (their own pool: leases never queue
+                          // behind reports)
   int queue_limit = 4096;       // requests waiting for a database thread
   double tick_s = 0;            // 0: min(1 s, lease_ttl_s / 4)
   double db_wait_s = 60;        // how long start-up waits for the database to come up

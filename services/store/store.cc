@@ -222,6 +222,26 @@ struct Store::Impl {
         r[0][0].c_str() + "; the lease expired or the shard finished): drop the shard");
   }
 
+  // Closes a leased shard whose row this transaction holds: done when every job has a result,
+  // else back to the queue (`release`: without counting an expiry). Returns the jobs left.
+  int Finish(pqxx::transaction_base& txn, int64_t shard_id, int64_t sweep_id, bool release) {
+    pqxx::result left =
+        txn.exec_params("SELECT count(*) FROM jobs WHERE shard_id = $1 AND NOT done", shard_id);
+    const int jobs_left = left[0][0].as<int>();
+    if (jobs_left == 0) {
+      txn.exec_params("UPDATE shards SET state = 'done', lease_token = NULL WHERE shard_id = $1",
+                      shard_id);
+    } else {
+      txn.exec_params(R"(
+        UPDATE shards SET state = 'queued', lease_token = NULL, worker_id = NULL,
+               expiries = expiries + CASE WHEN $2 THEN 0 ELSE 1 END
+        WHERE shard_id = $1)",
+                      shard_id, release);
+    }
+    SettleSweep(txn, sweep_id);
+    return jobs_left;
+  }
+
   // Records `crash` for every mode of a job whose shard lost its worker too often.
   void RecordLost(pqxx::transaction_base& txn, int64_t sweep_id, int64_t shard_id,
                   int64_t job_id, const std::string& model_id, int run, int lost,
@@ -570,6 +590,8 @@ absl::StatusOr<pb::ReportResultsResponse> Store::ReportResults(const pb::ReportR
                       sweep_id, model);
       }
     }
+    // Confirmation shards were queued above, so the sweep cannot be settled too early.
+    if (r.finish()) out.set_jobs_left(impl_->Finish(w, r.shard_id(), sweep_id, /*release=*/true));
     w.commit();
     out.set_accepted(static_cast<int>(fresh.size()));
     return out;
@@ -584,22 +606,7 @@ absl::StatusOr<pb::FinishShardResponse> Store::FinishShard(const pb::FinishShard
       FOR UPDATE)",
                                    r.shard_id(), r.lease_token());
     if (s.empty()) return impl_->StaleToken(w, r.shard_id());
-    const int64_t sweep_id = s[0][0].as<int64_t>();
-    pqxx::result left = w.exec_params(
-        "SELECT count(*) FROM jobs WHERE shard_id = $1 AND NOT done", r.shard_id());
-    const int jobs_left = left[0][0].as<int>();
-    if (jobs_left == 0) {
-      w.exec_params(
-          "UPDATE shards SET state = 'done', lease_token = NULL WHERE shard_id = $1", r.shard_id());
-    } else {
-      // Released (drain) or given up: back to the queue for another worker.
-      w.exec_params(R"(
-        UPDATE shards SET state = 'queued', lease_token = NULL, worker_id = NULL,
-               expiries = expiries + CASE WHEN $2 THEN 0 ELSE 1 END
-        WHERE shard_id = $1)",
-                    r.shard_id(), r.release());
-    }
-    impl_->SettleSweep(w, sweep_id);
+    const int jobs_left = impl_->Finish(w, r.shard_id(), s[0][0].as<int64_t>(), r.release());
     w.commit();
     pb::FinishShardResponse out;
     out.set_jobs_left(jobs_left);

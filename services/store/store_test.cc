@@ -156,6 +156,27 @@ TEST_F(StoreTest, RepeatedReportIsIdempotent) {
   EXPECT_EQ(again->duplicates(), 2);
 }
 
+TEST_F(StoreTest, LastReportCanFinishTheShard) {
+  auto sw = store_->CreateSweep(Sweep(10));
+  ASSERT_TRUE(sw.ok());
+  auto l = store_->LeaseShard(worker_);
+  ASSERT_TRUE(l.ok() && l->has_shard());
+  std::vector<pb::ModelResult> res;
+  for (const auto& j : l->jobs()) res.push_back(Result(j));
+  auto part = Report(*l, {res.begin(), res.begin() + 4});
+  ASSERT_TRUE(store_->ReportResults(part).ok());
+  auto last = Report(*l, {res.begin() + 4, res.end()});
+  last.set_finish(true);
+  auto r = store_->ReportResults(last);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->jobs_left(), 0);
+  auto p = store_->GetSweep(sw->sweep_id());
+  EXPECT_EQ(p->state(), "done");
+  EXPECT_EQ(p->models_recorded(), 10);
+  // The lease ended with the shard.
+  EXPECT_EQ(store_->FinishShard(Finish(*l)).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(StoreTest, StaleLeaseTokenIsRefusedAndStoresNothing) {
   auto sw = store_->CreateSweep(Sweep(10));
   ASSERT_TRUE(sw.ok());

@@ -174,9 +174,11 @@ struct Worker::Impl {
   }
 
   // Sends the batch; false when the lease is gone (stale token).
-  bool Flush(const pb::LeaseShardResponse& l, std::vector<pb::ModelResult>* batch) {
+  bool Flush(const pb::LeaseShardResponse& l, std::vector<pb::ModelResult>* batch,
+             bool finish = false) {
     if (batch->empty()) return true;
     pb::ReportResultsRequest req;
+    req.set_finish(finish);
     req.set_worker_id(worker_id);
     req.set_shard_id(l.shard_id());
     req.set_lease_token(l.lease_token());
@@ -241,7 +243,9 @@ struct Worker::Impl {
         last_report = Clock::now();
       }
     }
-    if (!lease_lost && Flush(l, &batch)) {
+    if (!lease_lost && all_run && !batch.empty()) {
+      Flush(l, &batch, /*finish=*/true);  // the last report closes the shard
+    } else if (!lease_lost && Flush(l, &batch)) {
       pb::FinishShardRequest f;
       f.set_worker_id(worker_id);
       f.set_shard_id(l.shard_id());
