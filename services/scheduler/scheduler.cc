@@ -393,7 +393,8 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   impl->db_ok = true;
-  impl->pool = std::make_unique<StorePool>(impl->store_opts, opts.db_threads, opts.queue_limit);
+  impl->pool = std::make_unique<StorePool>(impl->store_opts, opts.db_threads, opts.queue_limit,
+                                           /*nice=*/5);
   impl->lease_pool =
       std::make_unique<StorePool>(impl->store_opts, opts.lease_threads, opts.queue_limit);
 

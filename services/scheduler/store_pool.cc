@@ -1,10 +1,15 @@
 #include "services/scheduler/store_pool.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 namespace ts::scheduler {
 
-StorePool::StorePool(store::StoreOptions opts, int threads, int queue_limit)
+StorePool::StorePool(store::StoreOptions opts, int threads, int queue_limit, int nice)
     : opts_(std::move(opts)), queue_limit_(static_cast<size_t>(std::max(1, queue_limit))) {
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < std::max(1, threads); ++i) {
+    threads_.emplace_back([this, nice] { Loop(nice); });
+  }
 }
 
 StorePool::~StorePool() { Stop(); }
@@ -37,7 +42,8 @@ void StorePool::Stop() {
   threads_.clear();
 }
 
-void StorePool::Loop() {
+void StorePool::Loop(int nice) {
+  if (nice > 0) ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), nice);
   std::unique_ptr<store::Store> store;
   for (;;) {
     Task task;

@@ -20,7 +20,9 @@ class StorePool {
   // The task gets the thread's Store, or nullptr when the database cannot be reached.
   using Task = std::function<void(store::Store*)>;
 
-  StorePool(store::StoreOptions opts, int threads, int queue_limit);
+  // nice > 0 lowers the threads' CPU priority (Linux per-thread nice): the report pool yields to
+  // the lease pool when the machine is saturated.
+  StorePool(store::StoreOptions opts, int threads, int queue_limit, int nice = 0);
   ~StorePool();
 
   // false when `queue_limit` tasks are already waiting (the caller answers RESOURCE_EXHAUSTED)
@@ -30,7 +32,7 @@ class StorePool {
   size_t queued() const;
 
  private:
-  void Loop();
+  void Loop(int nice);
 
   store::StoreOptions opts_;
   size_t queue_limit_;
