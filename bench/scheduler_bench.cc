@@ -17,12 +17,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
+#include "services/common/http_server.h"
 #include "services/scheduler/scheduler.h"
 #include "services/store/embedded_postgres.h"
 #include "services/store/store.h"
@@ -166,7 +168,7 @@ int main(int argc, char** argv) {
   so.db_url = db;
   so.db_threads = db_threads;
   so.lease_threads = lease_threads;
-  so.http_port = -1;
+  so.http_port = 0;  // read the server-side RPC histograms at the end
   auto sched = ts::scheduler::Scheduler::Start(so);
   if (!sched.ok()) {
     std::fprintf(stderr, "%s\n", sched.status().ToString().c_str());
@@ -299,6 +301,31 @@ int main(int argc, char** argv) {
     f.set_lease_token(l->lease_token());
     (void)(*store)->FinishShard(f);
   }
+  // Server-side LeaseShard latency (hand-off to the DB pool to the answer) from /metrics: the
+  // smallest bucket bound holding 99% of the calls.
+  std::string server_p99 = "n/a";
+  if (auto m = ts::common::HttpGet((*sched)->http_port(), "/metrics"); m.ok()) {
+    std::vector<std::pair<double, double>> buckets;  // le, cumulative count
+    std::istringstream in(m->body);
+    std::string line;
+    const std::string key = "touchstone_scheduler_rpc_duration_seconds_bucket{code=\"OK\",method=\"LeaseShard\",le=\"";
+    while (std::getline(in, line)) {
+      if (line.rfind(key, 0) != 0) continue;
+      const size_t q = line.find('"', key.size());
+      const std::string le = line.substr(key.size(), q - key.size());
+      const double count = std::stod(line.substr(line.rfind(' ') + 1));
+      buckets.emplace_back(le == "+Inf" ? 1e9 : std::stod(le), count);
+    }
+    if (!buckets.empty()) {
+      const double total = buckets.back().second;
+      for (const auto& [le, c] : buckets) {
+        if (c >= 0.99 * total) {
+          server_p99 = "<= " + std::to_string(static_cast<int>(le * 1000 + 0.5)) + " ms";
+          break;
+        }
+      }
+    }
+  }
   (*sched)->Shutdown();
 
   std::printf("| metric | value | target |\n|---|---|---|\n");
@@ -311,7 +338,9 @@ int main(int argc, char** argv) {
   std::printf("| **throughput** | **%.0f model results/s** | >= 10,000 |\n", results / secs);
   std::printf("| LeaseShard p50 / p99 | %.2f / **%.2f ms** | p99 <= 20 ms |\n",
               Percentile(lease_ms, 0.5), Percentile(lease_ms, 0.99));
-  std::printf("| ReportResults (32 results) p50 / p99 | %.2f / %.2f ms | |\n",
+  std::printf("| LeaseShard p99 in the scheduler (pool hand-off to answer, histogram bucket) | %s | |\n",
+              server_p99.c_str());
+  std::printf("| ReportResults p50 / p99 | %.2f / %.2f ms | |\n",
               Percentile(report_ms, 0.5), Percentile(report_ms, 0.99));
   if (!finish_ms.empty()) {
     std::printf("| FinishShard p50 / p99 | %.2f / %.2f ms | |\n", Percentile(finish_ms, 0.5),
