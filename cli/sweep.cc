@@ -460,7 +460,8 @@ int SweepCommand(const std::vector<std::string>& args, const std::string& data_d
       }
       if (p.state() == "done") break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    // GetSweep counts over the sweep's jobs and results: once a second is plenty.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   if (tty) std::fprintf(stderr, "\n");
   const double sweep_s = std::chrono::duration<double>(Clock::now() - t_sweep).count();

@@ -764,8 +764,6 @@ absl::StatusOr<pb::CreateSweepResponse> Store::CreateSweep(const pb::CreateSweep
                                     r.model_timeout_s() > 0 ? r.model_timeout_s() : 300.0);
     const int64_t sweep_id = sw[0][0].as<int64_t>();
     const std::string id = std::to_string(sweep_id);
-    w.exec("CREATE TABLE results_" + id + " PARTITION OF results FOR VALUES IN (" + id + ")");
-    w.exec("CREATE TABLE model_runs_" + id + " PARTITION OF model_runs FOR VALUES IN (" + id + ")");
 
     // Selection (a task-stratified sample when asked) with each model's expected duration:
     // its own mean over past sweeps, else its class's, else 1 s.
@@ -836,6 +834,10 @@ absl::StatusOr<pb::CreateSweepResponse> Store::CreateSweep(const pb::CreateSweep
     }
     Copy<4>(w, "shards", {"shard_id", "sweep_id", "priority", "estimated_ms"}, shard_rows);
     Copy<4>(w, "jobs", {"sweep_id", "model_id", "run", "shard_id"}, job_rows);
+    // Last, right before commit: creating a partition locks the parent table, which would stall
+    // other sweeps' reports for as long as this transaction runs.
+    w.exec("CREATE TABLE results_" + id + " PARTITION OF results FOR VALUES IN (" + id + ")");
+    w.exec("CREATE TABLE model_runs_" + id + " PARTITION OF model_runs FOR VALUES IN (" + id + ")");
     w.commit();
     pb::CreateSweepResponse out;
     out.set_sweep_id(sweep_id);
