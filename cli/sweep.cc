@@ -85,6 +85,9 @@ struct Service {
 absl::Status Launch(Service* s) {
   common::SpawnOptions o;
   o.log_path = s->log;
+  // Their own process group: a terminal's Ctrl-C reaches only this command, which then stops
+  // the workers (they drain and release their shards) before the scheduler.
+  o.new_process_group = true;
   auto pid = common::Spawn(s->argv, o);
   if (!pid.ok()) return pid.status();
   s->pid = *pid;

@@ -9,7 +9,8 @@
 //   "result JSON"    engine::ToJson of the model's result
 // and "ready" once the profile is active, "error TEXT" for a job line it cannot read. Anything
 // else the process prints to stdout (library chatter) is sent to stderr so it cannot corrupt
-// the protocol. The process exits when stdin closes, or with its parent (PR_SET_PDEATHSIG).
+// the protocol. The process exits when stdin closes, or with its parent (PR_SET_PDEATHSIG); it
+// ignores SIGINT.
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -42,6 +43,9 @@ void Send(const std::string& line) {
 
 int main(int argc, char** argv) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // Ctrl-C in a terminal reaches the whole process group: the worker drains and then closes
+  // our stdin; dying here would turn the model in flight into a false `crash` verdict.
+  ::signal(SIGINT, SIG_IGN);
   proto_fd = ::dup(1);
   ::dup2(2, 1);
   std::string profile_path;
