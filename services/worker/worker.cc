@@ -206,6 +206,11 @@ struct Worker::Impl {
     }
     std::set<std::string> modes(l.modes().begin(), l.modes().end());
     auto profile = ProfileFile(l.profile());
+    if (!profile.ok()) {
+      // The shard goes back below (release); pause so that a full disk is not a busy loop.
+      std::fprintf(stderr, "touchstone-worker: %s\n", profile.status().ToString().c_str());
+      SleepUnlessDraining(5);
+    }
     std::vector<pb::ModelResult> batch;
     auto last_report = Clock::now();
     bool all_run = true;
