@@ -414,9 +414,21 @@ int SweepCommand(const std::vector<std::string>& args, const std::string& data_d
   const auto t_sweep = Clock::now();
   for (;;) {
     if (interrupted) {
-      std::fprintf(stderr, "\ntouchstone sweep: interrupted; stopping services (sweep %lld "
-                           "stays in the database)\n",
-                   static_cast<long long>(created.sweep_id()));
+      // Cancel first, so that no worker (here or elsewhere) picks up its remaining shards.
+      pb::CancelSweepRequest cancel;
+      cancel.set_sweep_id(created.sweep_id());
+      pb::SweepProgress cp;
+      grpc::ClientContext cctx;
+      cctx.AddMetadata("authorization", "Bearer " + token);
+      cctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      grpc::Status cst = stub->CancelSweep(&cctx, cancel, &cp);
+      std::fprintf(stderr,
+                   "\ntouchstone sweep: interrupted; sweep %lld %s (%lld of %lld models "
+                   "recorded stay in the database); stopping services\n",
+                   static_cast<long long>(created.sweep_id()),
+                   cst.ok() ? "cancelled" : ("not cancelled: " + cst.error_message()).c_str(),
+                   static_cast<long long>(cp.models_recorded()),
+                   static_cast<long long>(cp.models_expected()));
       stop_all();
       return 1;
     }
@@ -449,7 +461,7 @@ int SweepCommand(const std::vector<std::string>& args, const std::string& data_d
       const double rate = secs > 0 ? p.models_recorded() / secs : 0;
       const double eta =
           rate > 0 ? (p.models_expected() - p.models_recorded()) / rate : 0;
-      if (tty || Clock::now() - last_line > std::chrono::seconds(10) || p.state() == "done") {
+      if (tty || Clock::now() - last_line > std::chrono::seconds(10) || p.state() != "running") {
         std::fprintf(stderr,
                      "%s%lld/%lld models  %.1f models/s  ETA %.0f s  failures %lld  "
                      "confirmation runs %lld/%lld%s",
@@ -461,7 +473,7 @@ int SweepCommand(const std::vector<std::string>& args, const std::string& data_d
                      tty ? "   " : "\n");
         last_line = Clock::now();
       }
-      if (p.state() == "done") break;
+      if (p.state() != "running") break;
     }
     // GetSweep counts over the sweep's jobs and results: once a second is plenty.
     std::this_thread::sleep_for(std::chrono::seconds(1));

@@ -285,6 +285,30 @@ TEST_F(SweepTest, WorkerDrainsOnSigtermAndReleasesItsShard) {
   ExpectExactlyOnce(sweep);
 }
 
+TEST_F(SweepTest, CancelledSweepStopsItsShardsButNotTheWorkers) {
+  StartScheduler();
+  const int64_t sweep = CreateSweep(40, Cheap, json::array());
+  StartWorker("w1");
+  WaitFor(sweep, [](const auto& p) { return p.models_recorded() >= 4; }, 120);
+  pb::CancelSweepRequest cancel;
+  cancel.set_sweep_id(sweep);
+  pb::SweepProgress cp;
+  auto st = Call(&pb::Scheduler::Stub::CancelSweep, cancel, &cp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(cp.state(), "cancelled");
+  // The worker hears it at its next heartbeat (TTL/3), ends the shard and keeps running.
+  auto p = WaitFor(sweep, [](const auto& q) { return q.shards_leased() == 0; }, 30);
+  EXPECT_EQ(p.shards_queued(), 0);
+  EXPECT_LT(p.models_recorded(), 40);
+  EXPECT_EQ(p.duplicates(), 0);
+  EXPECT_FALSE(common::WaitFor(procs_["w1"], 0).exited) << "the worker should keep serving";
+  // A new sweep is picked up by the same worker.
+  models_.clear();
+  const int64_t next = CreateSweep(4, Cheap, json::array());
+  WaitFor(next, [](const auto& q) { return q.state() == "done"; }, 120);
+  ExpectExactlyOnce(next);
+}
+
 TEST_F(SweepTest, SchedulerKilledAndRestartedCarriesOn) {
   StartScheduler();
   const int64_t sweep = CreateSweep(40, Cheap, json::array());

@@ -253,6 +253,14 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
     });
   }
 
+  grpc::ServerUnaryReactor* CancelSweep(grpc::CallbackServerContext* ctx,
+                                        const pb::CancelSweepRequest* req,
+                                        pb::SweepProgress* resp) override {
+    return Handle("CancelSweep", ctx, req, resp, [](store::Store& s, const auto& r, auto* out) {
+      return Assign(s.CancelSweep(r.sweep_id()), out);
+    });
+  }
+
   // Pages are fetched on the pool one at a time; the next fetch starts when a write is done.
   class ListReactor final : public grpc::ServerWriteReactor<pb::ResultPage> {
    public:

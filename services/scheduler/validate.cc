@@ -140,6 +140,7 @@ absl::Status Validate(const pb::CreateSweepRequest& r) {
 }
 
 absl::Status Validate(const pb::GetSweepRequest& r) { return Positive("sweep_id", r.sweep_id()); }
+absl::Status Validate(const pb::CancelSweepRequest& r) { return Positive("sweep_id", r.sweep_id()); }
 
 absl::Status Validate(const pb::ListResultsRequest& r) {
   if (auto st = Positive("sweep_id", r.sweep_id()); !st.ok()) return st;

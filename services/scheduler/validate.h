@@ -20,6 +20,7 @@ absl::Status Validate(const pb::FinishShardRequest& r);
 absl::Status Validate(const pb::UpsertModelsRequest& r);
 absl::Status Validate(const pb::CreateSweepRequest& r);
 absl::Status Validate(const pb::GetSweepRequest& r);
+absl::Status Validate(const pb::CancelSweepRequest& r);
 absl::Status Validate(const pb::ListResultsRequest& r);
 
 // Most models per UpsertModels call and results per ReportResults call.

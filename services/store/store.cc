@@ -228,7 +228,9 @@ struct Store::Impl {
     pqxx::result left =
         txn.exec_params("SELECT count(*) FROM jobs WHERE shard_id = $1 AND NOT done", shard_id);
     const int jobs_left = left[0][0].as<int>();
-    if (jobs_left == 0) {
+    pqxx::result st = txn.exec_params("SELECT state FROM sweeps WHERE sweep_id = $1", sweep_id);
+    const bool cancelled = !st.empty() && std::string(st[0][0].c_str()) == "cancelled";
+    if (jobs_left == 0 || cancelled) {
       txn.exec_params("UPDATE shards SET state = 'done', lease_token = NULL WHERE shard_id = $1",
                       shard_id);
     } else {
@@ -633,6 +635,12 @@ absl::StatusOr<ExpiryStats> Store::ExpireLeases() {
       const int expiries = row[2].as<int>();
       const int priority = row[3].as<int>();
       touched_sweeps.insert(sweep_id);
+      pqxx::result sweep_state =
+          w.exec_params("SELECT state FROM sweeps WHERE sweep_id = $1", sweep_id);
+      if (!sweep_state.empty() && std::string(sweep_state[0][0].c_str()) == "cancelled") {
+        w.exec_params("UPDATE shards SET state = 'done' WHERE shard_id = $1", shard_id);
+        continue;
+      }
       pqxx::result pending = w.exec_params(R"(
         UPDATE jobs SET lost_leases = lost_leases + 1 WHERE shard_id = $1 AND NOT done
         RETURNING job_id, model_id, run, lost_leases)",
@@ -902,6 +910,26 @@ absl::StatusOr<pb::SweepProgress> Store::GetSweep(int64_t sweep_id) {
     w.commit();
     return out;
   });
+}
+
+absl::StatusOr<pb::SweepProgress> Store::CancelSweep(int64_t sweep_id) {
+  auto st = impl_->Run("CancelSweep", [&]() -> absl::Status {
+    pqxx::work w(*impl_->conn);
+    pqxx::result s = w.exec_params("SELECT state FROM sweeps WHERE sweep_id = $1 FOR UPDATE",
+                                   sweep_id);
+    if (s.empty()) return absl::NotFoundError("sweep_id: no sweep " + std::to_string(sweep_id));
+    if (std::string(s[0][0].c_str()) == "running") {
+      w.exec_params(
+          "UPDATE sweeps SET state = 'cancelled', finished_at = now() WHERE sweep_id = $1",
+          sweep_id);
+      w.exec_params("UPDATE shards SET state = 'done' WHERE sweep_id = $1 AND state = 'queued'",
+                    sweep_id);
+    }
+    w.commit();
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  return GetSweep(sweep_id);
 }
 
 absl::StatusOr<std::vector<pb::ResultRow>> Store::ListResults(int64_t sweep_id,

@@ -76,6 +76,8 @@ class Store {
   absl::StatusOr<pb::UpsertModelsResponse> UpsertModels(const pb::UpsertModelsRequest& r);
   absl::StatusOr<pb::CreateSweepResponse> CreateSweep(const pb::CreateSweepRequest& r);
   absl::StatusOr<pb::SweepProgress> GetSweep(int64_t sweep_id);
+  // Running -> cancelled; its queued shards end. Leased ones end at FinishShard or expiry.
+  absl::StatusOr<pb::SweepProgress> CancelSweep(int64_t sweep_id);
   // Primary results of the sweep with model_id > after, ordered by model_id.
   absl::StatusOr<std::vector<pb::ResultRow>> ListResults(int64_t sweep_id, const std::string& after,
                                                          int limit);

@@ -177,6 +177,36 @@ TEST_F(StoreTest, LastReportCanFinishTheShard) {
   EXPECT_EQ(store_->FinishShard(Finish(*l)).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(StoreTest, CancelledSweepLeasesNothingMoreAndItsHoldersDrain) {
+  auto sw = store_->CreateSweep(Sweep(2));  // 5 shards
+  ASSERT_TRUE(sw.ok());
+  auto held = store_->LeaseShard(worker_);
+  ASSERT_TRUE(held.ok() && held->has_shard());
+  ASSERT_TRUE(store_->ReportResults(Report(*held, {Result(held->jobs(0))})).ok());
+  auto c = store_->CancelSweep(sw->sweep_id());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->state(), "cancelled");
+  EXPECT_EQ(c->shards_queued(), 0);
+  EXPECT_EQ(c->models_recorded(), 1);
+  // No more leases from it; its holder is told to drain, and its shard ends without requeueing.
+  EXPECT_FALSE(store_->LeaseShard(worker_)->has_shard());
+  pb::HeartbeatRequest hb;
+  hb.set_worker_id(worker_);
+  hb.set_shard_id(held->shard_id());
+  hb.set_lease_token(held->lease_token());
+  auto h = store_->Heartbeat(hb);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_TRUE(h->drain());
+  auto f = Finish(*held);
+  f.set_release(true);
+  ASSERT_TRUE(store_->FinishShard(f).ok());
+  auto p = store_->GetSweep(sw->sweep_id());
+  EXPECT_EQ(p->state(), "cancelled");
+  EXPECT_EQ(p->shards_queued() + p->shards_leased(), 0);
+  EXPECT_FALSE(store_->LeaseShard(worker_)->has_shard());
+  EXPECT_EQ(store_->CancelSweep(4242).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(StoreTest, StaleLeaseTokenIsRefusedAndStoresNothing) {
   auto sw = store_->CreateSweep(Sweep(10));
   ASSERT_TRUE(sw.ok());

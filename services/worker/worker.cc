@@ -63,6 +63,7 @@ struct Worker::Impl {
   std::condition_variable cv;
   std::optional<std::pair<int64_t, std::string>> lease;  // shard, token (for the heartbeat)
   std::atomic<bool> lease_lost{false};
+  std::atomic<bool> shard_cancelled{false};  // the shard's sweep was cancelled
   bool stop_heartbeat = false;
   std::thread heartbeat;
 
@@ -145,7 +146,7 @@ struct Worker::Impl {
           st.error_code() == grpc::StatusCode::NOT_FOUND) {
         lease_lost = true;
       }
-      if (st.ok() && resp.drain()) draining = true;
+      if (st.ok() && resp.drain()) shard_cancelled = true;  // this shard only, not the worker
       l.lock();
     }
   }
@@ -200,6 +201,7 @@ struct Worker::Impl {
   void RunShard(const pb::LeaseShardResponse& l) {
     shards.Increment();
     lease_lost = false;
+    shard_cancelled = false;
     {
       std::lock_guard<std::mutex> g(mu);
       lease = std::make_pair(l.shard_id(), l.lease_token());
@@ -215,7 +217,7 @@ struct Worker::Impl {
     auto last_report = Clock::now();
     bool all_run = true;
     for (const auto& job : l.jobs()) {
-      if (draining || lease_lost || !profile.ok()) {
+      if (draining || lease_lost || shard_cancelled || !profile.ok()) {
         all_run = false;
         break;
       }
