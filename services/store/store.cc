@@ -627,14 +627,12 @@ absl::StatusOr<ExpiryStats> Store::ExpireLeases() {
             FOR UPDATE SKIP LOCKED) e
       WHERE s.shard_id = e.shard_id
       RETURNING s.shard_id, s.sweep_id, s.expiries, s.priority)");
-    std::set<int64_t> touched_sweeps;
     for (const auto& row : expired) {
       ++stats.expired;
       const int64_t shard_id = row[0].as<int64_t>();
       const int64_t sweep_id = row[1].as<int64_t>();
       const int expiries = row[2].as<int>();
       const int priority = row[3].as<int>();
-      touched_sweeps.insert(sweep_id);
       pqxx::result sweep_state =
           w.exec_params("SELECT state FROM sweeps WHERE sweep_id = $1", sweep_id);
       if (!sweep_state.empty() && std::string(sweep_state[0][0].c_str()) == "cancelled") {
@@ -674,7 +672,7 @@ absl::StatusOr<ExpiryStats> Store::ExpireLeases() {
     }
     // Sweeps whose last FinishShard raced another one settle here.
     pqxx::result running = w.exec("SELECT sweep_id FROM sweeps WHERE state = 'running'");
-    for (const auto& row : running) stats.sweeps_done += impl_->SettleSweep(w, row[0].as<int64_t>());
+    for (const auto& row : running) impl_->SettleSweep(w, row[0].as<int64_t>());
     w.commit();
     return stats;
   });

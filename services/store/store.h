@@ -36,7 +36,6 @@ struct ExpiryStats {
   int expired = 0;  // leases that ran out and were requeued
   int split = 0;    // shards split into single-model shards
   int crashed = 0;  // models recorded as crash after max_lost_leases
-  int sweeps_done = 0;
 };
 
 struct QueueStats {

@@ -46,17 +46,8 @@ StatusOr<json> Scale(const Family& fam, const json& real_in) {
   TS_ASSIGN_OR_RETURN(Recipe c, fam.parse(real));
   const Fields& f = fam.f;
   json t = real;
-  const int64_t ratio = c.heads / c.kv;
-  int64_t kv = std::max<int64_t>(1, P::kHeads / ratio);
-  int64_t heads = kv * ratio;
-  if (heads > P::kMaxHeads) {
-    heads = P::kMaxHeads;
-    kv = 1;
-  }
-  heads = std::min(heads, c.heads);
-  kv = std::min(kv, heads);
-  const int64_t head_dim = std::max<int64_t>(P::kMinHeadDim, (P::kHidden / heads) / 2 * 2);
-  const int64_t hidden = heads * head_dim;
+  const TinyAttention a = TinyAttentionShape(c.heads, c.kv);
+  const int64_t heads = a.heads, kv = a.kv_heads, head_dim = a.head_dim, hidden = a.hidden;
   t[f.hidden] = hidden;
   t[f.heads] = heads;
   if (!f.kv.empty() && (real.contains(f.kv) || kv != heads)) t[f.kv] = kv;

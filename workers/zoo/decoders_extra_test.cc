@@ -10,20 +10,14 @@
 namespace ts::zoo {
 namespace {
 
+using testing::Build;
+
 const std::set<std::string> kFamilies = {
     "helium",   "ministral", "arcee", "seed_oss", "smollm3", "glm",         "glm4",
     "ernie4_5", "granite",   "olmo",  "nemotron", "exaone4", "gemma3_text", "cohere",
     "cohere2",  "persimmon", "gptj",  "codegen",  "falcon",  "bloom",       "mpt",
     "opt",      "gpt_neo",   "xglm",  "biogpt"};
 
-std::unique_ptr<Model> Build(const std::string& arch, nlohmann::json cfg = nullptr) {
-  if (cfg.is_null()) cfg = *ExampleConfig(arch);
-  BuildOptions o;
-  o.arch = arch;
-  auto m = BuildModel(cfg, o);
-  EXPECT_TRUE(m.ok()) << arch << ": " << m.status().ToString();
-  return m.ok() ? std::move(*m) : nullptr;
-}
 
 nlohmann::json Tiny(const std::string& arch) {
   auto m = Build(arch);

@@ -2,6 +2,7 @@
 // fp32 agreement, finite loss and backward, a run under bf16 emulation).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -15,6 +16,29 @@
 #include "workers/zoo/nn.h"
 
 namespace ts::zoo::testing {
+
+// Builds `arch` from `cfg`, or from the class's example config when cfg is null; a build error
+// fails the calling test and returns nullptr.
+inline std::unique_ptr<Model> Build(const std::string& arch, nlohmann::json cfg = nullptr) {
+  if (cfg.is_null()) cfg = *ExampleConfig(arch);
+  BuildOptions o;
+  o.arch = arch;
+  auto m = BuildModel(cfg, o);
+  EXPECT_TRUE(m.ok()) << arch << ": " << m.status().ToString();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+inline bool HasWeight(const Model& m, const std::string& name) {
+  for (const auto& [n, s] : m.WeightShapes()) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+// ||a - b|| / ||b||.
+inline double RelDiff(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-12);
+}
 
 // Shape of weight `name`; empty when absent.
 inline std::vector<int64_t> WeightShape(const Model& m, const std::string& name) {

@@ -35,6 +35,20 @@ void ScaleLabels(nlohmann::json& t, int64_t num_labels) {
   t["num_labels"] = n;
 }
 
+TinyAttention TinyAttentionShape(int64_t real_heads, int64_t real_kv_heads) {
+  const int64_t ratio = real_heads / real_kv_heads;
+  int64_t kv = std::max<int64_t>(1, P::kHeads / ratio);
+  int64_t heads = kv * ratio;
+  if (heads > P::kMaxHeads) {
+    heads = P::kMaxHeads;
+    kv = 1;
+  }
+  heads = std::min(heads, real_heads);
+  kv = std::min(kv, heads);
+  const int64_t head_dim = std::max<int64_t>(P::kMinHeadDim, (P::kHidden / heads) / 2 * 2);
+  return {heads, kv, head_dim, heads * head_dim};
+}
+
 void SetTinyRunProfile(nlohmann::json& t, int64_t seq_len) {
   t["touchstone_tiny"] = {
       {"policy", P::kPolicyVersion}, {"seq_len", seq_len}, {"batch_size", P::kBatch}};
@@ -45,18 +59,8 @@ namespace {
 StatusOr<nlohmann::json> ScaleDecoder(const nlohmann::json& config, const std::string& family) {
   TS_ASSIGN_OR_RETURN(DecoderConfig c, ParseDecoderConfig(config, family));
   nlohmann::json t = config;
-  // Heads: keep ratio r = heads / kv_heads; aim for kHeads query heads, at most kMaxHeads.
-  const int64_t ratio = c.num_attention_heads / c.num_key_value_heads;
-  int64_t kv = std::max<int64_t>(1, P::kHeads / ratio);
-  int64_t heads = kv * ratio;
-  if (heads > P::kMaxHeads) {
-    heads = P::kMaxHeads;
-    kv = 1;
-  }
-  heads = std::min(heads, c.num_attention_heads);
-  kv = std::min(kv, heads);
-  int64_t head_dim = std::max<int64_t>(P::kMinHeadDim, (P::kHidden / heads) / 2 * 2);
-  const int64_t hidden = heads * head_dim;
+  const TinyAttention a = TinyAttentionShape(c.num_attention_heads, c.num_key_value_heads);
+  const int64_t heads = a.heads, kv = a.kv_heads, head_dim = a.head_dim, hidden = a.hidden;
   t["hidden_size"] = hidden;
   t["num_attention_heads"] = heads;
   t["num_key_value_heads"] = kv;

@@ -48,6 +48,13 @@ int64_t ScaleRatio(int64_t value, int64_t from, int64_t to, int64_t min_value);
 void MapTokenId(nlohmann::json& tiny, const char* field, int64_t vocab);
 // num_labels capped at TinyProfile::kMaxLabels; id2label/label2id dropped.
 void ScaleLabels(nlohmann::json& tiny, int64_t num_labels);
+// The tiny attention shape for a real one: keeps the GQA ratio heads / kv_heads, aims at
+// kHeads query heads (at most kMaxHeads; then one kv head), never more heads than the real
+// model, an even head_dim of at least kMinHeadDim, hidden = heads * head_dim.
+struct TinyAttention {
+  int64_t heads, kv_heads, head_dim, hidden;
+};
+TinyAttention TinyAttentionShape(int64_t real_heads, int64_t real_kv_heads);
 // Records the run profile {"policy", "seq_len", "batch_size": kBatch} as "touchstone_tiny".
 void SetTinyRunProfile(nlohmann::json& tiny, int64_t seq_len);
 

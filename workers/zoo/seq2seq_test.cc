@@ -9,25 +9,9 @@
 namespace ts::zoo {
 namespace {
 
-std::unique_ptr<Model> Build(const std::string& arch, nlohmann::json cfg = nullptr) {
-  if (cfg.is_null()) cfg = *ExampleConfig(arch);
-  BuildOptions o;
-  o.arch = arch;
-  auto m = BuildModel(cfg, o);
-  EXPECT_TRUE(m.ok()) << arch << ": " << m.status().ToString();
-  return m.ok() ? std::move(*m) : nullptr;
-}
-
-bool HasWeight(const Model& m, const std::string& name) {
-  for (const auto& [n, s] : m.WeightShapes()) {
-    if (n == name) return true;
-  }
-  return false;
-}
-
-double RelDiff(const at::Tensor& a, const at::Tensor& b) {
-  return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-12);
-}
+using testing::Build;
+using testing::HasWeight;
+using testing::RelDiff;
 
 TEST(Seq2SeqTest, T5TinyKeepsStructureAndRelativeBiasOnlyInBlockZero) {
   auto m = Build("T5ForConditionalGeneration");
