@@ -383,12 +383,16 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
     t0 = Clock::now();
     ModeResult& m = r.modes["train"];
     bool ref_ok = Guarded(m, Status::kRefFail, [&] {
+      auto t_sub = Clock::now();
       m.loss_reference = TrainLosses(model, weights, batch, at::kCPU, opts.train_steps, opts.learning_rate);
+      r.timings_ms["train_reference"] = MsSince(t_sub);
       if (bf16_numerics) {
+        t_sub = Clock::now();
         zoo::ScopedBf16MatmulEmulation emulate(emulated_ops);
         auto declared_losses =
             TrainLosses(model, weights, batch, at::kCPU, opts.train_steps, opts.learning_rate);
         m.loss_band = declared_losses;  // temporarily: the declared-numerics curve
+        r.timings_ms["train_declared"] = MsSince(t_sub);
       } else {
         m.loss_band = m.loss_reference;
       }
@@ -408,9 +412,12 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
       m.loss_band.clear();
       simdevice::ResetCounters();
       simdevice::Reseed(opts.seed + 1);
-      if (Guarded(m, Status::kDeviceError, [&] {
-            m.loss_device = TrainLosses(model, weights, batch, device, opts.train_steps, opts.learning_rate);
-          })) {
+      const auto t_sub = Clock::now();
+      const bool device_ok = Guarded(m, Status::kDeviceError, [&] {
+        m.loss_device = TrainLosses(model, weights, batch, device, opts.train_steps, opts.learning_rate);
+      });
+      r.timings_ms["train_device"] = MsSince(t_sub);
+      if (device_ok) {
         auto v = CompareLossCurves(m.loss_device, m.loss_reference, declared_losses, tol);
         m.loss_band = v.band;
         m.max_loss_gap_ratio = v.max_gap_ratio;

@@ -191,9 +191,9 @@ StatusOr<json> ScaleWhisper(const json& config) {
   if (d % t["decoder_attention_heads"].get<int64_t>() != 0) t["decoder_attention_heads"] = heads;
   t["encoder_ffn_dim"] = ScaleRatio(c.enc_ffn, c.d_model, d, 8);
   t["decoder_ffn_dim"] = ScaleRatio(c.dec_ffn, c.d_model, d, 8);
-  t["encoder_layers"] = std::min(c.enc_layers, P::kLayers);
-  t["decoder_layers"] = std::min(c.dec_layers, P::kLayers);
-  t["num_hidden_layers"] = std::min(c.enc_layers, P::kLayers);
+  t["encoder_layers"] = TinyDepth(c.enc_layers, false);
+  t["decoder_layers"] = TinyDepth(c.dec_layers, false);
+  t["num_hidden_layers"] = TinyDepth(c.enc_layers, false);
   const int64_t vocab = std::min(c.vocab, P::kVocab);
   t["vocab_size"] = vocab;
   for (const char* f : {"pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"})
@@ -410,7 +410,7 @@ StatusOr<json> ScaleWav2Vec2(const json& config) {
   t["hidden_size"] = h;
   t["num_attention_heads"] = heads;
   t["intermediate_size"] = ScaleRatio(c.intermediate, c.hidden, h, 8);
-  t["num_hidden_layers"] = std::min(c.layers, P::kLayers);
+  t["num_hidden_layers"] = TinyDepth(c.layers, false);
   std::vector<int64_t> dims;
   for (int64_t d : c.conv_dim) dims.push_back(ScaleRatio(d, c.conv_dim.back(), 32, 8));
   t["conv_dim"] = dims;

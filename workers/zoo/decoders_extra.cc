@@ -41,6 +41,18 @@ using P = TinyProfile;
 
 // ---- Tiny scaling (README.md policy), shared by every family.
 
+int64_t TinyLayers(const Recipe& c) {
+  return TinyDepth(c.layers, VariesByLayer(c.window) || VariesByLayer(c.rope_on) ||
+                                 VariesByLayer(c.rope_local_on));
+}
+
+std::vector<bool> TinyPattern(const std::vector<bool>& real, const Recipe& real_recipe) {
+  std::vector<bool> t(static_cast<size_t>(TinyLayers(real_recipe)), real.empty() ? false : real[0]);
+  for (bool b : real)
+    if (t.size() > 1 && b != real[0]) t[1] = b;
+  return t;
+}
+
 StatusOr<json> Scale(const Family& fam, const json& real_in) {
   const json real = Normalize(fam, real_in);
   TS_ASSIGN_OR_RETURN(Recipe c, fam.parse(real));
@@ -55,7 +67,7 @@ StatusOr<json> Scale(const Family& fam, const json& real_in) {
   if (!f.inter.empty() && real.contains(f.inter) && !real[f.inter].is_null()) {
     t[f.inter] = ScaleRatio(c.inter, c.hidden, hidden, 8);
   }
-  const int64_t layers = std::min(c.layers, P::kLayers);
+  const int64_t layers = TinyLayers(c);
   t[f.layers] = layers;
   const int64_t vocab = std::min(c.vocab, P::kVocab);
   t[f.vocab] = vocab;

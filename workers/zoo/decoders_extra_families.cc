@@ -164,14 +164,6 @@ StatusOr<std::vector<bool>> SlidingLayers(const json& config, int64_t layers, bo
   return out;
 }
 
-// A 2-layer pattern keeping the mix: the first layer's kind, then the other kind if any.
-std::vector<bool> TinyPattern(const std::vector<bool>& real) {
-  std::vector<bool> t = {real[0], real[0]};
-  for (bool b : real)
-    if (b != real[0]) t[1] = b;
-  if (real.size() < 2) t.resize(real.size());
-  return t;
-}
 
 json LayerTypes(const std::vector<bool>& sliding) {
   json out = json::array();
@@ -236,7 +228,7 @@ void ScaleWindowPattern(const json& real, const Recipe& rc, json& t) {
   t["sliding_window"] = std::min<int64_t>(real["sliding_window"].get<int64_t>(), P::kWindow);
   if (real.contains("layer_types") || real.contains("sliding_window_pattern")) {
     t.erase("sliding_window_pattern");
-    t["layer_types"] = LayerTypes(TinyPattern(sl));
+    t["layer_types"] = LayerTypes(TinyPattern(sl, rc));
   }
 }
 
@@ -284,7 +276,7 @@ std::vector<Family> Families() {
       },
       [](const json&, const Recipe& rc, json& t) {
         json l = json::array();
-        for (bool b : TinyPattern(rc.rope_on)) l.push_back(b ? 1 : 0);
+        for (bool b : TinyPattern(rc.rope_on, rc)) l.push_back(b ? 1 : 0);
         t["no_rope_layers"] = l;
         t["no_rope_layer_interval"] = 2;
       }));
@@ -387,7 +379,7 @@ std::vector<Family> Families() {
           t["sliding_window"] =
               std::min<int64_t>(real["sliding_window"].get<int64_t>(), P::kWindow);
           t.erase("sliding_window_pattern");
-          t["layer_types"] = LayerTypes(TinyPattern(sl));
+          t["layer_types"] = LayerTypes(TinyPattern(sl, rc));
         });
     v.push_back(ex);
   }
@@ -435,7 +427,7 @@ std::vector<Family> Families() {
           t["sliding_window"] =
               std::min<int64_t>(real.value("sliding_window", int64_t{4096}), P::kWindow);
           t.erase("sliding_window_pattern");
-          t["layer_types"] = LayerTypes(TinyPattern(rc.rope_local_on));
+          t["layer_types"] = LayerTypes(TinyPattern(rc.rope_local_on, rc));
         });
     v.push_back(g3);
   }
@@ -473,7 +465,7 @@ std::vector<Family> Families() {
                              t["sliding_window"] = std::min<int64_t>(
                                  real.value("sliding_window", int64_t{4096}), P::kWindow);
                              t.erase("sliding_window_pattern");
-                             t["layer_types"] = LayerTypes(TinyPattern(rc.rope_on));
+                             t["layer_types"] = LayerTypes(TinyPattern(rc.rope_on, rc));
                            });
     v.push_back(co2);
   }
@@ -846,7 +838,7 @@ std::vector<Family> Families() {
     fam.scale_extra = [](const json& real, const Recipe& rc, json& t) {
       std::vector<bool> local;
       for (const auto& w : rc.window) local.push_back(w.has_value());
-      std::vector<bool> tiny = TinyPattern(local);
+      std::vector<bool> tiny = TinyPattern(local, rc);
       json kinds = json::array();
       for (bool l : tiny) kinds.push_back(l ? "local" : "global");
       t["attention_types"] = json::array({json::array({kinds, 1})});

@@ -116,6 +116,10 @@ json Normalize(const Family& fam, const json& config);
 // The README tiny policy for any family (heads ratio, width, depth, vocab, positions, labels),
 // then the family's own scale_extra; the result is checked to parse.
 StatusOr<json> Scale(const Family& fam, const json& real);
+// Tiny depth of a recipe: two layers when its per-layer kinds (window, rotary) differ, else one.
+int64_t TinyLayers(const Recipe& real);
+// A per-layer pattern at the tiny depth: the first layer's kind, then the other kind if any.
+std::vector<bool> TinyPattern(const std::vector<bool>& real, const Recipe& real_recipe);
 StatusOr<std::unique_ptr<Model>> BuildRecipeModel(ModelSpec spec, Recipe recipe, Head head);
 // Every family, by model_type (decoders_extra_families.cc).
 std::vector<Family> Families();

@@ -67,7 +67,7 @@ TEST(DecodersExtraTest, HfWeightNamesAndShapes) {
   ASSERT_TRUE(bloom);
   EXPECT_EQ(testing::WeightShape(*bloom, "transformer.word_embeddings_layernorm.bias"),
             (std::vector<int64_t>{64}));
-  EXPECT_EQ(testing::WeightShape(*bloom, "transformer.h.1.self_attention.query_key_value.weight"),
+  EXPECT_EQ(testing::WeightShape(*bloom, "transformer.h.0.self_attention.query_key_value.weight"),
             (std::vector<int64_t>{192, 64}));
   EXPECT_TRUE(testing::WeightShape(*bloom, "lm_head.weight").empty());  // tied
   auto opt = Build("OPTModel");
@@ -95,9 +95,12 @@ TEST(DecodersExtraTest, HfWeightNamesAndShapes) {
   EXPECT_TRUE(testing::WeightShape(*olmo, "model.layers.0.input_layernorm.weight").empty());
   auto glm4 = Build("Glm4Model");
   ASSERT_TRUE(glm4);
-  EXPECT_FALSE(testing::WeightShape(*glm4, "layers.1.post_mlp_layernorm.weight").empty());
-  EXPECT_FALSE(testing::WeightShape(*glm4, "layers.1.mlp.gate_up_proj.weight").empty());
-  EXPECT_TRUE(testing::WeightShape(*glm4, "layers.1.self_attn.o_proj.bias").empty());
+  EXPECT_FALSE(testing::WeightShape(*glm4, "layers.0.post_mlp_layernorm.weight").empty());
+  EXPECT_FALSE(testing::WeightShape(*glm4, "layers.0.mlp.gate_up_proj.weight").empty());
+  EXPECT_TRUE(testing::WeightShape(*glm4, "layers.0.self_attn.o_proj.bias").empty());
+  // Identical layers scale to one (a second would repeat the same ops on the same shapes).
+  EXPECT_EQ(glm4->spec().tiny_config["num_hidden_layers"], 1);
+  EXPECT_TRUE(testing::WeightShape(*glm4, "layers.1.mlp.gate_up_proj.weight").empty());
   auto neo = Build("GPTNeoForTokenClassification");
   ASSERT_TRUE(neo);
   EXPECT_FALSE(testing::WeightShape(*neo, "transformer.h.0.attn.attention.out_proj.bias").empty());

@@ -431,7 +431,9 @@ StatusOr<nlohmann::json> ScaleFamily(const nlohmann::json& config, Fam fam) {
   if (fam == Fam::kBigCode) t["multi_query"] = c.multi_query;
   if (c.head_dim_field) t["head_dim"] = head_dim;
   t[f.inter] = ScaleRatio(c.inter, c.hidden, hidden, 8);
-  const int64_t layers = std::min(c.layers, P::kLayers);
+  // Layers differ by window (gemma2 alternates, qwen full-then-windowed) or dense/MoE MLP.
+  const bool moe_pattern = c.experts > 0 && (c.sparse_step > 1 || !c.mlp_only_layers.empty());
+  const int64_t layers = TinyDepth(c.layers, VariesByLayer(c.window) || moe_pattern);
   t[f.layers] = layers;
   const int64_t vocab = std::min(c.vocab, P::kVocab);
   t[f.vocab] = vocab;

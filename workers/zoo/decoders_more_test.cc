@@ -166,7 +166,8 @@ TEST(DecodersMoreTest, RealConfigsScaleKeepingStructure) {
   ASSERT_NE(mx, nullptr);
   EXPECT_EQ(mx->spec().tiny_config["num_local_experts"], 4);
   EXPECT_EQ(mx->spec().tiny_config["num_experts_per_tok"], 2);
-  EXPECT_TRUE(HasWeight(*mx, "model.layers.1.block_sparse_moe.experts.3.w2.weight"));
+  EXPECT_TRUE(HasWeight(*mx, "model.layers.0.block_sparse_moe.experts.3.w2.weight"));
+  EXPECT_EQ(mx->spec().tiny_config["num_hidden_layers"], 1);  // every Mixtral layer is alike
   auto qm = MustBuild(Real("qwen2moe.json"));
   ASSERT_NE(qm, nullptr);
   EXPECT_EQ(qm->spec().tiny_config["num_experts"], 4);
@@ -194,10 +195,10 @@ TEST(DecodersMoreTest, MoeRoutesEachTokenToTopKExperts) {
   Batch batch = m->MakeBatch(1, 0);
   auto w = m->InitWeights(1);
   at::Tensor base = m->Forward(w, batch.inputs)[0];
-  // Zeroing one expert of the last layer changes only the tokens routed to it: some, not all.
+  // Zeroing one expert of the (only, last) layer changes only the tokens routed to it: some, not all.
   auto w2 = w;
-  w2["model.layers.1.block_sparse_moe.experts.0.w2.weight"] =
-      at::zeros_like(w.at("model.layers.1.block_sparse_moe.experts.0.w2.weight"));
+  w2["model.layers.0.block_sparse_moe.experts.0.w2.weight"] =
+      at::zeros_like(w.at("model.layers.0.block_sparse_moe.experts.0.w2.weight"));
   at::Tensor y = m->Forward(w2, batch.inputs)[0];
   at::Tensor changed = (y - base).abs().amax(-1).gt(1e-6);  // [B, S]
   const int64_t n = changed.sum().item<int64_t>();

@@ -275,7 +275,9 @@ StatusOr<json> ScaleEnc(const json& config, Fam fam) {
   const int64_t heads = std::min(c.heads, P::kHeads);
   const int64_t hidden = heads * (P::kHidden / P::kHeads);
   const int64_t inter = ScaleRatio(c.inter, c.hidden, hidden, 8);
-  const int64_t layers = std::min(c.layers, P::kLayers);
+  // ALBERT reuses one shared layer across its depth: two passes keep that reuse (and the
+  // gradient accumulation into the shared weights) in the tiny model.
+  const int64_t layers = TinyDepth(c.layers, fam == Fam::kAlbert);
   if (fam == Fam::kDistil) {
     for (const char* a : {"hidden_size", "num_attention_heads", "num_hidden_layers"}) t.erase(a);
     t["dim"] = hidden;

@@ -59,11 +59,12 @@ TEST(EncodersMoreTest, EveryHeadHasItsOutputShapesAndFiniteLoss) {
 
 TEST(EncodersMoreTest, HfWeightNamesPerFamily) {
   auto d = Build("DistilBertForSequenceClassification");
-  for (const char* n : {"distilbert.transformer.layer.1.attention.q_lin.weight",
+  for (const char* n : {"distilbert.transformer.layer.0.attention.q_lin.weight",
                         "distilbert.transformer.layer.0.sa_layer_norm.weight",
                         "distilbert.transformer.layer.0.ffn.lin2.bias", "pre_classifier.weight"})
     EXPECT_TRUE(HasWeight(*d, n)) << n;
   EXPECT_FALSE(HasWeight(*d, "distilbert.embeddings.token_type_embeddings.weight"));
+  EXPECT_FALSE(HasWeight(*d, "distilbert.transformer.layer.1.attention.q_lin.weight"));  // depth 1
   auto r = Build("RobertaForMaskedLM");
   EXPECT_TRUE(HasWeight(*r, "lm_head.layer_norm.weight"));
   EXPECT_TRUE(HasWeight(*r, "lm_head.bias"));
@@ -203,7 +204,7 @@ TEST(EncodersMoreTest, CausalHeadsAreCausalAndMaskedHeadsAreNot) {
 TEST(EncodersMoreTest, PreLnFamiliesNameTheirNormsAsHf) {
   auto meg = Build("MegatronBertForNextSentencePrediction");
   ASSERT_TRUE(meg);
-  for (const char* n : {"bert.encoder.layer.0.attention.ln.weight", "bert.encoder.layer.1.ln.bias",
+  for (const char* n : {"bert.encoder.layer.0.attention.ln.weight", "bert.encoder.layer.0.ln.bias",
                         "bert.encoder.ln.weight", "bert.pooler.dense.weight", "cls.seq_relationship.weight"})
     EXPECT_TRUE(HasWeight(*meg, n)) << n;
   EXPECT_FALSE(HasWeight(*meg, "bert.embeddings.LayerNorm.weight"));

@@ -245,10 +245,12 @@ TEST(ModelTest, AttentionAndMlpBranchesEachMoveTheOutputVisibly) {
     WeightMap w = m->InitWeights(3);
     Batch batch = m->MakeBatch(3, 2);
     at::Tensor base = m->Forward(w, batch.inputs)[0];
-    const std::string attn_out = bert ? "encoder.layer.1.attention.output.dense.weight"
-                                      : "model.layers.1.self_attn.o_proj.weight";
-    const std::string mlp_out =
-        bert ? "encoder.layer.1.output.dense.weight" : "model.layers.1.mlp.down_proj.weight";
+    // The last layer's branches (the tiny models have one layer: their layers are alike).
+    const std::string last = std::to_string(m->spec().tiny_config["num_hidden_layers"].get<int>() - 1);
+    const std::string attn_out = bert ? "encoder.layer." + last + ".attention.output.dense.weight"
+                                      : "model.layers." + last + ".self_attn.o_proj.weight";
+    const std::string mlp_out = bert ? "encoder.layer." + last + ".output.dense.weight"
+                                     : "model.layers." + last + ".mlp.down_proj.weight";
     for (const std::string& name : {attn_out, mlp_out}) {
       WeightMap p = w;
       p[name] = w.at(name) * 1.02;  // a 2% error in one op

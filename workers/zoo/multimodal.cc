@@ -109,7 +109,7 @@ void ScaleTower(json& t, const ClipTower& c, bool text) {
   t["hidden_size"] = hidden;
   t["num_attention_heads"] = heads;
   t["intermediate_size"] = ScaleRatio(c.intermediate, c.hidden, hidden, 8);
-  t["num_hidden_layers"] = std::min(c.layers, P::kLayers);
+  t["num_hidden_layers"] = TinyDepth(c.layers, false);
   if (text) {
     const int64_t vocab = std::min(c.vocab, P::kVocab);
     t["vocab_size"] = vocab;

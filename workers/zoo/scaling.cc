@@ -49,6 +49,10 @@ TinyAttention TinyAttentionShape(int64_t real_heads, int64_t real_kv_heads) {
   return {heads, kv, head_dim, heads * head_dim};
 }
 
+int64_t TinyDepth(int64_t real_layers, bool layers_differ) {
+  return std::min(real_layers, layers_differ ? P::kLayers : P::kUniformLayers);
+}
+
 void SetTinyRunProfile(nlohmann::json& t, int64_t seq_len) {
   t["touchstone_tiny"] = {
       {"policy", P::kPolicyVersion}, {"seq_len", seq_len}, {"batch_size", P::kBatch}};
@@ -66,7 +70,7 @@ StatusOr<nlohmann::json> ScaleDecoder(const nlohmann::json& config, const std::s
   t["num_key_value_heads"] = kv;
   if (config.contains("head_dim")) t["head_dim"] = head_dim;
   t["intermediate_size"] = ScaleRatio(c.intermediate_size, c.hidden_size, hidden, 8);
-  const int64_t layers = std::min(c.num_hidden_layers, P::kLayers);
+  const int64_t layers = TinyDepth(c.num_hidden_layers, VariesByLayer(c.layer_window));
   t["num_hidden_layers"] = layers;
   const int64_t vocab = std::min(c.vocab_size, P::kVocab);
   t["vocab_size"] = vocab;
@@ -124,7 +128,7 @@ StatusOr<nlohmann::json> ScaleBert(const nlohmann::json& config) {
   t["hidden_size"] = hidden;
   t["num_attention_heads"] = heads;
   t["intermediate_size"] = ScaleRatio(c.intermediate_size, c.hidden_size, hidden, 8);
-  t["num_hidden_layers"] = std::min(c.num_hidden_layers, P::kLayers);
+  t["num_hidden_layers"] = TinyDepth(c.num_hidden_layers, false);
   const int64_t vocab = std::min(c.vocab_size, P::kVocab);
   t["vocab_size"] = vocab;
   for (const char* f : {"pad_token_id", "bos_token_id", "eos_token_id"}) MapTokenId(t, f, vocab);
@@ -142,7 +146,7 @@ StatusOr<nlohmann::json> ScaleVit(const nlohmann::json& config) {
   t["hidden_size"] = hidden;
   t["num_attention_heads"] = heads;
   t["intermediate_size"] = ScaleRatio(c.intermediate_size, c.hidden_size, hidden, 8);
-  t["num_hidden_layers"] = std::min(c.num_hidden_layers, P::kLayers);
+  t["num_hidden_layers"] = TinyDepth(c.num_hidden_layers, false);
   t["image_size"] = P::kImageSize;
   t["patch_size"] = P::kPatchSize;
   ScaleLabels(t, c.num_labels);

@@ -13,18 +13,20 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "workers/base/status.h"
 
 namespace ts::zoo {
 
 struct TinyProfile {
-  static constexpr int kPolicyVersion = 1;
+  static constexpr int kPolicyVersion = 2;
   static constexpr int64_t kHidden = 64;  // target width
   static constexpr int64_t kHeads = 4;    // target query heads (GQA ratio wins if larger)
   static constexpr int64_t kMaxHeads = 8;
   static constexpr int64_t kMinHeadDim = 8;  // kept even (rotary)
-  static constexpr int64_t kLayers = 2;
+  static constexpr int64_t kLayers = 2;         // depth when the real layers differ
+  static constexpr int64_t kUniformLayers = 1;  // depth when every real layer is alike
   static constexpr int64_t kVocab = 512;
   static constexpr int64_t kSeqLen = 32;
   static constexpr int64_t kBatch = 2;
@@ -55,6 +57,18 @@ struct TinyAttention {
   int64_t heads, kv_heads, head_dim, hidden;
 };
 TinyAttention TinyAttentionShape(int64_t real_heads, int64_t real_kv_heads);
+// Tiny depth: kUniformLayers (one) when every real layer is alike, since a second layer would
+// rerun the same ops on the same shapes (about a third of a model's cost, no new coverage);
+// kLayers when the real config varies by layer (sliding/full, rotary/NoPE, dense/MoE), so that
+// the tiny model keeps one layer of each kind. Never more than the real model has.
+int64_t TinyDepth(int64_t real_layers, bool layers_differ);
+// True when some layer's entry differs from the first one's.
+template <typename T>
+bool VariesByLayer(const std::vector<T>& per_layer) {
+  for (const auto& v : per_layer)
+    if (!(v == per_layer.front())) return true;
+  return false;
+}
 // Records the run profile {"policy", "seq_len", "batch_size": kBatch} as "touchstone_tiny".
 void SetTinyRunProfile(nlohmann::json& tiny, int64_t seq_len);
 

@@ -133,8 +133,8 @@ StatusOr<json> ScaleT5(const json& config) {
   t["d_kv"] = d_kv;
   t["d_model"] = heads * d_kv;
   t["d_ff"] = ScaleRatio(c.d_ff, c.d_model, heads * d_kv, 8);
-  t["num_layers"] = std::min(c.layers, P::kLayers);
-  t["num_decoder_layers"] = std::min(c.dec_layers, P::kLayers);
+  t["num_layers"] = TinyDepth(c.layers, false);
+  t["num_decoder_layers"] = TinyDepth(c.dec_layers, false);
   // 32 buckets / distance 128 -> 8 / 32: log-spaced buckets still bite within 32 tokens.
   const int64_t b = std::max<int64_t>(4, c.buckets / 4);
   t["relative_attention_num_buckets"] = b;
@@ -430,9 +430,9 @@ StatusOr<json> ScaleBart(const json& config, bool mbart) {
   t["decoder_attention_heads"] = dec_heads;
   t["encoder_ffn_dim"] = ScaleRatio(c.enc_ffn, c.d_model, d, 8);
   t["decoder_ffn_dim"] = ScaleRatio(c.dec_ffn, c.d_model, d, 8);
-  t["encoder_layers"] = std::min(c.enc_layers, P::kLayers);
-  t["decoder_layers"] = std::min(c.dec_layers, P::kLayers);
-  t["num_hidden_layers"] = std::min(c.enc_layers, P::kLayers);
+  t["encoder_layers"] = TinyDepth(c.enc_layers, false);
+  t["decoder_layers"] = TinyDepth(c.dec_layers, false);
+  t["num_hidden_layers"] = TinyDepth(c.enc_layers, false);
   t["max_position_embeddings"] = std::min(c.max_pos, P::kMaxPositions);
   const int64_t vocab = std::min(c.vocab, P::kVocab);
   t["vocab_size"] = vocab;

@@ -20,14 +20,25 @@ TEST(Seq2SeqTest, T5TinyKeepsStructureAndRelativeBiasOnlyInBlockZero) {
   EXPECT_EQ(tc["d_model"], 64);
   EXPECT_EQ(tc["num_heads"], 4);
   EXPECT_EQ(tc["d_kv"], 16);
-  EXPECT_EQ(tc["num_layers"], 2);
+  EXPECT_EQ(tc["num_layers"], 1);  // T5 blocks are alike: one of each stack
+  EXPECT_EQ(tc["num_decoder_layers"], 1);
   EXPECT_EQ(tc["relative_attention_num_buckets"], 8);
   EXPECT_TRUE(HasWeight(*m, "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"));
   EXPECT_TRUE(HasWeight(*m, "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"));
-  EXPECT_FALSE(HasWeight(*m, "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"));
-  EXPECT_FALSE(HasWeight(*m, "decoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"));
-  EXPECT_TRUE(HasWeight(*m, "decoder.block.1.layer.1.EncDecAttention.q.weight"));
-  EXPECT_TRUE(HasWeight(*m, "decoder.block.1.layer.2.DenseReluDense.wi.weight"));
+  EXPECT_TRUE(HasWeight(*m, "decoder.block.0.layer.1.EncDecAttention.q.weight"));
+  EXPECT_TRUE(HasWeight(*m, "decoder.block.0.layer.2.DenseReluDense.wi.weight"));
+  // At two blocks (the tiny config built as is), block 1 reuses block 0's relative bias.
+  nlohmann::json two = tc;
+  two["num_layers"] = 2;
+  two["num_decoder_layers"] = 2;
+  BuildOptions as_is;
+  as_is.arch = "T5ForConditionalGeneration";
+  as_is.tiny = false;
+  auto deep = BuildModel(two, as_is);
+  ASSERT_TRUE(deep.ok()) << deep.status().ToString();
+  EXPECT_FALSE(HasWeight(**deep, "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_FALSE(HasWeight(**deep, "decoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_TRUE(HasWeight(**deep, "decoder.block.1.layer.1.EncDecAttention.q.weight"));
   EXPECT_FALSE(HasWeight(*m, "lm_head.weight"));  // tied (t5-small)
   for (const auto& [n, s] : m->WeightShapes()) EXPECT_EQ(n.find(".bias"), std::string::npos) << n;
   auto g = Build("MT5ForConditionalGeneration");
@@ -148,12 +159,12 @@ TEST(Seq2SeqTest, BartShapesTiedHeadAndStructure) {
     const std::string pre = a.find("Model") != std::string::npos && a.find("For") == std::string::npos ? "" : "model.";
     const auto& tc = m->spec().tiny_config;
     EXPECT_EQ(tc["d_model"], 64);
-    EXPECT_EQ(tc["encoder_layers"], 2);
+    EXPECT_EQ(tc["encoder_layers"], 1);
     EXPECT_EQ(tc["max_position_embeddings"], 64);
     EXPECT_TRUE(HasWeight(*m, pre + "shared.weight"));
     EXPECT_TRUE(HasWeight(*m, pre + "encoder.embed_positions.weight"));
     EXPECT_TRUE(HasWeight(*m, pre + "decoder.layernorm_embedding.weight"));
-    EXPECT_TRUE(HasWeight(*m, pre + "decoder.layers.1.encoder_attn.k_proj.bias"));
+    EXPECT_TRUE(HasWeight(*m, pre + "decoder.layers.0.encoder_attn.k_proj.bias"));
     EXPECT_EQ(HasWeight(*m, pre + "encoder.layer_norm.weight"), mbart);
     EXPECT_EQ(HasWeight(*m, pre + "decoder.layer_norm.weight"), mbart);
     EXPECT_FALSE(HasWeight(*m, "lm_head.weight"));  // tied
