@@ -3,9 +3,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <prometheus/counter.h>
@@ -112,6 +114,18 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   std::condition_variable tick_cv;
   bool stopping = false;
   std::atomic<bool> shut{false};
+  // LeaseShard calls waiting for a lease thread. Whichever thread comes free serves up to
+  // kLeaseBatch of them with one leasing statement, so a burst of workers asking at once (a
+  // new sweep, a scheduler restart) waits for a few statements instead of one each.
+  struct LeaseWaiter {
+    int64_t worker_id;
+    pb::LeaseShardResponse* resp;
+    grpc::ServerUnaryReactor* reactor;
+    Clock::time_point t0;
+  };
+  static constexpr size_t kLeaseBatch = 8;
+  std::mutex lease_mu;
+  std::deque<LeaseWaiter> lease_waiters;
 
   void Seen(int64_t worker_id) {
     std::lock_guard<std::mutex> l(mu);
@@ -184,14 +198,69 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   grpc::ServerUnaryReactor* LeaseShard(grpc::CallbackServerContext* ctx,
                                        const pb::LeaseShardRequest* req,
                                        pb::LeaseShardResponse* resp) override {
-    return Handle(lease_pool.get(), "LeaseShard", ctx, req, resp, [this](store::Store& s, const auto& r, auto* out) {
-      absl::Status st = Assign(s.LeaseShard(r.worker_id()), out);
-      if (st.ok()) {
-        Seen(r.worker_id());
-        if (out->has_shard()) metrics.leases.Increment();
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    absl::Status st = Auth(ctx);
+    if (st.ok()) st = Validate(*req);
+    if (!st.ok()) {
+      reactor->Finish(common::ToGrpcStatus(st));
+      return reactor;
+    }
+    {
+      std::lock_guard<std::mutex> l(lease_mu);
+      lease_waiters.push_back({req->worker_id(), resp, reactor, Clock::now()});
+    }
+    if (!lease_pool->Submit([this](store::Store* s) { ServeLeases(s); })) {
+      // Queue full: answer now unless a lease thread has already taken this call.
+      bool mine = false;
+      {
+        std::lock_guard<std::mutex> l(lease_mu);
+        for (auto it = lease_waiters.begin(); it != lease_waiters.end(); ++it) {
+          if (it->reactor == reactor) {
+            lease_waiters.erase(it);
+            mine = true;
+            break;
+          }
+        }
       }
-      return st;
-    });
+      if (mine) {
+        reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                     "scheduler database queue is full; retry with backoff"));
+      }
+    }
+    return reactor;
+  }
+
+  // One lease-pool task per LeaseShard call; a task finding the queue already served is a no-op.
+  void ServeLeases(store::Store* s) {
+    std::vector<LeaseWaiter> batch;
+    {
+      std::lock_guard<std::mutex> l(lease_mu);
+      while (!lease_waiters.empty() && batch.size() < kLeaseBatch) {
+        batch.push_back(lease_waiters.front());
+        lease_waiters.pop_front();
+      }
+    }
+    if (batch.empty()) return;
+    std::vector<int64_t> ids;
+    for (const auto& b : batch) ids.push_back(b.worker_id);
+    absl::StatusOr<std::vector<absl::StatusOr<pb::LeaseShardResponse>>> answers =
+        s ? s->LeaseShards(ids)
+          : absl::UnavailableError("LeaseShard: database unreachable; retry");
+
+    for (size_t i = 0; i < batch.size(); ++i) {
+      absl::Status st = answers.ok() ? (*answers)[i].status() : answers.status();
+      if (st.ok()) {
+        *batch[i].resp = std::move(*(*answers)[i]);
+        Seen(batch[i].worker_id);
+        if (batch[i].resp->has_shard()) metrics.leases.Increment();
+      }
+      const double secs = std::chrono::duration<double>(Clock::now() - batch[i].t0).count();
+      metrics.rpc
+          .Add({{"method", "LeaseShard"}, {"code", absl::StatusCodeToString(st.code())}},
+               LatencyBuckets())
+          .Observe(secs);
+      batch[i].reactor->Finish(common::ToGrpcStatus(st));
+    }
   }
 
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,

@@ -147,17 +147,34 @@ struct Store::Impl {
   }
 
   void Prepare() {
-    conn->prepare("lease", R"(
-      UPDATE shards s SET state = 'leased', attempt = s.attempt + 1, lease_token = $2,
-             lease_expires = now() + make_interval(secs => $3), worker_id = $1
-      FROM (SELECT shard_id FROM shards WHERE state = 'queued'
-            ORDER BY priority DESC, shard_id LIMIT 1 FOR UPDATE SKIP LOCKED) q
-      WHERE s.shard_id = q.shard_id
-      RETURNING s.shard_id, s.sweep_id, s.attempt)");
-    conn->prepare("pending_jobs", R"(
-      SELECT j.job_id, j.model_id, j.run, m.arch, m.task, m.config::text
-      FROM jobs j JOIN models m USING (model_id)
-      WHERE j.shard_id = $1 AND NOT j.done ORDER BY j.job_id)");
+    // One statement, in autocommit, leases a shard for each of several known workers ($1 ids,
+    // $2 tokens, pairwise) and lists each shard's pending jobs: a lease costs one round trip.
+    // Every known worker's slot has at least one row (null shard: the queue ran out; null job:
+    // a shard with nothing left to run); unknown workers have none.
+    conn->prepare("lease_jobs", R"(
+      WITH who AS (
+        SELECT * FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS w(worker_id, token, slot)),
+      known AS (
+        SELECT who.worker_id, who.token, who.slot, row_number() OVER (ORDER BY who.slot) AS rn
+        FROM who JOIN workers USING (worker_id)),
+      picked AS (
+        SELECT shard_id, row_number() OVER () AS rn FROM (
+          SELECT shard_id FROM shards WHERE state = 'queued'
+          ORDER BY priority DESC, shard_id LIMIT (SELECT count(*) FROM known)
+          FOR UPDATE SKIP LOCKED) q),
+      leased AS (
+        UPDATE shards s SET state = 'leased', attempt = s.attempt + 1, lease_token = known.token,
+               lease_expires = now() + make_interval(secs => $3), worker_id = known.worker_id
+        FROM picked JOIN known USING (rn)
+        WHERE s.shard_id = picked.shard_id
+        RETURNING s.shard_id, s.sweep_id, s.attempt, known.slot)
+      SELECT k.slot, l.shard_id, l.sweep_id, l.attempt,
+             j.job_id, j.model_id, j.run, m.arch, m.task, m.config::text
+      FROM known k
+      LEFT JOIN leased l ON l.slot = k.slot
+      LEFT JOIN jobs j ON j.shard_id = l.shard_id AND NOT j.done
+      LEFT JOIN models m ON m.model_id = j.model_id
+      ORDER BY k.slot, j.job_id)");
     conn->prepare("renew", R"(
       UPDATE shards SET lease_expires = now() + make_interval(secs => $3)
       WHERE shard_id = $1 AND lease_token = $2 AND state = 'leased'
@@ -354,56 +371,94 @@ absl::StatusOr<pb::RegisterWorkerResponse> Store::RegisterWorker(
 }
 
 absl::StatusOr<pb::LeaseShardResponse> Store::LeaseShard(int64_t worker_id) {
-  return impl_->Run("LeaseShard", [&]() -> absl::StatusOr<pb::LeaseShardResponse> {
-    pb::LeaseShardResponse out;
+  auto v = LeaseShards({worker_id});
+  if (!v.ok()) return v.status();
+  return std::move((*v)[0]);
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<pb::LeaseShardResponse>>> Store::LeaseShards(
+    const std::vector<int64_t>& worker_ids) {
+  using Answers = std::vector<absl::StatusOr<pb::LeaseShardResponse>>;
+  return impl_->Run("LeaseShard", [&]() -> absl::StatusOr<Answers> {
+    std::vector<pb::LeaseShardResponse> out(worker_ids.size());
+    std::vector<bool> known(worker_ids.size(), false);
+    std::vector<size_t> waiting;  // indexes into worker_ids still without a shard
+    for (size_t i = 0; i < worker_ids.size(); ++i) waiting.push_back(i);
     // A leased shard whose jobs all have results (its worker died between the last report and
-    // FinishShard) is closed here and the next one taken.
-    for (int tries = 0; tries < 8; ++tries) {
+    // FinishShard) is closed, and its worker takes the next one.
+    for (int tries = 0; tries < 8 && !waiting.empty(); ++tries) {
+      std::vector<int64_t> ids;
+      std::vector<std::string> tokens;
+      for (size_t i : waiting) {
+        ids.push_back(worker_ids[i]);
+        tokens.push_back(NewToken());
+      }
+      std::set<size_t> leased_slots, empty_slots;
+      {
+        pqxx::nontransaction n(*impl_->conn);
+        pqxx::result rows =
+            n.exec_prepared("lease_jobs", IdArray(ids), TextArray(tokens), impl_->opts.lease_ttl_s);
+        for (const auto& row : rows) {
+          const size_t slot = static_cast<size_t>(row[0].as<int64_t>() - 1);
+          known[waiting[slot]] = true;
+          if (row[1].is_null()) continue;  // no queued shard left for this worker
+          pb::LeaseShardResponse& o = out[waiting[slot]];
+          if (leased_slots.insert(slot).second) {
+            o.set_shard_id(row[1].as<int64_t>());
+            o.set_sweep_id(row[2].as<int64_t>());
+            o.set_attempt(row[3].as<int>());
+            o.set_lease_token(tokens[slot]);
+          }
+          if (row[4].is_null()) {
+            empty_slots.insert(slot);
+            continue;
+          }
+          pb::Job* j = o.add_jobs();
+          j->set_job_id(row[4].as<int64_t>());
+          j->set_model_id(row[5].c_str());
+          j->set_run(row[6].as<int>());
+          j->set_arch(row[7].c_str());
+          j->set_task(row[8].c_str());
+          j->set_config_json(row[9].c_str());
+        }
+        for (size_t slot : leased_slots) {
+          if (empty_slots.count(slot)) continue;
+          pb::LeaseShardResponse& o = out[waiting[slot]];
+          auto sweep = impl_->Sweep(n, o.sweep_id());
+          if (!sweep.ok()) return sweep.status();
+          o.set_has_shard(true);
+          *o.mutable_profile() = sweep->profile;
+          for (const auto& m : sweep->modes) o.add_modes(m);
+          o.set_model_timeout_s(sweep->model_timeout_s);
+          // Confirmation runs draw new random numbers, so a flaky defect can show itself.
+          for (auto& j : *o.mutable_jobs()) j.set_seed(sweep->seed + static_cast<uint64_t>(j.run() - 1));
+        }
+      }  // the nontransaction ends before the next transaction on this connection
+      if (empty_slots.empty()) break;
+      std::vector<size_t> still;
       pqxx::work w(*impl_->conn);
-      const std::string token = NewToken();
-      pqxx::result s = w.exec_prepared("lease", worker_id, token, impl_->opts.lease_ttl_s);
-      if (s.empty()) {
-        out.set_has_shard(false);
-        out.set_retry_after_ms(500);
-        return out;
-      }
-      const int64_t shard_id = s[0][0].as<int64_t>();
-      const int64_t sweep_id = s[0][1].as<int64_t>();
-      pqxx::result jobs = w.exec_prepared("pending_jobs", shard_id);
-      if (jobs.empty()) {
+      for (size_t slot : empty_slots) {
+        pb::LeaseShardResponse& o = out[waiting[slot]];
         w.exec_params("UPDATE shards SET state = 'done', lease_token = NULL WHERE shard_id = $1",
-                      shard_id);
-        impl_->SettleSweep(w, sweep_id);
-        w.commit();
-        continue;
-      }
-      auto sweep = impl_->Sweep(w, sweep_id);
-      if (!sweep.ok()) return sweep.status();
-      out.set_has_shard(true);
-      out.set_sweep_id(sweep_id);
-      out.set_shard_id(shard_id);
-      out.set_lease_token(token);
-      out.set_attempt(s[0][2].as<int>());
-      *out.mutable_profile() = sweep->profile;
-      for (const auto& m : sweep->modes) out.add_modes(m);
-      out.set_model_timeout_s(sweep->model_timeout_s);
-      for (const auto& row : jobs) {
-        pb::Job* j = out.add_jobs();
-        j->set_job_id(row[0].as<int64_t>());
-        j->set_model_id(row[1].c_str());
-        j->set_run(row[2].as<int>());
-        j->set_arch(row[3].c_str());
-        j->set_task(row[4].c_str());
-        j->set_config_json(row[5].c_str());
-        // Confirmation runs draw new random numbers, so a flaky defect can show itself.
-        j->set_seed(sweep->seed + static_cast<uint64_t>(j->run() - 1));
+                      o.shard_id());
+        impl_->SettleSweep(w, o.sweep_id());
+        o.Clear();
+        still.push_back(waiting[slot]);
       }
       w.commit();
-      return out;
+      waiting = std::move(still);
     }
-    out.set_has_shard(false);
-    out.set_retry_after_ms(100);
-    return out;
+    Answers answers;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!known[i]) {
+        answers.push_back(absl::NotFoundError("worker_id: no worker " + std::to_string(worker_ids[i]) +
+                                              " (register first)"));
+        continue;
+      }
+      if (!out[i].has_shard()) out[i].set_retry_after_ms(500);
+      answers.push_back(std::move(out[i]));
+    }
+    return answers;
   });
 }
 

@@ -62,6 +62,12 @@ class Store {
   // The next queued shard (highest priority, oldest first) with FOR UPDATE SKIP LOCKED;
   // has_shard=false when the queue is empty. NOT_FOUND for an unknown worker_id.
   absl::StatusOr<pb::LeaseShardResponse> LeaseShard(int64_t worker_id);
+  // LeaseShard for several workers in one transaction and one leasing statement (the
+  // scheduler batches the requests that queue up behind a busy lease thread). One answer per
+  // worker, in order: NOT_FOUND for an unknown worker_id, has_shard=false when the queue ran
+  // out. The outer status is the transaction's (a database error fails every answer).
+  absl::StatusOr<std::vector<absl::StatusOr<pb::LeaseShardResponse>>> LeaseShards(
+      const std::vector<int64_t>& worker_ids);
   absl::StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& r);
   // One transaction: checks the token (and renews the lease), stores results with COPY,
   // marks their jobs done, detects new failures vs the baseline and queues their confirmation

@@ -271,6 +271,24 @@ TEST_F(StoreTest, ExpiredLeaseIsRequeuedWithNextAttemptAndOnlyPendingJobs) {
   EXPECT_EQ(again->jobs_size(), 8);  // the two reported models are not run again
 }
 
+TEST_F(StoreTest, RequeuedShardWithEveryResultInIsClosedAndTheNextOneLeased) {
+  opts_.lease_ttl_s = 0;
+  auto s = Open();
+  ASSERT_TRUE(s->CreateSweep(Sweep(5)).ok());  // two shards of 5
+  auto l = s->LeaseShard(worker_);
+  ASSERT_TRUE(l.ok() && l->has_shard());
+  std::vector<pb::ModelResult> all;
+  for (const auto& j : l->jobs()) all.push_back(Result(j));
+  ASSERT_TRUE(s->ReportResults(Report(*l, all)).ok());  // the worker dies before finishing
+  ASSERT_TRUE(s->ExpireLeases().ok());
+  // The requeued shard has nothing left to run: the lease closes it and hands out the other.
+  auto next = s->LeaseShard(worker_);
+  ASSERT_TRUE(next.ok() && next->has_shard()) << next.status();
+  EXPECT_NE(next->shard_id(), l->shard_id());
+  EXPECT_EQ(next->jobs_size(), 5);
+  EXPECT_EQ(next->attempt(), 1);
+}
+
 TEST_F(StoreTest, ShardThatKeepsLosingWorkersIsSplitAndTheCulpritRecordedAsCrash) {
   opts_.lease_ttl_s = 0;
   auto s = Open();
@@ -430,6 +448,44 @@ TEST_F(StoreTest, ConcurrentLeasesNeverShareAShard) {
   }
   EXPECT_EQ(total, 10u);
   EXPECT_EQ(all.size(), 10u);
+}
+
+TEST_F(StoreTest, BatchLeaseGivesEachWorkerItsOwnShardAndNamesUnknownOnes) {
+  ASSERT_TRUE(store_->CreateSweep(Sweep(4)).ok());  // 10 models: shards of 4, 4, 2
+  auto w2 = store_->RegisterWorker(Worker("w2"));
+  auto w3 = store_->RegisterWorker(Worker("w3"));
+  auto w4 = store_->RegisterWorker(Worker("w4"));
+  ASSERT_TRUE(w2.ok() && w3.ok() && w4.ok());
+  const std::vector<int64_t> ids = {worker_, 987654, w2->worker_id(), w3->worker_id(), w4->worker_id()};
+  auto v = store_->LeaseShards(ids);
+  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_EQ(v->size(), ids.size());
+  EXPECT_EQ((*v)[1].status().code(), absl::StatusCode::kNotFound);  // answered alone
+  EXPECT_NE((*v)[1].status().message().find("worker_id"), std::string_view::npos);
+  std::set<int64_t> shards, models;
+  int leased = 0;
+  for (size_t i : {0u, 2u, 3u, 4u}) {
+    ASSERT_TRUE((*v)[i].ok()) << (*v)[i].status();
+    const auto& l = *(*v)[i];
+    if (!l.has_shard()) {
+      EXPECT_GT(l.retry_after_ms(), 0);  // three shards for four workers
+      continue;
+    }
+    ++leased;
+    shards.insert(l.shard_id());
+    EXPECT_EQ(l.profile().name(), "sim-test");
+    EXPECT_EQ(l.modes_size(), 3);
+    for (const auto& j : l.jobs()) EXPECT_TRUE(models.insert(j.job_id()).second);
+    // The lease is the worker's: its token renews it.
+    pb::HeartbeatRequest hb;
+    hb.set_worker_id(ids[i]);
+    hb.set_shard_id(l.shard_id());
+    hb.set_lease_token(l.lease_token());
+    EXPECT_TRUE(store_->Heartbeat(hb).ok());
+  }
+  EXPECT_EQ(leased, 3);
+  EXPECT_EQ(shards.size(), 3u);
+  EXPECT_EQ(models.size(), 10u);  // every job handed out once
 }
 
 TEST_F(StoreTest, UnknownWorkerCannotLease) {
