@@ -921,27 +921,26 @@ absl::StatusOr<pb::SweepProgress> Store::GetSweep(int64_t sweep_id) {
     out.set_sweep_id(sweep_id);
     out.set_state(s[0][0].c_str());
     out.set_elapsed_s(s[0][1].as<double>());
+    // One statement, so one snapshot: a report commits its results and marks its jobs done
+    // together, and the counts below agree with each other while reports keep landing.
     pqxx::result j = w.exec_params(R"(
-      SELECT count(*) FILTER (WHERE run = 1), count(*), count(*) FILTER (WHERE done)
+      SELECT count(*) FILTER (WHERE run = 1), count(*), count(*) FILTER (WHERE done),
+             (SELECT count(*) FROM model_runs WHERE sweep_id = $1 AND run = 1),
+             (SELECT count(DISTINCT model_id) FROM results
+              WHERE sweep_id = $1 AND run = 1 AND status <> 'pass')
       FROM jobs WHERE sweep_id = $1)",
                                    sweep_id);
     out.set_models_expected(j[0][0].as<int64_t>());
     out.set_jobs_total(j[0][1].as<int64_t>());
     out.set_jobs_done(j[0][2].as<int64_t>());
-    pqxx::result rec = w.exec_params(
-        "SELECT count(*) FROM model_runs WHERE sweep_id = $1 AND run = 1", sweep_id);
-    out.set_models_recorded(rec[0][0].as<int64_t>());
+    out.set_models_recorded(j[0][3].as<int64_t>());
+    out.set_failures(j[0][4].as<int64_t>());
     pqxx::result sh = w.exec_params(R"(
       SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'leased')
       FROM shards WHERE sweep_id = $1)",
                                     sweep_id);
     out.set_shards_queued(sh[0][0].as<int64_t>());
     out.set_shards_leased(sh[0][1].as<int64_t>());
-    pqxx::result fl = w.exec_params(R"(
-      SELECT count(DISTINCT model_id) FROM results
-      WHERE sweep_id = $1 AND run = 1 AND status <> 'pass')",
-                                    sweep_id);
-    out.set_failures(fl[0][0].as<int64_t>());
     pqxx::result g = w.exec_params(R"(
       SELECT count(DISTINCT model_id) FILTER (WHERE confirmation = 'deterministic'),
              count(DISTINCT model_id) FILTER (WHERE confirmation = 'flaky')
