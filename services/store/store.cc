@@ -993,12 +993,14 @@ absl::StatusOr<std::vector<pb::ResultRow>> Store::ListResults(int64_t sweep_id,
       SELECT mr.model_id, m.task, m.arch, m.family, mr.opcov_ratio, mr.total_ms,
              (SELECT array_agg(r.mode || '=' || r.status) FROM results r
               WHERE r.sweep_id = mr.sweep_id AND r.model_id = mr.model_id AND r.run = 1),
-             -- A model is flaky when any of its regressed modes is.
-             coalesce((SELECT CASE WHEN bool_or(g.confirmation = 'flaky') THEN 'flaky'
-                                   WHEN bool_or(g.confirmation = 'pending') THEN 'pending'
-                                   ELSE 'deterministic' END
-                       FROM regressions g
-                       WHERE g.sweep_id = mr.sweep_id AND g.model_id = mr.model_id), '')
+             -- A model is flaky when any of its regressed modes is; '' when none regressed
+             -- (the aggregate still returns one row then, so count it).
+             (SELECT CASE WHEN count(*) = 0 THEN ''
+                          WHEN bool_or(g.confirmation = 'flaky') THEN 'flaky'
+                          WHEN bool_or(g.confirmation = 'pending') THEN 'pending'
+                          ELSE 'deterministic' END
+              FROM regressions g
+              WHERE g.sweep_id = mr.sweep_id AND g.model_id = mr.model_id)
       FROM model_runs mr JOIN models m USING (model_id)
       WHERE mr.sweep_id = $1 AND mr.run = 1 AND mr.model_id > $2
       ORDER BY mr.model_id LIMIT $3)",

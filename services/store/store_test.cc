@@ -357,8 +357,12 @@ TEST_F(StoreTest, NewFailuresGetTwoConfirmationRunsAndAreSettled) {
   EXPECT_EQ(p->confirmed_flaky(), 1);
   EXPECT_EQ(p->models_recorded(), 10);
   auto rows = store_->ListResults(sw->sweep_id(), "", 100);
+  ASSERT_EQ(rows->size(), 10u);
   EXPECT_EQ((*rows)[0].confirmation(), "deterministic");
   EXPECT_EQ((*rows)[1].confirmation(), "flaky");
+  for (size_t i = 2; i < rows->size(); ++i) {
+    EXPECT_EQ((*rows)[i].confirmation(), "") << (*rows)[i].model_id();  // never regressed
+  }
 }
 
 TEST_F(StoreTest, FilterAndSampleSelectModels) {
