@@ -148,33 +148,43 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
                                    const Req* req, Resp* resp, Fn fn) {
     return Handle(pool.get(), method, ctx, req, resp, fn);
   }
+  // The token and the request's shape; a refusal is answered at once.
+  template <typename Req>
+  absl::Status Admit(grpc::CallbackServerContext* ctx, const Req& req) {
+    absl::Status st = Auth(ctx);
+    return st.ok() ? Validate(req) : st;
+  }
+  // Answers a call handed to a pool at t0, recording its latency by method and code.
+  void Answer(grpc::ServerUnaryReactor* reactor, const char* method, const absl::Status& st,
+              Clock::time_point t0) {
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    metrics.rpc
+        .Add({{"method", method}, {"code", absl::StatusCodeToString(st.code())}}, LatencyBuckets())
+        .Observe(secs);
+    reactor->Finish(common::ToGrpcStatus(st));
+  }
+  static grpc::Status QueueFull() {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "scheduler database queue is full; retry with backoff");
+  }
+
   template <typename Req, typename Resp, typename Fn>
   grpc::ServerUnaryReactor* Handle(StorePool* on, const char* method,
                                    grpc::CallbackServerContext* ctx, const Req* req, Resp* resp,
                                    Fn fn) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    absl::Status st = Auth(ctx);
-    if (st.ok()) st = Validate(*req);
-    if (!st.ok()) {
+    if (absl::Status st = Admit(ctx, *req); !st.ok()) {
       reactor->Finish(common::ToGrpcStatus(st));
       return reactor;
     }
     const auto t0 = Clock::now();
     const bool queued = on->Submit([this, method, req, resp, reactor, fn, t0](store::Store* s) {
-      absl::Status result =
-          s ? fn(*s, *req, resp)
-            : absl::UnavailableError(std::string(method) + ": database unreachable; retry");
-      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-      metrics.rpc
-          .Add({{"method", method}, {"code", absl::StatusCodeToString(result.code())}},
-               LatencyBuckets())
-          .Observe(secs);
-      reactor->Finish(common::ToGrpcStatus(result));
+      Answer(reactor, method,
+             s ? fn(*s, *req, resp)
+               : absl::UnavailableError(std::string(method) + ": database unreachable; retry"),
+             t0);
     });
-    if (!queued) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                   "scheduler database queue is full; retry with backoff"));
-    }
+    if (!queued) reactor->Finish(QueueFull());
     return reactor;
   }
 
@@ -199,9 +209,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
                                        const pb::LeaseShardRequest* req,
                                        pb::LeaseShardResponse* resp) override {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    absl::Status st = Auth(ctx);
-    if (st.ok()) st = Validate(*req);
-    if (!st.ok()) {
+    if (absl::Status st = Admit(ctx, *req); !st.ok()) {
       reactor->Finish(common::ToGrpcStatus(st));
       return reactor;
     }
@@ -222,10 +230,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
           }
         }
       }
-      if (mine) {
-        reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                     "scheduler database queue is full; retry with backoff"));
-      }
+      if (mine) reactor->Finish(QueueFull());
     }
     return reactor;
   }
@@ -254,12 +259,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
         Seen(batch[i].worker_id);
         if (batch[i].resp->has_shard()) metrics.leases.Increment();
       }
-      const double secs = std::chrono::duration<double>(Clock::now() - batch[i].t0).count();
-      metrics.rpc
-          .Add({{"method", "LeaseShard"}, {"code", absl::StatusCodeToString(st.code())}},
-               LatencyBuckets())
-          .Observe(secs);
-      batch[i].reactor->Finish(common::ToGrpcStatus(st));
+      Answer(batch[i].reactor, "LeaseShard", st, batch[i].t0);
     }
   }
 
