@@ -472,8 +472,9 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   impl->db_ok = true;
   impl->pool = std::make_unique<StorePool>(impl->store_opts, opts.db_threads, opts.queue_limit,
                                            /*nice=*/5);
-  impl->lease_pool =
-      std::make_unique<StorePool>(impl->store_opts, opts.lease_threads, opts.queue_limit);
+  store::StoreOptions lease_opts = impl->store_opts;
+  lease_opts.generic_plans = true;  // register, lease, heartbeat: a few short statements
+  impl->lease_pool = std::make_unique<StorePool>(lease_opts, opts.lease_threads, opts.queue_limit);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(), &impl->grpc_port);

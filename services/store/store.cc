@@ -138,6 +138,10 @@ struct Store::Impl {
       url += (url.find('?') == std::string::npos ? "?" : "&");
       url += "connect_timeout=" + std::to_string(std::max(1, static_cast<int>(opts.connect_timeout_s)));
       conn = std::make_unique<pqxx::connection>(url);
+      if (opts.generic_plans) {
+        pqxx::nontransaction n(*conn);
+        n.exec("SET plan_cache_mode = force_generic_plan");
+      }
       Prepare();
       return absl::OkStatus();
     } catch (...) {
