@@ -1,5 +1,8 @@
 #include "workers/zoo/scaling.h"
 
+#include <optional>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "workers/zoo/config.h"
@@ -66,6 +69,15 @@ TEST(ScalingTest, MistralWindowShrinksSoItBitesWithinTheTinySequence) {
   for (const auto& w : c->layer_window) EXPECT_EQ(w, std::optional<int64_t>(8));
   EXPECT_EQ(c->num_hidden_layers, 1);  // every layer windowed: alike
   EXPECT_LT(TinyProfile::kWindow, TinyProfile::kSeqLen);
+}
+
+TEST(ScalingTest, TinyDepthIsOneForAlikeLayersAndTwoForMixedOnes) {
+  EXPECT_EQ(TinyDepth(32, false), 1);
+  EXPECT_EQ(TinyDepth(32, true), 2);
+  EXPECT_EQ(TinyDepth(1, true), 1);  // never deeper than the real model
+  EXPECT_FALSE(VariesByLayer(std::vector<std::optional<int64_t>>(4, 8)));
+  EXPECT_TRUE(VariesByLayer(std::vector<std::optional<int64_t>>{std::nullopt, 8, 8}));
+  EXPECT_FALSE(VariesByLayer(std::vector<bool>{}));
 }
 
 TEST(ScalingTest, Qwen2WindowPatternBecomesFullThenWindowed) {
