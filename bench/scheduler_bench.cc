@@ -8,8 +8,9 @@
 //                               [--db URL]   (default: a private PostgreSQL under /tmp)
 //
 // --start idle (default): the fleet is up and polling an empty queue, as touchstone-worker does
-// (LeaseShard, then sleep retry_after_ms; the workers out of phase, as ones that came up at
-// different times are), when the sweep is created: the nightly case.
+// (LeaseShard, then sleep retry_after_ms +-50%, common::Jittered), when the sweep is created:
+// the nightly case. The fake workers all start polling at the same instant; like
+// touchstone-workers started together, the jitter takes them out of phase within a few polls.
 // --start burst: the sweep exists and every worker asks for its first shard at the same
 // instant (a restarted fleet): the worst case for the lease tail.
 // Either way the clock starts with the sweep's first lease opportunity, and the lease
@@ -34,6 +35,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "services/common/http_server.h"
+#include "services/common/jitter.h"
 #include "services/scheduler/scheduler.h"
 #include "services/store/embedded_postgres.h"
 #include "services/store/store.h"
@@ -251,9 +253,6 @@ int main(int argc, char** argv) {
       FakeResult(pb::Job());  // builds this worker's templates before the clock starts
       registered.arrive_and_wait();
       if (!ok) return;
-      // Idle: workers that came up at different times poll out of phase with each other (the
-      // store answers an empty queue with retry_after_ms = 500); spread them over one period.
-      if (!burst) std::this_thread::sleep_for(std::chrono::microseconds(500'000LL * w / workers));
       std::vector<double> my_lease, my_report, my_finish;
       for (;;) {
         pb::LeaseShardRequest lq;
@@ -267,7 +266,8 @@ int main(int argc, char** argv) {
         if (!st.ok()) continue;
         if (!lease.has_shard()) {
           if (in_sweep) break;  // the queue ran dry
-          std::this_thread::sleep_for(std::chrono::milliseconds(lease.retry_after_ms()));
+          std::this_thread::sleep_for(std::chrono::duration<double>(
+              ts::common::Jittered(lease.retry_after_ms() / 1000.0, 0.5)));  // as touchstone-worker
           continue;
         }
         pb::ReportResultsRequest rep;

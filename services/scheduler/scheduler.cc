@@ -64,6 +64,18 @@ struct Metrics {
                                  .Help("1 when the last database check succeeded")
                                  .Register(*registry)
                                  .Add({});
+  prometheus::Gauge& lease_calls_open =
+      prometheus::BuildGauge()
+          .Name("touchstone_scheduler_lease_calls_open")
+          .Help("LeaseShard calls received and not yet answered (waiting or being served)")
+          .Register(*registry)
+          .Add({});
+  prometheus::Counter& report_yields =
+      prometheus::BuildCounter()
+          .Name("touchstone_scheduler_report_yields_total")
+          .Help("Reports that held their database work back behind a backlog of LeaseShard calls")
+          .Register(*registry)
+          .Add({});
   prometheus::Counter& leases = prometheus::BuildCounter()
                                     .Name("touchstone_scheduler_leases_total")
                                     .Help("Shards leased")
@@ -126,6 +138,30 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   static constexpr size_t kLeaseBatch = 8;
   std::mutex lease_mu;
   std::deque<LeaseWaiter> lease_waiters;
+  // LeaseShard calls not answered yet, waiting or being served (guarded by lease_mu). While
+  // there are more than the lease threads can serve at once, a report thread holds its database
+  // work back for up to kReportYield: a worker waiting for its shard sits idle, a report a few
+  // milliseconds late costs nothing, and on a small machine the reports' PostgreSQL work is
+  // what the leases compete with. Seen when a fleet asks at once (a new sweep, a restart).
+  size_t lease_calls_open = 0;
+  std::condition_variable lease_calls_cv;
+  static constexpr auto kReportYield = std::chrono::milliseconds(20);
+
+  void LeaseCallsAnswered(size_t n) {
+    std::lock_guard<std::mutex> l(lease_mu);
+    lease_calls_open -= n;
+    metrics.lease_calls_open.Set(static_cast<double>(lease_calls_open));
+    if (lease_calls_open <= static_cast<size_t>(opts.lease_threads)) lease_calls_cv.notify_all();
+  }
+  void YieldToLeases() {
+    std::unique_lock<std::mutex> l(lease_mu);
+    const auto backlog_gone = [this] {
+      return lease_calls_open <= static_cast<size_t>(opts.lease_threads);
+    };
+    if (backlog_gone()) return;
+    metrics.report_yields.Increment();
+    lease_calls_cv.wait_for(l, kReportYield, backlog_gone);
+  }
 
   void Seen(int64_t worker_id) {
     std::lock_guard<std::mutex> l(mu);
@@ -216,6 +252,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
     {
       std::lock_guard<std::mutex> l(lease_mu);
       lease_waiters.push_back({req->worker_id(), resp, reactor, Clock::now()});
+      metrics.lease_calls_open.Set(static_cast<double>(++lease_calls_open));
     }
     if (!lease_pool->Submit([this](store::Store* s) { ServeLeases(s); })) {
       // Queue full: answer now unless a lease thread has already taken this call.
@@ -230,7 +267,10 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
           }
         }
       }
-      if (mine) reactor->Finish(QueueFull());
+      if (mine) {
+        LeaseCallsAnswered(1);
+        reactor->Finish(QueueFull());
+      }
     }
     return reactor;
   }
@@ -261,6 +301,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
       }
       Answer(batch[i].reactor, "LeaseShard", st, batch[i].t0);
     }
+    LeaseCallsAnswered(batch.size());
   }
 
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
@@ -277,6 +318,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
                                           pb::ReportResultsResponse* resp) override {
     return Handle("ReportResults", ctx, req, resp, [this](store::Store& s, const auto& r, auto* out) {
       Seen(r.worker_id());
+      YieldToLeases();
       absl::Status st = Assign(s.ReportResults(r), out);
       if (st.ok() && out->accepted() > 0) {
         for (const auto& m : r.results()) {

@@ -1,6 +1,11 @@
 // The scheduler over real gRPC on loopback and a throwaway PostgreSQL.
 #include "services/scheduler/scheduler.h"
 
+#include <barrier>
+#include <set>
+#include <thread>
+#include <vector>
+
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -179,6 +184,85 @@ TEST_F(SchedulerTest, SweepOverGrpcWithStaleTokenRefusedAndMetrics) {
       << m->body;
   EXPECT_NE(m->body.find("touchstone_scheduler_leases_total 1"), std::string::npos);
   EXPECT_NE(m->body.find("touchstone_scheduler_rpc_duration_seconds_bucket"), std::string::npos);
+}
+
+// Many workers asking at once (more than the lease threads times the batch) while a report is
+// in flight: every worker gets its own shard, the report is stored, and the count of open
+// LeaseShard calls (which reports yield to) comes back to zero.
+TEST_F(SchedulerTest, BurstOfLeasesEachGetsItsOwnShardAndTheReportStillLands) {
+  constexpr int kWorkers = 40;
+  LoadModels(kWorkers + 1);
+  pb::CreateSweepRequest sweep;
+  sweep.mutable_profile()->set_name("p");
+  sweep.mutable_profile()->set_body("{}");
+  sweep.add_modes("eager");
+  sweep.set_shard_max_models(1);
+  pb::CreateSweepResponse created;
+  ASSERT_TRUE(stub_->CreateSweep(Ctx().get(), sweep, &created).ok());
+  ASSERT_EQ(created.shards(), kWorkers + 1);
+
+  auto register_worker = [&](const std::string& name) {
+    pb::RegisterWorkerRequest reg;
+    reg.set_name(name);
+    pb::RegisterWorkerResponse w;
+    EXPECT_TRUE(stub_->RegisterWorker(Ctx().get(), reg, &w).ok());
+    return w.worker_id();
+  };
+  // The reporter holds a shard before the burst.
+  const int64_t reporter = register_worker("reporter");
+  pb::LeaseShardRequest lq;
+  lq.set_worker_id(reporter);
+  pb::LeaseShardResponse held;
+  ASSERT_TRUE(stub_->LeaseShard(Ctx().get(), lq, &held).ok());
+  ASSERT_TRUE(held.has_shard());
+  pb::ReportResultsRequest report;
+  report.set_worker_id(reporter);
+  report.set_shard_id(held.shard_id());
+  report.set_lease_token(held.lease_token());
+  report.set_finish(true);
+  for (const auto& j : held.jobs()) {
+    auto* m = report.add_results();
+    m->set_job_id(j.job_id());
+    m->set_model_id(j.model_id());
+    m->add_modes()->set_mode("eager");
+    m->mutable_modes(0)->set_status("pass");
+  }
+
+  std::vector<int64_t> ids;
+  for (int i = 0; i < kWorkers; ++i) ids.push_back(register_worker("w" + std::to_string(i)));
+  std::vector<pb::LeaseShardResponse> leases(kWorkers);
+  std::vector<grpc::Status> statuses(kWorkers);
+  std::barrier go(kWorkers + 1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWorkers; ++i) {
+    threads.emplace_back([&, i] {
+      pb::LeaseShardRequest q;
+      q.set_worker_id(ids[i]);
+      go.arrive_and_wait();
+      statuses[i] = stub_->LeaseShard(Ctx().get(), q, &leases[i]);
+    });
+  }
+  go.arrive_and_wait();
+  pb::ReportResultsResponse rr;
+  const grpc::Status rst = stub_->ReportResults(Ctx().get(), report, &rr);
+  for (auto& t : threads) t.join();
+
+  ASSERT_TRUE(rst.ok()) << rst.error_message();
+  EXPECT_EQ(rr.accepted(), 1);
+  std::set<int64_t> shards{held.shard_id()};
+  for (int i = 0; i < kWorkers; ++i) {
+    ASSERT_TRUE(statuses[i].ok()) << statuses[i].error_message();
+    ASSERT_TRUE(leases[i].has_shard()) << "worker " << i;
+    EXPECT_EQ(leases[i].jobs_size(), 1);
+    shards.insert(leases[i].shard_id());
+  }
+  EXPECT_EQ(shards.size(), static_cast<size_t>(kWorkers + 1));  // no shard handed out twice
+  auto m = common::HttpGet(sched_->http_port(), "/metrics", "test-token");
+  ASSERT_TRUE(m.ok());
+  EXPECT_NE(m->body.find("touchstone_scheduler_lease_calls_open 0\n"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("touchstone_scheduler_leases_total " + std::to_string(kWorkers + 1) + "\n"),
+            std::string::npos);
+  EXPECT_NE(m->body.find("touchstone_scheduler_report_yields_total"), std::string::npos);
 }
 
 TEST_F(SchedulerTest, RestartedSchedulerCarriesOn) {

@@ -19,6 +19,7 @@
 
 #include "services/common/grpc_status.h"
 #include "services/common/http_server.h"
+#include "services/common/jitter.h"
 #include "services/worker/result_convert.h"
 #include "services/worker/runner_client.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
@@ -114,9 +115,8 @@ struct Worker::Impl {
   grpc::Status Call(grpc::Status (pb::Scheduler::Stub::*method)(grpc::ClientContext*, const Req&,
                                                                 Resp*),
                     const Req& req, Resp* resp, bool retry = true) {
-    double backoff = 0.1;
     const auto start = Clock::now();
-    for (;;) {
+    for (int attempt = 0;; ++attempt) {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<int>(opts.rpc_timeout_s * 1000)));
@@ -125,8 +125,9 @@ struct Worker::Impl {
       if (st.ok() || !retry || !Retryable(st.error_code())) return st;
       if (draining && Clock::now() - start > std::chrono::seconds(60)) return st;
       retries.Increment();
-      std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
-      backoff = std::min(backoff * 2, 2.0);
+      // 0.05-0.1 s, then doubling to 1-2 s: workers that lost the scheduler together (a
+      // restart, a network blip) come back spread over half the step, not in one burst.
+      std::this_thread::sleep_for(std::chrono::duration<double>(common::BackoffWithJitter(attempt, 0.1, 2.0)));
     }
   }
 
@@ -362,7 +363,9 @@ absl::Status Worker::Run() {
       const double wait = lease.retry_after_ms() > 0
                               ? std::min(w.opts.idle_poll_s, lease.retry_after_ms() / 1000.0)
                               : w.opts.idle_poll_s;
-      w.SleepUnlessDraining(wait);
+      // +-50%: workers started together drift out of phase within a few polls, so a new
+      // sweep is met by leases spread over the poll period rather than all at once.
+      w.SleepUnlessDraining(common::Jittered(wait, 0.5));
       continue;
     }
     w.RunShard(lease);

@@ -5,8 +5,10 @@
 // Threads: the main loop (lease, run, report) on the caller's thread; a heartbeat thread for the
 // current lease; the HTTP server (/metrics, /healthz) thread.
 //
-// Failure handling: every RPC is retried with backoff while the scheduler or its database is
-// unavailable (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED); results are kept until a
+// Failure handling: every RPC is retried with jittered exponential backoff (0.05-0.1 s doubling
+// to 1-2 s) while the scheduler or its database is unavailable (UNAVAILABLE, DEADLINE_EXCEEDED,
+// RESOURCE_EXHAUSTED); idle polls wait the poll period +-50%, so workers started or cut off
+// together do not keep calling in the same millisecond. Results are kept until a
 // report is acknowledged, and reports are idempotent, so a retry never duplicates. A lease the
 // scheduler refuses (FAILED_PRECONDITION) is dropped at once: another worker has the shard.
 #pragma once
@@ -29,7 +31,7 @@ struct WorkerOptions {
   int http_port = 0;        // -1: none
   int report_batch = 16;    // results per ReportResults
   double report_interval_s = 2;  // or this long since the last report
-  double idle_poll_s = 0.5;      // wait when the queue is empty (the scheduler may say less)
+  double idle_poll_s = 0.5;      // wait when the queue is empty (the scheduler may say less), +-50%
   double rpc_timeout_s = 30;
 };
 
