@@ -45,7 +45,9 @@ constexpr const char* kUsage =
     "                              [--modes eager,compile,train] [--format json|text]\n"
     "       touchstone sweep [--sample N|all] [--profile FILE] [--workers W] [--db URL]\n"
     "                        [--baseline SWEEP] [--json FILE] [--serve]   (see cli/README.md)\n"
-    "       touchstone db migrate --db URL\n";
+    "       touchstone db migrate --db URL\n"
+    "       touchstone db prune [--db URL | --state-dir DIR] [--sweep ID]... [--older-than DAYS]\n"
+    "                           [--keep N] [--dry-run]   (retention; see cli/README.md)\n";
 
 int Usage(const std::string& why) {
   std::fprintf(stderr, "touchstone: %s\n%s", why.c_str(), kUsage);

@@ -39,7 +39,9 @@ constexpr const char* kSweepUsage =
     "                        [--baseline SWEEP] [--json FILE] [--serve] [--catalog FILE]\n"
     "                        [--seed N] [--modes eager,compile,train] [--state-dir DIR]\n"
     "                        [--lease-ttl S] [--model-timeout S]\n"
-    "       touchstone db migrate --db URL\n";
+    "       touchstone db migrate --db URL\n"
+    "       touchstone db prune [--db URL | --state-dir DIR] [--sweep ID]... [--older-than DAYS]\n"
+    "                           [--keep N] [--dry-run]\n";
 
 std::atomic<bool> interrupted{false};
 
@@ -113,12 +115,25 @@ struct Options {
 
 }  // namespace
 
-int DbCommand(const std::vector<std::string>& args) {
-  if (args.size() != 3 || args[0] != "migrate" || args[1] != "--db") {
-    return Usage("db: expected 'db migrate --db URL'");
-  }
+namespace {
+
+constexpr const char* kDbUsage =
+    "usage: touchstone db migrate --db URL\n"
+    "       touchstone db prune [--db URL | --state-dir DIR] [--sweep ID]... [--older-than DAYS]\n"
+    "                           [--keep N] [--dry-run]\n"
+    "  prune: drop finished sweeps' results (a tombstone with their counts stays). --older-than:\n"
+    "  those that finished more than DAYS ago; --keep: all but the newest N (both: both rules);\n"
+    "  --sweep: these. Never a running sweep or a running sweep's baseline. Without --db, the\n"
+    "  embedded database under --state-dir (default .touchstone).\n";
+
+int DbUsage(const std::string& why) {
+  std::fprintf(stderr, "touchstone db: %s\n%s", why.c_str(), kDbUsage);
+  return 2;
+}
+
+int DbMigrate(const std::string& url) {
   store::StoreOptions o;
-  o.url = args[2];
+  o.url = url;
   auto s = store::Store::Connect(o);
   if (!s.ok()) return Fail(s.status().ToString());
   if (auto st = (*s)->Migrate(); !st.ok()) return Fail(st.ToString());
@@ -127,6 +142,99 @@ int DbCommand(const std::vector<std::string>& args) {
   std::printf("schema at version %d (%zu migrations applied)\n", v->empty() ? 0 : v->back(),
               v->size());
   return 0;
+}
+
+int DbPrune(const std::vector<std::string>& args) {
+  store::PruneRequest req;
+  std::string db, state_dir = ".touchstone";
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool has = i + 1 < args.size();
+    int64_t v = 0;
+    if (a == "--db" && has) {
+      db = args[++i];
+    } else if (a == "--state-dir" && has) {
+      state_dir = args[++i];
+    } else if (a == "--sweep" && has) {
+      if (!ParseInt(args[++i], &v) || v == 0) {
+        return DbUsage("--sweep: expected a sweep id, got '" + args[i] + "'");
+      }
+      req.sweep_ids.push_back(v);
+    } else if (a == "--older-than" && has) {
+      char* end = nullptr;
+      const double days = std::strtod(args[++i].c_str(), &end);
+      if (args[i].empty() || *end != '\0' || !(days >= 0)) {
+        return DbUsage("--older-than: expected days >= 0, got '" + args[i] + "'");
+      }
+      req.older_than_s = days * 86400;
+    } else if (a == "--keep" && has) {
+      if (!ParseInt(args[++i], &v)) return DbUsage("--keep: expected N >= 0, got '" + args[i] + "'");
+      req.keep_last = v;
+    } else if (a == "--dry-run") {
+      req.dry_run = true;
+    } else {
+      return DbUsage("prune: unknown or incomplete argument '" + a + "'");
+    }
+  }
+  if (req.sweep_ids.empty() && req.older_than_s < 0 && req.keep_last < 0) {
+    return DbUsage("prune: give --sweep, --older-than or --keep");
+  }
+  std::unique_ptr<store::EmbeddedPostgres> pg;
+  if (db.empty()) {
+    // Only an existing embedded cluster: pruning never creates one.
+    const fs::path data = fs::absolute(state_dir) / "pg" / "data";
+    std::error_code ec;
+    if (!fs::exists(data / "PG_VERSION", ec)) {
+      return DbUsage("--state-dir: no embedded database under " + data.string() +
+                     " (give --db URL for another one)");
+    }
+    store::EmbeddedPostgresOptions po;
+    po.data_dir = data.string();
+    auto p = store::EmbeddedPostgres::Start(po);
+    if (!p.ok()) return Fail(p.status().ToString());
+    pg = std::move(*p);
+    db = pg->url();
+  }
+  store::StoreOptions o;
+  o.url = db;
+  auto s = store::Store::Connect(o);
+  if (!s.ok()) return Fail(s.status().ToString());
+  if (auto st = (*s)->Migrate(); !st.ok()) return Fail(st.ToString());
+  auto r = (*s)->PruneSweeps(req);
+  if (!r.ok()) {
+    std::fprintf(stderr, "touchstone db prune: %s\n", std::string(r.status().message()).c_str());
+    const auto code = r.status().code();
+    return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound ||
+                   code == absl::StatusCode::kFailedPrecondition
+               ? 2
+               : 1;
+  }
+  const char* verb = req.dry_run ? "would prune" : "pruned";
+  int64_t models = 0;
+  for (const auto& p : r->pruned) {
+    std::printf("%s sweep %lld '%s' (%s, %lld models recorded)\n", verb,
+                static_cast<long long>(p.sweep_id), p.name.c_str(), p.state.c_str(),
+                static_cast<long long>(p.models_recorded));
+    models += p.models_recorded;
+  }
+  for (const auto& k : r->kept) std::printf("kept %s\n", k.c_str());
+  for (int64_t id : r->already) {
+    std::printf("sweep %lld was already pruned\n", static_cast<long long>(id));
+  }
+  for (int64_t id : r->completed) {
+    std::printf("finished the interrupted prune of sweep %lld\n", static_cast<long long>(id));
+  }
+  std::printf("%s %zu sweep(s), %lld models' results\n", verb, r->pruned.size(),
+              static_cast<long long>(models));
+  return 0;
+}
+
+}  // namespace
+
+int DbCommand(const std::vector<std::string>& args) {
+  if (args.size() == 3 && args[0] == "migrate" && args[1] == "--db") return DbMigrate(args[2]);
+  if (!args.empty() && args[0] == "prune") return DbPrune(args);
+  return DbUsage("expected 'db migrate --db URL' or 'db prune ...'");
 }
 
 int SweepCommand(const std::vector<std::string>& args, const std::string& data_dir) {

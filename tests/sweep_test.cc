@@ -380,8 +380,9 @@ TEST_F(SweepTest, AbortIsCrashForThatModelOnlyAndHangIsTimeout) {
 }
 
 // The one-command sweep (embedded PostgreSQL, scheduler, workers) gives the same per-task table
-// as the single-process run-catalog on the same sample.
-TEST(SweepCommandTest, SweepMatchesRunCatalogOnTheSameSample) {
+// as the single-process run-catalog on the same sample; `touchstone db prune` then drops it
+// from the same embedded database.
+TEST(SweepCommandTest, SweepMatchesRunCatalogOnTheSameSampleAndCanBePruned) {
   char tmpl[] = "/tmp/ts-sweepcmd-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const fs::path dir = tmpl;
@@ -430,6 +431,33 @@ TEST(SweepCommandTest, SweepMatchesRunCatalogOnTheSameSample) {
   EXPECT_TRUE(same(s["total"], r["total"])) << s["total"].dump() << "\n" << r["total"].dump();
   EXPECT_EQ(s["statuses"], r["statuses"]);
   // The embedded PostgreSQL was stopped at the end.
+  EXPECT_FALSE(fs::exists(dir / "state" / "pg" / "data" / "postmaster.pid"));
+
+  // Retention on the same embedded database: a dry run names the sweep and keeps it, the prune
+  // drops it, and bad flags are named.
+  const std::string id = std::to_string(s["sweep_id"].get<int64_t>());
+  auto prune = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {kBin + "/touchstone", "db", "prune", "--state-dir",
+                                     (dir / "state").string()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return testing::RunProcess(argv, "", 120);
+  };
+  auto dry = prune({"--keep", "0", "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << testing::Describe(dry) << dry.err;
+  EXPECT_NE(dry.out.find("would prune sweep " + id + " "), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("24 models recorded"), std::string::npos) << dry.out;
+  auto done = prune({"--sweep", id});
+  ASSERT_EQ(done.exit_code, 0) << testing::Describe(done) << done.err;
+  EXPECT_NE(done.out.find("pruned sweep " + id + " "), std::string::npos) << done.out;
+  auto again = prune({"--sweep", id});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("sweep " + id + " was already pruned"), std::string::npos) << again.out;
+  auto bad = prune({"--older-than", "soon"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--older-than:"), std::string::npos) << bad.err;
+  auto missing = prune({"--sweep", "999"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("sweep_ids[0]: no sweep 999"), std::string::npos) << missing.err;
   EXPECT_FALSE(fs::exists(dir / "state" / "pg" / "data" / "postmaster.pid"));
   std::error_code ec;
   fs::remove_all(dir, ec);

@@ -234,6 +234,87 @@ struct Store::Impl {
     return static_cast<int>(r.size());
   }
 
+  // The sweep's progress counts, read in `txn`'s snapshot. A pruned sweep has no rows left to
+  // count: it answers with the counts stored when it was pruned.
+  absl::StatusOr<pb::SweepProgress> Progress(pqxx::transaction_base& w, int64_t sweep_id) {
+    pqxx::result s = w.exec_params(R"(
+      SELECT state, extract(epoch FROM coalesce(finished_at, now()) - created_at), summary::text
+      FROM sweeps WHERE sweep_id = $1)",
+                                   sweep_id);
+    if (s.empty()) return absl::NotFoundError("sweep_id: no sweep " + std::to_string(sweep_id));
+    pb::SweepProgress out;
+    out.set_sweep_id(sweep_id);
+    out.set_state(s[0][0].c_str());
+    out.set_elapsed_s(s[0][1].as<double>());
+    if (out.state() == "pruned") {
+      const auto j = nlohmann::json::parse(s[0][2].is_null() ? "{}" : s[0][2].c_str());
+      auto count = [&](const char* key) { return j.value(key, int64_t{0}); };
+      out.set_models_expected(count("models_expected"));
+      out.set_models_recorded(count("models_recorded"));
+      out.set_jobs_total(count("jobs_total"));
+      out.set_jobs_done(count("jobs_done"));
+      out.set_failures(count("failures"));
+      out.set_duplicates(count("duplicates"));
+      out.set_confirmed_deterministic(count("confirmed_deterministic"));
+      out.set_confirmed_flaky(count("confirmed_flaky"));
+      return out;
+    }
+    // One statement, so one snapshot: a report commits its results and marks its jobs done
+    // together, and the counts below agree with each other while reports keep landing.
+    pqxx::result j = w.exec_params(R"(
+      SELECT count(*) FILTER (WHERE run = 1), count(*), count(*) FILTER (WHERE done),
+             (SELECT count(*) FROM model_runs WHERE sweep_id = $1 AND run = 1),
+             (SELECT count(DISTINCT model_id) FROM results
+              WHERE sweep_id = $1 AND run = 1 AND status <> 'pass')
+      FROM jobs WHERE sweep_id = $1)",
+                                   sweep_id);
+    out.set_models_expected(j[0][0].as<int64_t>());
+    out.set_jobs_total(j[0][1].as<int64_t>());
+    out.set_jobs_done(j[0][2].as<int64_t>());
+    out.set_models_recorded(j[0][3].as<int64_t>());
+    out.set_failures(j[0][4].as<int64_t>());
+    pqxx::result sh = w.exec_params(R"(
+      SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'leased')
+      FROM shards WHERE sweep_id = $1)",
+                                    sweep_id);
+    out.set_shards_queued(sh[0][0].as<int64_t>());
+    out.set_shards_leased(sh[0][1].as<int64_t>());
+    pqxx::result g = w.exec_params(R"(
+      SELECT count(DISTINCT model_id) FILTER (WHERE confirmation = 'deterministic'),
+             count(DISTINCT model_id) FILTER (WHERE confirmation = 'flaky')
+      FROM regressions WHERE sweep_id = $1)",
+                                   sweep_id);
+    out.set_confirmed_deterministic(g[0][0].as<int64_t>());
+    out.set_confirmed_flaky(g[0][1].as<int64_t>());
+    if (out.state() != "running") {
+      // Results per (model, mode) beyond the first, over primary runs, and models with more
+      // than one primary model_runs row. Both must be 0.
+      pqxx::result d = w.exec_params(R"(
+        SELECT (SELECT count(*) - count(DISTINCT (model_id, mode)) FROM results
+                WHERE sweep_id = $1 AND run = 1)
+             + (SELECT count(*) - count(DISTINCT model_id) FROM model_runs
+                WHERE sweep_id = $1 AND run = 1))",
+                                     sweep_id);
+      out.set_duplicates(d[0][0].as<int64_t>());
+    }
+    return out;
+  }
+
+  // Detaches (CONCURRENTLY: the parent table is never locked against other sweeps' reports)
+  // and drops one of a pruned sweep's partitions. Each step is idempotent, and a detach that
+  // was cut off half-way (pg_inherits.inhdetachpending) is finalized.
+  void DropPartition(const std::string& parent, int64_t sweep_id) {
+    const std::string name = parent + "_" + std::to_string(sweep_id);
+    pqxx::nontransaction n(*conn);  // DETACH ... CONCURRENTLY cannot run in a transaction
+    pqxx::result r = n.exec_params(
+        "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = to_regclass($1)", name);
+    if (!r.empty()) {
+      n.exec("ALTER TABLE " + parent + " DETACH PARTITION " + name +
+             (r[0][0].as<bool>() ? " FINALIZE" : " CONCURRENTLY"));
+    }
+    n.exec("DROP TABLE IF EXISTS " + name);
+  }
+
   // Why a token check failed: NOT_FOUND for no such shard, FAILED_PRECONDITION otherwise.
   absl::Status StaleToken(pqxx::transaction_base& txn, int64_t shard_id) {
     pqxx::result r = txn.exec_params("SELECT state FROM shards WHERE shard_id = $1", shard_id);
@@ -800,11 +881,18 @@ absl::StatusOr<pb::CreateSweepResponse> Store::CreateSweep(const pb::CreateSweep
     if (auto st = check("archs", "arch", f.archs()); !st.ok()) return st;
     if (auto st = check("model_ids", "model_id", f.model_ids()); !st.ok()) return st;
     if (r.baseline_sweep_id() > 0) {
-      pqxx::result b =
-          w.exec_params("SELECT 1 FROM sweeps WHERE sweep_id = $1", r.baseline_sweep_id());
+      // FOR SHARE: a concurrent prune of the baseline waits for this sweep to exist, and then
+      // sees it running and keeps the baseline.
+      pqxx::result b = w.exec_params("SELECT state FROM sweeps WHERE sweep_id = $1 FOR SHARE",
+                                     r.baseline_sweep_id());
       if (b.empty()) {
         return absl::InvalidArgumentError("baseline_sweep_id: no sweep " +
                                           std::to_string(r.baseline_sweep_id()));
+      }
+      if (std::string(b[0][0].c_str()) == "pruned") {
+        return absl::FailedPreconditionError("baseline_sweep_id: sweep " +
+                                             std::to_string(r.baseline_sweep_id()) +
+                                             " was pruned; its results are gone");
       }
     }
     std::vector<std::string> modes(r.modes().begin(), r.modes().end());
@@ -916,54 +1004,8 @@ absl::StatusOr<pb::SweepProgress> Store::GetSweep(int64_t sweep_id) {
   return impl_->Run("GetSweep", [&]() -> absl::StatusOr<pb::SweepProgress> {
     pqxx::work w(*impl_->conn);
     impl_->SettleSweep(w, sweep_id);
-    pqxx::result s = w.exec_params(R"(
-      SELECT state, extract(epoch FROM coalesce(finished_at, now()) - created_at)
-      FROM sweeps WHERE sweep_id = $1)",
-                                   sweep_id);
-    if (s.empty()) return absl::NotFoundError("sweep_id: no sweep " + std::to_string(sweep_id));
-    pb::SweepProgress out;
-    out.set_sweep_id(sweep_id);
-    out.set_state(s[0][0].c_str());
-    out.set_elapsed_s(s[0][1].as<double>());
-    // One statement, so one snapshot: a report commits its results and marks its jobs done
-    // together, and the counts below agree with each other while reports keep landing.
-    pqxx::result j = w.exec_params(R"(
-      SELECT count(*) FILTER (WHERE run = 1), count(*), count(*) FILTER (WHERE done),
-             (SELECT count(*) FROM model_runs WHERE sweep_id = $1 AND run = 1),
-             (SELECT count(DISTINCT model_id) FROM results
-              WHERE sweep_id = $1 AND run = 1 AND status <> 'pass')
-      FROM jobs WHERE sweep_id = $1)",
-                                   sweep_id);
-    out.set_models_expected(j[0][0].as<int64_t>());
-    out.set_jobs_total(j[0][1].as<int64_t>());
-    out.set_jobs_done(j[0][2].as<int64_t>());
-    out.set_models_recorded(j[0][3].as<int64_t>());
-    out.set_failures(j[0][4].as<int64_t>());
-    pqxx::result sh = w.exec_params(R"(
-      SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'leased')
-      FROM shards WHERE sweep_id = $1)",
-                                    sweep_id);
-    out.set_shards_queued(sh[0][0].as<int64_t>());
-    out.set_shards_leased(sh[0][1].as<int64_t>());
-    pqxx::result g = w.exec_params(R"(
-      SELECT count(DISTINCT model_id) FILTER (WHERE confirmation = 'deterministic'),
-             count(DISTINCT model_id) FILTER (WHERE confirmation = 'flaky')
-      FROM regressions WHERE sweep_id = $1)",
-                                   sweep_id);
-    out.set_confirmed_deterministic(g[0][0].as<int64_t>());
-    out.set_confirmed_flaky(g[0][1].as<int64_t>());
-    if (out.state() != "running") {
-      // Results per (model, mode) beyond the first, over primary runs, and models with more
-      // than one primary model_runs row. Both must be 0.
-      pqxx::result d = w.exec_params(R"(
-        SELECT (SELECT count(*) - count(DISTINCT (model_id, mode)) FROM results
-                WHERE sweep_id = $1 AND run = 1)
-             + (SELECT count(*) - count(DISTINCT model_id) FROM model_runs
-                WHERE sweep_id = $1 AND run = 1))",
-                                     sweep_id);
-      out.set_duplicates(d[0][0].as<int64_t>());
-    }
-    w.commit();
+    auto out = impl_->Progress(w, sweep_id);
+    if (out.ok()) w.commit();
     return out;
   });
 }
@@ -988,11 +1030,158 @@ absl::StatusOr<pb::SweepProgress> Store::CancelSweep(int64_t sweep_id) {
   return GetSweep(sweep_id);
 }
 
+absl::StatusOr<PruneResult> Store::PruneSweeps(const PruneRequest& r) {
+  if (r.sweep_ids.empty() && r.older_than_s < 0 && r.keep_last < 0) {
+    return absl::InvalidArgumentError(
+        "sweep_ids: name the sweeps to prune, or give older_than_s or keep_last");
+  }
+  return impl_->Run("PruneSweeps", [&]() -> absl::StatusOr<PruneResult> {
+    PruneResult out;
+    // Why a sweep must stay, read under its row lock when `lock` (a CreateSweep naming it as
+    // a baseline takes the row FOR SHARE, so the answer holds until this transaction ends).
+    auto why_kept = [](pqxx::transaction_base& w, int64_t id) -> std::string {
+      pqxx::result b = w.exec_params(
+          "SELECT sweep_id FROM sweeps WHERE baseline_sweep = $1 AND state = 'running' LIMIT 1",
+          id);
+      if (!b.empty()) return "the baseline of running sweep " + std::string(b[0][0].c_str());
+      pqxx::result l = w.exec_params(
+          "SELECT count(*) FROM shards WHERE sweep_id = $1 AND state = 'leased'", id);
+      if (l[0][0].as<int64_t>() > 0) {
+        return std::string(l[0][0].c_str()) +
+               " of its shards are still leased (cancelled; prune again once their workers "
+               "have drained)";
+      }
+      return "";
+    };
+    // 1. Which sweeps.
+    std::vector<int64_t> chosen;
+    {
+      pqxx::work w(*impl_->conn);
+      for (size_t i = 0; i < r.sweep_ids.size(); ++i) {
+        const int64_t id = r.sweep_ids[i];
+        const std::string field = "sweep_ids[" + std::to_string(i) + "]";
+        pqxx::result s = w.exec_params("SELECT state FROM sweeps WHERE sweep_id = $1", id);
+        if (s.empty()) return absl::NotFoundError(field + ": no sweep " + std::to_string(id));
+        const std::string state = s[0][0].c_str();
+        if (state == "pruned") {  // leftovers of an interrupted prune are finished below
+          out.already.push_back(id);
+          continue;
+        }
+        if (state == "running") {
+          return absl::FailedPreconditionError(field + ": sweep " + std::to_string(id) +
+                                               " is running; cancel it first");
+        }
+        if (std::string why = why_kept(w, id); !why.empty()) {
+          return absl::FailedPreconditionError(field + ": sweep " + std::to_string(id) + " is " +
+                                               why);
+        }
+        chosen.push_back(id);
+      }
+      if (r.older_than_s >= 0 || r.keep_last >= 0) {
+        pqxx::result rows = w.exec_params(R"(
+          SELECT sweep_id FROM (
+            SELECT sweep_id, finished_at,
+                   row_number() OVER (ORDER BY finished_at DESC, sweep_id DESC) AS newest
+            FROM sweeps WHERE state IN ('done', 'cancelled')) f
+          WHERE ($1 < 0 OR finished_at < now() - make_interval(secs => greatest($1, 0)))
+            AND ($2 < 0 OR newest > $2)
+          ORDER BY sweep_id)",
+                                          r.older_than_s, r.keep_last);
+        for (const auto& row : rows) {
+          const int64_t id = row[0].as<int64_t>();
+          if (std::find(chosen.begin(), chosen.end(), id) != chosen.end()) continue;
+          if (std::string why = why_kept(w, id); !why.empty()) {
+            out.kept.push_back("sweep " + std::to_string(id) + ": " + why);
+            continue;
+          }
+          chosen.push_back(id);
+        }
+      }
+      std::sort(chosen.begin(), chosen.end());
+      for (int64_t id : chosen) {
+        pqxx::result s = w.exec_params(
+            "SELECT s.name, s.state, (SELECT count(*) FROM model_runs m WHERE m.sweep_id = $1 "
+            "AND m.run = 1) FROM sweeps s WHERE s.sweep_id = $1",
+            id);
+        out.pruned.push_back({id, s[0][0].c_str(), s[0][1].c_str(), s[0][2].as<int64_t>()});
+      }
+      w.commit();
+    }
+    if (r.dry_run) return out;
+
+    // 2. Per sweep, one transaction: the tombstone with the final counts, and its rows.
+    std::vector<PrunedSweep> done;
+    for (const PrunedSweep& p : out.pruned) {
+      pqxx::work w(*impl_->conn);
+      pqxx::result s =
+          w.exec_params("SELECT state FROM sweeps WHERE sweep_id = $1 FOR UPDATE", p.sweep_id);
+      const std::string state = s.empty() ? "" : s[0][0].c_str();
+      if (state != "done" && state != "cancelled") continue;  // changed since step 1
+      if (std::string why = why_kept(w, p.sweep_id); !why.empty()) {
+        out.kept.push_back("sweep " + std::to_string(p.sweep_id) + ": " + why);
+        continue;
+      }
+      auto progress = impl_->Progress(w, p.sweep_id);
+      if (!progress.ok()) return progress.status();
+      const nlohmann::json summary = {
+          {"state", state},
+          {"models_expected", progress->models_expected()},
+          {"models_recorded", progress->models_recorded()},
+          {"jobs_total", progress->jobs_total()},
+          {"jobs_done", progress->jobs_done()},
+          {"failures", progress->failures()},
+          {"duplicates", progress->duplicates()},
+          {"confirmed_deterministic", progress->confirmed_deterministic()},
+          {"confirmed_flaky", progress->confirmed_flaky()}};
+      w.exec_params(
+          "UPDATE sweeps SET state = 'pruned', pruned_at = now(), summary = $2::jsonb "
+          "WHERE sweep_id = $1",
+          p.sweep_id, summary.dump());
+      w.exec_params("DELETE FROM regressions WHERE sweep_id = $1", p.sweep_id);
+      w.exec_params("DELETE FROM jobs WHERE sweep_id = $1", p.sweep_id);
+      w.exec_params("DELETE FROM shards WHERE sweep_id = $1", p.sweep_id);
+      w.commit();
+      impl_->sweeps.erase(p.sweep_id);
+      done.push_back(p);
+    }
+    out.pruned = std::move(done);
+
+    // 3. Partitions of every pruned sweep that still has one: this call's, and those of an
+    // earlier call that was cut off after its tombstones.
+    std::vector<int64_t> left;
+    {
+      pqxx::nontransaction n(*impl_->conn);
+      for (const auto& row : n.exec(R"(
+             SELECT sweep_id FROM sweeps WHERE state = 'pruned'
+               AND (to_regclass('results_' || sweep_id) IS NOT NULL
+                    OR to_regclass('model_runs_' || sweep_id) IS NOT NULL)
+             ORDER BY sweep_id)")) {
+        left.push_back(row[0].as<int64_t>());
+      }
+    }
+    for (int64_t id : left) {
+      impl_->DropPartition("results", id);
+      impl_->DropPartition("model_runs", id);
+      const bool now = std::any_of(out.pruned.begin(), out.pruned.end(),
+                                   [id](const PrunedSweep& p) { return p.sweep_id == id; });
+      if (!now) out.completed.push_back(id);
+    }
+    return out;
+  });
+}
+
 absl::StatusOr<std::vector<pb::ResultRow>> Store::ListResults(int64_t sweep_id,
                                                               const std::string& after,
                                                               int limit) {
   return impl_->Run("ListResults", [&]() -> absl::StatusOr<std::vector<pb::ResultRow>> {
     pqxx::work w(*impl_->conn);
+    pqxx::result s = w.exec_params("SELECT state FROM sweeps WHERE sweep_id = $1", sweep_id);
+    if (s.empty()) return absl::NotFoundError("sweep_id: no sweep " + std::to_string(sweep_id));
+    if (std::string(s[0][0].c_str()) == "pruned") {
+      return absl::FailedPreconditionError("sweep_id: sweep " + std::to_string(sweep_id) +
+                                           " was pruned; its results are gone (GetSweep still "
+                                           "gives its counts)");
+    }
     pqxx::result rows = w.exec_params(R"(
       SELECT mr.model_id, m.task, m.arch, m.family, mr.opcov_ratio, mr.total_ms,
              (SELECT array_agg(r.mode || '=' || r.status) FROM results r

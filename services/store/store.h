@@ -43,6 +43,28 @@ struct ExpiryStats {
   int crashed = 0;  // models recorded as crash after max_lost_leases
 };
 
+// Retention: which finished sweeps to prune (Store::PruneSweeps, `touchstone db prune`). The
+// rules combine: with both, a sweep goes when it finished longer ago than older_than_s and is
+// not among the newest keep_last. Named sweeps go whatever the rules say.
+struct PruneRequest {
+  std::vector<int64_t> sweep_ids;  // these finished sweeps
+  double older_than_s = -1;        // >= 0: finished sweeps that finished longer ago than this
+  int64_t keep_last = -1;          // >= 0: every finished sweep but the newest keep_last
+  bool dry_run = false;            // say what would go; change nothing
+};
+struct PrunedSweep {
+  int64_t sweep_id = 0;
+  std::string name;
+  std::string state;  // before pruning: done | cancelled
+  int64_t models_recorded = 0;
+};
+struct PruneResult {
+  std::vector<PrunedSweep> pruned;  // pruned now (with dry_run: would be), by sweep_id
+  std::vector<std::string> kept;    // sweeps the rules matched but that stay, with why
+  std::vector<int64_t> completed;   // earlier prunes cut off before their partitions went
+  std::vector<int64_t> already;     // named sweeps that had been pruned before
+};
+
 struct QueueStats {
   int64_t shards_queued = 0;
   int64_t shards_leased = 0;
@@ -85,12 +107,23 @@ class Store {
 
   absl::StatusOr<pb::UpsertModelsResponse> UpsertModels(const pb::UpsertModelsRequest& r);
   absl::StatusOr<pb::CreateSweepResponse> CreateSweep(const pb::CreateSweepRequest& r);
+  // Progress counts; a pruned sweep answers with the counts it had when it was pruned.
   absl::StatusOr<pb::SweepProgress> GetSweep(int64_t sweep_id);
   // Running -> cancelled; its queued shards end. Leased ones end at FinishShard or expiry.
   absl::StatusOr<pb::SweepProgress> CancelSweep(int64_t sweep_id);
-  // Primary results of the sweep with model_id > after, ordered by model_id.
+  // Primary results of the sweep with model_id > after, ordered by model_id. NOT_FOUND for no
+  // such sweep, FAILED_PRECONDITION for a pruned one.
   absl::StatusOr<std::vector<pb::ResultRow>> ListResults(int64_t sweep_id, const std::string& after,
                                                          int limit);
+  // Drops finished sweeps' results: a tombstone row stays in sweeps (state 'pruned', the final
+  // counts in summary); jobs, shards and regressions rows go in one transaction, then the
+  // results_<id> and model_runs_<id> partitions are detached CONCURRENTLY (other sweeps'
+  // reports never wait on the parent table's lock) and dropped. A prune cut off before its
+  // partitions went is finished by the next call. Never pruned: running sweeps, the baseline
+  // of a running sweep, a cancelled sweep whose shards are still leased (those are `kept`
+  // when a rule matched them; named, they are FAILED_PRECONDITION). INVALID_ARGUMENT when no
+  // sweep and no rule is given, NOT_FOUND for a named sweep that does not exist.
+  absl::StatusOr<PruneResult> PruneSweeps(const PruneRequest& r);
   absl::StatusOr<QueueStats> Queue();
   absl::Status Ping();
 

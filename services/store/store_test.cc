@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <pqxx/pqxx>
 
+#include <atomic>
+#include <chrono>
 #include <set>
 #include <thread>
 
@@ -116,7 +118,7 @@ TEST_F(StoreTest, MigrationsApplyOnceAndAreIdempotent) {
   ASSERT_TRUE(store_->Migrate().ok());
   auto v = store_->AppliedMigrations();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, std::vector<int>{1});
+  EXPECT_EQ(*v, (std::vector<int>{1, 2}));
 }
 
 TEST_F(StoreTest, SweepRunsToDoneWithEveryModelRecordedOnce) {
@@ -490,6 +492,226 @@ TEST_F(StoreTest, BatchLeaseGivesEachWorkerItsOwnShardAndNamesUnknownOnes) {
   EXPECT_EQ(leased, 3);
   EXPECT_EQ(shards.size(), 3u);
   EXPECT_EQ(models.size(), 10u);  // every job handed out once
+}
+
+// ---- Retention ----
+
+int64_t Scalar(const std::string& url, const std::string& sql) {
+  pqxx::connection c(url);
+  pqxx::nontransaction n(c);
+  return n.exec(sql)[0][0].as<int64_t>();
+}
+bool TableExists(const std::string& url, const std::string& name) {
+  return Scalar(url, "SELECT count(*) FROM pg_class WHERE relname = '" + name + "'") > 0;
+}
+
+TEST_F(StoreTest, PruneDropsAFinishedSweepsPartitionsAndRowsAndKeepsItsCounts) {
+  auto old = store_->CreateSweep(Sweep());
+  ASSERT_TRUE(old.ok());
+  ASSERT_EQ(Drain(*store_, "fail_accuracy"), 3);
+  auto kept = store_->CreateSweep(Sweep());
+  ASSERT_TRUE(kept.ok());
+  Drain(*store_);
+  const std::string o = std::to_string(old->sweep_id()), k = std::to_string(kept->sweep_id());
+  const auto before = store_->GetSweep(old->sweep_id());
+  ASSERT_TRUE(before.ok());
+  ASSERT_EQ(before->failures(), 10);
+
+  PruneRequest dry;
+  dry.sweep_ids = {old->sweep_id()};
+  dry.dry_run = true;
+  auto d = store_->PruneSweeps(dry);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->pruned.size(), 1u);
+  EXPECT_EQ(d->pruned[0].models_recorded, 10);
+  EXPECT_TRUE(TableExists(opts_.url, "results_" + o));  // a dry run changes nothing
+  EXPECT_EQ(store_->GetSweep(old->sweep_id())->state(), "done");
+
+  PruneRequest req;
+  req.sweep_ids = {old->sweep_id()};
+  auto r = store_->PruneSweeps(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->pruned.size(), 1u);
+  EXPECT_EQ(r->pruned[0].sweep_id, old->sweep_id());
+  EXPECT_EQ(r->pruned[0].state, "done");
+  EXPECT_TRUE(r->completed.empty());
+  EXPECT_FALSE(TableExists(opts_.url, "results_" + o));
+  EXPECT_FALSE(TableExists(opts_.url, "model_runs_" + o));
+  EXPECT_EQ(Scalar(opts_.url, "SELECT count(*) FROM jobs WHERE sweep_id = " + o), 0);
+  EXPECT_EQ(Scalar(opts_.url, "SELECT count(*) FROM shards WHERE sweep_id = " + o), 0);
+  // The other sweep is untouched.
+  EXPECT_TRUE(TableExists(opts_.url, "results_" + k));
+  EXPECT_EQ(Scalar(opts_.url, "SELECT count(*) FROM results WHERE sweep_id = " + k), 30);
+  EXPECT_EQ(store_->ListResults(kept->sweep_id(), "", 100)->size(), 10u);
+  // The tombstone answers with the counts it had.
+  auto p = store_->GetSweep(old->sweep_id());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->state(), "pruned");
+  EXPECT_EQ(p->models_expected(), before->models_expected());
+  EXPECT_EQ(p->models_recorded(), 10);
+  EXPECT_EQ(p->failures(), 10);
+  EXPECT_EQ(p->duplicates(), 0);
+  auto gone = store_->ListResults(old->sweep_id(), "", 100);
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(gone.status().message().substr(0, 9), "sweep_id:");
+  EXPECT_EQ(store_->ListResults(999, "", 100).status().code(), absl::StatusCode::kNotFound);
+  // A pruned sweep cannot be a new sweep's baseline; pruning it again changes nothing.
+  auto next = Sweep();
+  next.set_baseline_sweep_id(old->sweep_id());
+  auto refused = store_->CreateSweep(next);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().message().substr(0, 18), "baseline_sweep_id:");
+  auto again = store_->PruneSweeps(req);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->pruned.empty());
+  EXPECT_EQ(again->already, std::vector<int64_t>{old->sweep_id()});
+}
+
+TEST_F(StoreTest, PruneRulesSpareRunningSweepsTheirBaselinesAndTheNewest) {
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto sw = store_->CreateSweep(Sweep(10));
+    ASSERT_TRUE(sw.ok());
+    Drain(*store_);
+    ids.push_back(sw->sweep_id());
+  }
+  // A running sweep against ids[0] as its baseline.
+  auto req = Sweep(10);
+  req.set_baseline_sweep_id(ids[0]);
+  auto running = store_->CreateSweep(req);
+  ASSERT_TRUE(running.ok());
+
+  PruneRequest bad;
+  EXPECT_EQ(store_->PruneSweeps(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad.sweep_ids = {ids[1], 12345};
+  auto nf = store_->PruneSweeps(bad);
+  EXPECT_EQ(nf.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(nf.status().message(), "sweep_ids[1]: no sweep 12345");
+  bad.sweep_ids = {running->sweep_id()};
+  auto run = store_->PruneSweeps(bad);
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(run.status().message().substr(0, 13), "sweep_ids[0]:");
+  bad.sweep_ids = {ids[0]};
+  auto base = store_->PruneSweeps(bad);
+  EXPECT_EQ(base.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(base.status().message().find("baseline of running sweep"), std::string::npos);
+  EXPECT_TRUE(TableExists(opts_.url, "results_" + std::to_string(ids[1])));  // nothing went
+
+  // Keep the newest finished one; everything older goes but the running sweep's baseline.
+  PruneRequest rule;
+  rule.older_than_s = 0;
+  rule.keep_last = 1;
+  auto r = store_->PruneSweeps(rule);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<int64_t> pruned;
+  for (const auto& p : r->pruned) pruned.push_back(p.sweep_id);
+  EXPECT_EQ(pruned, (std::vector<int64_t>{ids[1], ids[2]}));
+  ASSERT_EQ(r->kept.size(), 1u);
+  EXPECT_EQ(r->kept[0].substr(0, 6 + std::to_string(ids[0]).size()), "sweep " + std::to_string(ids[0]));
+  for (int64_t id : {ids[0], ids[3], running->sweep_id()}) {
+    EXPECT_TRUE(TableExists(opts_.url, "results_" + std::to_string(id))) << id;
+  }
+  EXPECT_EQ(store_->GetSweep(running->sweep_id())->state(), "running");
+  // An age rule nothing is old enough for prunes nothing.
+  PruneRequest young;
+  young.older_than_s = 86400;
+  auto y = store_->PruneSweeps(young);
+  ASSERT_TRUE(y.ok());
+  EXPECT_TRUE(y->pruned.empty());
+  // Once the running sweep is done, its baseline can go.
+  Drain(*store_);
+  ASSERT_EQ(store_->GetSweep(running->sweep_id())->state(), "done");
+  auto later = store_->PruneSweeps(rule);
+  ASSERT_TRUE(later.ok());
+  ASSERT_EQ(later->pruned.size(), 2u);
+  EXPECT_EQ(later->pruned[0].sweep_id, ids[0]);
+  EXPECT_EQ(later->pruned[1].sweep_id, ids[3]);
+  EXPECT_TRUE(TableExists(opts_.url, "results_" + std::to_string(running->sweep_id())));
+}
+
+TEST_F(StoreTest, PruneCutOffBeforeItsPartitionsWentIsFinishedByTheNextCall) {
+  auto a = store_->CreateSweep(Sweep(10));
+  ASSERT_TRUE(a.ok());
+  Drain(*store_);
+  auto b = store_->CreateSweep(Sweep(10));
+  ASSERT_TRUE(b.ok());
+  Drain(*store_);
+  const std::string id = std::to_string(a->sweep_id());
+  {
+    // What a prune leaves when it dies after its tombstone transaction, one partition half
+    // detached (DETACH ... CONCURRENTLY interrupted leaves it pending; a plain detach stands in).
+    pqxx::connection c(opts_.url);
+    pqxx::nontransaction n(c);
+    n.exec("UPDATE sweeps SET state = 'pruned', pruned_at = now(), summary = '{}' WHERE sweep_id = " + id);
+    n.exec("ALTER TABLE results DETACH PARTITION results_" + id);
+  }
+  PruneRequest none;
+  none.sweep_ids = {a->sweep_id()};  // already pruned: nothing new, but the leftovers go
+  auto r = store_->PruneSweeps(none);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->pruned.empty());
+  EXPECT_EQ(r->completed, std::vector<int64_t>{a->sweep_id()});
+  EXPECT_FALSE(TableExists(opts_.url, "results_" + id));
+  EXPECT_FALSE(TableExists(opts_.url, "model_runs_" + id));
+  EXPECT_EQ(store_->ListResults(b->sweep_id(), "", 100)->size(), 10u);
+}
+
+// A long read over the results (a dashboard query, ListResults) is open while an old sweep is
+// pruned: the prune waits for it, but the running sweep's reports do not wait for the prune.
+TEST_F(StoreTest, PruneNeverHoldsUpAnotherSweepsReports) {
+  auto old = store_->CreateSweep(Sweep(10));
+  ASSERT_TRUE(old.ok());
+  Drain(*store_);
+  auto live = store_->CreateSweep(Sweep(10));
+  ASSERT_TRUE(live.ok());
+  auto lease = store_->LeaseShard(worker_);
+  ASSERT_TRUE(lease.ok() && lease->has_shard());
+
+  pqxx::connection reader(opts_.url);
+  pqxx::work snapshot(reader);
+  snapshot.exec("SELECT count(*) FROM results");  // holds the parent table and a snapshot
+
+  std::atomic<bool> prune_done{false};
+  absl::StatusOr<PruneResult> pruned = absl::UnknownError("not run");
+  std::thread pruner([&] {
+    auto s = Open();
+    PruneRequest req;
+    req.sweep_ids = {old->sweep_id()};
+    pruned = s->PruneSweeps(req);
+    prune_done = true;
+  });
+  // Give the prune time to reach the detach, which waits for the reader.
+  for (int i = 0; i < 50 && Scalar(opts_.url, "SELECT count(*) FROM pg_stat_activity WHERE "
+                                              "query LIKE 'ALTER TABLE%DETACH%' AND "
+                                              "wait_event_type = 'Lock'") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_FALSE(prune_done);
+  std::vector<pb::ModelResult> res;
+  for (const auto& j : lease->jobs()) res.push_back(Result(j));
+  auto reporter = Open();
+  const pb::ReportResultsRequest report = Report(*lease, res);
+  absl::StatusOr<pb::ReportResultsResponse> rep = absl::UnknownError("not run");
+  std::atomic<bool> reported{false};
+  std::thread report_thread([&] {
+    rep = reporter->ReportResults(report);
+    reported = true;
+  });
+  // A prune that locked the parent table would hold the report until the reader ends.
+  for (int i = 0; i < 100 && !reported; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const bool in_time = reported;
+  EXPECT_FALSE(prune_done);  // still waiting for the reader
+  snapshot.commit();
+  report_thread.join();
+  pruner.join();
+  EXPECT_TRUE(in_time) << "the report waited for the prune";
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->accepted(), 10);
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  ASSERT_EQ(pruned->pruned.size(), 1u);
+  EXPECT_FALSE(TableExists(opts_.url, "results_" + std::to_string(old->sweep_id())));
+  EXPECT_EQ(Scalar(opts_.url, "SELECT count(*) FROM results WHERE sweep_id = " +
+                                  std::to_string(live->sweep_id())), 30);
 }
 
 TEST_F(StoreTest, UnknownWorkerCannotLease) {
