@@ -1,7 +1,8 @@
 // Scheduler throughput with fake workers (DESIGN.md §8): W worker threads, each with its own
 // gRPC channel to an in-process scheduler over loopback, lease a shard, report a realistic
 // result per model (3 modes, op list, loss curve) in one batch, finish, repeat. Also the store's
-// raw ingest rate (rows/s through ReportResults' COPY path) without gRPC.
+// raw ingest rate (rows/s through ReportResults' COPY path) without gRPC, and the time to prune
+// the throughput sweep (Store::PruneSweeps).
 //
 //   build/bench/scheduler_bench [--workers 64] [--models 20000] [--shard 32] [--db-threads 4]
 //                               [--lease-threads 2] [--separate-finish] [--start idle|burst]
@@ -350,6 +351,16 @@ int main(int argc, char** argv) {
     f.set_lease_token(l->lease_token());
     (void)(*store)->FinishShard(f);
   }
+  // Retention: prune the throughput sweep (its 3 results rows and 1 model_runs row per model).
+  double prune_s = -1;
+  {
+    ts::store::PruneRequest pr;
+    pr.sweep_ids = {created.sweep_id()};
+    const auto a = Clock::now();
+    auto p = (*store)->PruneSweeps(pr);
+    if (p.ok() && p->pruned.size() == 1) prune_s = std::chrono::duration<double>(Clock::now() - a).count();
+    else std::fprintf(stderr, "prune: %s\n", p.ok() ? "nothing pruned" : p.status().ToString().c_str());
+  }
   // Server-side LeaseShard latency (hand-off to the DB pool to the answer) from /metrics: the
   // smallest bucket bound holding 99% of the calls.
   std::string server_p99 = "n/a";
@@ -401,6 +412,8 @@ int main(int argc, char** argv) {
   }
   std::printf("| **ingest** (one connection, 1000-result COPY batches) | **%.0f rows/s** (%lld rows in %.2f s) | >= 20,000 |\n",
               rows / ingest_s, static_cast<long long>(rows), ingest_s);
+  std::printf("| prune of the throughput sweep (%lld models: tombstone, rows, 2 partitions) | %.2f s | |\n",
+              static_cast<long long>(created.models()), prune_s);
   pg.reset();
   std::error_code ec;
   if (!tmpdir.empty()) std::filesystem::remove_all(tmpdir, ec);
