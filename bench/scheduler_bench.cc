@@ -6,7 +6,8 @@
 //
 //   build/bench/scheduler_bench [--workers 64] [--models 20000] [--shard 32] [--db-threads 4]
 //                               [--lease-threads 2] [--separate-finish] [--start idle|burst]
-//                               [--db URL]   (default: a private PostgreSQL under /tmp)
+//                               [--hold-first-ms N] [--db URL]   (default: a private
+//                               PostgreSQL under /tmp)
 //
 // --start idle (default): the fleet is up and polling an empty queue, as touchstone-worker does
 // (LeaseShard, then sleep retry_after_ms +-50%, common::Jittered), when the sweep is created:
@@ -16,6 +17,9 @@
 // instant (a restarted fleet): the worst case for the lease tail.
 // Either way the clock starts with the sweep's first lease opportunity, and the lease
 // latencies counted are those of calls made after it.
+// --hold-first-ms N: each fake worker waits N ms after its first lease before reporting it, as
+// a real worker does while it runs the shard's first models (seconds); every later shard is
+// still reported at once. It separates the burst's own cost from that of the first reports.
 //
 // Prints Markdown for bench/RESULTS.md.
 #include <unistd.h>
@@ -144,6 +148,7 @@ void Upsert(pb::Scheduler::Stub* stub, int models, int offset, const std::string
 int main(int argc, char** argv) {
   int workers = 64, models = 20000, shard = 32, db_threads = 4, lease_threads = 2;
   bool finish_in_report = true, burst = false;
+  int hold_first_ms = 0;
   std::string db;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -154,13 +159,14 @@ int main(int argc, char** argv) {
     else if (a == "--lease-threads" && i + 1 < argc) lease_threads = std::atoi(argv[++i]);
     else if (a == "--separate-finish") finish_in_report = false;
     else if (a == "--db" && i + 1 < argc) db = argv[++i];
+    else if (a == "--hold-first-ms" && i + 1 < argc) hold_first_ms = std::atoi(argv[++i]);
     else if (a == "--start" && i + 1 < argc && (std::string(argv[i + 1]) == "idle" ||
                                                 std::string(argv[i + 1]) == "burst"))
       burst = std::string(argv[++i]) == "burst";
     else {
       std::fprintf(stderr, "usage: scheduler_bench [--workers N] [--models N] [--shard N] "
                            "[--db-threads N] [--lease-threads N] [--separate-finish] "
-                           "[--start idle|burst] [--db URL]\n");
+                           "[--start idle|burst] [--hold-first-ms N] [--db URL]\n");
       return 2;
     }
   }
@@ -270,6 +276,9 @@ int main(int argc, char** argv) {
           std::this_thread::sleep_for(std::chrono::duration<double>(
               ts::common::Jittered(lease.retry_after_ms() / 1000.0, 0.5)));  // as touchstone-worker
           continue;
+        }
+        if (hold_first_ms > 0 && my_report.empty()) {  // this worker's first shard
+          std::this_thread::sleep_for(std::chrono::milliseconds(hold_first_ms));
         }
         pb::ReportResultsRequest rep;
         rep.set_worker_id(rr.worker_id());
@@ -391,6 +400,9 @@ int main(int argc, char** argv) {
   std::printf("| metric | value | target |\n|---|---|---|\n");
   std::printf("| fake workers / shard size / db + lease threads | %d / %d / %d + %d | 64 workers |\n",
               workers, shard, db_threads, lease_threads);
+  if (hold_first_ms > 0) {
+    std::printf("| first shard held before reporting | %d ms | |\n", hold_first_ms);
+  }
   std::printf("| shard closed by | %s | |\n",
               finish_in_report ? "the last ReportResults (finish=true)" : "a separate FinishShard");
   std::printf("| model results stored | %lld in %.2f s | |\n", static_cast<long long>(results.load()),

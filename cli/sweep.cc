@@ -38,10 +38,7 @@ constexpr const char* kSweepUsage =
     "usage: touchstone sweep [--sample N|all] [--profile FILE] [--workers W] [--db URL]\n"
     "                        [--baseline SWEEP] [--json FILE] [--serve] [--catalog FILE]\n"
     "                        [--seed N] [--modes eager,compile,train] [--state-dir DIR]\n"
-    "                        [--lease-ttl S] [--model-timeout S]\n"
-    "       touchstone db migrate --db URL\n"
-    "       touchstone db prune [--db URL | --state-dir DIR] [--sweep ID]... [--older-than DAYS]\n"
-    "                           [--keep N] [--dry-run]\n";
+    "                        [--lease-ttl S] [--model-timeout S]\n";
 
 std::atomic<bool> interrupted{false};
 
@@ -130,15 +127,19 @@ int DbUsage(const std::string& why) {
   std::fprintf(stderr, "touchstone db: %s\n%s", why.c_str(), kDbUsage);
   return 2;
 }
+int DbFail(const std::string& why) {
+  std::fprintf(stderr, "touchstone db: %s\n", why.c_str());
+  return 1;
+}
 
 int DbMigrate(const std::string& url) {
   store::StoreOptions o;
   o.url = url;
   auto s = store::Store::Connect(o);
-  if (!s.ok()) return Fail(s.status().ToString());
-  if (auto st = (*s)->Migrate(); !st.ok()) return Fail(st.ToString());
+  if (!s.ok()) return DbFail(s.status().ToString());
+  if (auto st = (*s)->Migrate(); !st.ok()) return DbFail(st.ToString());
   auto v = (*s)->AppliedMigrations();
-  if (!v.ok()) return Fail(v.status().ToString());
+  if (!v.ok()) return DbFail(v.status().ToString());
   std::printf("schema at version %d (%zu migrations applied)\n", v->empty() ? 0 : v->back(),
               v->size());
   return 0;
@@ -191,15 +192,15 @@ int DbPrune(const std::vector<std::string>& args) {
     store::EmbeddedPostgresOptions po;
     po.data_dir = data.string();
     auto p = store::EmbeddedPostgres::Start(po);
-    if (!p.ok()) return Fail(p.status().ToString());
+    if (!p.ok()) return DbFail(p.status().ToString());
     pg = std::move(*p);
     db = pg->url();
   }
   store::StoreOptions o;
   o.url = db;
   auto s = store::Store::Connect(o);
-  if (!s.ok()) return Fail(s.status().ToString());
-  if (auto st = (*s)->Migrate(); !st.ok()) return Fail(st.ToString());
+  if (!s.ok()) return DbFail(s.status().ToString());
+  if (auto st = (*s)->Migrate(); !st.ok()) return DbFail(st.ToString());
   auto r = (*s)->PruneSweeps(req);
   if (!r.ok()) {
     std::fprintf(stderr, "touchstone db prune: %s\n", std::string(r.status().message()).c_str());
