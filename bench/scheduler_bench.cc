@@ -317,8 +317,34 @@ int main(int argc, char** argv) {
     t0 = Clock::now();
     started = true;
   }
+  // A progress client (the sweep command's, a dashboard) polling GetSweep every 250 ms while
+  // the sweep runs, then once more when it is done.
+  std::vector<double> progress_ms;
+  std::atomic<bool> all_joined{false};
+  std::thread progress([&] {
+    while (!all_joined) {
+      pb::GetSweepRequest g;
+      g.set_sweep_id(created.sweep_id());
+      pb::SweepProgress p;
+      grpc::ClientContext ctx;
+      const auto a = Clock::now();
+      if (admin->GetSweep(&ctx, g, &p).ok()) progress_ms.push_back(Ms(Clock::now() - a));
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+  });
   for (auto& t : threads) t.join();
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  all_joined = true;
+  progress.join();
+  double final_progress_ms = -1;
+  {
+    pb::GetSweepRequest g;
+    g.set_sweep_id(created.sweep_id());
+    pb::SweepProgress p;
+    grpc::ClientContext ctx;
+    const auto a = Clock::now();
+    if (admin->GetSweep(&ctx, g, &p).ok() && p.state() == "done") final_progress_ms = Ms(Clock::now() - a);
+  }
 
   // Raw ingest: one store connection, batches of 1000 results, no gRPC.
   ts::store::StoreOptions sto;
@@ -422,6 +448,11 @@ int main(int argc, char** argv) {
     std::printf("| FinishShard p50 / p99 | %.2f / %.2f ms | |\n", Percentile(finish_ms, 0.5),
                 Percentile(finish_ms, 0.99));
   }
+  std::printf("| GetSweep every 250 ms while it runs: calls, p50 / max | %zu, %.1f / %.1f ms | |\n",
+              progress_ms.size(), Percentile(progress_ms, 0.5),
+              progress_ms.empty() ? 0.0 : *std::max_element(progress_ms.begin(), progress_ms.end()));
+  std::printf("| GetSweep of the finished sweep (with the duplicate check) | %.1f ms | |\n",
+              final_progress_ms);
   std::printf("| **ingest** (one connection, 1000-result COPY batches) | **%.0f rows/s** (%lld rows in %.2f s) | >= 20,000 |\n",
               rows / ingest_s, static_cast<long long>(rows), ingest_s);
   std::printf("| prune of the throughput sweep (%lld models: tombstone, rows, 2 partitions) | %.2f s | |\n",

@@ -186,7 +186,13 @@ struct Store::Impl {
     conn->prepare("jobs_of", R"(
       SELECT job_id, model_id, run, done FROM jobs
       WHERE shard_id = $1 AND job_id = ANY($2::bigint[]))");
-    conn->prepare("mark_done", "UPDATE jobs SET done = true WHERE job_id = ANY($1::bigint[])");
+    // Marks a report's jobs done and adds them to their shard's tallies ($2: the shard, whose
+    // row the report already holds through "renew").
+    conn->prepare("mark_done", R"(
+      WITH d AS (UPDATE jobs SET done = true WHERE job_id = ANY($1::bigint[]))
+      UPDATE shards SET jobs_done = jobs_done + $3, primary_done = primary_done + $4,
+                        primary_failed = primary_failed + $5
+      WHERE shard_id = $2)");
   }
 
   template <typename Fn>
@@ -223,7 +229,9 @@ struct Store::Impl {
     return s;
   }
 
-  // Marks the sweep done when none of its shards is queued or leased.
+  // Marks the sweep done when none of its shards is queued or leased, and keeps its counts,
+  // taken from the tables once (duplicate check included), in sweeps.summary: nothing writes
+  // to a done sweep, so GetSweep answers from there.
   int SettleSweep(pqxx::transaction_base& txn, int64_t sweep_id) {
     pqxx::result r = txn.exec_params(R"(
       UPDATE sweeps SET state = 'done', finished_at = now()
@@ -231,11 +239,31 @@ struct Store::Impl {
         SELECT 1 FROM shards WHERE sweep_id = $1 AND state IN ('queued', 'leased'))
       RETURNING sweep_id)",
                                      sweep_id);
-    return static_cast<int>(r.size());
+    if (r.empty()) return 0;
+    pb::SweepProgress counts;
+    CountFromTables(txn, sweep_id, &counts);
+    txn.exec_params("UPDATE sweeps SET summary = $2::jsonb WHERE sweep_id = $1", sweep_id,
+                    SummaryJson(counts, "done"));
+    return 1;
   }
 
-  // The sweep's progress counts, read in `txn`'s snapshot. A pruned sweep has no rows left to
-  // count: it answers with the counts stored when it was pruned.
+  static std::string SummaryJson(const pb::SweepProgress& p, const std::string& state) {
+    return nlohmann::json{{"state", state},
+                          {"models_expected", p.models_expected()},
+                          {"models_recorded", p.models_recorded()},
+                          {"jobs_total", p.jobs_total()},
+                          {"jobs_done", p.jobs_done()},
+                          {"failures", p.failures()},
+                          {"duplicates", p.duplicates()},
+                          {"confirmed_deterministic", p.confirmed_deterministic()},
+                          {"confirmed_flaky", p.confirmed_flaky()}}
+        .dump();
+  }
+
+  // The sweep's progress counts, read in `w`'s snapshot:
+  //   done or pruned: the counts kept in sweeps.summary when it settled (or was pruned);
+  //   running: the shards' tallies, summed (O(shards), not O(models));
+  //   cancelled (late reports may still land): counted from the tables.
   absl::StatusOr<pb::SweepProgress> Progress(pqxx::transaction_base& w, int64_t sweep_id) {
     pqxx::result s = w.exec_params(R"(
       SELECT state, extract(epoch FROM coalesce(finished_at, now()) - created_at), summary::text
@@ -246,8 +274,8 @@ struct Store::Impl {
     out.set_sweep_id(sweep_id);
     out.set_state(s[0][0].c_str());
     out.set_elapsed_s(s[0][1].as<double>());
-    if (out.state() == "pruned") {
-      const auto j = nlohmann::json::parse(s[0][2].is_null() ? "{}" : s[0][2].c_str());
+    if (!s[0][2].is_null()) {
+      const auto j = nlohmann::json::parse(s[0][2].c_str());
       auto count = [&](const char* key) { return j.value(key, int64_t{0}); };
       out.set_models_expected(count("models_expected"));
       out.set_models_recorded(count("models_recorded"));
@@ -259,6 +287,43 @@ struct Store::Impl {
       out.set_confirmed_flaky(count("confirmed_flaky"));
       return out;
     }
+    if (out.state() != "running") {
+      CountFromTables(w, sweep_id, &out);
+      return out;
+    }
+    pqxx::result t = w.exec_params(R"(
+      SELECT coalesce(sum(primary_total), 0), coalesce(sum(jobs_total), 0),
+             coalesce(sum(jobs_done), 0), coalesce(sum(primary_done), 0),
+             coalesce(sum(primary_failed), 0),
+             count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'leased')
+      FROM shards WHERE sweep_id = $1)",
+                                   sweep_id);
+    out.set_models_expected(t[0][0].as<int64_t>());
+    out.set_jobs_total(t[0][1].as<int64_t>());
+    out.set_jobs_done(t[0][2].as<int64_t>());
+    out.set_models_recorded(t[0][3].as<int64_t>());
+    out.set_failures(t[0][4].as<int64_t>());
+    out.set_shards_queued(t[0][5].as<int64_t>());
+    out.set_shards_leased(t[0][6].as<int64_t>());
+    Confirmations(w, sweep_id, &out);
+    return out;
+  }
+
+  // Regressions settled deterministic / flaky (the regressions table holds only the sweep's
+  // new failures: small).
+  static void Confirmations(pqxx::transaction_base& w, int64_t sweep_id, pb::SweepProgress* out) {
+    pqxx::result g = w.exec_params(R"(
+      SELECT count(DISTINCT model_id) FILTER (WHERE confirmation = 'deterministic'),
+             count(DISTINCT model_id) FILTER (WHERE confirmation = 'flaky')
+      FROM regressions WHERE sweep_id = $1)",
+                                   sweep_id);
+    out->set_confirmed_deterministic(g[0][0].as<int64_t>());
+    out->set_confirmed_flaky(g[0][1].as<int64_t>());
+  }
+
+  // The counts taken from the jobs, results and model_runs themselves (O(models)), with the
+  // duplicate check: once when a sweep settles, and for cancelled sweeps.
+  static void CountFromTables(pqxx::transaction_base& w, int64_t sweep_id, pb::SweepProgress* out) {
     // One statement, so one snapshot: a report commits its results and marks its jobs done
     // together, and the counts below agree with each other while reports keep landing.
     pqxx::result j = w.exec_params(R"(
@@ -268,36 +333,27 @@ struct Store::Impl {
               WHERE sweep_id = $1 AND run = 1 AND status <> 'pass')
       FROM jobs WHERE sweep_id = $1)",
                                    sweep_id);
-    out.set_models_expected(j[0][0].as<int64_t>());
-    out.set_jobs_total(j[0][1].as<int64_t>());
-    out.set_jobs_done(j[0][2].as<int64_t>());
-    out.set_models_recorded(j[0][3].as<int64_t>());
-    out.set_failures(j[0][4].as<int64_t>());
+    out->set_models_expected(j[0][0].as<int64_t>());
+    out->set_jobs_total(j[0][1].as<int64_t>());
+    out->set_jobs_done(j[0][2].as<int64_t>());
+    out->set_models_recorded(j[0][3].as<int64_t>());
+    out->set_failures(j[0][4].as<int64_t>());
     pqxx::result sh = w.exec_params(R"(
       SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'leased')
       FROM shards WHERE sweep_id = $1)",
                                     sweep_id);
-    out.set_shards_queued(sh[0][0].as<int64_t>());
-    out.set_shards_leased(sh[0][1].as<int64_t>());
-    pqxx::result g = w.exec_params(R"(
-      SELECT count(DISTINCT model_id) FILTER (WHERE confirmation = 'deterministic'),
-             count(DISTINCT model_id) FILTER (WHERE confirmation = 'flaky')
-      FROM regressions WHERE sweep_id = $1)",
+    out->set_shards_queued(sh[0][0].as<int64_t>());
+    out->set_shards_leased(sh[0][1].as<int64_t>());
+    Confirmations(w, sweep_id, out);
+    // Results per (model, mode) beyond the first, over primary runs, and models with more than
+    // one primary model_runs row. Both must be 0.
+    pqxx::result d = w.exec_params(R"(
+      SELECT (SELECT count(*) - count(DISTINCT (model_id, mode)) FROM results
+              WHERE sweep_id = $1 AND run = 1)
+           + (SELECT count(*) - count(DISTINCT model_id) FROM model_runs
+              WHERE sweep_id = $1 AND run = 1))",
                                    sweep_id);
-    out.set_confirmed_deterministic(g[0][0].as<int64_t>());
-    out.set_confirmed_flaky(g[0][1].as<int64_t>());
-    if (out.state() != "running") {
-      // Results per (model, mode) beyond the first, over primary runs, and models with more
-      // than one primary model_runs row. Both must be 0.
-      pqxx::result d = w.exec_params(R"(
-        SELECT (SELECT count(*) - count(DISTINCT (model_id, mode)) FROM results
-                WHERE sweep_id = $1 AND run = 1)
-             + (SELECT count(*) - count(DISTINCT model_id) FROM model_runs
-                WHERE sweep_id = $1 AND run = 1))",
-                                     sweep_id);
-      out.set_duplicates(d[0][0].as<int64_t>());
-    }
-    return out;
+    out->set_duplicates(d[0][0].as<int64_t>());
   }
 
   // Detaches (CONCURRENTLY: the parent table is never locked against other sweeps' reports)
@@ -365,6 +421,12 @@ struct Store::Impl {
       ON CONFLICT DO NOTHING)",
                     sweep_id, model_id, run);
     txn.exec_params("UPDATE jobs SET done = true WHERE job_id = $1", job_id);
+    const int primary = run == 1 ? 1 : 0;  // a crash is a failure
+    txn.exec_params(R"(
+      UPDATE shards SET jobs_done = jobs_done + 1, primary_done = primary_done + $2,
+                        primary_failed = primary_failed + $2
+      WHERE shard_id = $1)",
+                    shard_id, primary);
   }
 };
 
@@ -678,7 +740,21 @@ absl::StatusOr<pb::ReportResultsResponse> Store::ReportResults(const pb::ReportR
               "opcov_ratio", "total_ms", "peak_device_bytes", "ops", "op_calls", "op_ms",
               "op_native", "tiny_config"},
              run_rows);
-    if (!done_ids.empty()) w.exec_prepared("mark_done", IdArray(done_ids));
+    if (!done_ids.empty()) {
+      int primary = 0, failed = 0;
+      for (const pb::ModelResult* res : fresh) {
+        if (jobs[res->job_id()].run != 1) continue;
+        ++primary;
+        for (const auto& m : res->modes()) {
+          if (m.status() != "pass") {
+            ++failed;
+            break;
+          }
+        }
+      }
+      w.exec_prepared("mark_done", IdArray(done_ids), r.shard_id(),
+                      static_cast<int>(done_ids.size()), primary, failed);
+    }
 
     // New failures vs the baseline: two confirmation runs each, in their own shards.
     if (sweep->baseline > 0) {
@@ -708,7 +784,8 @@ absl::StatusOr<pb::ReportResultsResponse> Store::ReportResults(const pb::ReportR
         for (const auto& model : flipped) {
           for (int run = 2; run <= 3; ++run) {
             pqxx::result sh = w.exec_params(
-                "INSERT INTO shards (sweep_id, priority) VALUES ($1, $2) RETURNING shard_id",
+                "INSERT INTO shards (sweep_id, priority, jobs_total) VALUES ($1, $2, 1) "
+                "RETURNING shard_id",
                 sweep_id, sweep->priority + 1);
             w.exec_params("INSERT INTO jobs (sweep_id, model_id, run, shard_id) VALUES ($1, $2, $3, $4)",
                           sweep_id, model, run, sh[0][0].as<int64_t>());
@@ -799,14 +876,23 @@ absl::StatusOr<ExpiryStats> Store::ExpireLeases() {
       }
       if (pending.size() > 1 && expiries >= impl_->opts.split_after_expiries) {
         // This shard keeps killing workers: one shard per model finds the culprit.
+        // The pending jobs' totals move with them; what was done stays with this shard.
+        int primary_moved = 0;
         for (const auto& job : pending) {
+          const int primary = job[2].as<int>() == 1 ? 1 : 0;
+          primary_moved += primary;
           pqxx::result sh = w.exec_params(
-              "INSERT INTO shards (sweep_id, priority) VALUES ($1, $2) RETURNING shard_id",
-              sweep_id, priority);
+              "INSERT INTO shards (sweep_id, priority, jobs_total, primary_total) "
+              "VALUES ($1, $2, 1, $3) RETURNING shard_id",
+              sweep_id, priority, primary);
           w.exec_params("UPDATE jobs SET shard_id = $1 WHERE job_id = $2",
                         sh[0][0].as<int64_t>(), job[0].as<int64_t>());
         }
-        w.exec_params("UPDATE shards SET state = 'split' WHERE shard_id = $1", shard_id);
+        w.exec_params(R"(
+          UPDATE shards SET state = 'split', jobs_total = jobs_total - $2,
+                            primary_total = primary_total - $3
+          WHERE shard_id = $1)",
+                      shard_id, static_cast<int>(pending.size()), primary_moved);
         ++stats.split;
       }
     }
@@ -972,20 +1058,26 @@ absl::StatusOr<pb::CreateSweepResponse> Store::CreateSweep(const pb::CreateSweep
     std::priority_queue<Slot, std::vector<Slot>, std::greater<Slot>> heap;
     for (int64_t i = 0; i < k; ++i) heap.emplace(0.0, i, 0);
     std::vector<double> load(static_cast<size_t>(k), 0.0);
+    std::vector<int> members(static_cast<size_t>(k), 0);
     std::vector<std::array<Cell, 4>> job_rows;
     for (const auto& [ms, model] : models) {
       auto [l, idx, count] = heap.top();
       heap.pop();
       load[static_cast<size_t>(idx)] = l + ms;
+      ++members[static_cast<size_t>(idx)];
       job_rows.push_back({id, model, "1", std::to_string(shard_ids[static_cast<size_t>(idx)])});
       if (count + 1 < max_models) heap.emplace(l + ms, idx, count + 1);
     }
-    std::vector<std::array<Cell, 4>> shard_rows;
+    std::vector<std::array<Cell, 6>> shard_rows;
     for (int64_t i = 0; i < k; ++i) {
+      const std::string n_jobs = std::to_string(members[static_cast<size_t>(i)]);
       shard_rows.push_back({std::to_string(shard_ids[static_cast<size_t>(i)]), id,
-                            std::to_string(r.priority()), Num(load[static_cast<size_t>(i)])});
+                            std::to_string(r.priority()), Num(load[static_cast<size_t>(i)]),
+                            n_jobs, n_jobs});
     }
-    Copy<4>(w, "shards", {"shard_id", "sweep_id", "priority", "estimated_ms"}, shard_rows);
+    Copy<6>(w, "shards",
+            {"shard_id", "sweep_id", "priority", "estimated_ms", "jobs_total", "primary_total"},
+            shard_rows);
     Copy<4>(w, "jobs", {"sweep_id", "model_id", "run", "shard_id"}, job_rows);
     // Last, right before commit: creating a partition locks the parent table, which would stall
     // other sweeps' reports for as long as this transaction runs.
@@ -1123,20 +1215,10 @@ absl::StatusOr<PruneResult> Store::PruneSweeps(const PruneRequest& r) {
       }
       auto progress = impl_->Progress(w, p.sweep_id);
       if (!progress.ok()) return progress.status();
-      const nlohmann::json summary = {
-          {"state", state},
-          {"models_expected", progress->models_expected()},
-          {"models_recorded", progress->models_recorded()},
-          {"jobs_total", progress->jobs_total()},
-          {"jobs_done", progress->jobs_done()},
-          {"failures", progress->failures()},
-          {"duplicates", progress->duplicates()},
-          {"confirmed_deterministic", progress->confirmed_deterministic()},
-          {"confirmed_flaky", progress->confirmed_flaky()}};
       w.exec_params(
           "UPDATE sweeps SET state = 'pruned', pruned_at = now(), summary = $2::jsonb "
           "WHERE sweep_id = $1",
-          p.sweep_id, summary.dump());
+          p.sweep_id, Impl::SummaryJson(*progress, state));
       w.exec_params("DELETE FROM regressions WHERE sweep_id = $1", p.sweep_id);
       w.exec_params("DELETE FROM jobs WHERE sweep_id = $1", p.sweep_id);
       w.exec_params("DELETE FROM shards WHERE sweep_id = $1", p.sweep_id);

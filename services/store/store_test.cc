@@ -109,6 +109,29 @@ class StoreTest : public ::testing::Test {
     }
   }
 
+  // GetSweep of a running sweep sums the shards' tallies; this counts the same things from the
+  // jobs, results and model_runs tables and expects the two to agree.
+  void ExpectTalliesMatchTables(Store& s, int64_t sweep_id, const std::string& where) {
+    auto p = s.GetSweep(sweep_id);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->state(), "running") << where;
+    pqxx::connection c(opts_.url);
+    pqxx::nontransaction n(c);
+    const std::string id = std::to_string(sweep_id);
+    pqxx::result r = n.exec(
+        "SELECT (SELECT count(*) FROM jobs WHERE sweep_id = " + id + " AND run = 1), "
+        "(SELECT count(*) FROM jobs WHERE sweep_id = " + id + "), "
+        "(SELECT count(*) FROM jobs WHERE sweep_id = " + id + " AND done), "
+        "(SELECT count(*) FROM model_runs WHERE sweep_id = " + id + " AND run = 1), "
+        "(SELECT count(DISTINCT model_id) FROM results WHERE sweep_id = " + id +
+        " AND run = 1 AND status <> 'pass')");
+    EXPECT_EQ(p->models_expected(), r[0][0].as<int64_t>()) << where;
+    EXPECT_EQ(p->jobs_total(), r[0][1].as<int64_t>()) << where;
+    EXPECT_EQ(p->jobs_done(), r[0][2].as<int64_t>()) << where;
+    EXPECT_EQ(p->models_recorded(), r[0][3].as<int64_t>()) << where;
+    EXPECT_EQ(p->failures(), r[0][4].as<int64_t>()) << where;
+  }
+
   StoreOptions opts_;
   std::unique_ptr<Store> store_;
   int64_t worker_ = 0;
@@ -118,7 +141,7 @@ TEST_F(StoreTest, MigrationsApplyOnceAndAreIdempotent) {
   ASSERT_TRUE(store_->Migrate().ok());
   auto v = store_->AppliedMigrations();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, (std::vector<int>{1, 2}));
+  EXPECT_EQ(*v, (std::vector<int>{1, 2, 3}));
 }
 
 TEST_F(StoreTest, SweepRunsToDoneWithEveryModelRecordedOnce) {
@@ -304,12 +327,15 @@ TEST_F(StoreTest, ShardThatKeepsLosingWorkersIsSplitAndTheCulpritRecordedAsCrash
   }
   auto q = s->Queue();
   EXPECT_EQ(q->shards_queued, 10);
+  ExpectTalliesMatchTables(*s, sw->sweep_id(), "after the split");
   // The first single-model shard loses its worker once more: 3 losses -> crash.
   auto l = s->LeaseShard(worker_);
   ASSERT_EQ(l->jobs_size(), 1);
   const std::string culprit = l->jobs(0).model_id();
   auto e = s->ExpireLeases();
   EXPECT_EQ(e->crashed, 1);
+  ExpectTalliesMatchTables(*s, sw->sweep_id(), "after the crash");
+  EXPECT_EQ(s->GetSweep(sw->sweep_id())->failures(), 1);
   // Every other model passes.
   EXPECT_EQ(Drain(*s), 9);
   auto p = s->GetSweep(sw->sweep_id());
@@ -342,6 +368,7 @@ TEST_F(StoreTest, NewFailuresGetTwoConfirmationRunsAndAreSettled) {
   ASSERT_TRUE(store_->ReportResults(Report(*l, res)).ok());
   ASSERT_TRUE(store_->FinishShard(Finish(*l)).ok());
   EXPECT_EQ(store_->GetSweep(sw->sweep_id())->jobs_total(), 14);
+  ExpectTalliesMatchTables(*store_, sw->sweep_id(), "with the confirmations queued");
   for (;;) {
     auto c = store_->LeaseShard(worker_);
     ASSERT_TRUE(c.ok());
@@ -712,6 +739,75 @@ TEST_F(StoreTest, PruneNeverHoldsUpAnotherSweepsReports) {
   EXPECT_FALSE(TableExists(opts_.url, "results_" + std::to_string(old->sweep_id())));
   EXPECT_EQ(Scalar(opts_.url, "SELECT count(*) FROM results WHERE sweep_id = " +
                                   std::to_string(live->sweep_id())), 30);
+}
+
+// Progress of a running sweep comes from per-shard tallies (no scan of the sweep); partial
+// reports, a retried (duplicate) report, mixed verdicts and a requeued shard keep them equal
+// to the tables' counts, and the done sweep's kept counts equal the tables' too.
+TEST_F(StoreTest, RunningProgressFromShardTalliesAgreesWithTheTables) {
+  auto sw = store_->CreateSweep(Sweep(4));
+  ASSERT_TRUE(sw.ok());
+  ExpectTalliesMatchTables(*store_, sw->sweep_id(), "before any lease");
+  auto l = store_->LeaseShard(worker_);
+  ASSERT_TRUE(l.ok() && l->has_shard());
+  ASSERT_EQ(l->jobs_size(), 4);
+  const std::vector<pb::ModelResult> first = {Result(l->jobs(0), "fail_accuracy"), Result(l->jobs(1))};
+  ASSERT_TRUE(store_->ReportResults(Report(*l, first)).ok());
+  ExpectTalliesMatchTables(*store_, sw->sweep_id(), "after a partial report");
+  auto again = store_->ReportResults(Report(*l, first));  // a retry: duplicates, not counted
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->duplicates(), 2);
+  auto p = store_->GetSweep(sw->sweep_id());
+  EXPECT_EQ(p->models_recorded(), 2);
+  EXPECT_EQ(p->failures(), 1);
+  ExpectTalliesMatchTables(*store_, sw->sweep_id(), "after a duplicate report");
+  // The shard is released with two jobs left: requeued, their totals stay.
+  auto f = Finish(*l);
+  f.set_release(true);
+  ASSERT_EQ(store_->FinishShard(f)->jobs_left(), 2);
+  ExpectTalliesMatchTables(*store_, sw->sweep_id(), "after the requeue");
+  Drain(*store_, "fail_accuracy");
+  auto done = store_->GetSweep(sw->sweep_id());
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), "done");
+  EXPECT_EQ(done->models_expected(), 10);
+  EXPECT_EQ(done->models_recorded(), 10);
+  EXPECT_EQ(done->failures(), 9);  // model 1 passed; the rest failed a mode
+  EXPECT_EQ(done->jobs_done(), 10);
+  EXPECT_EQ(done->duplicates(), 0);
+  EXPECT_EQ(Scalar(opts_.url, "SELECT count(*) FROM sweeps WHERE summary IS NOT NULL AND sweep_id = " +
+                                  std::to_string(sw->sweep_id())),
+            1);
+}
+
+// Migration 3 on a database with a sweep half done (an upgrade mid-sweep): the tallies it
+// back-fills agree with the tables.
+TEST_F(StoreTest, ProgressMigrationBackfillsTalliesOfARunningSweep) {
+  auto sw = store_->CreateSweep(Sweep(4));
+  ASSERT_TRUE(sw.ok());
+  auto l = store_->LeaseShard(worker_);
+  ASSERT_TRUE(l.ok() && l->has_shard());
+  ASSERT_TRUE(store_->ReportResults(Report(*l, {Result(l->jobs(0), "fail_accuracy"), Result(l->jobs(1))})).ok());
+  const Migration* m3 = nullptr;
+  for (const auto& m : Migrations()) {
+    if (m.version == 3) m3 = &m;
+  }
+  ASSERT_NE(m3, nullptr);
+  {
+    // The shards table as it was before migration 3, then migration 3 itself.
+    pqxx::connection c(opts_.url);
+    pqxx::work w(c);
+    w.exec("ALTER TABLE shards DROP COLUMN jobs_total, DROP COLUMN jobs_done, "
+           "DROP COLUMN primary_total, DROP COLUMN primary_done, DROP COLUMN primary_failed");
+    w.exec(m3->sql);
+    w.commit();
+  }
+  auto fresh = Open();
+  ExpectTalliesMatchTables(*fresh, sw->sweep_id(), "after the backfill");
+  auto p = fresh->GetSweep(sw->sweep_id());
+  EXPECT_EQ(p->models_expected(), 10);
+  EXPECT_EQ(p->models_recorded(), 2);
+  EXPECT_EQ(p->failures(), 1);
 }
 
 TEST_F(StoreTest, UnknownWorkerCannotLease) {
