@@ -1,5 +1,6 @@
 #include "services/scheduler/scheduler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -112,8 +113,9 @@ struct Metrics {
 struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackService {
   SchedulerOptions opts;
   store::StoreOptions store_opts;
-  std::unique_ptr<StorePool> pool;        // reports, sweeps, queries
+  std::unique_ptr<StorePool> pool;        // reports, upserts, sweep creation
   std::unique_ptr<StorePool> lease_pool;  // register, lease, heartbeat: never behind a report
+  std::unique_ptr<StorePool> query_pool;  // progress and results queries: never behind one either
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<common::HttpServer> http;
   int grpc_port = 0;
@@ -359,7 +361,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   grpc::ServerUnaryReactor* GetSweep(grpc::CallbackServerContext* ctx,
                                      const pb::GetSweepRequest* req,
                                      pb::SweepProgress* resp) override {
-    return Handle("GetSweep", ctx, req, resp, [](store::Store& s, const auto& r, auto* out) {
+    return Handle(query_pool.get(), "GetSweep", ctx, req, resp, [](store::Store& s, const auto& r, auto* out) {
       return Assign(s.GetSweep(r.sweep_id()), out);
     });
   }
@@ -367,12 +369,12 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   grpc::ServerUnaryReactor* CancelSweep(grpc::CallbackServerContext* ctx,
                                         const pb::CancelSweepRequest* req,
                                         pb::SweepProgress* resp) override {
-    return Handle("CancelSweep", ctx, req, resp, [](store::Store& s, const auto& r, auto* out) {
+    return Handle(query_pool.get(), "CancelSweep", ctx, req, resp, [](store::Store& s, const auto& r, auto* out) {
       return Assign(s.CancelSweep(r.sweep_id()), out);
     });
   }
 
-  // Pages are fetched on the pool one at a time; the next fetch starts when a write is done.
+  // Pages are fetched on the query pool one at a time; the next fetch starts when a write is done.
   class ListReactor final : public grpc::ServerWriteReactor<pb::ResultPage> {
    public:
     ListReactor(Impl* impl, pb::ListResultsRequest req) : impl_(impl), req_(std::move(req)) {
@@ -390,7 +392,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
 
    private:
     void Fetch() {
-      const bool queued = impl_->pool->Submit([this](store::Store* s) {
+      const bool queued = impl_->query_pool->Submit([this](store::Store* s) {
         if (!s) {
           Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "database unreachable; retry"));
           return;
@@ -517,6 +519,8 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   store::StoreOptions lease_opts = impl->store_opts;
   lease_opts.generic_plans = true;  // register, lease, heartbeat: a few short statements
   impl->lease_pool = std::make_unique<StorePool>(lease_opts, opts.lease_threads, opts.queue_limit);
+  impl->query_pool = std::make_unique<StorePool>(impl->store_opts, std::max(1, opts.query_threads),
+                                                 opts.queue_limit);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(), &impl->grpc_port);
@@ -566,6 +570,7 @@ void Scheduler::Shutdown() {
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   impl_->pool->Stop();
   impl_->lease_pool->Stop();
+  impl_->query_pool->Stop();
 }
 
 Scheduler::~Scheduler() { Shutdown(); }
