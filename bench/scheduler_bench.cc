@@ -336,14 +336,16 @@ int main(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   all_joined = true;
   progress.join();
-  double final_progress_ms = -1;
-  {
+  // The first call after the end takes the final counts from the tables (duplicate check
+  // included) unless the scheduler's ticker got there first; later calls read them back.
+  double final_progress_ms[2] = {-1, -1};
+  for (double& ms : final_progress_ms) {
     pb::GetSweepRequest g;
     g.set_sweep_id(created.sweep_id());
     pb::SweepProgress p;
     grpc::ClientContext ctx;
     const auto a = Clock::now();
-    if (admin->GetSweep(&ctx, g, &p).ok() && p.state() == "done") final_progress_ms = Ms(Clock::now() - a);
+    if (admin->GetSweep(&ctx, g, &p).ok() && p.state() == "done") ms = Ms(Clock::now() - a);
   }
 
   // Raw ingest: one store connection, batches of 1000 results, no gRPC.
@@ -451,8 +453,9 @@ int main(int argc, char** argv) {
   std::printf("| GetSweep every 250 ms while it runs: calls, p50 / max | %zu, %.1f / %.1f ms | |\n",
               progress_ms.size(), Percentile(progress_ms, 0.5),
               progress_ms.empty() ? 0.0 : *std::max_element(progress_ms.begin(), progress_ms.end()));
-  std::printf("| GetSweep of the finished sweep (with the duplicate check) | %.1f ms | |\n",
-              final_progress_ms);
+  std::printf("| GetSweep of the finished sweep: first call (final counts and duplicate check, "
+              "unless the ticker took them) / next | %.1f / %.1f ms | |\n",
+              final_progress_ms[0], final_progress_ms[1]);
   std::printf("| **ingest** (one connection, 1000-result COPY batches) | **%.0f rows/s** (%lld rows in %.2f s) | >= 20,000 |\n",
               rows / ingest_s, static_cast<long long>(rows), ingest_s);
   std::printf("| prune of the throughput sweep (%lld models: tombstone, rows, 2 partitions) | %.2f s | |\n",

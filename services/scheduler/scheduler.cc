@@ -447,6 +447,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
       metrics.split.Increment(e->split);
       metrics.crashed.Increment(e->crashed);
     }
+    (void)s->SummarizeDoneSweeps();  // a failure shows in the next call's db_ok
     auto q = s->Queue();
     db_ok = e.ok() && q.ok();
     metrics.db_up.Set(db_ok ? 1 : 0);

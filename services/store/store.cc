@@ -229,9 +229,8 @@ struct Store::Impl {
     return s;
   }
 
-  // Marks the sweep done when none of its shards is queued or leased, and keeps its counts,
-  // taken from the tables once (duplicate check included), in sweeps.summary: nothing writes
-  // to a done sweep, so GetSweep answers from there.
+  // Marks the sweep done when none of its shards is queued or leased. Its final counts are
+  // taken later, off the report path (Progress, SummarizeDoneSweeps).
   int SettleSweep(pqxx::transaction_base& txn, int64_t sweep_id) {
     pqxx::result r = txn.exec_params(R"(
       UPDATE sweeps SET state = 'done', finished_at = now()
@@ -239,12 +238,7 @@ struct Store::Impl {
         SELECT 1 FROM shards WHERE sweep_id = $1 AND state IN ('queued', 'leased'))
       RETURNING sweep_id)",
                                      sweep_id);
-    if (r.empty()) return 0;
-    pb::SweepProgress counts;
-    CountFromTables(txn, sweep_id, &counts);
-    txn.exec_params("UPDATE sweeps SET summary = $2::jsonb WHERE sweep_id = $1", sweep_id,
-                    SummaryJson(counts, "done"));
-    return 1;
+    return static_cast<int>(r.size());
   }
 
   static std::string SummaryJson(const pb::SweepProgress& p, const std::string& state) {
@@ -261,7 +255,9 @@ struct Store::Impl {
   }
 
   // The sweep's progress counts, read in `w`'s snapshot:
-  //   done or pruned: the counts kept in sweeps.summary when it settled (or was pruned);
+  //   done or pruned: the counts kept in sweeps.summary. A done sweep's are taken from the
+  //     tables (duplicate check included) by the first call after it settled, or by the
+  //     scheduler's ticker (SummarizeDoneSweeps), and kept: nothing writes to a done sweep;
   //   running: the shards' tallies, summed (O(shards), not O(models));
   //   cancelled (late reports may still land): counted from the tables.
   absl::StatusOr<pb::SweepProgress> Progress(pqxx::transaction_base& w, int64_t sweep_id) {
@@ -289,6 +285,10 @@ struct Store::Impl {
     }
     if (out.state() != "running") {
       CountFromTables(w, sweep_id, &out);
+      if (out.state() == "done") {
+        w.exec_params("UPDATE sweeps SET summary = $2::jsonb WHERE sweep_id = $1 AND summary IS NULL",
+                      sweep_id, SummaryJson(out, "done"));
+      }
       return out;
     }
     pqxx::result t = w.exec_params(R"(
@@ -1099,6 +1099,26 @@ absl::StatusOr<pb::SweepProgress> Store::GetSweep(int64_t sweep_id) {
     auto out = impl_->Progress(w, sweep_id);
     if (out.ok()) w.commit();
     return out;
+  });
+}
+
+absl::StatusOr<int> Store::SummarizeDoneSweeps() {
+  return impl_->Run("SummarizeDoneSweeps", [&]() -> absl::StatusOr<int> {
+    std::vector<int64_t> ids;
+    {
+      pqxx::nontransaction n(*impl_->conn);
+      for (const auto& row :
+           n.exec("SELECT sweep_id FROM sweeps WHERE state = 'done' AND summary IS NULL")) {
+        ids.push_back(row[0].as<int64_t>());
+      }
+    }
+    for (int64_t id : ids) {
+      pqxx::work w(*impl_->conn);
+      auto p = impl_->Progress(w, id);  // counts and keeps them
+      if (!p.ok()) return p.status();
+      w.commit();
+    }
+    return static_cast<int>(ids.size());
   });
 }
 

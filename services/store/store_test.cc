@@ -767,6 +767,14 @@ TEST_F(StoreTest, RunningProgressFromShardTalliesAgreesWithTheTables) {
   ASSERT_EQ(store_->FinishShard(f)->jobs_left(), 2);
   ExpectTalliesMatchTables(*store_, sw->sweep_id(), "after the requeue");
   Drain(*store_, "fail_accuracy");
+  const std::string summary_sql = "SELECT count(*) FROM sweeps WHERE summary IS NOT NULL AND sweep_id = " +
+                                  std::to_string(sw->sweep_id());
+  EXPECT_EQ(Scalar(opts_.url, summary_sql), 0);  // settling does not count (the last report stays cheap)
+  auto summarized = store_->SummarizeDoneSweeps();
+  ASSERT_TRUE(summarized.ok()) << summarized.status();
+  EXPECT_EQ(*summarized, 1);
+  EXPECT_EQ(Scalar(opts_.url, summary_sql), 1);
+  EXPECT_EQ(*store_->SummarizeDoneSweeps(), 0);
   auto done = store_->GetSweep(sw->sweep_id());
   ASSERT_TRUE(done.ok());
   EXPECT_EQ(done->state(), "done");
@@ -775,9 +783,14 @@ TEST_F(StoreTest, RunningProgressFromShardTalliesAgreesWithTheTables) {
   EXPECT_EQ(done->failures(), 9);  // model 1 passed; the rest failed a mode
   EXPECT_EQ(done->jobs_done(), 10);
   EXPECT_EQ(done->duplicates(), 0);
-  EXPECT_EQ(Scalar(opts_.url, "SELECT count(*) FROM sweeps WHERE summary IS NOT NULL AND sweep_id = " +
-                                  std::to_string(sw->sweep_id())),
-            1);
+  // The kept counts are the tables' counts.
+  pqxx::connection c(opts_.url);
+  pqxx::nontransaction n(c);
+  const std::string id = std::to_string(sw->sweep_id());
+  EXPECT_EQ(done->models_recorded(),
+            n.exec("SELECT count(*) FROM model_runs WHERE run = 1 AND sweep_id = " + id)[0][0].as<int64_t>());
+  EXPECT_EQ(done->failures(), n.exec("SELECT count(DISTINCT model_id) FROM results WHERE run = 1 AND "
+                                     "status <> 'pass' AND sweep_id = " + id)[0][0].as<int64_t>());
 }
 
 // Migration 3 on a database with a sweep half done (an upgrade mid-sweep): the tallies it
