@@ -1102,13 +1102,15 @@ absl::StatusOr<pb::SweepProgress> Store::GetSweep(int64_t sweep_id) {
   });
 }
 
-absl::StatusOr<int> Store::SummarizeDoneSweeps() {
+absl::StatusOr<int> Store::SummarizeDoneSweeps(int max) {
   return impl_->Run("SummarizeDoneSweeps", [&]() -> absl::StatusOr<int> {
     std::vector<int64_t> ids;
     {
       pqxx::nontransaction n(*impl_->conn);
-      for (const auto& row :
-           n.exec("SELECT sweep_id FROM sweeps WHERE state = 'done' AND summary IS NULL")) {
+      for (const auto& row : n.exec_params(
+               "SELECT sweep_id FROM sweeps WHERE state = 'done' AND summary IS NULL "
+               "ORDER BY sweep_id LIMIT $1",
+               std::max(0, max))) {
         ids.push_back(row[0].as<int64_t>());
       }
     }

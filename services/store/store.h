@@ -109,10 +109,11 @@ class Store {
   absl::StatusOr<pb::CreateSweepResponse> CreateSweep(const pb::CreateSweepRequest& r);
   // Progress counts; a pruned sweep answers with the counts it had when it was pruned.
   absl::StatusOr<pb::SweepProgress> GetSweep(int64_t sweep_id);
-  // Takes and keeps the final counts of done sweeps that have none yet (the scheduler's ticker
-  // calls it, so that the first GetSweep after a sweep ends is as cheap as the rest). Returns
-  // how many.
-  absl::StatusOr<int> SummarizeDoneSweeps();
+  // Takes and keeps the final counts of up to `max` done sweeps that have none yet, oldest
+  // first (the scheduler's ticker calls it with 1 each tick, so that the first GetSweep after a
+  // sweep ends is as cheap as the rest, and an upgraded database's old sweeps are done one at a
+  // time without holding up lease expiry). Returns how many.
+  absl::StatusOr<int> SummarizeDoneSweeps(int max = 1);
   // Running -> cancelled; its queued shards end. Leased ones end at FinishShard or expiry.
   absl::StatusOr<pb::SweepProgress> CancelSweep(int64_t sweep_id);
   // Primary results of the sweep with model_id > after, ordered by model_id. NOT_FOUND for no

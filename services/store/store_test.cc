@@ -823,6 +823,28 @@ TEST_F(StoreTest, ProgressMigrationBackfillsTalliesOfARunningSweep) {
   EXPECT_EQ(p->failures(), 1);
 }
 
+TEST_F(StoreTest, SummarizeDoneSweepsTakesAtMostMaxOldestFirst) {
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 2; ++i) {
+    auto sw = store_->CreateSweep(Sweep(10));
+    ASSERT_TRUE(sw.ok());
+    Drain(*store_);
+    ids.push_back(sw->sweep_id());
+  }
+  auto has_summary = [&](int64_t id) {
+    return Scalar(opts_.url, "SELECT count(*) FROM sweeps WHERE summary IS NOT NULL AND sweep_id = " +
+                                 std::to_string(id)) == 1;
+  };
+  EXPECT_FALSE(has_summary(ids[0]));
+  EXPECT_EQ(*store_->SummarizeDoneSweeps(1), 1);
+  EXPECT_TRUE(has_summary(ids[0]));
+  EXPECT_FALSE(has_summary(ids[1]));
+  EXPECT_EQ(*store_->SummarizeDoneSweeps(5), 1);
+  EXPECT_TRUE(has_summary(ids[1]));
+  EXPECT_EQ(*store_->SummarizeDoneSweeps(5), 0);
+  EXPECT_EQ(store_->GetSweep(ids[1])->models_recorded(), 10);
+}
+
 TEST_F(StoreTest, UnknownWorkerCannotLease) {
   ASSERT_TRUE(store_->CreateSweep(Sweep()).ok());
   auto l = store_->LeaseShard(987654);
