@@ -14,7 +14,10 @@
 // the nightly case. The fake workers all start polling at the same instant; like
 // touchstone-workers started together, the jitter takes them out of phase within a few polls.
 // --start burst: the sweep exists and every worker asks for its first shard at the same
-// instant (a restarted fleet): the worst case for the lease tail.
+// instant: the worst case for the lease tail.
+// --start reconnect: the sweep exists and the whole fleet has just lost the scheduler (a
+// restart): each worker's first call waits touchstone-worker's first retry backoff
+// (common::BackoffWithJitter(0, 0.1, 2.0): 50-100 ms), as a real one would.
 // Either way the clock starts with the sweep's first lease opportunity, and the lease
 // latencies counted are those of calls made after it.
 // --hold-first-ms N: each fake worker waits N ms after its first lease before reporting it, as
@@ -149,6 +152,7 @@ int main(int argc, char** argv) {
   int workers = 64, models = 20000, shard = 32, db_threads = 4, lease_threads = 2;
   bool finish_in_report = true, burst = false;
   int hold_first_ms = 0;
+  bool reconnect = false;
   std::string db;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -161,12 +165,16 @@ int main(int argc, char** argv) {
     else if (a == "--db" && i + 1 < argc) db = argv[++i];
     else if (a == "--hold-first-ms" && i + 1 < argc) hold_first_ms = std::atoi(argv[++i]);
     else if (a == "--start" && i + 1 < argc && (std::string(argv[i + 1]) == "idle" ||
-                                                std::string(argv[i + 1]) == "burst"))
-      burst = std::string(argv[++i]) == "burst";
+                                                std::string(argv[i + 1]) == "burst" ||
+                                                std::string(argv[i + 1]) == "reconnect")) {
+      const std::string m = argv[++i];
+      burst = m != "idle";
+      reconnect = m == "reconnect";
+    }
     else {
       std::fprintf(stderr, "usage: scheduler_bench [--workers N] [--models N] [--shard N] "
                            "[--db-threads N] [--lease-threads N] [--separate-finish] "
-                           "[--start idle|burst] [--hold-first-ms N] [--db URL]\n");
+                           "[--start idle|burst|reconnect] [--hold-first-ms N] [--db URL]\n");
       return 2;
     }
   }
@@ -260,6 +268,10 @@ int main(int argc, char** argv) {
       FakeResult(pb::Job());  // builds this worker's templates before the clock starts
       registered.arrive_and_wait();
       if (!ok) return;
+      if (reconnect) {
+        std::this_thread::sleep_for(
+            std::chrono::duration<double>(ts::common::BackoffWithJitter(0, 0.1, 2.0)));
+      }
       std::vector<double> my_lease, my_report, my_finish;
       for (;;) {
         pb::LeaseShardRequest lq;
@@ -428,6 +440,9 @@ int main(int argc, char** argv) {
   std::printf("| metric | value | target |\n|---|---|---|\n");
   std::printf("| fake workers / shard size / db + lease threads | %d / %d / %d + %d | 64 workers |\n",
               workers, shard, db_threads, lease_threads);
+  std::printf("| start | %s | |\n", reconnect ? "reconnect (first call after the worker's first retry backoff)"
+                                   : burst ? "burst (every worker at the same instant)"
+                                           : "idle (the fleet polling when the sweep is created)");
   if (hold_first_ms > 0) {
     std::printf("| first shard held before reporting | %d ms | |\n", hold_first_ms);
   }
