@@ -322,7 +322,7 @@ struct Store::Impl {
   }
 
   // The counts taken from the jobs, results and model_runs themselves (O(models)), with the
-  // duplicate check: once when a sweep settles, and for cancelled sweeps.
+  // duplicate check: once after a sweep is done (then kept), and for cancelled sweeps.
   static void CountFromTables(pqxx::transaction_base& w, int64_t sweep_id, pb::SweepProgress* out) {
     // One statement, so one snapshot: a report commits its results and marks its jobs done
     // together, and the counts below agree with each other while reports keep landing.
