@@ -132,6 +132,19 @@ class StoreTest : public ::testing::Test {
     EXPECT_EQ(p->failures(), r[0][4].as<int64_t>()) << where;
   }
 
+  // n sweeps of every model, each run to done in turn.
+  std::vector<int64_t> DoneSweeps(int n) {
+    std::vector<int64_t> ids;
+    for (int i = 0; i < n; ++i) {
+      auto sw = store_->CreateSweep(Sweep(10));
+      EXPECT_TRUE(sw.ok()) << sw.status();
+      if (!sw.ok()) break;
+      Drain(*store_);
+      ids.push_back(sw->sweep_id());
+    }
+    return ids;
+  }
+
   StoreOptions opts_;
   std::unique_ptr<Store> store_;
   int64_t worker_ = 0;
@@ -595,13 +608,8 @@ TEST_F(StoreTest, PruneDropsAFinishedSweepsPartitionsAndRowsAndKeepsItsCounts) {
 }
 
 TEST_F(StoreTest, PruneRulesSpareRunningSweepsTheirBaselinesAndTheNewest) {
-  std::vector<int64_t> ids;
-  for (int i = 0; i < 4; ++i) {
-    auto sw = store_->CreateSweep(Sweep(10));
-    ASSERT_TRUE(sw.ok());
-    Drain(*store_);
-    ids.push_back(sw->sweep_id());
-  }
+  const std::vector<int64_t> ids = DoneSweeps(4);
+  ASSERT_EQ(ids.size(), 4u);
   // A running sweep against ids[0] as its baseline.
   auto req = Sweep(10);
   req.set_baseline_sweep_id(ids[0]);
@@ -824,13 +832,8 @@ TEST_F(StoreTest, ProgressMigrationBackfillsTalliesOfARunningSweep) {
 }
 
 TEST_F(StoreTest, SummarizeDoneSweepsTakesAtMostMaxOldestFirst) {
-  std::vector<int64_t> ids;
-  for (int i = 0; i < 2; ++i) {
-    auto sw = store_->CreateSweep(Sweep(10));
-    ASSERT_TRUE(sw.ok());
-    Drain(*store_);
-    ids.push_back(sw->sweep_id());
-  }
+  const std::vector<int64_t> ids = DoneSweeps(2);
+  ASSERT_EQ(ids.size(), 2u);
   auto has_summary = [&](int64_t id) {
     return Scalar(opts_.url, "SELECT count(*) FROM sweeps WHERE summary IS NOT NULL AND sweep_id = " +
                                  std::to_string(id)) == 1;
