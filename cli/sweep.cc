@@ -123,6 +123,12 @@ constexpr const char* kDbUsage =
     "  --sweep: these. Never a running sweep or a running sweep's baseline. Without --db, the\n"
     "  embedded database under --state-dir (default .touchstone).\n";
 
+// Where `touchstone sweep` keeps its embedded cluster under the state folder (and where
+// `db prune` looks for it).
+std::string EmbeddedDataDir(const std::string& state_dir) {
+  return (fs::absolute(state_dir) / "pg" / "data").string();
+}
+
 int DbUsage(const std::string& why) {
   std::fprintf(stderr, "touchstone db: %s\n%s", why.c_str(), kDbUsage);
   return 2;
@@ -183,7 +189,7 @@ int DbPrune(const std::vector<std::string>& args) {
   std::unique_ptr<store::EmbeddedPostgres> pg;
   if (db.empty()) {
     // Only an existing embedded cluster: pruning never creates one.
-    const fs::path data = fs::absolute(state_dir) / "pg" / "data";
+    const fs::path data = EmbeddedDataDir(state_dir);
     std::error_code ec;
     if (!fs::exists(data / "PG_VERSION", ec)) {
       return DbUsage("--state-dir: no embedded database under " + data.string() +
@@ -322,7 +328,7 @@ int SweepCommand(const std::vector<std::string>& args, const std::string& data_d
   std::string db = o.db;
   if (db.empty()) {
     store::EmbeddedPostgresOptions po;
-    po.data_dir = state + "/pg/data";
+    po.data_dir = EmbeddedDataDir(state);
     std::fprintf(stderr, "touchstone sweep: starting embedded PostgreSQL under %s\n",
                  po.data_dir.c_str());
     auto p = store::EmbeddedPostgres::Start(po);

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <utility>
 
+#include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
@@ -241,17 +242,15 @@ struct Store::Impl {
     return static_cast<int>(r.size());
   }
 
-  static std::string SummaryJson(const pb::SweepProgress& p, const std::string& state) {
-    return nlohmann::json{{"state", state},
-                          {"models_expected", p.models_expected()},
-                          {"models_recorded", p.models_recorded()},
-                          {"jobs_total", p.jobs_total()},
-                          {"jobs_done", p.jobs_done()},
-                          {"failures", p.failures()},
-                          {"duplicates", p.duplicates()},
-                          {"confirmed_deterministic", p.confirmed_deterministic()},
-                          {"confirmed_flaky", p.confirmed_flaky()}}
-        .dump();
+  // sweeps.summary: the SweepProgress itself in protobuf's JSON (field names as in the proto),
+  // its state being the one the counts were taken in (done, or cancelled for a pruned sweep).
+  static std::string SummaryJson(const pb::SweepProgress& p) {
+    google::protobuf::util::JsonPrintOptions o;
+    o.preserve_proto_field_names = true;
+    o.always_print_primitive_fields = true;
+    std::string json;
+    (void)google::protobuf::util::MessageToJsonString(p, &json, o);  // cannot fail: no Any
+    return json;
   }
 
   // The sweep's progress counts, read in `w`'s snapshot:
@@ -271,23 +270,22 @@ struct Store::Impl {
     out.set_state(s[0][0].c_str());
     out.set_elapsed_s(s[0][1].as<double>());
     if (!s[0][2].is_null()) {
-      const auto j = nlohmann::json::parse(s[0][2].c_str());
-      auto count = [&](const char* key) { return j.value(key, int64_t{0}); };
-      out.set_models_expected(count("models_expected"));
-      out.set_models_recorded(count("models_recorded"));
-      out.set_jobs_total(count("jobs_total"));
-      out.set_jobs_done(count("jobs_done"));
-      out.set_failures(count("failures"));
-      out.set_duplicates(count("duplicates"));
-      out.set_confirmed_deterministic(count("confirmed_deterministic"));
-      out.set_confirmed_flaky(count("confirmed_flaky"));
+      google::protobuf::util::JsonParseOptions o;
+      o.ignore_unknown_fields = true;
+      if (!google::protobuf::util::JsonStringToMessage(s[0][2].c_str(), &out, o).ok()) {
+        return absl::DataLossError("sweeps.summary of sweep " + std::to_string(sweep_id) +
+                                   ": not a SweepProgress");
+      }
+      out.set_sweep_id(sweep_id);  // identity and state from the row, counts from the summary
+      out.set_state(s[0][0].c_str());
+      out.set_elapsed_s(s[0][1].as<double>());
       return out;
     }
     if (out.state() != "running") {
       CountFromTables(w, sweep_id, &out);
       if (out.state() == "done") {
         w.exec_params("UPDATE sweeps SET summary = $2::jsonb WHERE sweep_id = $1 AND summary IS NULL",
-                      sweep_id, SummaryJson(out, "done"));
+                      sweep_id, SummaryJson(out));
       }
       return out;
     }
@@ -740,34 +738,25 @@ absl::StatusOr<pb::ReportResultsResponse> Store::ReportResults(const pb::ReportR
               "opcov_ratio", "total_ms", "peak_device_bytes", "ops", "op_calls", "op_ms",
               "op_native", "tiny_config"},
              run_rows);
-    if (!done_ids.empty()) {
-      int primary = 0, failed = 0;
-      for (const pb::ModelResult* res : fresh) {
-        if (jobs[res->job_id()].run != 1) continue;
-        ++primary;
-        for (const auto& m : res->modes()) {
-          if (m.status() != "pass") {
-            ++failed;
-            break;
-          }
-        }
+    // Primary runs stored now, and those of them with a non-pass mode: the shard's tallies,
+    // and the candidates for new failures against the baseline.
+    int primary = 0;
+    std::vector<std::string> failing;
+    for (const pb::ModelResult* res : fresh) {
+      if (jobs[res->job_id()].run != 1) continue;
+      ++primary;
+      if (std::any_of(res->modes().begin(), res->modes().end(),
+                      [](const pb::ModeVerdict& m) { return m.status() != "pass"; })) {
+        failing.push_back(res->model_id());
       }
+    }
+    if (!done_ids.empty()) {
       w.exec_prepared("mark_done", IdArray(done_ids), r.shard_id(),
-                      static_cast<int>(done_ids.size()), primary, failed);
+                      static_cast<int>(done_ids.size()), primary, static_cast<int>(failing.size()));
     }
 
     // New failures vs the baseline: two confirmation runs each, in their own shards.
     if (sweep->baseline > 0) {
-      std::vector<std::string> failing;
-      for (const pb::ModelResult* res : fresh) {
-        if (jobs[res->job_id()].run != 1) continue;
-        for (const auto& m : res->modes()) {
-          if (m.status() != "pass") {
-            failing.push_back(res->model_id());
-            break;
-          }
-        }
-      }
       if (!failing.empty()) {
         pqxx::result reg = w.exec_params(R"(
           INSERT INTO regressions (sweep_id, model_id, mode, baseline_status, status)
@@ -1151,8 +1140,8 @@ absl::StatusOr<PruneResult> Store::PruneSweeps(const PruneRequest& r) {
   }
   return impl_->Run("PruneSweeps", [&]() -> absl::StatusOr<PruneResult> {
     PruneResult out;
-    // Why a sweep must stay, read under its row lock when `lock` (a CreateSweep naming it as
-    // a baseline takes the row FOR SHARE, so the answer holds until this transaction ends).
+    // Why a finished sweep must stay. Step 2 asks again under the sweep's row lock, which a
+    // CreateSweep naming it as a baseline also takes (FOR SHARE), so that answer holds.
     auto why_kept = [](pqxx::transaction_base& w, int64_t id) -> std::string {
       pqxx::result b = w.exec_params(
           "SELECT sweep_id FROM sweeps WHERE baseline_sweep = $1 AND state = 'running' LIMIT 1",
@@ -1213,11 +1202,11 @@ absl::StatusOr<PruneResult> Store::PruneSweeps(const PruneRequest& r) {
       }
       std::sort(chosen.begin(), chosen.end());
       for (int64_t id : chosen) {
-        pqxx::result s = w.exec_params(
-            "SELECT s.name, s.state, (SELECT count(*) FROM model_runs m WHERE m.sweep_id = $1 "
-            "AND m.run = 1) FROM sweeps s WHERE s.sweep_id = $1",
-            id);
-        out.pruned.push_back({id, s[0][0].c_str(), s[0][1].c_str(), s[0][2].as<int64_t>()});
+        // A done sweep's counts are kept (one row); only a cancelled one is counted.
+        auto progress = impl_->Progress(w, id);
+        if (!progress.ok()) return progress.status();
+        pqxx::result s = w.exec_params("SELECT name FROM sweeps WHERE sweep_id = $1", id);
+        out.pruned.push_back({id, s[0][0].c_str(), progress->state(), progress->models_recorded()});
       }
       w.commit();
     }
@@ -1240,7 +1229,7 @@ absl::StatusOr<PruneResult> Store::PruneSweeps(const PruneRequest& r) {
       w.exec_params(
           "UPDATE sweeps SET state = 'pruned', pruned_at = now(), summary = $2::jsonb "
           "WHERE sweep_id = $1",
-          p.sweep_id, Impl::SummaryJson(*progress, state));
+          p.sweep_id, Impl::SummaryJson(*progress));
       w.exec_params("DELETE FROM regressions WHERE sweep_id = $1", p.sweep_id);
       w.exec_params("DELETE FROM jobs WHERE sweep_id = $1", p.sweep_id);
       w.exec_params("DELETE FROM shards WHERE sweep_id = $1", p.sweep_id);

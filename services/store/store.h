@@ -50,7 +50,8 @@ struct PruneRequest {
   std::vector<int64_t> sweep_ids;  // these finished sweeps
   double older_than_s = -1;        // >= 0: finished sweeps that finished longer ago than this
   int64_t keep_last = -1;          // >= 0: every finished sweep but the newest keep_last
-  bool dry_run = false;            // say what would go; change nothing
+  bool dry_run = false;            // say what would go; drop nothing (a done sweep's
+                                   // counts may be kept, as GetSweep keeps them)
 };
 struct PrunedSweep {
   int64_t sweep_id = 0;

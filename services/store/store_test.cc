@@ -664,39 +664,64 @@ TEST_F(StoreTest, PruneRulesSpareRunningSweepsTheirBaselinesAndTheNewest) {
   EXPECT_TRUE(TableExists(opts_.url, "results_" + std::to_string(running->sweep_id())));
 }
 
+// What a prune leaves when it dies after its tombstone transaction, in the middle of
+// DETACH ... CONCURRENTLY: the results partition is left "detach pending" (here: the detach is
+// cancelled while it waits for a reader). The next prune finalizes and drops it.
 TEST_F(StoreTest, PruneCutOffBeforeItsPartitionsWentIsFinishedByTheNextCall) {
-  auto a = store_->CreateSweep(Sweep(10));
-  ASSERT_TRUE(a.ok());
-  Drain(*store_);
-  auto b = store_->CreateSweep(Sweep(10));
-  ASSERT_TRUE(b.ok());
-  Drain(*store_);
-  const std::string id = std::to_string(a->sweep_id());
+  const std::vector<int64_t> ids = DoneSweeps(2);
+  ASSERT_EQ(ids.size(), 2u);
+  const std::string id = std::to_string(ids[0]);
+  pqxx::connection c(opts_.url);
   {
-    // What a prune leaves when it dies after its tombstone transaction, one partition half
-    // detached (DETACH ... CONCURRENTLY interrupted leaves it pending; a plain detach stands in).
-    pqxx::connection c(opts_.url);
     pqxx::nontransaction n(c);
     n.exec("UPDATE sweeps SET state = 'pruned', pruned_at = now(), summary = '{}' WHERE sweep_id = " + id);
-    n.exec("ALTER TABLE results DETACH PARTITION results_" + id);
   }
-  PruneRequest none;
-  none.sweep_ids = {a->sweep_id()};  // already pruned: nothing new, but the leftovers go
-  auto r = store_->PruneSweeps(none);
+  {
+    pqxx::connection reader(opts_.url);
+    pqxx::work snapshot(reader);
+    snapshot.exec("SELECT count(*) FROM results");
+    std::atomic<bool> detach_failed{false};
+    std::thread detach([&] {
+      try {
+        pqxx::connection d(opts_.url);
+        pqxx::nontransaction n(d);
+        n.exec("ALTER TABLE results DETACH PARTITION results_" + id + " CONCURRENTLY");
+      } catch (const std::exception&) {
+        detach_failed = true;  // cancelled, as intended
+      }
+    });
+    int64_t cancelled = 0;
+    for (int i = 0; i < 100 && cancelled == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      cancelled = Scalar(opts_.url,
+                         "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE query "
+                         "LIKE 'ALTER TABLE results DETACH%' AND wait_event_type = 'Lock'");
+    }
+    detach.join();
+    snapshot.commit();
+    ASSERT_EQ(cancelled, 1);
+    ASSERT_TRUE(detach_failed);
+  }
+  ASSERT_EQ(Scalar(opts_.url, "SELECT count(*) FROM pg_inherits WHERE inhdetachpending AND "
+                              "inhrelid = 'results_" + id + "'::regclass"),
+            1);
+  PruneRequest again;
+  again.sweep_ids = {ids[0]};  // already pruned: nothing new, but the leftovers go
+  auto r = store_->PruneSweeps(again);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->pruned.empty());
-  EXPECT_EQ(r->completed, std::vector<int64_t>{a->sweep_id()});
+  EXPECT_EQ(r->completed, std::vector<int64_t>{ids[0]});
   EXPECT_FALSE(TableExists(opts_.url, "results_" + id));
   EXPECT_FALSE(TableExists(opts_.url, "model_runs_" + id));
-  EXPECT_EQ(store_->ListResults(b->sweep_id(), "", 100)->size(), 10u);
+  EXPECT_EQ(store_->ListResults(ids[1], "", 100)->size(), 10u);
+  EXPECT_EQ(store_->GetSweep(ids[0])->state(), "pruned");
 }
 
 // A long read over the results (a dashboard query, ListResults) is open while an old sweep is
 // pruned: the prune waits for it, but the running sweep's reports do not wait for the prune.
 TEST_F(StoreTest, PruneNeverHoldsUpAnotherSweepsReports) {
-  auto old = store_->CreateSweep(Sweep(10));
-  ASSERT_TRUE(old.ok());
-  Drain(*store_);
+  const std::vector<int64_t> old = DoneSweeps(1);
+  ASSERT_EQ(old.size(), 1u);
   auto live = store_->CreateSweep(Sweep(10));
   ASSERT_TRUE(live.ok());
   auto lease = store_->LeaseShard(worker_);
@@ -711,7 +736,7 @@ TEST_F(StoreTest, PruneNeverHoldsUpAnotherSweepsReports) {
   std::thread pruner([&] {
     auto s = Open();
     PruneRequest req;
-    req.sweep_ids = {old->sweep_id()};
+    req.sweep_ids = {old[0]};
     pruned = s->PruneSweeps(req);
     prune_done = true;
   });
@@ -744,7 +769,7 @@ TEST_F(StoreTest, PruneNeverHoldsUpAnotherSweepsReports) {
   EXPECT_EQ(rep->accepted(), 10);
   ASSERT_TRUE(pruned.ok()) << pruned.status();
   ASSERT_EQ(pruned->pruned.size(), 1u);
-  EXPECT_FALSE(TableExists(opts_.url, "results_" + std::to_string(old->sweep_id())));
+  EXPECT_FALSE(TableExists(opts_.url, "results_" + std::to_string(old[0])));
   EXPECT_EQ(Scalar(opts_.url, "SELECT count(*) FROM results WHERE sweep_id = " +
                                   std::to_string(live->sweep_id())), 30);
 }
