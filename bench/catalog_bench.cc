@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
       auto res = ts::engine::RunModel(*cfg, o);
       ms.push_back(res.timings_ms["total"]);
       if (r == 0) {
-        for (const auto& [m, mr] : res.modes) non_pass += mr.status != ts::engine::Status::kPass;
+        for (const auto& [m, mr] : res.modes) non_pass += mr.status != ts::engine::Verdict::kPass;
       }
     }
     const double med = Median(ms);

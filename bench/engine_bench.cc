@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
       for (const auto& [k, v] : res.timings_ms) stages[k].push_back(v);
       pure.push_back(PureComputeMs(f.config, f.arch, *profile));
       if (r == 0) {
-        for (const auto& [m, mr] : res.modes) statuses += m + "=" + ts::engine::StatusName(mr.status) + " ";
+        for (const auto& [m, mr] : res.modes) statuses += m + "=" + ts::engine::VerdictName(mr.status) + " ";
       }
     }
     const double total = Median(stages["total"]), p = Median(pure);

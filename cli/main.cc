@@ -186,7 +186,7 @@ int RunModelCommand(const std::vector<std::string>& args) {
     r.config_hash = ts::engine::ConfigHash(nlohmann::json(config_text));
     for (const auto& mode : ts::engine::KnownModes()) {
       r.modes[mode].status =
-          opts.modes.count(mode) ? ts::engine::Status::kLoadFail : ts::engine::Status::kSkipped;
+          opts.modes.count(mode) ? ts::engine::Verdict::kLoadFail : ts::engine::Verdict::kSkipped;
       if (opts.modes.count(mode)) r.modes[mode].error = config_error;
     }
     result = ts::engine::ToJson(r);

@@ -83,7 +83,7 @@ absl::Status Validate(const pb::ReportResultsRequest& r) {
       const auto& v = m.modes(k);
       const std::string mat = at + ".modes[" + std::to_string(k) + "]";
       if (!kModes.count(v.mode())) return Bad(mat + ".mode", "unknown mode '" + v.mode() + "'");
-      if (!engine::StatusFromName(v.status())) {
+      if (!engine::VerdictFromName(v.status())) {
         return Bad(mat + ".status", "unknown status '" + v.status() + "'");
       }
     }

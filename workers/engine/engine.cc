@@ -36,26 +36,26 @@ std::string FaultMessage(const std::string& what) {
   return msg;
 }
 
-Status FaultStatus(const std::string& what) {
+Verdict FaultStatus(const std::string& what) {
   switch (simdevice::ClassifyFault(what)) {
-    case simdevice::FaultKind::kOom: return Status::kOom;
-    case simdevice::FaultKind::kUnsupportedDtype: return Status::kUnsupportedDtype;
+    case simdevice::FaultKind::kOom: return Verdict::kOom;
+    case simdevice::FaultKind::kUnsupportedDtype: return Verdict::kUnsupportedDtype;
     case simdevice::FaultKind::kDeviceError:
     case simdevice::FaultKind::kNone: break;  // e.g. an op the backend cannot run at all
   }
-  return Status::kDeviceError;
+  return Verdict::kDeviceError;
 }
 
 // Runs `fn`, turning exceptions into (status, error) on `mode`. Returns true if fn completed.
 template <typename Fn>
-bool Guarded(ModeResult& mode, Status on_plain_error, Fn&& fn) {
+bool Guarded(ModeResult& mode, Verdict on_plain_error, Fn&& fn) {
   try {
     fn();
     return true;
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
     mode.status = simdevice::ClassifyFault(what) == simdevice::FaultKind::kNone &&
-                          on_plain_error != Status::kDeviceError
+                          on_plain_error != Verdict::kDeviceError
                       ? on_plain_error
                       : FaultStatus(what);
     mode.error = FaultMessage(what);
@@ -194,7 +194,7 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
   auto stage = [&](const char* name) {
     if (opts.on_stage) opts.on_stage(name);
   };
-  auto end_all = [&](Status s, const std::string& error) {
+  auto end_all = [&](Verdict s, const std::string& error) {
     for (auto& [name, m] : r.modes) {
       if (!opts.modes.count(name)) continue;
       m.status = s;
@@ -227,7 +227,7 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
                  ? config["architectures"][0].get<std::string>()
                  : opts.arch;
     r.task = opts.task;
-    end_all(Status::kLoadFail, built.status().message());
+    end_all(Verdict::kLoadFail, built.status().message());
     r.timings_ms["build"] = MsSince(t0);
     r.timings_ms["total"] = MsSince(t_total);
     return r;
@@ -245,11 +245,11 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
   zoo::Batch batch;
   {
     ModeResult load;
-    if (!Guarded(load, Status::kLoadFail, [&] {
+    if (!Guarded(load, Verdict::kLoadFail, [&] {
           weights = model.InitWeights(opts.seed);
           batch = model.MakeBatch(opts.seed, opts.batch_size);
         })) {
-      end_all(Status::kLoadFail, load.error);
+      end_all(Verdict::kLoadFail, load.error);
       r.timings_ms["total"] = MsSince(t_total);
       return r;
     }
@@ -263,7 +263,7 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
   {
     torch::NoGradGuard no_grad;
     ModeResult refmode;
-    const bool ok = Guarded(refmode, Status::kRefFail, [&] {
+    const bool ok = Guarded(refmode, Verdict::kRefFail, [&] {
       ref = model.Forward(weights, batch.inputs);
       ref2 = model.Forward(weights, batch.inputs);
       auto w64 = ToDevice(weights, at::kCPU, at::kDouble);
@@ -277,18 +277,18 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
       }
     });
     if (!ok) {
-      end_all(Status::kRefFail, "reference: " + refmode.error);
+      end_all(Verdict::kRefFail, "reference: " + refmode.error);
       r.timings_ms["reference"] = MsSince(t0);
       r.timings_ms["total"] = MsSince(t_total);
       return r;
     }
     if (!AllFinite(ref) || !AllFinite(golden)) {
-      end_all(Status::kRefFail, "reference: CPU outputs are not finite");
+      end_all(Verdict::kRefFail, "reference: CPU outputs are not finite");
       r.timings_ms["total"] = MsSince(t_total);
       return r;
     }
     if (!BitwiseEqual(ref, ref2)) {
-      end_all(Status::kRefNondeterministic, "reference: two CPU fp32 runs differ");
+      end_all(Verdict::kRefNondeterministic, "reference: two CPU fp32 runs differ");
       r.timings_ms["total"] = MsSince(t_total);
       return r;
     }
@@ -308,9 +308,9 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
   auto judge = [&](ModeResult& m, const TensorList& out) {
     m.accuracy = CompareOutputs(out, ref, golden, declared, tol);
     if (AccuracyPasses(*m.accuracy, tol)) {
-      m.status = Status::kPass;
+      m.status = Verdict::kPass;
     } else {
-      m.status = Status::kFailAccuracy;
+      m.status = Verdict::kFailAccuracy;
       m.error = DescribeFailure(*m.accuracy, tol);
     }
   };
@@ -322,7 +322,7 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
     simdevice::ResetCounters();
     ModeResult& m = r.modes["eager"];
     TensorList out;
-    if (Guarded(m, Status::kDeviceError, [&] {
+    if (Guarded(m, Verdict::kDeviceError, [&] {
           torch::NoGradGuard no_grad;
           auto wd = ToDevice(weights, device);
           auto in = ToDevice(batch.inputs, device);
@@ -344,7 +344,7 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
     auto [flat, fn] = Flatten(model, weights, batch.inputs);
     auto graph = TraceToGraph(fn, flat);
     if (!graph.ok()) {
-      m.status = Status::kCompileFail;
+      m.status = Verdict::kCompileFail;
       m.error = "trace: " + graph.status().message();
     } else {
       CompileReport report;
@@ -357,13 +357,13 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
       m.compile_wall_ms = report.wall_compile_ms;
       if (!compiled.ok()) {
         m.status = compiled.status().code() == StatusCode::kDeadlineExceeded
-                       ? Status::kCompileTimeout
-                       : Status::kCompileFail;
+                       ? Verdict::kCompileTimeout
+                       : Verdict::kCompileFail;
         m.error = compiled.status().message();
       } else {
         TensorList out;
         const auto t_run = Clock::now();
-        if (Guarded(m, Status::kDeviceError, [&] {
+        if (Guarded(m, Verdict::kDeviceError, [&] {
               torch::NoGradGuard no_grad;
               out = (*compiled)->Run(flat);
             })) {
@@ -382,7 +382,7 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
     stage("train");
     t0 = Clock::now();
     ModeResult& m = r.modes["train"];
-    bool ref_ok = Guarded(m, Status::kRefFail, [&] {
+    bool ref_ok = Guarded(m, Verdict::kRefFail, [&] {
       auto t_sub = Clock::now();
       m.loss_reference = TrainLosses(model, weights, batch, at::kCPU, opts.train_steps, opts.learning_rate);
       r.timings_ms["train_reference"] = MsSince(t_sub);
@@ -401,7 +401,7 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
       for (double l : m.loss_reference) {
         if (!std::isfinite(l)) {
           ref_ok = false;
-          m.status = Status::kRefFail;
+          m.status = Verdict::kRefFail;
           m.error = "reference training loss is not finite";
         }
       }
@@ -413,7 +413,7 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
       simdevice::ResetCounters();
       simdevice::Reseed(opts.seed + 1);
       const auto t_sub = Clock::now();
-      const bool device_ok = Guarded(m, Status::kDeviceError, [&] {
+      const bool device_ok = Guarded(m, Verdict::kDeviceError, [&] {
         m.loss_device = TrainLosses(model, weights, batch, device, opts.train_steps, opts.learning_rate);
       });
       r.timings_ms["train_device"] = MsSince(t_sub);
@@ -421,7 +421,7 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
         auto v = CompareLossCurves(m.loss_device, m.loss_reference, declared_losses, tol);
         m.loss_band = v.band;
         m.max_loss_gap_ratio = v.max_gap_ratio;
-        m.status = v.pass ? Status::kPass : Status::kFailAccuracy;
+        m.status = v.pass ? Verdict::kPass : Verdict::kFailAccuracy;
         m.error = v.error;
       }
       collect(true);

@@ -99,7 +99,7 @@ TEST(EngineTest, RealConfigsPassEveryModeOnTheDefectFreeBaseline) {
     o.arch = c.arch;
     ModelResult r = RunModel(c.config, o);
     for (const char* m : {"eager", "compile", "train"}) {
-      EXPECT_EQ(Mode(r, m).status, Status::kPass) << c.name << " " << m << ": " << Mode(r, m).error;
+      EXPECT_EQ(Mode(r, m).status, Verdict::kPass) << c.name << " " << m << ": " << Mode(r, m).error;
     }
     ASSERT_TRUE(Mode(r, "eager").accuracy.has_value()) << c.name;
     EXPECT_LT(Mode(r, "eager").accuracy->rmse_ratio, 3.0) << c.name;
@@ -117,7 +117,7 @@ TEST(EngineTest, EveryZooClassPassesEveryModeOnTheDefectFreeBaseline) {
     ASSERT_TRUE(cfg.ok()) << a.arch;
     ModelResult r = RunModel(*cfg, RunOptions());
     for (const char* m : {"eager", "compile", "train"}) {
-      EXPECT_EQ(Mode(r, m).status, Status::kPass) << a.arch << " " << m << ": " << Mode(r, m).error;
+      EXPECT_EQ(Mode(r, m).status, Verdict::kPass) << a.arch << " " << m << ": " << Mode(r, m).error;
     }
   }
 }
@@ -125,7 +125,7 @@ TEST(EngineTest, EveryZooClassPassesEveryModeOnTheDefectFreeBaseline) {
 TEST(EngineTest, BaselineProfileCountsFallbacksAndGraphBreaks) {
   Use(Baseline());
   ModelResult r = RunModel(Config("llama2_7b.json"), RunOptions());
-  EXPECT_EQ(Mode(r, "eager").status, Status::kPass) << Describe(r);
+  EXPECT_EQ(Mode(r, "eager").status, Verdict::kPass) << Describe(r);
   // sim-2.0 has no rsqrt/pow kernels, which RMSNorm needs: they fall back.
   EXPECT_FALSE(r.fallback_ops.empty());
   EXPECT_LT(r.op_coverage.ratio, 1.0);
@@ -144,7 +144,7 @@ struct DefectCase {
   json extra;
   std::string hit_config, hit_arch, miss_config;
   std::string mode;
-  Status expect;
+  Verdict expect;
 };
 
 class DefectTest : public ::testing::TestWithParam<DefectCase> {};
@@ -159,7 +159,7 @@ TEST_P(DefectTest, TriggeringModelFailsAndOthersPass) {
   EXPECT_FALSE(Mode(hit, c.mode).error.empty());
   if (!c.miss_config.empty()) {
     ModelResult miss = RunModel(Config(c.miss_config), Modes({c.mode}));
-    EXPECT_EQ(Mode(miss, c.mode).status, Status::kPass) << Describe(miss);
+    EXPECT_EQ(Mode(miss, c.mode).status, Verdict::kPass) << Describe(miss);
   }
 }
 
@@ -169,41 +169,41 @@ INSTANTIATE_TEST_SUITE_P(
     Effects, DefectTest,
     ::testing::Values(
         DefectCase{"gelu_scale", "aten::gelu", kScale2, {}, "snowflake-arctic-embed-m.json", "",
-                   "llama2_7b.json", "eager", Status::kFailAccuracy},
+                   "llama2_7b.json", "eager", Verdict::kFailAccuracy},
         DefectCase{"gelu_offset", "aten::gelu", {{"kind", "offset"}, {"value", 0.05}}, {},
-                   "snowflake-arctic-embed-m.json", "", "llama2_7b.json", "eager", Status::kFailAccuracy},
+                   "snowflake-arctic-embed-m.json", "", "llama2_7b.json", "eager", Verdict::kFailAccuracy},
         DefectCase{"gelu_zero_tail", "aten::gelu", {{"kind", "zero_tail"}, {"value", 32}}, {},
-                   "snowflake-arctic-embed-m.json", "", "llama2_7b.json", "eager", Status::kFailAccuracy},
+                   "snowflake-arctic-embed-m.json", "", "llama2_7b.json", "eager", Verdict::kFailAccuracy},
         DefectCase{"gelu_nan", "aten::gelu", {{"kind", "nan"}}, {}, "snowflake-arctic-embed-m.json",
-                   "", "llama2_7b.json", "eager", Status::kFailAccuracy},
+                   "", "llama2_7b.json", "eager", Verdict::kFailAccuracy},
         DefectCase{"gelu_error", "aten::gelu", {{"kind", "error"}}, {}, "snowflake-arctic-embed-m.json",
-                   "", "llama2_7b.json", "eager", Status::kDeviceError},
+                   "", "llama2_7b.json", "eager", Verdict::kDeviceError},
         DefectCase{"softmax_scale", "aten::_softmax", kScale2, {}, "llama2_7b.json", "", "", "eager",
-                   Status::kFailAccuracy},
+                   Verdict::kFailAccuracy},
         DefectCase{"mm_scale", "aten::mm", kScale2, {}, "llama2_7b.json", "", "", "eager",
-                   Status::kFailAccuracy},
+                   Verdict::kFailAccuracy},
         DefectCase{"bmm_scale", "aten::bmm", kScale2, {}, "llama2_7b.json", "", "", "eager",
-                   Status::kFailAccuracy},
+                   Verdict::kFailAccuracy},
         DefectCase{"addmm_scale", "aten::addmm", kScale2, {}, "snowflake-arctic-embed-m.json", "",
-                   "", "eager", Status::kFailAccuracy},
+                   "", "eager", Verdict::kFailAccuracy},
         DefectCase{"softmax_scale_compiled", "aten::_softmax", kScale2, {}, "llama2_7b.json", "", "",
-                   "compile", Status::kFailAccuracy},
+                   "compile", Verdict::kFailAccuracy},
         DefectCase{"layer_norm_compiled_only", "aten::native_layer_norm",
                    {{"kind", "offset"}, {"value", 0.05}}, {{"mode", "compiled"}},
                    "snowflake-arctic-embed-m.json", "", "llama2_7b.json", "compile",
-                   Status::kFailAccuracy},
+                   Verdict::kFailAccuracy},
         DefectCase{"mm_scale_train", "aten::mm", kScale2, {}, "llama2_7b.json", "", "", "train",
-                   Status::kFailAccuracy},
+                   Verdict::kFailAccuracy},
         DefectCase{"gelu_nan_train", "aten::gelu", {{"kind", "nan"}}, {},
                    "snowflake-arctic-embed-m.json", "BertForSequenceClassification",
-                   "llama2_7b.json", "train", Status::kFailAccuracy}),
+                   "llama2_7b.json", "train", Verdict::kFailAccuracy}),
     [](const auto& param_info) { return param_info.param.name; });
 
 TEST(EngineTest, CompiledOnlyDefectSparesEager) {
   Use(WithDefect("aten::native_layer_norm", {{"kind", "offset"}, {"value", 0.05}}, {{"mode", "compiled"}}));
   ModelResult r = RunModel(Config("snowflake-arctic-embed-m.json"), Modes({"eager", "compile"}));
-  EXPECT_EQ(Mode(r, "eager").status, Status::kPass) << Describe(r);
-  EXPECT_EQ(Mode(r, "compile").status, Status::kFailAccuracy) << Describe(r);
+  EXPECT_EQ(Mode(r, "eager").status, Verdict::kPass) << Describe(r);
+  EXPECT_EQ(Mode(r, "compile").status, Verdict::kFailAccuracy) << Describe(r);
 }
 
 TEST(EngineTest, UnsupportedDtypeOomAndCompileLimitsAreVerdicts) {
@@ -211,27 +211,27 @@ TEST(EngineTest, UnsupportedDtypeOomAndCompileLimitsAreVerdicts) {
   j["dtypes"]["unsupported"].push_back("int64");
   Use(j);
   ModelResult r = RunModel(Config("llama2_7b.json"), Modes({"eager"}));
-  EXPECT_EQ(Mode(r, "eager").status, Status::kUnsupportedDtype) << Describe(r);
+  EXPECT_EQ(Mode(r, "eager").status, Verdict::kUnsupportedDtype) << Describe(r);
   EXPECT_NE(Mode(r, "eager").error.find("int64"), std::string::npos);
 
   j = Baseline();
   j["memory_bytes"] = 8192;
   Use(j);
   r = RunModel(Config("llama2_7b.json"), Modes({"eager", "train"}));
-  EXPECT_EQ(Mode(r, "eager").status, Status::kOom) << Describe(r);
-  EXPECT_EQ(Mode(r, "train").status, Status::kOom) << Describe(r);
+  EXPECT_EQ(Mode(r, "eager").status, Verdict::kOom) << Describe(r);
+  EXPECT_EQ(Mode(r, "train").status, Verdict::kOom) << Describe(r);
 
   j = Baseline();
   j["compiler"]["budget_ms"] = 1;
   Use(j);
   r = RunModel(Config("llama2_7b.json"), Modes({"compile"}));
-  EXPECT_EQ(Mode(r, "compile").status, Status::kCompileTimeout) << Describe(r);
+  EXPECT_EQ(Mode(r, "compile").status, Verdict::kCompileTimeout) << Describe(r);
 
   j = Baseline();
   j["compiler"]["max_nodes"] = 1;
   Use(j);
   r = RunModel(Config("llama2_7b.json"), Modes({"compile"}));
-  EXPECT_EQ(Mode(r, "compile").status, Status::kCompileFail) << Describe(r);
+  EXPECT_EQ(Mode(r, "compile").status, Verdict::kCompileFail) << Describe(r);
 }
 
 TEST(EngineTest, BadConfigIsLoadFailNamingTheField) {
@@ -240,13 +240,13 @@ TEST(EngineTest, BadConfigIsLoadFailNamingTheField) {
   c.erase("hidden_size");
   ModelResult r = RunModel(c, RunOptions());
   for (const char* m : {"eager", "compile", "train"}) {
-    EXPECT_EQ(Mode(r, m).status, Status::kLoadFail);
+    EXPECT_EQ(Mode(r, m).status, Verdict::kLoadFail);
     EXPECT_NE(Mode(r, m).error.find("hidden_size"), std::string::npos) << Mode(r, m).error;
   }
   c = Config("llama2_7b.json");
   c["architectures"] = {"NoSuchModelForCausalLM"};
   r = RunModel(c, Modes({"eager"}));
-  EXPECT_EQ(Mode(r, "eager").status, Status::kLoadFail);
+  EXPECT_EQ(Mode(r, "eager").status, Verdict::kLoadFail);
   EXPECT_NE(Mode(r, "eager").error.find("NoSuchModelForCausalLM"), std::string::npos);
 }
 
@@ -263,10 +263,10 @@ TEST(EngineTest, ShippedProfilesShowAFixAndARegression) {
   ModelResult llama21 = run("sim-2.1.json", "llama2_7b.json");
   ModelResult bert20 = run("sim-2.0.json", "snowflake-arctic-embed-m.json");
   ModelResult bert21 = run("sim-2.1.json", "snowflake-arctic-embed-m.json");
-  EXPECT_EQ(Mode(llama20, "eager").status, Status::kPass) << Describe(llama20);
-  EXPECT_EQ(Mode(llama21, "eager").status, Status::kFailAccuracy) << Describe(llama21);
-  EXPECT_EQ(Mode(bert20, "eager").status, Status::kFailAccuracy) << Describe(bert20);
-  EXPECT_EQ(Mode(bert21, "eager").status, Status::kPass) << Describe(bert21);
+  EXPECT_EQ(Mode(llama20, "eager").status, Verdict::kPass) << Describe(llama20);
+  EXPECT_EQ(Mode(llama21, "eager").status, Verdict::kFailAccuracy) << Describe(llama21);
+  EXPECT_EQ(Mode(bert20, "eager").status, Verdict::kFailAccuracy) << Describe(bert20);
+  EXPECT_EQ(Mode(bert21, "eager").status, Verdict::kPass) << Describe(bert21);
   EXPECT_LT(Mode(llama21, "compile").graph_breaks, Mode(llama20, "compile").graph_breaks);
   EXPECT_GT(llama21.op_coverage.ratio, llama20.op_coverage.ratio);
 }
@@ -277,9 +277,9 @@ TEST(EngineTest, RequestedModesOnlyAndStagesReported) {
   RunOptions o = Modes({"eager"});
   o.on_stage = [&](const std::string& s) { stages.push_back(s); };
   ModelResult r = RunModel(Config("qwen2.json"), o);
-  EXPECT_EQ(Mode(r, "eager").status, Status::kPass) << Describe(r);
-  EXPECT_EQ(Mode(r, "compile").status, Status::kSkipped);
-  EXPECT_EQ(Mode(r, "train").status, Status::kSkipped);
+  EXPECT_EQ(Mode(r, "eager").status, Verdict::kPass) << Describe(r);
+  EXPECT_EQ(Mode(r, "compile").status, Verdict::kSkipped);
+  EXPECT_EQ(Mode(r, "train").status, Verdict::kSkipped);
   EXPECT_EQ(stages, (std::vector<std::string>{"build", "reference", "eager"}));
 }
 

@@ -6,38 +6,38 @@
 
 namespace ts::engine {
 
-const std::vector<Status>& AllStatuses() {
-  static const std::vector<Status> kAll = {
-      Status::kSkipped,       Status::kLoadFail,     Status::kRefFail,
-      Status::kRefNondeterministic, Status::kCrash, Status::kTimeout,
-      Status::kUnsupportedDtype, Status::kDeviceError, Status::kOom,
-      Status::kCompileFail,   Status::kCompileTimeout, Status::kFailAccuracy,
-      Status::kPass};
+const std::vector<Verdict>& AllVerdicts() {
+  static const std::vector<Verdict> kAll = {
+      Verdict::kSkipped,       Verdict::kLoadFail,     Verdict::kRefFail,
+      Verdict::kRefNondeterministic, Verdict::kCrash, Verdict::kTimeout,
+      Verdict::kUnsupportedDtype, Verdict::kDeviceError, Verdict::kOom,
+      Verdict::kCompileFail,   Verdict::kCompileTimeout, Verdict::kFailAccuracy,
+      Verdict::kPass};
   return kAll;
 }
 
-const char* StatusName(Status s) {
+const char* VerdictName(Verdict s) {
   switch (s) {
-    case Status::kSkipped: return "skipped";
-    case Status::kLoadFail: return "load_fail";
-    case Status::kRefFail: return "ref_fail";
-    case Status::kRefNondeterministic: return "ref_nondeterministic";
-    case Status::kCrash: return "crash";
-    case Status::kTimeout: return "timeout";
-    case Status::kUnsupportedDtype: return "unsupported_dtype";
-    case Status::kDeviceError: return "device_error";
-    case Status::kOom: return "oom";
-    case Status::kCompileFail: return "compile_fail";
-    case Status::kCompileTimeout: return "compile_timeout";
-    case Status::kFailAccuracy: return "fail_accuracy";
-    case Status::kPass: return "pass";
+    case Verdict::kSkipped: return "skipped";
+    case Verdict::kLoadFail: return "load_fail";
+    case Verdict::kRefFail: return "ref_fail";
+    case Verdict::kRefNondeterministic: return "ref_nondeterministic";
+    case Verdict::kCrash: return "crash";
+    case Verdict::kTimeout: return "timeout";
+    case Verdict::kUnsupportedDtype: return "unsupported_dtype";
+    case Verdict::kDeviceError: return "device_error";
+    case Verdict::kOom: return "oom";
+    case Verdict::kCompileFail: return "compile_fail";
+    case Verdict::kCompileTimeout: return "compile_timeout";
+    case Verdict::kFailAccuracy: return "fail_accuracy";
+    case Verdict::kPass: return "pass";
   }
   return "unknown";
 }
 
-std::optional<Status> StatusFromName(const std::string& name) {
-  for (Status s : AllStatuses()) {
-    if (name == StatusName(s)) return s;
+std::optional<Verdict> VerdictFromName(const std::string& name) {
+  for (Verdict s : AllVerdicts()) {
+    if (name == VerdictName(s)) return s;
   }
   return std::nullopt;
 }
@@ -58,7 +58,7 @@ nlohmann::json Nums(const std::vector<double>& v) {
 
 nlohmann::json ModeJson(const std::string& mode, const ModeResult& m) {
   nlohmann::json j;
-  j["status"] = StatusName(m.status);
+  j["status"] = VerdictName(m.status);
   j["error"] = m.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.error);
   j["ms"] = Num(m.ms);
   if (m.accuracy) {
@@ -129,9 +129,9 @@ std::string ToText(const ModelResult& r) {
   o << std::fixed << std::setprecision(3);
   o << r.arch << " (" << r.task << ", " << r.family << ")\n";
   for (const auto& [name, m] : r.modes) {
-    o << "  " << std::left << std::setw(8) << name << std::setw(20) << StatusName(m.status);
+    o << "  " << std::left << std::setw(8) << name << std::setw(20) << VerdictName(m.status);
     if (m.accuracy) o << " rmse_ratio=" << m.accuracy->rmse_ratio << " cos=" << m.accuracy->cosine;
-    if (name == "compile" && m.status != Status::kSkipped) {
+    if (name == "compile" && m.status != Verdict::kSkipped) {
       o << " breaks=" << m.graph_breaks << " compile_ms=" << m.compile_ms;
     }
     if (name == "train" && !m.loss_device.empty()) {

@@ -14,7 +14,7 @@
 namespace ts::engine {
 
 // Ordered by pipeline stage: a regression is a move to a smaller value (an earlier stage).
-enum class Status {
+enum class Verdict {
   kSkipped = 0,          // not run (mode not requested, or an earlier stage ended the model)
   kLoadFail,             // config could not be turned into a model
   kRefFail,              // the CPU reference itself failed or produced non-finite outputs
@@ -30,10 +30,10 @@ enum class Status {
   kPass,
 };
 
-const char* StatusName(Status s);
-std::optional<Status> StatusFromName(const std::string& name);
+const char* VerdictName(Verdict s);
+std::optional<Verdict> VerdictFromName(const std::string& name);
 // The statuses in stage order, for tables and tests.
-const std::vector<Status>& AllStatuses();
+const std::vector<Verdict>& AllVerdicts();
 
 struct Accuracy {
   double rmse_device = 0;     // RMSE(device, fp64 golden)
@@ -48,7 +48,7 @@ struct Accuracy {
 };
 
 struct ModeResult {
-  Status status = Status::kSkipped;
+  Verdict status = Verdict::kSkipped;
   std::string error;  // empty on pass; otherwise what happened, naming the op or field
   double ms = 0;      // wall time of the mode
   std::optional<Accuracy> accuracy;
