@@ -42,6 +42,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "proto/names.h"
 #include "services/common/http_server.h"
 #include "services/common/jitter.h"
 #include "services/scheduler/scheduler.h"
@@ -70,9 +71,9 @@ pb::ModelResult BuildFakeResult(const pb::Job& j) {
   m.set_run(j.run());
   for (const char* mode : {"eager", "compile", "train"}) {
     auto* v = m.add_modes();
-    v->set_mode(mode);
-    v->set_status(j.job_id() % 17 == 0 ? "fail_accuracy" : "pass");
-    if (v->status() != "pass") v->set_error("rmse_ratio 2.31 > 1.5 (device 0.0123 vs ref 0.0053)");
+    v->set_mode(*ts::proto::ModeFromName(mode));
+    v->set_status(j.job_id() % 17 == 0 ? pb::VERDICT_FAIL_ACCURACY : pb::VERDICT_PASS);
+    if (v->status() != pb::VERDICT_PASS) v->set_error("rmse_ratio 2.31 > 1.5 (device 0.0123 vs ref 0.0053)");
     v->set_ms(20.5);
     v->set_rmse_device(1e-4);
     v->set_rmse_reference(1e-4);

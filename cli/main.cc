@@ -27,6 +27,8 @@
 #include "workers/catalog/summary.h"
 #include "workers/engine/engine.h"
 #include "workers/runner/isolate.h"
+#include "workers/runner/record.h"
+#include "workers/runner/record_json.h"
 #include "workers/simdevice/runtime.h"
 #include "workers/zoo/model.h"
 
@@ -180,32 +182,34 @@ int RunModelCommand(const std::vector<std::string>& args) {
   nlohmann::json result;
   if (!config_error.empty()) {
     // Nothing to build: the verdict is load_fail for every requested mode.
-    ts::engine::ModelResult r;
-    r.arch = opts.arch;
-    r.task = opts.task;
-    r.config_hash = ts::engine::ConfigHash(nlohmann::json(config_text));
+    ts::engine::ModelResult in_process;
+    in_process.arch = opts.arch;
+    in_process.task = opts.task;
+    in_process.config_hash = ts::engine::ConfigHash(nlohmann::json(config_text));
     for (const auto& mode : ts::engine::KnownModes()) {
-      r.modes[mode].status =
-          opts.modes.count(mode) ? ts::engine::Verdict::kLoadFail : ts::engine::Verdict::kSkipped;
-      if (opts.modes.count(mode)) r.modes[mode].error = config_error;
+      const bool asked = opts.modes.count(mode) > 0;
+      in_process.modes[mode].status =
+          asked ? ts::engine::Verdict::kLoadFail : ts::engine::Verdict::kSkipped;
+      if (asked) in_process.modes[mode].error = config_error;
     }
-    result = ts::engine::ToJson(r);
+    result = ts::runner::RecordToJson(ts::runner::ToRecord(in_process));
   } else if (isolate) {
     ts::runner::IsolateOptions iso;
     iso.timeout_s = timeout_s;
     iso.child_setup = setup;
-    result = ts::runner::RunModelIsolated(config, opts, iso);
-    if (result.contains("error") && !result.contains("modes")) {
-      std::fprintf(stderr, "touchstone: %s\n", result["error"].get<std::string>().c_str());
+    auto record = ts::runner::RunModelIsolated(config, opts, iso);
+    if (!record.ok()) {
+      std::fprintf(stderr, "touchstone: %s\n", record.status().ToString().c_str());
       return 2;
     }
+    result = ts::runner::RecordToJson(*record);
   } else {
     std::string err = setup();
     if (!err.empty()) {
       std::fprintf(stderr, "touchstone: %s\n", err.c_str());
       return 2;
     }
-    result = ts::engine::ToJson(ts::engine::RunModel(config, opts));
+    result = ts::runner::RecordToJson(ts::runner::ToRecord(ts::engine::RunModel(config, opts)));
   }
   result["profile"] = {{"name", profile->name}, {"sdk_version", profile->sdk_version}};
   result["seed"] = seed;
@@ -446,7 +450,7 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
     o.arch = rows[i].arch;
     o.modes = modes;
     o.seed = seed;
-    auto res = ts::engine::ToJson(ts::engine::RunModel(rows[i].config, o));
+    auto res = ts::runner::RecordToJson(ts::runner::ToRecord(ts::engine::RunModel(rows[i].config, o)));
     summary.Add(rows[i].task, rows[i].arch, res);
     if (format == "text" && isatty(2)) {
       std::fprintf(stderr, "\r%zu/%zu models", i + 1, rows.size());

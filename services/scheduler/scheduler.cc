@@ -11,16 +11,13 @@
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
-#include <prometheus/counter.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
-#include <prometheus/text_serializer.h>
 
 #include "services/common/grpc_status.h"
 #include "services/common/http_server.h"
+#include "services/common/metrics.h"
 #include "services/scheduler/store_pool.h"
 #include "services/scheduler/validate.h"
+#include "proto/names.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 
 namespace ts::scheduler {
@@ -28,84 +25,41 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-prometheus::Histogram::BucketBoundaries LatencyBuckets() {
-  return {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
-}
-prometheus::Histogram::BucketBoundaries ModelBuckets() {
-  return {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
-}
-
 struct Metrics {
-  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  prometheus::Family<prometheus::Gauge>& shards =
-      prometheus::BuildGauge()
-          .Name("touchstone_scheduler_shards")
-          .Help("Shards of running sweeps by state (queue depth and leases held)")
-          .Register(*registry);
+  common::MetricsRegistry reg;
+  prometheus::Family<prometheus::Gauge>& shards = reg.GaugeFamily(
+      "touchstone_scheduler_shards", "Shards of running sweeps by state (queue depth and leases held)");
   prometheus::Gauge& shards_queued = shards.Add({{"state", "queued"}});
   prometheus::Gauge& shards_leased = shards.Add({{"state", "leased"}});
-  prometheus::Gauge& jobs_pending = prometheus::BuildGauge()
-                                        .Name("touchstone_scheduler_jobs_pending")
-                                        .Help("Jobs without a result in queued or leased shards")
-                                        .Register(*registry)
-                                        .Add({});
-  prometheus::Gauge& sweeps_running = prometheus::BuildGauge()
-                                          .Name("touchstone_scheduler_sweeps_running")
-                                          .Help("Sweeps not yet done")
-                                          .Register(*registry)
-                                          .Add({});
-  prometheus::Gauge& workers_alive =
-      prometheus::BuildGauge()
-          .Name("touchstone_scheduler_workers_alive")
-          .Help("Workers heard from within three lease TTLs")
-          .Register(*registry)
-          .Add({});
-  prometheus::Gauge& db_up = prometheus::BuildGauge()
-                                 .Name("touchstone_scheduler_db_up")
-                                 .Help("1 when the last database check succeeded")
-                                 .Register(*registry)
-                                 .Add({});
-  prometheus::Gauge& lease_calls_open =
-      prometheus::BuildGauge()
-          .Name("touchstone_scheduler_lease_calls_open")
-          .Help("LeaseShard calls received and not yet answered (waiting or being served)")
-          .Register(*registry)
-          .Add({});
-  prometheus::Counter& report_yields =
-      prometheus::BuildCounter()
-          .Name("touchstone_scheduler_report_yields_total")
-          .Help("Reports that held their database work back behind a backlog of LeaseShard calls")
-          .Register(*registry)
-          .Add({});
-  prometheus::Counter& leases = prometheus::BuildCounter()
-                                    .Name("touchstone_scheduler_leases_total")
-                                    .Help("Shards leased")
-                                    .Register(*registry)
-                                    .Add({});
-  prometheus::Family<prometheus::Counter>& lease_events =
-      prometheus::BuildCounter()
-          .Name("touchstone_scheduler_lease_events_total")
-          .Help("Leases that expired, shards split, models recorded crash after lost workers")
-          .Register(*registry);
+  prometheus::Gauge& jobs_pending = reg.Gauge(
+      "touchstone_scheduler_jobs_pending", "Jobs without a result in queued or leased shards");
+  prometheus::Gauge& sweeps_running =
+      reg.Gauge("touchstone_scheduler_sweeps_running", "Sweeps not yet done");
+  prometheus::Gauge& workers_alive = reg.Gauge("touchstone_scheduler_workers_alive",
+                                               "Workers heard from within three lease TTLs");
+  prometheus::Gauge& db_up =
+      reg.Gauge("touchstone_scheduler_db_up", "1 when the last database check succeeded");
+  prometheus::Gauge& lease_calls_open = reg.Gauge(
+      "touchstone_scheduler_lease_calls_open",
+      "LeaseShard calls received and not yet answered (waiting or being served)");
+  prometheus::Counter& report_yields = reg.Counter(
+      "touchstone_scheduler_report_yields_total",
+      "Reports that held their database work back behind a backlog of LeaseShard calls");
+  prometheus::Counter& leases = reg.Counter("touchstone_scheduler_leases_total", "Shards leased");
+  prometheus::Family<prometheus::Counter>& lease_events = reg.CounterFamily(
+      "touchstone_scheduler_lease_events_total",
+      "Leases that expired, shards split, models recorded crash after lost workers");
   prometheus::Counter& expired = lease_events.Add({{"event", "expired"}});
   prometheus::Counter& split = lease_events.Add({{"event", "split"}});
   prometheus::Counter& crashed = lease_events.Add({{"event", "crashed"}});
-  prometheus::Family<prometheus::Counter>& results =
-      prometheus::BuildCounter()
-          .Name("touchstone_scheduler_results_total")
-          .Help("Mode verdicts stored, by mode and status")
-          .Register(*registry);
-  prometheus::Family<prometheus::Histogram>& rpc =
-      prometheus::BuildHistogram()
-          .Name("touchstone_scheduler_rpc_duration_seconds")
-          .Help("RPC latency from hand-off to the database pool to the answer, by method and code")
-          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& results = reg.CounterFamily(
+      "touchstone_scheduler_results_total", "Mode verdicts stored, by mode and status");
+  prometheus::Family<prometheus::Histogram>& rpc = reg.HistogramFamily(
+      "touchstone_scheduler_rpc_duration_seconds",
+      "RPC latency from hand-off to the database pool to the answer, by method and code");
   prometheus::Histogram& model_seconds =
-      prometheus::BuildHistogram()
-          .Name("touchstone_scheduler_model_duration_seconds")
-          .Help("Per-model run time reported by workers")
-          .Register(*registry)
-          .Add({}, ModelBuckets());
+      reg.Histogram("touchstone_scheduler_model_duration_seconds",
+                    "Per-model run time reported by workers", common::ModelSecondsBuckets());
 };
 
 }  // namespace
@@ -197,7 +151,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
               Clock::time_point t0) {
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     metrics.rpc
-        .Add({{"method", method}, {"code", absl::StatusCodeToString(st.code())}}, LatencyBuckets())
+        .Add({{"method", method}, {"code", absl::StatusCodeToString(st.code())}}, common::LatencyBuckets())
         .Observe(secs);
     reactor->Finish(common::ToGrpcStatus(st));
   }
@@ -325,7 +279,9 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
       if (st.ok() && out->accepted() > 0) {
         for (const auto& m : r.results()) {
           for (const auto& v : m.modes()) {
-            metrics.results.Add({{"mode", v.mode()}, {"status", v.status()}}).Increment();
+            metrics.results
+                .Add({{"mode", proto::ModeName(v.mode())}, {"status", proto::VerdictName(v.status())}})
+                .Increment();
           }
           metrics.model_seconds.Observe(m.total_ms() / 1000.0);
         }
@@ -537,12 +493,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
     ho.port = opts.http_port;
     ho.token = opts.token;
     auto http = common::HttpServer::Start(
-        ho, {{"/metrics",
-              [raw](const std::string&) {
-                return common::HttpResponse{
-                    200, "text/plain; version=0.0.4; charset=utf-8",
-                    prometheus::TextSerializer().Serialize(raw->metrics.registry->Collect())};
-              }},
+        ho, {{"/metrics", raw->metrics.reg.Handler()},
              {"/healthz", [raw](const std::string&) {
                 return raw->db_ok ? common::HttpResponse{200, "text/plain", "ok\n"}
                                   : common::HttpResponse{503, "text/plain", "database unreachable\n"};

@@ -135,8 +135,8 @@ TEST_F(SchedulerTest, SweepOverGrpcWithStaleTokenRefusedAndMetrics) {
     m->set_job_id(j.job_id());
     m->set_model_id(j.model_id());
     auto* v = m->add_modes();
-    v->set_mode("eager");
-    v->set_status(j.model_id() == "org/m0" ? "fail_accuracy" : "pass");
+    v->set_mode(pb::MODE_EAGER);
+    v->set_status(j.model_id() == "org/m0" ? pb::VERDICT_FAIL_ACCURACY : pb::VERDICT_PASS);
     m->set_total_ms(50);
   }
   pb::ReportResultsResponse rr;
@@ -224,8 +224,8 @@ TEST_F(SchedulerTest, BurstOfLeasesEachGetsItsOwnShardAndTheReportStillLands) {
     auto* m = report.add_results();
     m->set_job_id(j.job_id());
     m->set_model_id(j.model_id());
-    m->add_modes()->set_mode("eager");
-    m->mutable_modes(0)->set_status("pass");
+    m->add_modes()->set_mode(pb::MODE_EAGER);
+    m->mutable_modes(0)->set_status(pb::VERDICT_PASS);
   }
 
   std::vector<int64_t> ids;

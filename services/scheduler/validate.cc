@@ -5,13 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "workers/engine/verdict.h"
+#include "proto/names.h"
 
 namespace ts::scheduler {
 namespace {
-
-// The engine's modes (workers/engine KnownModes; that header pulls in torch).
-const std::set<std::string> kModes = {"eager", "compile", "train"};
 
 absl::Status Bad(const std::string& field, const std::string& why) {
   return absl::InvalidArgumentError(field + ": " + why);
@@ -82,9 +79,11 @@ absl::Status Validate(const pb::ReportResultsRequest& r) {
     for (int k = 0; k < m.modes_size(); ++k) {
       const auto& v = m.modes(k);
       const std::string mat = at + ".modes[" + std::to_string(k) + "]";
-      if (!kModes.count(v.mode())) return Bad(mat + ".mode", "unknown mode '" + v.mode() + "'");
-      if (!engine::VerdictFromName(v.status())) {
-        return Bad(mat + ".status", "unknown status '" + v.status() + "'");
+      if (proto::ModeName(v.mode()).empty()) {
+        return Bad(mat + ".mode", "unknown mode " + std::to_string(v.mode()));
+      }
+      if (proto::VerdictName(v.status()).empty()) {
+        return Bad(mat + ".status", "unknown status " + std::to_string(v.status()));
       }
     }
     for (int k = 0; k < m.ops_size(); ++k) {
@@ -122,7 +121,7 @@ absl::Status Validate(const pb::CreateSweepRequest& r) {
   std::set<std::string> seen;
   for (int i = 0; i < r.modes_size(); ++i) {
     const std::string at = "modes[" + std::to_string(i) + "]";
-    if (!kModes.count(r.modes(i))) return Bad(at, "unknown mode '" + r.modes(i) + "'");
+    if (!proto::ModeFromName(r.modes(i))) return Bad(at, "unknown mode '" + r.modes(i) + "'");
     if (!seen.insert(r.modes(i)).second) return Bad(at, "repeated mode '" + r.modes(i) + "'");
   }
   if (r.sample() < 0) return Bad("sample", "must be >= 0");

@@ -16,8 +16,8 @@ pb::ReportResultsRequest GoodReport() {
   m->set_job_id(3);
   m->set_model_id("org/m");
   auto* v = m->add_modes();
-  v->set_mode("eager");
-  v->set_status("pass");
+  v->set_mode(touchstone::v1::MODE_EAGER);
+  v->set_status(touchstone::v1::VERDICT_PASS);
   return r;
 }
 
@@ -42,10 +42,14 @@ TEST(ValidateTest, ReportErrorsNameTheField) {
       {[](auto& r) { r.mutable_results(0)->set_job_id(0); }, "results[0].job_id:"},
       {[](auto& r) { r.mutable_results(0)->clear_model_id(); }, "results[0].model_id:"},
       {[](auto& r) { r.mutable_results(0)->clear_modes(); }, "results[0].modes:"},
-      {[](auto& r) { r.mutable_results(0)->mutable_modes(0)->set_mode("jit"); },
-       "results[0].modes[0].mode: unknown mode 'jit'"},
-      {[](auto& r) { r.mutable_results(0)->mutable_modes(0)->set_status("passs"); },
-       "results[0].modes[0].status: unknown status 'passs'"},
+      {[](auto& r) {
+         r.mutable_results(0)->mutable_modes(0)->set_mode(static_cast<touchstone::v1::Mode>(7));
+       },
+       "results[0].modes[0].mode: unknown mode 7"},
+      {[](auto& r) {
+         r.mutable_results(0)->mutable_modes(0)->set_status(touchstone::v1::VERDICT_UNSPECIFIED);
+       },
+       "results[0].modes[0].status: unknown status 0"},
       {[](auto& r) { r.mutable_results(0)->set_opcov_ratio(1.5); }, "results[0].opcov_ratio:"},
       {[](auto& r) { r.mutable_results(0)->add_ops()->set_calls(1); }, "results[0].ops[0].op:"},
       {[](auto& r) { r.mutable_results(0)->set_tiny_config_json("[1"); },

@@ -20,6 +20,7 @@
 
 #include "services/common/error_signature.h"
 #include "services/store/pg_status.h"
+#include "proto/names.h"
 
 namespace ts::store {
 
@@ -665,9 +666,10 @@ absl::StatusOr<pb::ReportResultsResponse> Store::ReportResults(const pb::ReportR
       }
       std::set<std::string> wanted(sweep->modes.begin(), sweep->modes.end());
       for (int k = 0; k < res.modes_size(); ++k) {
-        if (!wanted.erase(res.modes(k).mode())) {
+        const std::string& mode = proto::ModeName(res.modes(k).mode());
+        if (!wanted.erase(mode)) {
           return absl::InvalidArgumentError(at + ".modes[" + std::to_string(k) +
-                                            "].mode: '" + res.modes(k).mode() +
+                                            "].mode: '" + mode +
                                             "' is not a mode of this sweep, or repeated");
         }
       }
@@ -690,10 +692,12 @@ absl::StatusOr<pb::ReportResultsResponse> Store::ReportResults(const pb::ReportR
       const std::string run_s = std::to_string(run);
       for (const auto& m : res->modes()) {
         std::vector<std::string> reasons(m.break_reasons().begin(), m.break_reasons().end());
-        const bool has_acc = m.mode() != "train" && m.status() != "skipped";
-        const bool compile = m.mode() == "compile";
-        const bool train = m.mode() == "train";
-        result_rows.push_back({sweep_s, res->model_id(), m.mode(), run_s, m.status(), m.error(),
+        const std::string& mode = proto::ModeName(m.mode());
+        const std::string& status = proto::VerdictName(m.status());
+        const bool has_acc = mode != "train" && status != "skipped";
+        const bool compile = mode == "compile";
+        const bool train = mode == "train";
+        result_rows.push_back({sweep_s, res->model_id(), mode, run_s, status, m.error(),
                                common::ErrorSignature(m.error()), worker_s, Num(m.ms()),
                                has_acc ? Cell(Num(m.rmse_device())) : Cell(),
                                has_acc ? Cell(Num(m.rmse_reference())) : Cell(),

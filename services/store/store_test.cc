@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "proto/names.h"
 #include "tests/fixtures/postgres_fixture.h"
 
 namespace ts::store {
@@ -64,8 +65,8 @@ class StoreTest : public ::testing::Test {
     m.set_run(job.run());
     for (const char* mode : {"eager", "compile", "train"}) {
       auto* v = m.add_modes();
-      v->set_mode(mode);
-      v->set_status(status);
+      v->set_mode(*ts::proto::ModeFromName(mode));
+      v->set_status(*ts::proto::VerdictFromName(status));
       v->set_error(status == "pass" ? "" : "rmse 0.03 > 0.01 in aten::gelu");
       v->add_loss_reference(1.5);
       v->add_break_reasons("unsupported op aten::nonzero");

@@ -1,13 +1,13 @@
 // The worker's side of the runner child (workers/runner/child_main.cc): one persistent
 // `touchstone-runner` process fed jobs over its stdin, answering on its stdout.
 //
-// A model that kills the child (abort, segfault) or overruns its time becomes a verdict:
-// RunJob records `crash` (with the signal) or `timeout` for the mode that was running — for
-// every remaining mode when it died while building or computing references — respawns the
-// child, and runs the remaining modes again. A child is also respawned when the profile
-// changes.
+// A model that kills the child (abort, segfault) or overruns its time becomes a verdict
+// (workers/runner/protocol.h, RunAcrossCrashes): `crash` (with the signal) or `timeout` for the
+// mode that was running — for every remaining mode when it died while building or computing
+// references — then the child is respawned and runs the remaining modes again. A child is also
+// respawned when the profile changes.
 //
-// Thread-safety: one owner thread. No torch: this side only reads JSON.
+// Thread-safety: one owner thread. No torch: this side reads the protocol only.
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "touchstone/v1/result.pb.h"
+#include "workers/runner/protocol.h"
 
 namespace ts::worker {
 
@@ -41,31 +43,27 @@ class RunnerClient {
   explicit RunnerClient(RunnerOptions opts) : opts_(std::move(opts)) {}
   ~RunnerClient();
 
-  // The engine result JSON (engine::ToJson shape) with crash/timeout verdicts merged in.
+  // The model's result record with exactly job.modes, crash/timeout verdicts merged in; the
+  // caller adds the job's identity (job_id, model_id, run).
   // Errors: UNAVAILABLE when the child cannot be started at all (binary missing, bad profile).
-  absl::StatusOr<nlohmann::json> RunJob(const std::string& profile_path, const JobSpec& job);
+  absl::StatusOr<::touchstone::v1::ModelResult> RunJob(const std::string& profile_path,
+                                                       const JobSpec& job);
 
   int restarts() const { return restarts_; }
   pid_t pid() const { return pid_; }
   void Kill();
 
  private:
-  struct Outcome {
-    bool finished = false;
-    nlohmann::json result, model;
-    std::string last_stage, error;
-    int signal = 0, exit_code = 0;
-    bool timed_out = false;
-  };
   absl::Status Ensure(const std::string& profile_path);
-  Outcome RunOnce(const JobSpec& job, const std::set<std::string>& modes);
-  bool ReadLine(std::string* line, double deadline_s, bool* timed_out);
-  void Reap(Outcome* o);
+  runner::ChildOutcome RunOnce(const JobSpec& job, const std::set<std::string>& modes);
+  // The next message from the child; nullopt when it is gone or the deadline passed.
+  std::optional<runner::Message> Read(double deadline_s, bool* timed_out);
+  void Reap(runner::ChildOutcome* o);
 
   RunnerOptions opts_;
   std::atomic<pid_t> pid_{-1};
   int to_child_ = -1, from_child_ = -1;
-  std::string buf_;
+  runner::ProtocolReader reader_;
   std::string profile_;
   int restarts_ = 0;
 };

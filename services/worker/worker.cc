@@ -11,16 +11,12 @@
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
-#include <prometheus/counter.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
-#include <prometheus/text_serializer.h>
 
+#include "proto/names.h"
 #include "services/common/grpc_status.h"
 #include "services/common/http_server.h"
 #include "services/common/jitter.h"
-#include "services/worker/result_convert.h"
+#include "services/common/metrics.h"
 #include "services/worker/runner_client.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 
@@ -68,46 +64,23 @@ struct Worker::Impl {
   bool stop_heartbeat = false;
   std::thread heartbeat;
 
-  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  prometheus::Family<prometheus::Counter>& verdicts =
-      prometheus::BuildCounter()
-          .Name("touchstone_worker_verdicts_total")
-          .Help("Mode verdicts produced, by mode and status")
-          .Register(*registry);
+  common::MetricsRegistry reg;
+  prometheus::Family<prometheus::Counter>& verdicts = reg.CounterFamily(
+      "touchstone_worker_verdicts_total", "Mode verdicts produced, by mode and status");
   prometheus::Histogram& model_seconds =
-      prometheus::BuildHistogram()
-          .Name("touchstone_worker_model_duration_seconds")
-          .Help("Wall time per model, all modes")
-          .Register(*registry)
-          .Add({}, prometheus::Histogram::BucketBoundaries{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
-                                                           2.5, 5, 10, 30, 60, 300});
-  prometheus::Counter& shards = prometheus::BuildCounter()
-                                    .Name("touchstone_worker_shards_total")
-                                    .Help("Shards leased")
-                                    .Register(*registry)
-                                    .Add({});
-  prometheus::Counter& retries = prometheus::BuildCounter()
-                                     .Name("touchstone_worker_rpc_retries_total")
-                                     .Help("RPCs retried while the scheduler was unavailable")
-                                     .Register(*registry)
-                                     .Add({});
-  prometheus::Counter& leases_lost = prometheus::BuildCounter()
-                                         .Name("touchstone_worker_leases_lost_total")
-                                         .Help("Leases refused as stale; the shard was dropped")
-                                         .Register(*registry)
-                                         .Add({});
-  prometheus::Family<prometheus::Gauge>& rss =
-      prometheus::BuildGauge()
-          .Name("touchstone_worker_rss_bytes")
-          .Help("Resident memory of the worker and of its runner child")
-          .Register(*registry);
+      reg.Histogram("touchstone_worker_model_duration_seconds", "Wall time per model, all modes",
+                    common::ModelSecondsBuckets());
+  prometheus::Counter& shards = reg.Counter("touchstone_worker_shards_total", "Shards leased");
+  prometheus::Counter& retries = reg.Counter("touchstone_worker_rpc_retries_total",
+                                             "RPCs retried while the scheduler was unavailable");
+  prometheus::Counter& leases_lost = reg.Counter(
+      "touchstone_worker_leases_lost_total", "Leases refused as stale; the shard was dropped");
+  prometheus::Family<prometheus::Gauge>& rss = reg.GaugeFamily(
+      "touchstone_worker_rss_bytes", "Resident memory of the worker and of its runner child");
   prometheus::Gauge& rss_worker = rss.Add({{"process", "worker"}});
   prometheus::Gauge& rss_runner = rss.Add({{"process", "runner"}});
-  prometheus::Gauge& runner_restarts = prometheus::BuildGauge()
-                                           .Name("touchstone_worker_runner_restarts")
-                                           .Help("Runner children replaced after a crash or timeout")
-                                           .Register(*registry)
-                                           .Add({});
+  prometheus::Gauge& runner_restarts = reg.Gauge(
+      "touchstone_worker_runner_restarts", "Runner children replaced after a crash or timeout");
   std::unique_ptr<common::HttpServer> http;
 
   // One RPC, retried with backoff while retryable. Draining gives up retrying after 60 s.
@@ -240,9 +213,14 @@ struct Worker::Impl {
         break;
       }
       model_seconds.Observe(std::chrono::duration<double>(Clock::now() - t0).count());
-      batch.push_back(ToModelResult(job, modes, *result));
-      for (const auto& v : batch.back().modes()) {
-        verdicts.Add({{"mode", v.mode()}, {"status", v.status()}}).Increment();
+      // The record comes whole from the runner child; the worker adds the job's identity.
+      pb::ModelResult& record = batch.emplace_back(std::move(*result));
+      record.set_job_id(job.job_id());
+      record.set_model_id(job.model_id());
+      record.set_run(job.run());
+      for (const auto& v : record.modes()) {
+        verdicts.Add({{"mode", proto::ModeName(v.mode())}, {"status", proto::VerdictName(v.status())}})
+            .Increment();
       }
       runner_restarts.Set(runner->restarts());
       if (static_cast<int>(batch.size()) >= opts.report_batch ||
@@ -307,16 +285,11 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opts
     ho.port = opts.http_port;
     ho.token = opts.token;
     auto http = common::HttpServer::Start(
-        ho, {{"/metrics",
-              [raw](const std::string&) {
+        ho, {{"/metrics", raw->reg.Handler([raw] {
                 raw->rss_worker.Set(static_cast<double>(RssBytes(::getpid())));
-                raw->rss_runner.Set(raw->runner->pid() > 0
-                                        ? static_cast<double>(RssBytes(raw->runner->pid()))
-                                        : 0.0);
-                return common::HttpResponse{
-                    200, "text/plain; version=0.0.4; charset=utf-8",
-                    prometheus::TextSerializer().Serialize(raw->registry->Collect())};
-              }},
+                raw->rss_runner.Set(
+                    raw->runner->pid() > 0 ? static_cast<double>(RssBytes(raw->runner->pid())) : 0.0);
+              })},
              {"/healthz", [](const std::string&) {
                 return common::HttpResponse{200, "text/plain", "ok\n"};
               }}});

@@ -3,13 +3,11 @@
 //   touchstone-runner --profile FILE
 //
 // stdin, one JSON object a line: {"job_id", "config", "arch", "task", "modes": [...], "seed"}.
-// The protocol goes out on the original stdout, one line each, in this order per job:
-//   "stage NAME"     as each engine stage starts (build, reference, eager, compile, train)
-//   "model JSON"     once built: {"arch", "task", "family", "config_hash"}
-//   "result JSON"    engine::ToJson of the model's result
-// and "ready" once the profile is active, "error TEXT" for a job line it cannot read. Anything
-// else the process prints to stdout (library chatter) is sent to stderr so it cannot corrupt
-// the protocol. The process exits when stdin closes, or with its parent (PR_SET_PDEATHSIG); it
+// The protocol (workers/runner/protocol.h) goes out on the original stdout: "ready" once the
+// profile is active, then per job "stage NAME" lines, "model JSON", and the result record
+// (touchstone.v1.ModelResult, every mode the engine reports) as a length-prefixed frame; "error
+// TEXT" for a job line it cannot read. Anything else the process prints to stdout (library
+// chatter) is sent to stderr so it cannot corrupt the protocol. The process exits when stdin closes, or with its parent (PR_SET_PDEATHSIG); it
 // ignores SIGINT.
 #include <signal.h>
 #include <sys/prctl.h>
@@ -22,14 +20,15 @@
 #include <nlohmann/json.hpp>
 
 #include "workers/engine/engine.h"
+#include "workers/runner/protocol.h"
+#include "workers/runner/record.h"
 #include "workers/simdevice/runtime.h"
 
 namespace {
 
 int proto_fd = -1;
 
-void Send(const std::string& line) {
-  const std::string s = line + "\n";
+void Send(const std::string& s) {
   size_t off = 0;
   while (off < s.size()) {
     ssize_t n = ::write(proto_fd, s.data() + off, s.size() - off);
@@ -62,17 +61,17 @@ int main(int argc, char** argv) {
   if (!profile_path.empty()) {
     auto act = ts::simdevice::ActivateFile(profile_path, 0);
     if (!act.ok()) {
-      Send("error profile " + profile_path + ": " + act.status().message());
+      Send(ts::runner::ErrorLine("profile " + profile_path + ": " + act.status().message()));
       return 3;
     }
   }
-  Send("ready");
+  Send(ts::runner::ReadyLine());
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line.empty()) continue;
     auto job = nlohmann::json::parse(line, nullptr, false);
     if (job.is_discarded() || !job.is_object() || !job.contains("config")) {
-      Send("error job line is not a JSON object with a config");
+      Send(ts::runner::ErrorLine("job line is not a JSON object with a config"));
       continue;
     }
     ts::engine::RunOptions o;
@@ -84,10 +83,10 @@ int main(int argc, char** argv) {
         if (m.is_string()) o.modes.insert(m.get<std::string>());
       }
     }
-    o.on_stage = [](const std::string& stage) { Send("stage " + stage); };
-    o.on_built = [](const nlohmann::json& model) { Send("model " + model.dump()); };
+    o.on_stage = [](const std::string& stage) { Send(ts::runner::StageLine(stage)); };
+    o.on_built = [](const nlohmann::json& model) { Send(ts::runner::ModelLine(model)); };
     ts::engine::ModelResult r = ts::engine::RunModel(job["config"], o);
-    Send("result " + ts::engine::ToJson(r).dump());
+    Send(ts::runner::ResultFrame(ts::runner::ToRecord(r)));
   }
   return 0;
 }

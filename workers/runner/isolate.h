@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "touchstone/v1/result.pb.h"
+#include "workers/base/status.h"
 #include "workers/engine/engine.h"
 
 namespace ts::runner {
@@ -27,8 +29,12 @@ struct IsolateOptions {
   std::function<std::string()> child_setup;
 };
 
-// Returns the engine's ModelResult JSON (ToJson) with crash/timeout verdicts merged in.
-nlohmann::json RunModelIsolated(const nlohmann::json& config, const engine::RunOptions& opts,
-                                const IsolateOptions& iso);
+// The model's result record (workers/runner/protocol.h): every mode, the requested ones with
+// their verdicts and crash/timeout merged in, the others `skipped`. A child_setup error is
+// `load_fail` ("runner: TEXT") for every requested mode. UNAVAILABLE when no child can be
+// forked.
+StatusOr<::touchstone::v1::ModelResult> RunModelIsolated(const nlohmann::json& config,
+                                                         const engine::RunOptions& opts,
+                                                         const IsolateOptions& iso);
 
 }  // namespace ts::runner

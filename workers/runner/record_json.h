@@ -1,0 +1,25 @@
+// The result record as the JSON `touchstone run-model` and `run-catalog` print:
+//   {"model": {arch, task, family, config_hash}, "modes": {"eager": {status, error, ms,
+//    rmse_ratio, ...}, ...}, "op_coverage": {...}, "fallback_ops": {op: {calls, ms}},
+//    "native_ops": {...}, "timings_ms": {...}, "peak_device_bytes": N, "tiny_config": {...}}
+// Statuses and modes by their names (proto/names.h); NaN and infinities are null; a mode's
+// accuracy fields appear when measured (rmse_ratio, max_abs_err and cosine are null for an
+// eager or compile mode that measured none), compile fields only under "compile", loss curves
+// only under "train". A view of the record for people and scripts, not a second record: the
+// stored and reported form is the protobuf message.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "touchstone/v1/result.pb.h"
+
+namespace ts::runner {
+
+nlohmann::json RecordToJson(const ::touchstone::v1::ModelResult& r);
+
+// Adds a blank `skipped` verdict for every mode the record lacks, keeping Mode order.
+void AddSkippedModes(::touchstone::v1::ModelResult* r);
+
+}  // namespace ts::runner
