@@ -69,9 +69,9 @@ pb::ModelResult BuildFakeResult(const pb::Job& j) {
   m.set_job_id(j.job_id());
   m.set_model_id(j.model_id());
   m.set_run(j.run());
-  for (const char* mode : {"eager", "compile", "train"}) {
+  for (pb::Mode mode : ts::proto::AllModes()) {
     auto* v = m.add_modes();
-    v->set_mode(*ts::proto::ModeFromName(mode));
+    v->set_mode(mode);
     v->set_status(j.job_id() % 17 == 0 ? pb::VERDICT_FAIL_ACCURACY : pb::VERDICT_PASS);
     if (v->status() != pb::VERDICT_PASS) v->set_error("rmse_ratio 2.31 > 1.5 (device 0.0123 vs ref 0.0053)");
     v->set_ms(20.5);

@@ -104,7 +104,12 @@ void Copy(pqxx::transaction_base& txn, const std::string& table,
   s.complete();
 }
 
-const std::vector<std::string> kDefaultModes = {"eager", "compile", "train"};
+// Every mode (proto/touchstone/v1/result.proto), by name: a sweep's default.
+std::vector<std::string> AllModeNames() {
+  std::vector<std::string> names;
+  for (auto m : proto::AllModes()) names.push_back(proto::ModeName(m));
+  return names;
+}
 
 std::vector<std::string> ParseTextArray(const pqxx::field& f) {
   std::vector<std::string> out;
@@ -750,7 +755,7 @@ absl::StatusOr<pb::ReportResultsResponse> Store::ReportResults(const pb::ReportR
       if (jobs[res->job_id()].run != 1) continue;
       ++primary;
       if (std::any_of(res->modes().begin(), res->modes().end(),
-                      [](const pb::ModeVerdict& m) { return m.status() != "pass"; })) {
+                      [](const pb::ModeVerdict& m) { return m.status() != ::touchstone::v1::VERDICT_PASS; })) {
         failing.push_back(res->model_id());
       }
     }
@@ -975,7 +980,7 @@ absl::StatusOr<pb::CreateSweepResponse> Store::CreateSweep(const pb::CreateSweep
       }
     }
     std::vector<std::string> modes(r.modes().begin(), r.modes().end());
-    if (modes.empty()) modes = kDefaultModes;
+    if (modes.empty()) modes = AllModeNames();
     const std::string sha = Sha256Hex(r.profile().body());
     pqxx::result p = w.exec_params(R"(
       INSERT INTO profiles (name, sha, body) VALUES ($1, $2, $3)
