@@ -22,7 +22,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/db.h"
 #include "cli/sweep.h"
+#include "cli/usage.h"
 #include "workers/catalog/catalog.h"
 #include "workers/catalog/summary.h"
 #include "workers/engine/engine.h"
@@ -49,10 +51,9 @@ constexpr const char* kUsage =
     "       touchstone db prune [--db URL | --state-dir DIR] [--sweep ID]... [--older-than DAYS]\n"
     "                           [--keep N] [--dry-run]   (retention; see cli/README.md)\n";
 
-int Usage(const std::string& why) {
-  std::fprintf(stderr, "touchstone: %s\n%s", why.c_str(), kUsage);
-  return 2;
-}
+constexpr ts::cli::CommandText kMain = {"touchstone", "touchstone", kUsage};
+
+int Usage(const std::string& why) { return ts::cli::Usage(kMain, why); }
 
 bool ReadFile(const std::string& path, std::string* out) {
   std::error_code ec;
