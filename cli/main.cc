@@ -24,6 +24,7 @@
 
 #include "cli/db.h"
 #include "cli/sweep.h"
+#include "cli/sweep_catalog.h"
 #include "cli/usage.h"
 #include "workers/catalog/catalog.h"
 #include "workers/catalog/summary.h"
@@ -103,11 +104,15 @@ std::string TextOf(const nlohmann::json& r) {
   return o.str();
 }
 
-int RunModelCommand(const std::vector<std::string>& args) {
+struct RunModelFlags {
   std::string config_path, profile_path, format = "json";
   ts::engine::RunOptions opts;
   double timeout_s = 120;
   bool isolate = true;
+};
+
+// Returns 0, or the exit code of a usage error (already printed).
+int ParseRunModelFlags(const std::vector<std::string>& args, RunModelFlags* f) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](std::string* out) {
@@ -117,50 +122,74 @@ int RunModelCommand(const std::vector<std::string>& args) {
     };
     std::string v;
     if (a == "--config") {
-      if (!value(&config_path)) return Usage("--config needs a file");
+      if (!value(&f->config_path)) return Usage("--config needs a file");
     } else if (a == "--profile") {
-      if (!value(&profile_path)) return Usage("--profile needs a file");
+      if (!value(&f->profile_path)) return Usage("--profile needs a file");
     } else if (a == "--arch") {
-      if (!value(&opts.arch)) return Usage("--arch needs a class name");
+      if (!value(&f->opts.arch)) return Usage("--arch needs a class name");
     } else if (a == "--task") {
-      if (!value(&opts.task)) return Usage("--task needs a pipeline tag");
+      if (!value(&f->opts.task)) return Usage("--task needs a pipeline tag");
     } else if (a == "--modes") {
       if (!value(&v)) return Usage("--modes needs a list");
-      opts.modes.clear();
+      f->opts.modes.clear();
       for (const auto& m : Split(v, ',')) {
         if (!ts::engine::KnownModes().count(m)) return Usage("--modes: unknown mode '" + m + "'");
-        opts.modes.insert(m);
+        f->opts.modes.insert(m);
       }
-      if (opts.modes.empty()) return Usage("--modes: empty");
+      if (f->opts.modes.empty()) return Usage("--modes: empty");
     } else if (a == "--seed") {
       if (!value(&v)) return Usage("--seed needs a number");
       char* end = nullptr;
-      opts.seed = std::strtoull(v.c_str(), &end, 10);
+      f->opts.seed = std::strtoull(v.c_str(), &end, 10);
       if (end == v.c_str() || *end != '\0') return Usage("--seed: not a number: " + v);
     } else if (a == "--format") {
-      if (!value(&format) || (format != "json" && format != "text"))
+      if (!value(&f->format) || (f->format != "json" && f->format != "text"))
         return Usage("--format must be json or text");
     } else if (a == "--timeout-s") {
       if (!value(&v)) return Usage("--timeout-s needs seconds");
       char* end = nullptr;
-      timeout_s = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || timeout_s <= 0) return Usage("--timeout-s: bad value " + v);
+      f->timeout_s = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || f->timeout_s <= 0) {
+        return Usage("--timeout-s: bad value " + v);
+      }
     } else if (a == "--no-isolate") {
-      isolate = false;
+      f->isolate = false;
     } else {
       return Usage("unknown argument '" + a + "'");
     }
   }
-  if (config_path.empty()) return Usage("--config is required");
-  if (profile_path.empty()) return Usage("--profile is required");
+  if (f->config_path.empty()) return Usage("--config is required");
+  if (f->profile_path.empty()) return Usage("--profile is required");
+  return 0;
+}
 
+// The load_fail verdict for every requested mode, for a config that is not JSON.
+nlohmann::json LoadFailResult(const RunModelFlags& f, const std::string& config_text,
+                              const std::string& config_error) {
+  ts::engine::ModelResult r;
+  r.arch = f.opts.arch;
+  r.task = f.opts.task;
+  r.config_hash = ts::engine::ConfigHash(nlohmann::json(config_text));
+  for (const auto& mode : ts::engine::KnownModes()) {
+    r.modes[mode].status =
+        f.opts.modes.count(mode) ? ts::engine::Verdict::kLoadFail : ts::engine::Verdict::kSkipped;
+    if (f.opts.modes.count(mode)) r.modes[mode].error = config_error;
+  }
+  return ts::engine::ToJson(r);
+}
+
+int RunModelCommand(const std::vector<std::string>& args) {
+  RunModelFlags f;
+  if (int rc = ParseRunModelFlags(args, &f); rc != 0) return rc;
   std::string config_text, profile_text;
-  if (!ReadFile(config_path, &config_text)) return Usage("cannot read config " + config_path);
-  if (!ReadFile(profile_path, &profile_text)) return Usage("cannot read profile " + profile_path);
+  if (!ReadFile(f.config_path, &config_text)) return Usage("cannot read config " + f.config_path);
+  if (!ReadFile(f.profile_path, &profile_text)) {
+    return Usage("cannot read profile " + f.profile_path);
+  }
   // Validate the profile up front: a bad profile is bad input, not a model verdict.
   auto profile = ts::simdevice::ParseProfile(profile_text);
   if (!profile.ok()) {
-    std::fprintf(stderr, "touchstone: profile %s: %s\n", profile_path.c_str(),
+    std::fprintf(stderr, "touchstone: profile %s: %s\n", f.profile_path.c_str(),
                  profile.status().message().c_str());
     return 2;
   }
@@ -172,7 +201,7 @@ int RunModelCommand(const std::vector<std::string>& args) {
     config_error = "config: not valid JSON (" + std::string(e.what()) + ")";
   }
 
-  const uint64_t seed = opts.seed;
+  const uint64_t seed = f.opts.seed;
   auto setup = [profile_text, seed]() -> std::string {
     ts::engine::ConfigureThreads(1);
     auto r = ts::simdevice::Activate(profile_text, seed);
@@ -181,21 +210,12 @@ int RunModelCommand(const std::vector<std::string>& args) {
   nlohmann::json result;
   if (!config_error.empty()) {
     // Nothing to build: the verdict is load_fail for every requested mode.
-    ts::engine::ModelResult r;
-    r.arch = opts.arch;
-    r.task = opts.task;
-    r.config_hash = ts::engine::ConfigHash(nlohmann::json(config_text));
-    for (const auto& mode : ts::engine::KnownModes()) {
-      r.modes[mode].status =
-          opts.modes.count(mode) ? ts::engine::Verdict::kLoadFail : ts::engine::Verdict::kSkipped;
-      if (opts.modes.count(mode)) r.modes[mode].error = config_error;
-    }
-    result = ts::engine::ToJson(r);
-  } else if (isolate) {
+    result = LoadFailResult(f, config_text, config_error);
+  } else if (f.isolate) {
     ts::runner::IsolateOptions iso;
-    iso.timeout_s = timeout_s;
+    iso.timeout_s = f.timeout_s;
     iso.child_setup = setup;
-    result = ts::runner::RunModelIsolated(config, opts, iso);
+    result = ts::runner::RunModelIsolated(config, f.opts, iso);
     if (result.contains("error") && !result.contains("modes")) {
       std::fprintf(stderr, "touchstone: %s\n", result["error"].get<std::string>().c_str());
       return 2;
@@ -206,11 +226,11 @@ int RunModelCommand(const std::vector<std::string>& args) {
       std::fprintf(stderr, "touchstone: %s\n", err.c_str());
       return 2;
     }
-    result = ts::engine::ToJson(ts::engine::RunModel(config, opts));
+    result = ts::engine::ToJson(ts::engine::RunModel(config, f.opts));
   }
   result["profile"] = {{"name", profile->name}, {"sdk_version", profile->sdk_version}};
   result["seed"] = seed;
-  if (format == "json") {
+  if (f.format == "json") {
     std::cout << result.dump() << std::endl;
   } else {
     std::cout << TextOf(result);
@@ -370,91 +390,92 @@ int CatalogCommand(const std::vector<std::string>& args) {
   return Usage("catalog: unknown subcommand '" + args[0] + "'");
 }
 
-int RunCatalogCommand(const std::vector<std::string>& args) {
+struct RunCatalogFlags {
   std::string catalog_path, profile_path, format = "text";
   uint64_t sample = 1000, seed = 0;
   std::set<std::string> modes = ts::engine::KnownModes();
+};
+
+// Returns 0, or the exit code of a usage error (already printed).
+int ParseRunCatalogFlags(const std::vector<std::string>& args, RunCatalogFlags* f) {
   for (size_t i = 0; i < args.size(); ++i) {
     const bool has = i + 1 < args.size();
     if (args[i] == "--catalog" && has) {
-      catalog_path = args[++i];
+      f->catalog_path = args[++i];
     } else if (args[i] == "--profile" && has) {
-      profile_path = args[++i];
+      f->profile_path = args[++i];
     } else if (args[i] == "--sample" && has) {
-      if (!ParseUint(args[++i], &sample) || sample == 0) return Usage("--sample: must be a positive number");
+      if (!ParseUint(args[++i], &f->sample) || f->sample == 0) {
+        return Usage("--sample: must be a positive number");
+      }
     } else if (args[i] == "--seed" && has) {
-      if (!ParseUint(args[++i], &seed)) return Usage("--seed: not a number");
+      if (!ParseUint(args[++i], &f->seed)) return Usage("--seed: not a number");
     } else if (args[i] == "--format" && has) {
-      format = args[++i];
-      if (format != "json" && format != "text") return Usage("--format must be json or text");
+      f->format = args[++i];
+      if (f->format != "json" && f->format != "text") return Usage("--format must be json or text");
     } else if (args[i] == "--modes" && has) {
-      modes.clear();
+      f->modes.clear();
       for (const auto& m : Split(args[++i], ',')) {
         if (!ts::engine::KnownModes().count(m)) return Usage("--modes: unknown mode '" + m + "'");
-        modes.insert(m);
+        f->modes.insert(m);
       }
     } else {
       return Usage("run-catalog: unknown argument '" + args[i] + "'");
     }
   }
-  if (catalog_path.empty() || profile_path.empty()) return Usage("run-catalog: --catalog and --profile are required");
+  if (f->catalog_path.empty() || f->profile_path.empty()) {
+    return Usage("run-catalog: --catalog and --profile are required");
+  }
+  return 0;
+}
+
+int RunCatalogCommand(const std::vector<std::string>& args) {
+  RunCatalogFlags f;
+  if (int rc = ParseRunCatalogFlags(args, &f); rc != 0) return rc;
   std::string profile_text;
-  if (!ReadFile(profile_path, &profile_text)) return Usage("cannot read profile " + profile_path);
+  if (!ReadFile(f.profile_path, &profile_text)) {
+    return Usage("cannot read profile " + f.profile_path);
+  }
   auto profile = ts::simdevice::ParseProfile(profile_text);
   if (!profile.ok()) {
-    std::fprintf(stderr, "touchstone: profile %s: %s\n", profile_path.c_str(), profile.status().message().c_str());
+    std::fprintf(stderr, "touchstone: profile %s: %s\n", f.profile_path.c_str(),
+                 profile.status().message().c_str());
     return 2;
   }
-  // Pass 1: keys only; sample; pass 2: the sampled lines in full.
-  std::ifstream in(catalog_path);
-  if (!in) return Usage("cannot read catalog " + catalog_path);
-  std::vector<ts::catalog::Row> keys;
-  std::vector<int64_t> line_of;
-  std::string line;
-  int64_t line_no = 0;
+  // Pass 1: keys only; sample; pass 2: the sampled lines in full (the sweep's sample too).
   int bad = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty()) continue;
-    auto k = ts::catalog::ParseKeys(line);
-    if (!k.ok()) {
-      if (bad++ < 10) std::fprintf(stderr, "%s: line %lld: %s (skipped)\n", catalog_path.c_str(), static_cast<long long>(line_no), k.status().message().c_str());
-      continue;
-    }
-    k->config_hash = std::to_string(line_no);  // carry the line number through the sampler
-    keys.push_back(std::move(*k));
-  }
-  auto picked = ts::catalog::StratifiedSample(keys, static_cast<int64_t>(sample), seed);
-  std::set<int64_t> wanted;
-  for (const auto& r : picked) wanted.insert(std::stoll(r.config_hash));
+  auto sample = ts::cli::SampleCatalog(
+      f.catalog_path, static_cast<int64_t>(f.sample), f.seed,
+      [&](int64_t line_no, const std::string& why) {
+        if (bad++ < 10) {
+          std::fprintf(stderr, "%s: line %lld: %s (skipped)\n", f.catalog_path.c_str(),
+                       static_cast<long long>(line_no), why.c_str());
+        }
+      });
+  if (!sample.ok()) return Usage("cannot read catalog " + f.catalog_path);
   std::vector<ts::catalog::Row> rows;
-  in.clear();
-  in.seekg(0);
-  line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!wanted.count(line_no)) continue;
-    auto r = ts::catalog::ParseJsonLine(line);
-    if (r.ok()) rows.push_back(std::move(*r));
-  }
+  (void)ts::cli::ForEachRow(f.catalog_path, sample->lines, [&](ts::catalog::Row r) {
+    rows.push_back(std::move(r));
+    return absl::OkStatus();
+  });
   ts::engine::ConfigureThreads(1);
-  auto act = ts::simdevice::Activate(profile_text, seed);
+  auto act = ts::simdevice::Activate(profile_text, f.seed);
   if (!act.ok()) return Usage(act.status().ToString());
   ts::catalog::Summary summary;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < rows.size(); ++i) {
     ts::engine::RunOptions o;
     o.arch = rows[i].arch;
-    o.modes = modes;
-    o.seed = seed;
+    o.modes = f.modes;
+    o.seed = f.seed;
     auto res = ts::engine::ToJson(ts::engine::RunModel(rows[i].config, o));
     summary.Add(rows[i].task, rows[i].arch, res);
-    if (format == "text" && isatty(2)) {
+    if (f.format == "text" && isatty(2)) {
       std::fprintf(stderr, "\r%zu/%zu models", i + 1, rows.size());
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (format == "json") {
+  if (f.format == "json") {
     auto j = summary.ToJson();
     j["profile"] = {{"name", act->name}, {"sdk_version", act->sdk_version}};
     j["sample"] = rows.size();
@@ -463,7 +484,7 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
   } else {
     if (isatty(2)) std::fprintf(stderr, "\n");
     std::cout << "profile " << act->name << " " << act->sdk_version << ", " << rows.size()
-              << " models sampled from " << keys.size() << " in " << secs << " s\n"
+              << " models sampled from " << sample->rows << " in " << secs << " s\n"
               << summary.ToText();
   }
   return 0;

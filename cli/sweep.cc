@@ -152,10 +152,10 @@ int CreateSweep(const SweepFlags& o, const Profile& profile, const std::string& 
                 pb::CreateSweepResponse* created) {
   auto path = SweepCatalogPath(o.catalog, state, data_dir);
   if (!path.ok()) return Fail(kSweep, std::string(path.status().message()));
-  auto lines = SampleLines(*path, o.sample, o.seed);
-  if (!lines.ok()) return Usage(kSweep, "--catalog: " + std::string(lines.status().message()));
+  auto sample = SampleCatalog(*path, o.sample, o.seed);
+  if (!sample.ok()) return Usage(kSweep, "--catalog: " + std::string(sample.status().message()));
   pb::CreateSweepRequest create;
-  if (absl::Status st = UploadRows(*path, *lines, driver, &create); !st.ok()) {
+  if (absl::Status st = UploadRows(*path, sample->lines, driver, &create); !st.ok()) {
     return Fail(kSweep, "loading the catalog: " + std::string(st.message()));
   }
   create.set_name(o.sample > 0 ? "sample-" + std::to_string(o.sample) : "full");

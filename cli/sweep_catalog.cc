@@ -7,7 +7,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "workers/catalog/catalog.h"
 
 namespace ts::cli {
 
@@ -33,8 +32,9 @@ absl::StatusOr<std::string> SweepCatalogPath(const std::string& catalog,
   return path;
 }
 
-absl::StatusOr<std::set<int64_t>> SampleLines(const std::string& path, int64_t sample,
-                                              uint64_t seed) {
+absl::StatusOr<CatalogSample> SampleCatalog(
+    const std::string& path, int64_t sample, uint64_t seed,
+    const std::function<void(int64_t, const std::string&)>& on_bad_line) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError("cannot read " + path);
   std::vector<catalog::Row> keys;
@@ -44,19 +44,23 @@ absl::StatusOr<std::set<int64_t>> SampleLines(const std::string& path, int64_t s
     ++line_no;
     if (line.empty()) continue;
     auto k = catalog::ParseKeys(line);
-    if (!k.ok()) continue;
+    if (!k.ok()) {
+      if (on_bad_line) on_bad_line(line_no, k.status().message());
+      continue;
+    }
     k->config_hash = std::to_string(line_no);  // carries the line number through the sampler
     keys.push_back(std::move(*k));
   }
   const std::vector<catalog::Row> picked =
       sample > 0 ? catalog::StratifiedSample(keys, sample, seed) : keys;
-  std::set<int64_t> lines;
-  for (const auto& r : picked) lines.insert(std::stoll(r.config_hash));
-  return lines;
+  CatalogSample out;
+  out.rows = static_cast<int64_t>(keys.size());
+  for (const auto& r : picked) out.lines.insert(std::stoll(r.config_hash));
+  return out;
 }
 
-absl::Status UploadRows(const std::string& path, const std::set<int64_t>& lines,
-                        cluster::SweepDriver* driver, pb::CreateSweepRequest* create) {
+absl::Status ForEachRow(const std::string& path, const std::set<int64_t>& lines,
+                        const std::function<absl::Status(catalog::Row)>& each) {
   std::ifstream in(path);
   std::string line;
   int64_t line_no = 0;
@@ -65,16 +69,25 @@ absl::Status UploadRows(const std::string& path, const std::set<int64_t>& lines,
     if (!lines.count(line_no)) continue;
     auto r = catalog::ParseJsonLine(line);
     if (!r.ok()) continue;
-    pb::CatalogModel m;
-    m.set_id(r->id);
-    m.set_task(r->task);
-    m.set_arch(r->arch);
-    m.set_family(r->family);
-    m.set_config_json(r->config.dump());
-    m.set_config_hash(r->config_hash);
-    create->mutable_filter()->add_model_ids(r->id);
-    if (absl::Status st = driver->AddModel(std::move(m)); !st.ok()) return st;
+    if (absl::Status st = each(std::move(*r)); !st.ok()) return st;
   }
+  return absl::OkStatus();
+}
+
+absl::Status UploadRows(const std::string& path, const std::set<int64_t>& lines,
+                        cluster::SweepDriver* driver, pb::CreateSweepRequest* create) {
+  absl::Status st = ForEachRow(path, lines, [&](catalog::Row r) {
+    pb::CatalogModel m;
+    m.set_id(r.id);
+    m.set_task(r.task);
+    m.set_arch(r.arch);
+    m.set_family(r.family);
+    m.set_config_json(r.config.dump());
+    m.set_config_hash(r.config_hash);
+    create->mutable_filter()->add_model_ids(r.id);
+    return driver->AddModel(std::move(m));
+  });
+  if (!st.ok()) return st;
   return driver->FlushModels();
 }
 
