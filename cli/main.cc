@@ -67,6 +67,20 @@ bool ReadFile(const std::string& path, std::string* out) {
   return true;
 }
 
+// Reads and validates a profile up front: a bad profile is bad input (exit 2, named with its
+// field), not a model verdict. Returns 0, or the exit code of the error (already printed).
+int ReadProfile(const std::string& path, std::string* text, ts::simdevice::ProfileInfo* info) {
+  if (!ReadFile(path, text)) return Usage("cannot read profile " + path);
+  auto profile = ts::simdevice::ParseProfile(*text);
+  if (!profile.ok()) {
+    std::fprintf(stderr, "touchstone: profile %s: %s\n", path.c_str(),
+                 profile.status().message().c_str());
+    return 2;
+  }
+  *info = *profile;
+  return 0;
+}
+
 std::vector<std::string> Split(const std::string& s, char sep) {
   std::vector<std::string> parts;
   std::string cur;
@@ -183,16 +197,8 @@ int RunModelCommand(const std::vector<std::string>& args) {
   if (int rc = ParseRunModelFlags(args, &f); rc != 0) return rc;
   std::string config_text, profile_text;
   if (!ReadFile(f.config_path, &config_text)) return Usage("cannot read config " + f.config_path);
-  if (!ReadFile(f.profile_path, &profile_text)) {
-    return Usage("cannot read profile " + f.profile_path);
-  }
-  // Validate the profile up front: a bad profile is bad input, not a model verdict.
-  auto profile = ts::simdevice::ParseProfile(profile_text);
-  if (!profile.ok()) {
-    std::fprintf(stderr, "touchstone: profile %s: %s\n", f.profile_path.c_str(),
-                 profile.status().message().c_str());
-    return 2;
-  }
+  ts::simdevice::ProfileInfo profile;
+  if (int rc = ReadProfile(f.profile_path, &profile_text, &profile); rc != 0) return rc;
   nlohmann::json config;
   std::string config_error;
   try {
@@ -228,7 +234,7 @@ int RunModelCommand(const std::vector<std::string>& args) {
     }
     result = ts::engine::ToJson(ts::engine::RunModel(config, f.opts));
   }
-  result["profile"] = {{"name", profile->name}, {"sdk_version", profile->sdk_version}};
+  result["profile"] = {{"name", profile.name}, {"sdk_version", profile.sdk_version}};
   result["seed"] = seed;
   if (f.format == "json") {
     std::cout << result.dump() << std::endl;
@@ -433,15 +439,8 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
   RunCatalogFlags f;
   if (int rc = ParseRunCatalogFlags(args, &f); rc != 0) return rc;
   std::string profile_text;
-  if (!ReadFile(f.profile_path, &profile_text)) {
-    return Usage("cannot read profile " + f.profile_path);
-  }
-  auto profile = ts::simdevice::ParseProfile(profile_text);
-  if (!profile.ok()) {
-    std::fprintf(stderr, "touchstone: profile %s: %s\n", f.profile_path.c_str(),
-                 profile.status().message().c_str());
-    return 2;
-  }
+  ts::simdevice::ProfileInfo profile;
+  if (int rc = ReadProfile(f.profile_path, &profile_text, &profile); rc != 0) return rc;
   // Pass 1: keys only; sample; pass 2: the sampled lines in full (the sweep's sample too).
   int bad = 0;
   auto sample = ts::cli::SampleCatalog(

@@ -47,18 +47,24 @@ struct SweepDriver::Rpc {
     }
   }
 
+  template <typename Req, typename Resp>
+  using Method = grpc::Status (pb::Scheduler::Stub::*)(grpc::ClientContext*, const Req&, Resp*);
+
+  // One unary call.
+  template <typename Req, typename Resp>
+  absl::Status Call(Method<Req, Resp> method, const Req& req, Resp* resp,
+                    double deadline_s) const {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, deadline_s);
+    return common::FromGrpcStatus((stub.get()->*method)(&ctx, req, resp));
+  }
+
   // A unary call, retried while the scheduler is UNAVAILABLE (being started or restarted).
   template <typename Req, typename Resp>
-  absl::Status CallWithRetry(grpc::Status (pb::Scheduler::Stub::*method)(grpc::ClientContext*,
-                                                                         const Req&, Resp*),
-                             const Req& req, Resp* resp) const {
+  absl::Status CallWithRetry(Method<Req, Resp> method, const Req& req, Resp* resp) const {
     for (int attempt = 0;; ++attempt) {
-      grpc::ClientContext ctx;
-      Prepare(&ctx, 300);
-      grpc::Status st = (stub.get()->*method)(&ctx, req, resp);
-      if (st.ok() || st.error_code() != grpc::StatusCode::UNAVAILABLE || attempt > 100) {
-        return common::FromGrpcStatus(st);
-      }
+      absl::Status st = Call(method, req, resp, 300);
+      if (st.code() != absl::StatusCode::kUnavailable || attempt > 100) return st;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
@@ -105,9 +111,7 @@ absl::StatusOr<pb::SweepProgress> SweepDriver::Progress(int64_t sweep_id) {
   pb::GetSweepRequest req;
   req.set_sweep_id(sweep_id);
   pb::SweepProgress p;
-  grpc::ClientContext ctx;
-  rpc_->Prepare(&ctx, 10);
-  absl::Status st = common::FromGrpcStatus(rpc_->stub->GetSweep(&ctx, req, &p));
+  absl::Status st = rpc_->Call(&pb::Scheduler::Stub::GetSweep, req, &p, 10);
   if (!st.ok()) return st;
   return p;
 }
@@ -116,9 +120,7 @@ absl::StatusOr<pb::SweepProgress> SweepDriver::Cancel(int64_t sweep_id) {
   pb::CancelSweepRequest req;
   req.set_sweep_id(sweep_id);
   pb::SweepProgress p;
-  grpc::ClientContext ctx;
-  rpc_->Prepare(&ctx, 10);
-  absl::Status st = common::FromGrpcStatus(rpc_->stub->CancelSweep(&ctx, req, &p));
+  absl::Status st = rpc_->Call(&pb::Scheduler::Stub::CancelSweep, req, &p, 10);
   if (!st.ok()) return st;
   return p;
 }
