@@ -8,19 +8,18 @@
 // unusable input (unreadable file, invalid profile); 1 internal failure.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/db.h"
 #include "cli/sweep.h"
@@ -102,7 +101,8 @@ std::string TextOf(const nlohmann::json& r) {
     if (v.contains("graph_breaks")) o << "  graph_breaks=" << v["graph_breaks"].get<int>();
     if (v.contains("compile_ms") && v["compile_ms"].is_number())
       o << "  compile_ms=" << v["compile_ms"].get<double>();
-    if (v.contains("error") && v["error"].is_string()) o << "\n      " << v["error"].get<std::string>();
+    if (v.contains("error") && v["error"].is_string())
+      o << "\n      " << v["error"].get<std::string>();
     o << "\n";
   }
   if (r.contains("op_coverage")) {
@@ -112,7 +112,8 @@ std::string TextOf(const nlohmann::json& r) {
   }
   if (r.contains("fallback_ops") && !r["fallback_ops"].empty()) {
     o << "  fallback ops:";
-    for (const auto& [op, u] : r["fallback_ops"].items()) o << " " << op << " x" << u.value("calls", 0);
+    for (const auto& [op, u] : r["fallback_ops"].items())
+      o << " " << op << " x" << u.value("calls", 0);
     o << "\n";
   }
   return o.str();
@@ -317,12 +318,14 @@ int SummarizeCommand() {
     int breaks = 0;
     if (r["modes"].contains("compile")) breaks = r["modes"]["compile"].value("graph_breaks", 0);
     std::printf("%-34s %-22s %-18s %-18s %-18s %5.1f%% %6d\n",
-                m.value("arch", std::string("?")).c_str(), m.value("task", std::string("?")).c_str(),
-                eager.c_str(), compile.c_str(), train.c_str(), 100 * opcov, breaks);
+                m.value("arch", std::string("?")).c_str(),
+                m.value("task", std::string("?")).c_str(), eager.c_str(), compile.c_str(),
+                train.c_str(), 100 * opcov, breaks);
   }
   auto pct = [&](const char* mode) { return runs[mode] ? 100.0 * passes[mode] / runs[mode] : 0.0; };
-  std::printf("\n%d models: Eager %.1f%%  Compile %.1f%%  Train %.1f%%  Mean OpCov %.1f%%\n", models,
-              pct("eager"), pct("compile"), pct("train"), models ? 100 * opcov_sum / models : 0.0);
+  std::printf("\n%d models: Eager %.1f%%  Compile %.1f%%  Train %.1f%%  Mean OpCov %.1f%%\n",
+              models, pct("eager"), pct("compile"), pct("train"),
+              models ? 100 * opcov_sum / models : 0.0);
   if (bad_lines) std::printf("%d unreadable lines skipped\n", bad_lines);
   return 0;
 }
@@ -335,7 +338,8 @@ std::string DefaultDataDir() {
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   for (auto dir = exe.parent_path(); !ec && !dir.empty() && dir != dir.root_path();
        dir = dir.parent_path()) {
-    if (std::filesystem::exists(dir / ".." / "shared" / "data")) return (dir / ".." / "shared" / "data").string();
+    if (std::filesystem::exists(dir / ".." / "shared" / "data"))
+      return (dir / ".." / "shared" / "data").string();
   }
   return "../shared/data";
 }
@@ -382,15 +386,20 @@ int CatalogCommand(const std::vector<std::string>& args) {
     return 0;
   }
   if (args[0] == "import") {
-    if (args.size() != 4 || args[2] != "--out") return Usage("catalog import FILE.jsonl --out FILE.jsonl");
+    if (args.size() != 4 || args[2] != "--out")
+      return Usage("catalog import FILE.jsonl --out FILE.jsonl");
     std::ifstream in(args[1]);
     if (!in) return Usage("cannot read " + args[1]);
     std::ofstream out(args[3]);
     if (!out) return Usage("cannot write " + args[3]);
     auto st = ts::catalog::Import(in, out);
-    for (const auto& e : st.errors) std::fprintf(stderr, "%s: %s (skipped)\n", args[1].c_str(), e.c_str());
-    std::fprintf(stderr, "imported %lld rows (%lld of classes the zoo does not build), skipped %zu bad lines\n",
-                 static_cast<long long>(st.imported), static_cast<long long>(st.unsupported), st.errors.size());
+    for (const auto& e : st.errors)
+      std::fprintf(stderr, "%s: %s (skipped)\n", args[1].c_str(), e.c_str());
+    std::fprintf(
+        stderr,
+        "imported %lld rows (%lld of classes the zoo does not build), skipped %zu bad lines\n",
+        static_cast<long long>(st.imported), static_cast<long long>(st.unsupported),
+        st.errors.size());
     return 0;
   }
   return Usage("catalog: unknown subcommand '" + args[0] + "'");

@@ -8,10 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/sweep_catalog.h"
 #include "cli/usage.h"
@@ -174,11 +173,10 @@ int CreateSweep(const SweepFlags& o, const Profile& profile, const std::string& 
     return Fail(kSweep, "CreateSweep: " + std::string(c.status().message()));
   }
   *created = *c;
-  std::fprintf(stderr,
-               "touchstone sweep: sweep %lld: %lld models in %lld shards, %d workers, profile %s\n",
-               static_cast<long long>(created->sweep_id()),
-               static_cast<long long>(created->models()),
-               static_cast<long long>(created->shards()), o.workers, profile.name.c_str());
+  std::fprintf(
+      stderr, "touchstone sweep: sweep %lld: %lld models in %lld shards, %d workers, profile %s\n",
+      static_cast<long long>(created->sweep_id()), static_cast<long long>(created->models()),
+      static_cast<long long>(created->shards()), o.workers, profile.name.c_str());
   return 0;
 }
 

@@ -3,10 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <vector>
-
 #include <nlohmann/json.hpp>
-
+#include <vector>
 
 namespace ts::cli {
 

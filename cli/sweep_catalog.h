@@ -48,8 +48,7 @@ absl::Status ForEachRow(const std::string& path, const std::set<int64_t>& lines,
 // Sends the rows on `lines` to the scheduler's catalog and names them in `create`'s filter.
 // Returns the scheduler's error.
 absl::Status UploadRows(const std::string& path, const std::set<int64_t>& lines,
-                        cluster::SweepDriver* driver,
-                        touchstone::v1::CreateSweepRequest* create);
+                        cluster::SweepDriver* driver, touchstone::v1::CreateSweepRequest* create);
 
 // Counts one stored result in the table as run-catalog counts the model's full result.
 void AddToTable(const touchstone::v1::ResultRow& row, catalog::Summary* table);

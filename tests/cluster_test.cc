@@ -2,6 +2,7 @@
 // throwaway state folder and a SweepDriver run a small sweep to completion through a scheduler
 // restart and a scheduler crash, then the cluster stops in order. No torch: the models are real
 // Hugging Face configs from ../shared/data/hf-configs, given to the scheduler as they are.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -9,11 +10,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "services/cluster/local_cluster.h"
 #include "services/cluster/sweep_driver.h"

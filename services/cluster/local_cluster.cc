@@ -6,11 +6,10 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "services/common/process.h"
 #include "services/store/embedded_postgres.h"
@@ -93,9 +92,19 @@ absl::Status LocalCluster::StartScheduler() {
   std::error_code ec;
   fs::remove(port_file_, ec);
   // argv[4] is the listen address: port 0 at first, the port it got on every restart.
-  scheduler_.argv = {opts_.bin_dir + "/touchstone-scheduler", "--db", db_url_, "--listen",
-                     "127.0.0.1:0", "--http-port", "0", "--token-file", token_file_,
-                     "--port-file", port_file_, "--lease-ttl", std::to_string(opts_.lease_ttl_s)};
+  scheduler_.argv = {opts_.bin_dir + "/touchstone-scheduler",
+                     "--db",
+                     db_url_,
+                     "--listen",
+                     "127.0.0.1:0",
+                     "--http-port",
+                     "0",
+                     "--token-file",
+                     token_file_,
+                     "--port-file",
+                     port_file_,
+                     "--lease-ttl",
+                     std::to_string(opts_.lease_ttl_s)};
   scheduler_.log = state_ + "/logs/scheduler.log";
   if (auto st = Launch(&scheduler_); !st.ok()) return st;
   if (auto st = WaitForScheduler(); !st.ok()) return st;
@@ -147,9 +156,17 @@ absl::Status LocalCluster::StartWorkers() {
   for (int i = 0; i < opts_.workers; ++i) {
     const std::string n = std::to_string(i);
     Service w;
-    w.argv = {opts_.bin_dir + "/touchstone-worker", "--scheduler", target_, "--token-file",
-              token_file_, "--name", name + "/w" + n, "--state-dir", state_ + "/workers/w" + n,
-              "--http-port", "-1"};
+    w.argv = {opts_.bin_dir + "/touchstone-worker",
+              "--scheduler",
+              target_,
+              "--token-file",
+              token_file_,
+              "--name",
+              name + "/w" + n,
+              "--state-dir",
+              state_ + "/workers/w" + n,
+              "--http-port",
+              "-1"};
     w.log = state_ + "/logs/worker-" + n + ".log";
     if (auto st = Launch(&w); !st.ok()) return st;
     workers_.push_back(std::move(w));

@@ -60,11 +60,11 @@ namespace ts::cluster {
 
 struct LocalClusterOptions {
   std::string state_dir = ".touchstone";
-  std::string db_url;           // an existing PostgreSQL; empty: the embedded one under state_dir
-  std::string bin_dir;          // where touchstone-{scheduler,worker,runner} are; empty: beside
-                                // the running executable
-  int workers = 1;              // StartWorkers() launches this many
-  double lease_ttl_s = 30;      // the scheduler's --lease-ttl
+  std::string db_url;       // an existing PostgreSQL; empty: the embedded one under state_dir
+  std::string bin_dir;      // where touchstone-{scheduler,worker,runner} are; empty: beside
+                            // the running executable
+  int workers = 1;          // StartWorkers() launches this many
+  double lease_ttl_s = 30;  // the scheduler's --lease-ttl
   // Set (by a signal handler) to give up waiting for the scheduler to start. May be null.
   const std::atomic<bool>* interrupted = nullptr;
   // Notices on stderr-like output ("<log_prefix>: starting embedded PostgreSQL under ...",
@@ -106,7 +106,7 @@ class LocalCluster {
   int scheduler_restarts() const { return scheduler_.restarts; }
   int worker_restarts() const;
   pid_t scheduler_pid() const { return scheduler_.pid; }  // -1 once stopped
-  std::vector<pid_t> worker_pids() const;                  // -1 for a stopped one
+  std::vector<pid_t> worker_pids() const;                 // -1 for a stopped one
 
  private:
   // A service process this cluster started: respawned by Supervise() if it dies.

@@ -1,12 +1,11 @@
 #include "services/cluster/sweep_driver.h"
 
+#include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "services/common/grpc_status.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
@@ -52,8 +51,7 @@ struct SweepDriver::Rpc {
 
   // One unary call.
   template <typename Req, typename Resp>
-  absl::Status Call(Method<Req, Resp> method, const Req& req, Resp* resp,
-                    double deadline_s) const {
+  absl::Status Call(Method<Req, Resp> method, const Req& req, Resp* resp, double deadline_s) const {
     grpc::ClientContext ctx;
     Prepare(&ctx, deadline_s);
     return common::FromGrpcStatus((stub.get()->*method)(&ctx, req, resp));
@@ -149,8 +147,8 @@ absl::StatusOr<FollowResult> SweepDriver::Follow(int64_t sweep_id, const FollowO
       const bool running = p->state() == "running";
       if (opts.out != nullptr &&
           (tty || Clock::now() - last_line > std::chrono::seconds(10) || !running)) {
-        PrintProgress(opts.out, *p,
-                      std::chrono::duration<double>(Clock::now() - t_sweep).count(), tty);
+        PrintProgress(opts.out, *p, std::chrono::duration<double>(Clock::now() - t_sweep).count(),
+                      tty);
         last_line = Clock::now();
       }
       if (!running) {
@@ -161,8 +159,8 @@ absl::StatusOr<FollowResult> SweepDriver::Follow(int64_t sweep_id, const FollowO
     // GetSweep counts over the sweep's jobs and results, so it grows with the sweep (~0.3 s of
     // PostgreSQL at 100k models): poll once a second, but never spend more than ~5% of the
     // time on it, which would be taken from the models.
-    std::this_thread::sleep_for(std::clamp<Clock::duration>(
-        20 * poll_cost, std::chrono::seconds(1), std::chrono::seconds(15)));
+    std::this_thread::sleep_for(std::clamp<Clock::duration>(20 * poll_cost, std::chrono::seconds(1),
+                                                            std::chrono::seconds(15)));
   }
   result.sweep_s = std::chrono::duration<double>(Clock::now() - t_sweep).count();
   return result;
