@@ -83,6 +83,19 @@ class LocalClusterTest : public ::testing::Test {
 
 bool Gone(pid_t pid) { return ::kill(pid, 0) == -1 && errno == ESRCH; }
 
+// Waits until a killed child of this process is a zombie (dead, not yet reaped), so that the
+// next Supervise() finds it dead whatever the timing.
+void AwaitZombie(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string stat = ReadText("/proc/" + std::to_string(pid) + "/stat");
+    const size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z') return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "pid " << pid << " did not die";
+}
+
 // Polls until the sweep has recorded a model (or ended), so that the restart falls mid-sweep.
 void AwaitFirstResult(cluster::SweepDriver* driver, int64_t sweep_id) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
@@ -132,6 +145,7 @@ TEST_F(LocalClusterTest, SweepCompletesOnceEachThroughSchedulerRestartAndCrashTh
   EXPECT_NE(c.scheduler_pid(), first);
   EXPECT_EQ(c.target(), target);
   ASSERT_EQ(::kill(c.scheduler_pid(), SIGKILL), 0);
+  AwaitZombie(c.scheduler_pid());
 
   cluster::FollowOptions fo;
   fo.between_polls = [&c] { return c.Supervise(); };
