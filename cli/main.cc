@@ -8,21 +8,23 @@
 // unusable input (unreadable file, invalid profile); 1 internal failure.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "cli/db.h"
 #include "cli/sweep.h"
+#include "cli/sweep_catalog.h"
+#include "cli/usage.h"
 #include "workers/catalog/catalog.h"
 #include "workers/catalog/summary.h"
 #include "workers/engine/engine.h"
@@ -51,10 +53,9 @@ constexpr const char* kUsage =
     "       touchstone db prune [--db URL | --state-dir DIR] [--sweep ID]... [--older-than DAYS]\n"
     "                           [--keep N] [--dry-run]   (retention; see cli/README.md)\n";
 
-int Usage(const std::string& why) {
-  std::fprintf(stderr, "touchstone: %s\n%s", why.c_str(), kUsage);
-  return 2;
-}
+constexpr ts::cli::CommandText kMain = {"touchstone", "touchstone", kUsage};
+
+int Usage(const std::string& why) { return ts::cli::Usage(kMain, why); }
 
 bool ReadFile(const std::string& path, std::string* out) {
   std::error_code ec;
@@ -65,6 +66,20 @@ bool ReadFile(const std::string& path, std::string* out) {
   ss << in.rdbuf();
   *out = ss.str();
   return true;
+}
+
+// Reads and validates a profile up front: a bad profile is bad input (exit 2, named with its
+// field), not a model verdict. Returns 0, or the exit code of the error (already printed).
+int ReadProfile(const std::string& path, std::string* text, ts::simdevice::ProfileInfo* info) {
+  if (!ReadFile(path, text)) return Usage("cannot read profile " + path);
+  auto profile = ts::simdevice::ParseProfile(*text);
+  if (!profile.ok()) {
+    std::fprintf(stderr, "touchstone: profile %s: %s\n", path.c_str(),
+                 profile.status().message().c_str());
+    return 2;
+  }
+  *info = *profile;
+  return 0;
 }
 
 std::vector<std::string> Split(const std::string& s, char sep) {
@@ -88,7 +103,8 @@ std::string TextOf(const nlohmann::json& r) {
     if (v.contains("graph_breaks")) o << "  graph_breaks=" << v["graph_breaks"].get<int>();
     if (v.contains("compile_ms") && v["compile_ms"].is_number())
       o << "  compile_ms=" << v["compile_ms"].get<double>();
-    if (v.contains("error") && v["error"].is_string()) o << "\n      " << v["error"].get<std::string>();
+    if (v.contains("error") && v["error"].is_string())
+      o << "\n      " << v["error"].get<std::string>();
     o << "\n";
   }
   if (r.contains("op_coverage")) {
@@ -98,17 +114,22 @@ std::string TextOf(const nlohmann::json& r) {
   }
   if (r.contains("fallback_ops") && !r["fallback_ops"].empty()) {
     o << "  fallback ops:";
-    for (const auto& [op, u] : r["fallback_ops"].items()) o << " " << op << " x" << u.value("calls", 0);
+    for (const auto& [op, u] : r["fallback_ops"].items())
+      o << " " << op << " x" << u.value("calls", 0);
     o << "\n";
   }
   return o.str();
 }
 
-int RunModelCommand(const std::vector<std::string>& args) {
+struct RunModelFlags {
   std::string config_path, profile_path, format = "json";
   ts::engine::RunOptions opts;
   double timeout_s = 120;
   bool isolate = true;
+};
+
+// Returns 0, or the exit code of a usage error (already printed).
+int ParseRunModelFlags(const std::vector<std::string>& args, RunModelFlags* f) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](std::string* out) {
@@ -118,53 +139,69 @@ int RunModelCommand(const std::vector<std::string>& args) {
     };
     std::string v;
     if (a == "--config") {
-      if (!value(&config_path)) return Usage("--config needs a file");
+      if (!value(&f->config_path)) return Usage("--config needs a file");
     } else if (a == "--profile") {
-      if (!value(&profile_path)) return Usage("--profile needs a file");
+      if (!value(&f->profile_path)) return Usage("--profile needs a file");
     } else if (a == "--arch") {
-      if (!value(&opts.arch)) return Usage("--arch needs a class name");
+      if (!value(&f->opts.arch)) return Usage("--arch needs a class name");
     } else if (a == "--task") {
-      if (!value(&opts.task)) return Usage("--task needs a pipeline tag");
+      if (!value(&f->opts.task)) return Usage("--task needs a pipeline tag");
     } else if (a == "--modes") {
       if (!value(&v)) return Usage("--modes needs a list");
-      opts.modes.clear();
+      f->opts.modes.clear();
       for (const auto& m : Split(v, ',')) {
         if (!ts::engine::KnownModes().count(m)) return Usage("--modes: unknown mode '" + m + "'");
-        opts.modes.insert(m);
+        f->opts.modes.insert(m);
       }
-      if (opts.modes.empty()) return Usage("--modes: empty");
+      if (f->opts.modes.empty()) return Usage("--modes: empty");
     } else if (a == "--seed") {
       if (!value(&v)) return Usage("--seed needs a number");
       char* end = nullptr;
-      opts.seed = std::strtoull(v.c_str(), &end, 10);
+      f->opts.seed = std::strtoull(v.c_str(), &end, 10);
       if (end == v.c_str() || *end != '\0') return Usage("--seed: not a number: " + v);
     } else if (a == "--format") {
-      if (!value(&format) || (format != "json" && format != "text"))
+      if (!value(&f->format) || (f->format != "json" && f->format != "text"))
         return Usage("--format must be json or text");
     } else if (a == "--timeout-s") {
       if (!value(&v)) return Usage("--timeout-s needs seconds");
       char* end = nullptr;
-      timeout_s = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || timeout_s <= 0) return Usage("--timeout-s: bad value " + v);
+      f->timeout_s = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || f->timeout_s <= 0) {
+        return Usage("--timeout-s: bad value " + v);
+      }
     } else if (a == "--no-isolate") {
-      isolate = false;
+      f->isolate = false;
     } else {
       return Usage("unknown argument '" + a + "'");
     }
   }
-  if (config_path.empty()) return Usage("--config is required");
-  if (profile_path.empty()) return Usage("--profile is required");
+  if (f->config_path.empty()) return Usage("--config is required");
+  if (f->profile_path.empty()) return Usage("--profile is required");
+  return 0;
+}
 
-  std::string config_text, profile_text;
-  if (!ReadFile(config_path, &config_text)) return Usage("cannot read config " + config_path);
-  if (!ReadFile(profile_path, &profile_text)) return Usage("cannot read profile " + profile_path);
-  // Validate the profile up front: a bad profile is bad input, not a model verdict.
-  auto profile = ts::simdevice::ParseProfile(profile_text);
-  if (!profile.ok()) {
-    std::fprintf(stderr, "touchstone: profile %s: %s\n", profile_path.c_str(),
-                 profile.status().message().c_str());
-    return 2;
+// The load_fail verdict for every requested mode, for a config that is not JSON.
+nlohmann::json LoadFailResult(const RunModelFlags& f, const std::string& config_text,
+                              const std::string& config_error) {
+  ts::engine::ModelResult r;
+  r.arch = f.opts.arch;
+  r.task = f.opts.task;
+  r.config_hash = ts::engine::ConfigHash(nlohmann::json(config_text));
+  for (const auto& mode : ts::engine::KnownModes()) {
+    r.modes[mode].status =
+        f.opts.modes.count(mode) ? ts::engine::Verdict::kLoadFail : ts::engine::Verdict::kSkipped;
+    if (f.opts.modes.count(mode)) r.modes[mode].error = config_error;
   }
+  return ts::runner::RecordToJson(ts::runner::ToRecord(r));
+}
+
+int RunModelCommand(const std::vector<std::string>& args) {
+  RunModelFlags f;
+  if (int rc = ParseRunModelFlags(args, &f); rc != 0) return rc;
+  std::string config_text, profile_text;
+  if (!ReadFile(f.config_path, &config_text)) return Usage("cannot read config " + f.config_path);
+  ts::simdevice::ProfileInfo profile;
+  if (int rc = ReadProfile(f.profile_path, &profile_text, &profile); rc != 0) return rc;
   nlohmann::json config;
   std::string config_error;
   try {
@@ -173,7 +210,7 @@ int RunModelCommand(const std::vector<std::string>& args) {
     config_error = "config: not valid JSON (" + std::string(e.what()) + ")";
   }
 
-  const uint64_t seed = opts.seed;
+  const uint64_t seed = f.opts.seed;
   auto setup = [profile_text, seed]() -> std::string {
     ts::engine::ConfigureThreads(1);
     auto r = ts::simdevice::Activate(profile_text, seed);
@@ -182,22 +219,12 @@ int RunModelCommand(const std::vector<std::string>& args) {
   nlohmann::json result;
   if (!config_error.empty()) {
     // Nothing to build: the verdict is load_fail for every requested mode.
-    ts::engine::ModelResult in_process;
-    in_process.arch = opts.arch;
-    in_process.task = opts.task;
-    in_process.config_hash = ts::engine::ConfigHash(nlohmann::json(config_text));
-    for (const auto& mode : ts::engine::KnownModes()) {
-      const bool asked = opts.modes.count(mode) > 0;
-      in_process.modes[mode].status =
-          asked ? ts::engine::Verdict::kLoadFail : ts::engine::Verdict::kSkipped;
-      if (asked) in_process.modes[mode].error = config_error;
-    }
-    result = ts::runner::RecordToJson(ts::runner::ToRecord(in_process));
-  } else if (isolate) {
+    result = LoadFailResult(f, config_text, config_error);
+  } else if (f.isolate) {
     ts::runner::IsolateOptions iso;
-    iso.timeout_s = timeout_s;
+    iso.timeout_s = f.timeout_s;
     iso.child_setup = setup;
-    auto record = ts::runner::RunModelIsolated(config, opts, iso);
+    auto record = ts::runner::RunModelIsolated(config, f.opts, iso);
     if (!record.ok()) {
       std::fprintf(stderr, "touchstone: %s\n", record.status().ToString().c_str());
       return 2;
@@ -209,11 +236,11 @@ int RunModelCommand(const std::vector<std::string>& args) {
       std::fprintf(stderr, "touchstone: %s\n", err.c_str());
       return 2;
     }
-    result = ts::runner::RecordToJson(ts::runner::ToRecord(ts::engine::RunModel(config, opts)));
+    result = ts::runner::RecordToJson(ts::runner::ToRecord(ts::engine::RunModel(config, f.opts)));
   }
-  result["profile"] = {{"name", profile->name}, {"sdk_version", profile->sdk_version}};
+  result["profile"] = {{"name", profile.name}, {"sdk_version", profile.sdk_version}};
   result["seed"] = seed;
-  if (format == "json") {
+  if (f.format == "json") {
     std::cout << result.dump() << std::endl;
   } else {
     std::cout << TextOf(result);
@@ -294,12 +321,14 @@ int SummarizeCommand() {
     int breaks = 0;
     if (r["modes"].contains("compile")) breaks = r["modes"]["compile"].value("graph_breaks", 0);
     std::printf("%-34s %-22s %-18s %-18s %-18s %5.1f%% %6d\n",
-                m.value("arch", std::string("?")).c_str(), m.value("task", std::string("?")).c_str(),
-                eager.c_str(), compile.c_str(), train.c_str(), 100 * opcov, breaks);
+                m.value("arch", std::string("?")).c_str(),
+                m.value("task", std::string("?")).c_str(), eager.c_str(), compile.c_str(),
+                train.c_str(), 100 * opcov, breaks);
   }
   auto pct = [&](const char* mode) { return runs[mode] ? 100.0 * passes[mode] / runs[mode] : 0.0; };
-  std::printf("\n%d models: Eager %.1f%%  Compile %.1f%%  Train %.1f%%  Mean OpCov %.1f%%\n", models,
-              pct("eager"), pct("compile"), pct("train"), models ? 100 * opcov_sum / models : 0.0);
+  std::printf("\n%d models: Eager %.1f%%  Compile %.1f%%  Train %.1f%%  Mean OpCov %.1f%%\n",
+              models, pct("eager"), pct("compile"), pct("train"),
+              models ? 100 * opcov_sum / models : 0.0);
   if (bad_lines) std::printf("%d unreadable lines skipped\n", bad_lines);
   return 0;
 }
@@ -312,7 +341,8 @@ std::string DefaultDataDir() {
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   for (auto dir = exe.parent_path(); !ec && !dir.empty() && dir != dir.root_path();
        dir = dir.parent_path()) {
-    if (std::filesystem::exists(dir / ".." / "shared" / "data")) return (dir / ".." / "shared" / "data").string();
+    if (std::filesystem::exists(dir / ".." / "shared" / "data"))
+      return (dir / ".." / "shared" / "data").string();
   }
   return "../shared/data";
 }
@@ -359,105 +389,105 @@ int CatalogCommand(const std::vector<std::string>& args) {
     return 0;
   }
   if (args[0] == "import") {
-    if (args.size() != 4 || args[2] != "--out") return Usage("catalog import FILE.jsonl --out FILE.jsonl");
+    if (args.size() != 4 || args[2] != "--out")
+      return Usage("catalog import FILE.jsonl --out FILE.jsonl");
     std::ifstream in(args[1]);
     if (!in) return Usage("cannot read " + args[1]);
     std::ofstream out(args[3]);
     if (!out) return Usage("cannot write " + args[3]);
     auto st = ts::catalog::Import(in, out);
-    for (const auto& e : st.errors) std::fprintf(stderr, "%s: %s (skipped)\n", args[1].c_str(), e.c_str());
-    std::fprintf(stderr, "imported %lld rows (%lld of classes the zoo does not build), skipped %zu bad lines\n",
-                 static_cast<long long>(st.imported), static_cast<long long>(st.unsupported), st.errors.size());
+    for (const auto& e : st.errors)
+      std::fprintf(stderr, "%s: %s (skipped)\n", args[1].c_str(), e.c_str());
+    std::fprintf(
+        stderr,
+        "imported %lld rows (%lld of classes the zoo does not build), skipped %zu bad lines\n",
+        static_cast<long long>(st.imported), static_cast<long long>(st.unsupported),
+        st.errors.size());
     return 0;
   }
   return Usage("catalog: unknown subcommand '" + args[0] + "'");
 }
 
-int RunCatalogCommand(const std::vector<std::string>& args) {
+struct RunCatalogFlags {
   std::string catalog_path, profile_path, format = "text";
   uint64_t sample = 1000, seed = 0;
   std::set<std::string> modes = ts::engine::KnownModes();
+};
+
+// Returns 0, or the exit code of a usage error (already printed).
+int ParseRunCatalogFlags(const std::vector<std::string>& args, RunCatalogFlags* f) {
   for (size_t i = 0; i < args.size(); ++i) {
     const bool has = i + 1 < args.size();
     if (args[i] == "--catalog" && has) {
-      catalog_path = args[++i];
+      f->catalog_path = args[++i];
     } else if (args[i] == "--profile" && has) {
-      profile_path = args[++i];
+      f->profile_path = args[++i];
     } else if (args[i] == "--sample" && has) {
-      if (!ParseUint(args[++i], &sample) || sample == 0) return Usage("--sample: must be a positive number");
+      if (!ParseUint(args[++i], &f->sample) || f->sample == 0) {
+        return Usage("--sample: must be a positive number");
+      }
     } else if (args[i] == "--seed" && has) {
-      if (!ParseUint(args[++i], &seed)) return Usage("--seed: not a number");
+      if (!ParseUint(args[++i], &f->seed)) return Usage("--seed: not a number");
     } else if (args[i] == "--format" && has) {
-      format = args[++i];
-      if (format != "json" && format != "text") return Usage("--format must be json or text");
+      f->format = args[++i];
+      if (f->format != "json" && f->format != "text") return Usage("--format must be json or text");
     } else if (args[i] == "--modes" && has) {
-      modes.clear();
+      f->modes.clear();
       for (const auto& m : Split(args[++i], ',')) {
         if (!ts::engine::KnownModes().count(m)) return Usage("--modes: unknown mode '" + m + "'");
-        modes.insert(m);
+        f->modes.insert(m);
       }
     } else {
       return Usage("run-catalog: unknown argument '" + args[i] + "'");
     }
   }
-  if (catalog_path.empty() || profile_path.empty()) return Usage("run-catalog: --catalog and --profile are required");
+  if (f->catalog_path.empty() || f->profile_path.empty()) {
+    return Usage("run-catalog: --catalog and --profile are required");
+  }
+  return 0;
+}
+
+int RunCatalogCommand(const std::vector<std::string>& args) {
+  RunCatalogFlags f;
+  if (int rc = ParseRunCatalogFlags(args, &f); rc != 0) return rc;
   std::string profile_text;
-  if (!ReadFile(profile_path, &profile_text)) return Usage("cannot read profile " + profile_path);
-  auto profile = ts::simdevice::ParseProfile(profile_text);
-  if (!profile.ok()) {
-    std::fprintf(stderr, "touchstone: profile %s: %s\n", profile_path.c_str(), profile.status().message().c_str());
-    return 2;
-  }
-  // Pass 1: keys only; sample; pass 2: the sampled lines in full.
-  std::ifstream in(catalog_path);
-  if (!in) return Usage("cannot read catalog " + catalog_path);
-  std::vector<ts::catalog::Row> keys;
-  std::vector<int64_t> line_of;
-  std::string line;
-  int64_t line_no = 0;
+  ts::simdevice::ProfileInfo profile;
+  if (int rc = ReadProfile(f.profile_path, &profile_text, &profile); rc != 0) return rc;
+  // Pass 1: keys only; sample; pass 2: the sampled lines in full (the sweep's sample too).
   int bad = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty()) continue;
-    auto k = ts::catalog::ParseKeys(line);
-    if (!k.ok()) {
-      if (bad++ < 10) std::fprintf(stderr, "%s: line %lld: %s (skipped)\n", catalog_path.c_str(), static_cast<long long>(line_no), k.status().message().c_str());
-      continue;
-    }
-    k->config_hash = std::to_string(line_no);  // carry the line number through the sampler
-    keys.push_back(std::move(*k));
-  }
-  auto picked = ts::catalog::StratifiedSample(keys, static_cast<int64_t>(sample), seed);
-  std::set<int64_t> wanted;
-  for (const auto& r : picked) wanted.insert(std::stoll(r.config_hash));
+  auto sample = ts::cli::SampleCatalog(
+      f.catalog_path, static_cast<int64_t>(f.sample), f.seed,
+      [&](int64_t line_no, const std::string& why) {
+        if (bad++ < 10) {
+          std::fprintf(stderr, "%s: line %lld: %s (skipped)\n", f.catalog_path.c_str(),
+                       static_cast<long long>(line_no), why.c_str());
+        }
+      });
+  if (!sample.ok()) return Usage("cannot read catalog " + f.catalog_path);
   std::vector<ts::catalog::Row> rows;
-  in.clear();
-  in.seekg(0);
-  line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!wanted.count(line_no)) continue;
-    auto r = ts::catalog::ParseJsonLine(line);
-    if (r.ok()) rows.push_back(std::move(*r));
-  }
+  (void)ts::cli::ForEachRow(f.catalog_path, sample->lines, [&](ts::catalog::Row r) {
+    rows.push_back(std::move(r));
+    return absl::OkStatus();
+  });
   ts::engine::ConfigureThreads(1);
-  auto act = ts::simdevice::Activate(profile_text, seed);
+  auto act = ts::simdevice::Activate(profile_text, f.seed);
   if (!act.ok()) return Usage(act.status().ToString());
   ts::catalog::Summary summary;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < rows.size(); ++i) {
     ts::engine::RunOptions o;
     o.arch = rows[i].arch;
-    o.modes = modes;
-    o.seed = seed;
-    auto res = ts::runner::RecordToJson(ts::runner::ToRecord(ts::engine::RunModel(rows[i].config, o)));
+    o.modes = f.modes;
+    o.seed = f.seed;
+    auto res =
+        ts::runner::RecordToJson(ts::runner::ToRecord(ts::engine::RunModel(rows[i].config, o)));
     summary.Add(rows[i].task, rows[i].arch, res);
-    if (format == "text" && isatty(2)) {
+    if (f.format == "text" && isatty(2)) {
       std::fprintf(stderr, "\r%zu/%zu models", i + 1, rows.size());
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (format == "json") {
+  if (f.format == "json") {
     auto j = summary.ToJson();
     j["profile"] = {{"name", act->name}, {"sdk_version", act->sdk_version}};
     j["sample"] = rows.size();
@@ -466,7 +496,7 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
   } else {
     if (isatty(2)) std::fprintf(stderr, "\n");
     std::cout << "profile " << act->name << " " << act->sdk_version << ", " << rows.size()
-              << " models sampled from " << keys.size() << " in " << secs << " s\n"
+              << " models sampled from " << sample->rows << " in " << secs << " s\n"
               << summary.ToText();
   }
   return 0;

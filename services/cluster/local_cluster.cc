@@ -1,0 +1,257 @@
+#include "services/cluster/local_cluster.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "services/common/process.h"
+#include "services/store/embedded_postgres.h"
+
+namespace ts::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kMaxRestarts = 20;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string RandomToken() {
+  std::random_device rd;
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return buf;
+}
+
+// The token is made once per state folder, so that a worker or a client started by hand
+// against the same folder keeps working across runs.
+std::string LoadOrMakeToken(const std::string& token_file) {
+  std::error_code ec;
+  if (!fs::exists(token_file)) {
+    std::ofstream(token_file) << RandomToken() << "\n";
+    fs::permissions(token_file, fs::perms::owner_read | fs::perms::owner_write, ec);
+  }
+  std::string token = ReadAll(token_file);
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  return token;
+}
+
+}  // namespace
+
+LocalCluster::LocalCluster(LocalClusterOptions opts) : opts_(std::move(opts)) {}
+
+LocalCluster::~LocalCluster() { (void)Stop(); }
+
+std::string LocalCluster::EmbeddedDataDir(const std::string& state_dir) {
+  return (fs::absolute(state_dir) / "pg" / "data").string();
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOptions opts) {
+  if (opts.workers < 0) return absl::InvalidArgumentError("workers: must be >= 0");
+  std::error_code ec;
+  fs::create_directories(fs::path(opts.state_dir) / "logs", ec);
+  if (ec) return absl::InvalidArgumentError("state folder " + opts.state_dir + ": " + ec.message());
+  if (opts.bin_dir.empty()) opts.bin_dir = common::SelfDir();
+  std::unique_ptr<LocalCluster> c(new LocalCluster(std::move(opts)));
+  c->state_ = fs::absolute(c->opts_.state_dir).string();
+  // On an error the cluster is destroyed here, which stops what was started.
+  if (auto st = c->StartDatabase(); !st.ok()) return st;
+  if (auto st = c->StartScheduler(); !st.ok()) return st;
+  return c;
+}
+
+absl::Status LocalCluster::StartDatabase() {
+  db_url_ = opts_.db_url;
+  if (!db_url_.empty()) return absl::OkStatus();
+  store::EmbeddedPostgresOptions po;
+  po.data_dir = EmbeddedDataDir(state_);
+  Notice("starting embedded PostgreSQL under " + po.data_dir);
+  auto pg = store::EmbeddedPostgres::Start(po);
+  if (!pg.ok()) return pg.status();
+  pg_ = std::move(*pg);
+  db_url_ = pg_->url();
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::StartScheduler() {
+  token_file_ = state_ + "/token";
+  token_ = LoadOrMakeToken(token_file_);
+  port_file_ = state_ + "/scheduler.ports";
+  std::error_code ec;
+  fs::remove(port_file_, ec);
+  // argv[4] is the listen address: port 0 at first, the port it got on every restart.
+  scheduler_.argv = {opts_.bin_dir + "/touchstone-scheduler",
+                     "--db",
+                     db_url_,
+                     "--listen",
+                     "127.0.0.1:0",
+                     "--http-port",
+                     "0",
+                     "--token-file",
+                     token_file_,
+                     "--port-file",
+                     port_file_,
+                     "--lease-ttl",
+                     std::to_string(opts_.lease_ttl_s)};
+  scheduler_.log = state_ + "/logs/scheduler.log";
+  if (auto st = Launch(&scheduler_); !st.ok()) return st;
+  if (auto st = WaitForScheduler(); !st.ok()) return st;
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::WaitForScheduler() {
+  int grpc_port = 0;
+  for (int i = 0; i < 1200; ++i) {
+    if (fs::exists(port_file_)) {
+      auto j = nlohmann::json::parse(ReadAll(port_file_), nullptr, false);
+      if (!j.is_discarded()) {
+        grpc_port = j.value("grpc_port", 0);
+        http_port_ = j.value("http_port", 0);
+      }
+    }
+    if (grpc_port != 0) {
+      target_ = "127.0.0.1:" + std::to_string(grpc_port);
+      return absl::OkStatus();
+    }
+    const bool interrupted = opts_.interrupted != nullptr && opts_.interrupted->load();
+    if (common::WaitFor(scheduler_.pid, 0).exited) {
+      scheduler_.pid = -1;
+      return absl::UnavailableError("the scheduler did not start; see " + scheduler_.log);
+    }
+    if (interrupted) {
+      return absl::UnavailableError("the scheduler did not start; see " + scheduler_.log);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::DeadlineExceededError("the scheduler did not report its port in 60 s; see " +
+                                     scheduler_.log);
+}
+
+absl::Status LocalCluster::Launch(Service* s) {
+  common::SpawnOptions o;
+  o.log_path = s->log;
+  // Their own process group: a terminal's Ctrl-C reaches only the owner, which then stops the
+  // workers (they drain and release their shards) before the scheduler.
+  o.new_process_group = true;
+  auto pid = common::Spawn(s->argv, o);
+  if (!pid.ok()) return pid.status();
+  s->pid = *pid;
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::StartWorkers() {
+  const std::string name = "sweep-" + std::to_string(::getpid());
+  for (int i = 0; i < opts_.workers; ++i) {
+    const std::string n = std::to_string(i);
+    Service w;
+    w.argv = {opts_.bin_dir + "/touchstone-worker",
+              "--scheduler",
+              target_,
+              "--token-file",
+              token_file_,
+              "--name",
+              name + "/w" + n,
+              "--state-dir",
+              state_ + "/workers/w" + n,
+              "--http-port",
+              "-1"};
+    w.log = state_ + "/logs/worker-" + n + ".log";
+    if (auto st = Launch(&w); !st.ok()) return st;
+    workers_.push_back(std::move(w));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::Supervise() {
+  std::vector<Service*> services = {&scheduler_};
+  for (auto& w : workers_) services.push_back(&w);
+  for (Service* s : services) {
+    if (s->pid <= 0) continue;
+    const common::ExitInfo e = common::WaitFor(s->pid, 0);
+    if (!e.exited) continue;
+    ++s->restarts;
+    if (opts_.notices != nullptr) {
+      std::fprintf(opts_.notices, "\n%s: %s exited (code %d, signal %d); restarting\n",
+                   opts_.log_prefix.c_str(), s->argv[0].c_str(), e.code, e.signal);
+    }
+    // Same port as before, so that the workers reconnect to it.
+    if (s == &scheduler_) scheduler_.argv[4] = target_;
+    if (s->restarts > kMaxRestarts || !Launch(s).ok()) {
+      s->pid = -1;
+      return absl::UnavailableError(s->argv[0] + " keeps dying; see " + s->log);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::RestartScheduler(double grace_s) {
+  if (scheduler_.pid > 0) {
+    if (grace_s > 0) {
+      common::Stop(scheduler_.pid, grace_s);
+    } else {
+      ::kill(scheduler_.pid, SIGKILL);
+      common::WaitFor(scheduler_.pid, 30);
+    }
+    scheduler_.pid = -1;
+  }
+  ++scheduler_.restarts;
+  scheduler_.argv[4] = target_;
+  std::error_code ec;
+  fs::remove(port_file_, ec);
+  if (auto st = Launch(&scheduler_); !st.ok()) return st;
+  return WaitForScheduler();
+}
+
+void LocalCluster::StopWorkers() {
+  for (auto& w : workers_) {
+    if (w.pid > 0) ::kill(w.pid, SIGTERM);
+  }
+  for (auto& w : workers_) {
+    if (w.pid <= 0) continue;
+    if (!common::WaitFor(w.pid, 30).exited) common::Stop(w.pid, 1);
+    w.pid = -1;
+  }
+}
+
+absl::Status LocalCluster::Stop() {
+  StopWorkers();
+  if (scheduler_.pid > 0) common::Stop(scheduler_.pid, 15);
+  scheduler_.pid = -1;
+  absl::Status st;
+  if (pg_ != nullptr) {
+    st = pg_->Stop();
+    pg_.reset();
+  }
+  return st;
+}
+
+int LocalCluster::worker_restarts() const {
+  int n = 0;
+  for (const auto& w : workers_) n += w.restarts;
+  return n;
+}
+
+std::vector<pid_t> LocalCluster::worker_pids() const {
+  std::vector<pid_t> pids;
+  for (const auto& w : workers_) pids.push_back(w.pid);
+  return pids;
+}
+
+void LocalCluster::Notice(const std::string& text) const {
+  if (opts_.notices == nullptr) return;
+  std::fprintf(opts_.notices, "%s: %s\n", opts_.log_prefix.c_str(), text.c_str());
+}
+
+}  // namespace ts::cluster

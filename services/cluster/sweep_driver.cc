@@ -1,0 +1,191 @@
+#include "services/cluster/sweep_driver.h"
+
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "services/common/grpc_status.h"
+#include "touchstone/v1/scheduler.grpc.pb.h"
+
+namespace ts::cluster {
+namespace {
+
+namespace pb = ::touchstone::v1;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kMaxMessageBytes = 64 << 20;
+
+// One line of progress, in place on a terminal (\r), else newline-terminated.
+void PrintProgress(FILE* out, const pb::SweepProgress& p, double secs, bool tty) {
+  const double rate = secs > 0 ? p.models_recorded() / secs : 0;
+  const double eta = rate > 0 ? (p.models_expected() - p.models_recorded()) / rate : 0;
+  std::fprintf(out,
+               "%s%lld/%lld models  %.1f models/s  ETA %.0f s  failures %lld  "
+               "confirmation runs %lld/%lld%s",
+               tty ? "\r" : "", static_cast<long long>(p.models_recorded()),
+               static_cast<long long>(p.models_expected()), rate, eta,
+               static_cast<long long>(p.failures()),
+               static_cast<long long>(p.jobs_done() - p.models_recorded()),
+               static_cast<long long>(p.jobs_total() - p.models_expected()), tty ? "   " : "\n");
+}
+
+}  // namespace
+
+struct SweepDriver::Rpc {
+  std::unique_ptr<pb::Scheduler::Stub> stub;
+  std::string token;
+
+  void Prepare(grpc::ClientContext* ctx, double deadline_s) const {
+    if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+    if (deadline_s > 0) {
+      ctx->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(deadline_s * 1000)));
+    }
+  }
+
+  template <typename Req, typename Resp>
+  using Method = grpc::Status (pb::Scheduler::Stub::*)(grpc::ClientContext*, const Req&, Resp*);
+
+  // One unary call.
+  template <typename Req, typename Resp>
+  absl::Status Call(Method<Req, Resp> method, const Req& req, Resp* resp, double deadline_s) const {
+    grpc::ClientContext ctx;
+    Prepare(&ctx, deadline_s);
+    return common::FromGrpcStatus((stub.get()->*method)(&ctx, req, resp));
+  }
+
+  // A unary call, retried while the scheduler is UNAVAILABLE (being started or restarted).
+  template <typename Req, typename Resp>
+  absl::Status CallWithRetry(Method<Req, Resp> method, const Req& req, Resp* resp) const {
+    for (int attempt = 0;; ++attempt) {
+      absl::Status st = Call(method, req, resp, 300);
+      if (st.code() != absl::StatusCode::kUnavailable || attempt > 100) return st;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+};
+
+SweepDriver::SweepDriver(std::unique_ptr<Rpc> rpc) : rpc_(std::move(rpc)) {}
+SweepDriver::~SweepDriver() = default;
+
+absl::StatusOr<std::unique_ptr<SweepDriver>> SweepDriver::Connect(const SweepDriverOptions& opts) {
+  if (opts.target.empty()) return absl::InvalidArgumentError("target: empty");
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  auto rpc = std::make_unique<Rpc>();
+  rpc->stub = pb::Scheduler::NewStub(
+      grpc::CreateCustomChannel(opts.target, grpc::InsecureChannelCredentials(), args));
+  rpc->token = opts.token;
+  return std::unique_ptr<SweepDriver>(new SweepDriver(std::move(rpc)));
+}
+
+absl::Status SweepDriver::AddModel(pb::CatalogModel model) {
+  *pending_.add_models() = std::move(model);
+  if (pending_.models_size() < kUpsertBatch) return absl::OkStatus();
+  return FlushModels();
+}
+
+absl::Status SweepDriver::FlushModels() {
+  if (pending_.models_size() == 0) return absl::OkStatus();
+  pb::UpsertModelsResponse resp;
+  absl::Status st = rpc_->CallWithRetry(&pb::Scheduler::Stub::UpsertModels, pending_, &resp);
+  pending_.clear_models();
+  return st;
+}
+
+absl::StatusOr<pb::CreateSweepResponse> SweepDriver::CreateSweep(
+    const pb::CreateSweepRequest& request) {
+  pb::CreateSweepResponse created;
+  absl::Status st = rpc_->CallWithRetry(&pb::Scheduler::Stub::CreateSweep, request, &created);
+  if (!st.ok()) return st;
+  return created;
+}
+
+absl::StatusOr<pb::SweepProgress> SweepDriver::Progress(int64_t sweep_id) {
+  pb::GetSweepRequest req;
+  req.set_sweep_id(sweep_id);
+  pb::SweepProgress p;
+  absl::Status st = rpc_->Call(&pb::Scheduler::Stub::GetSweep, req, &p, 10);
+  if (!st.ok()) return st;
+  return p;
+}
+
+absl::StatusOr<pb::SweepProgress> SweepDriver::Cancel(int64_t sweep_id) {
+  pb::CancelSweepRequest req;
+  req.set_sweep_id(sweep_id);
+  pb::SweepProgress p;
+  absl::Status st = rpc_->Call(&pb::Scheduler::Stub::CancelSweep, req, &p, 10);
+  if (!st.ok()) return st;
+  return p;
+}
+
+absl::StatusOr<FollowResult> SweepDriver::Follow(int64_t sweep_id, const FollowOptions& opts) {
+  FollowResult result;
+  const bool tty = opts.out != nullptr && ::isatty(::fileno(opts.out));
+  auto last_line = Clock::now() - std::chrono::seconds(60);
+  const auto t_sweep = Clock::now();
+  for (;;) {
+    if (opts.interrupted != nullptr && opts.interrupted->load()) {
+      auto cancelled = Cancel(sweep_id);
+      result.interrupted = true;
+      result.cancel = cancelled.status();
+      result.progress = cancelled.ok() ? *cancelled : pb::SweepProgress();
+      break;
+    }
+    if (opts.between_polls) {
+      if (absl::Status st = opts.between_polls(); !st.ok()) return st;
+    }
+    const auto t_poll = Clock::now();
+    auto p = Progress(sweep_id);
+    const auto poll_cost = Clock::now() - t_poll;
+    if (p.ok()) {
+      result.progress = *p;
+      const bool running = p->state() == "running";
+      if (opts.out != nullptr &&
+          (tty || Clock::now() - last_line > std::chrono::seconds(10) || !running)) {
+        PrintProgress(opts.out, *p, std::chrono::duration<double>(Clock::now() - t_sweep).count(),
+                      tty);
+        last_line = Clock::now();
+      }
+      if (!running) {
+        if (tty) std::fprintf(opts.out, "\n");
+        break;
+      }
+    }
+    // GetSweep counts over the sweep's jobs and results, so it grows with the sweep (~0.3 s of
+    // PostgreSQL at 100k models): poll once a second, but never spend more than ~5% of the
+    // time on it, which would be taken from the models.
+    std::this_thread::sleep_for(std::clamp<Clock::duration>(20 * poll_cost, std::chrono::seconds(1),
+                                                            std::chrono::seconds(15)));
+  }
+  result.sweep_s = std::chrono::duration<double>(Clock::now() - t_sweep).count();
+  return result;
+}
+
+absl::StatusOr<ResultTally> SweepDriver::Summarize(
+    int64_t sweep_id, const std::function<void(const pb::ResultRow&)>& each) {
+  pb::ListResultsRequest req;
+  req.set_sweep_id(sweep_id);
+  grpc::ClientContext ctx;
+  rpc_->Prepare(&ctx, 0);
+  auto reader = rpc_->stub->ListResults(&ctx, req);
+  pb::ResultPage page;
+  ResultTally tally;
+  while (reader->Read(&page)) {
+    for (const auto& row : page.rows()) {
+      each(row);
+      ++tally.listed;
+      tally.flaky += row.confirmation() == "flaky";
+      tally.deterministic += row.confirmation() == "deterministic";
+    }
+  }
+  absl::Status st = common::FromGrpcStatus(reader->Finish());
+  if (!st.ok()) return st;
+  return tally;
+}
+
+}  // namespace ts::cluster

@@ -1,0 +1,194 @@
+// services/cluster as a library: a LocalCluster (embedded PostgreSQL, scheduler, workers) on a
+// throwaway state folder and a SweepDriver run a small sweep to completion through a scheduler
+// restart and a scheduler crash, then the cluster stops in order. No torch: the models are real
+// Hugging Face configs from ../shared/data/hf-configs, given to the scheduler as they are.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "services/cluster/local_cluster.h"
+#include "services/cluster/sweep_driver.h"
+
+namespace ts {
+namespace {
+
+namespace fs = std::filesystem;
+namespace pb = ::touchstone::v1;
+using json = nlohmann::json;
+
+constexpr int kModels = 20;
+
+std::string ReadText(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path SourceDir() {
+  const char* env = std::getenv("TS_SOURCE_DIR");
+  return env != nullptr && *env != '\0' ? fs::path(env) : fs::path(TS_SOURCE_DIR_DEFAULT);
+}
+
+// kModels catalog models over a few real causal-LM configs (ids differ, configs repeat).
+std::vector<pb::CatalogModel> Models() {
+  const fs::path dir = SourceDir() / ".." / "shared" / "data" / "hf-configs";
+  const std::vector<std::string> files = {"llama2_7b", "gpt2", "mistral_7b", "qwen2", "gemma_2b"};
+  std::vector<pb::CatalogModel> out;
+  for (int i = 0; i < kModels; ++i) {
+    const std::string name = files[i % files.size()];
+    const json config = json::parse(ReadText(dir / (name + ".json")));
+    pb::CatalogModel m;
+    m.set_id("cluster-test/" + name + "-" + std::to_string(i));
+    m.set_task("text-generation");
+    m.set_arch(config["architectures"][0].get<std::string>());
+    m.set_family(config.value("model_type", ""));
+    m.set_config_json(config.dump());
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+class LocalClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ts-cluster-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  cluster::LocalClusterOptions Options(const std::string& bin_dir) const {
+    cluster::LocalClusterOptions o;
+    o.state_dir = (dir_ / "state").string();
+    o.bin_dir = bin_dir;
+    o.workers = 2;
+    o.lease_ttl_s = 2;  // a shard held by the crashed scheduler's workers comes back quickly
+    return o;
+  }
+  fs::path Postmaster() const { return dir_ / "state" / "pg" / "data" / "postmaster.pid"; }
+
+  fs::path dir_;
+};
+
+bool Gone(pid_t pid) { return ::kill(pid, 0) == -1 && errno == ESRCH; }
+
+// Waits until a killed child of this process is a zombie (dead, not yet reaped), so that the
+// next Supervise() finds it dead whatever the timing.
+void AwaitZombie(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string stat = ReadText("/proc/" + std::to_string(pid) + "/stat");
+    const size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z') return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "pid " << pid << " did not die";
+}
+
+// Polls until the sweep has recorded a model (or ended), so that the restart falls mid-sweep.
+void AwaitFirstResult(cluster::SweepDriver* driver, int64_t sweep_id) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto p = driver->Progress(sweep_id);
+    if (p.ok() && (p->models_recorded() > 0 || p->state() != "running")) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ADD_FAILURE() << "no result in 300 s";
+}
+
+TEST_F(LocalClusterTest, SweepCompletesOnceEachThroughSchedulerRestartAndCrashThenStopsInOrder) {
+  auto started = cluster::LocalCluster::Start(Options(TS_BIN_DIR));
+  ASSERT_TRUE(started.ok()) << started.status();
+  cluster::LocalCluster& c = **started;
+  EXPECT_TRUE(fs::exists(Postmaster()));
+  EXPECT_GT(c.http_port(), 0);
+  EXPECT_FALSE(c.token().empty());
+  EXPECT_EQ(fs::status(c.token_file()).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+
+  auto driver = cluster::SweepDriver::Connect({c.target(), c.token()});
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  cluster::SweepDriver& d = **driver;
+  pb::CreateSweepRequest req;
+  for (auto& m : Models()) {
+    req.mutable_filter()->add_model_ids(m.id());
+    ASSERT_TRUE(d.AddModel(std::move(m)).ok());
+  }
+  ASSERT_TRUE(d.FlushModels().ok());
+  const std::string profile = ReadText(fs::path(TS_PROFILES_DIR) / "sim-2.0.json");
+  req.set_name("cluster-test");
+  req.mutable_profile()->set_name(json::parse(profile)["name"].get<std::string>());
+  req.mutable_profile()->set_body(profile);
+  req.set_shard_max_models(2);  // many shards, so that work is in flight at the restart
+  auto created = d.CreateSweep(req);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->models(), kModels);
+  ASSERT_TRUE(c.StartWorkers().ok());
+
+  // A restart mid-way (returns once the new scheduler listens on the same port), then a crash
+  // behind the cluster's back, which Supervise() between polls must notice and repair.
+  AwaitFirstResult(&d, created->sweep_id());
+  const pid_t first = c.scheduler_pid();
+  const std::string target = c.target();
+  ASSERT_TRUE(c.RestartScheduler(0).ok());
+  EXPECT_NE(c.scheduler_pid(), first);
+  EXPECT_EQ(c.target(), target);
+  ASSERT_EQ(::kill(c.scheduler_pid(), SIGKILL), 0);
+  AwaitZombie(c.scheduler_pid());
+
+  cluster::FollowOptions fo;
+  fo.between_polls = [&c] { return c.Supervise(); };
+  fo.out = nullptr;
+  auto followed = d.Follow(created->sweep_id(), fo);
+  ASSERT_TRUE(followed.ok()) << followed.status();
+  EXPECT_FALSE(followed->interrupted);
+  EXPECT_EQ(followed->progress.state(), "done");
+  EXPECT_EQ(followed->progress.models_expected(), kModels);
+  EXPECT_EQ(followed->progress.models_recorded(), followed->progress.models_expected());
+  EXPECT_EQ(followed->progress.duplicates(), 0);
+  EXPECT_EQ(c.scheduler_restarts(), 2);
+  EXPECT_EQ(c.worker_restarts(), 0);
+
+  int64_t rows_with_status = 0;
+  auto tally = d.Summarize(created->sweep_id(), [&](const pb::ResultRow& row) {
+    rows_with_status += !row.status().empty();
+  });
+  ASSERT_TRUE(tally.ok()) << tally.status();
+  EXPECT_EQ(tally->listed, kModels);
+  EXPECT_EQ(rows_with_status, kModels);
+
+  // Stop in order: every process gone and reaped, the database closed; idempotent.
+  const pid_t scheduler = c.scheduler_pid();
+  const std::vector<pid_t> workers = c.worker_pids();
+  ASSERT_EQ(workers.size(), 2u);
+  ASSERT_TRUE(c.Stop().ok());
+  EXPECT_TRUE(Gone(scheduler));
+  for (pid_t w : workers) EXPECT_TRUE(Gone(w)) << w;
+  EXPECT_EQ(c.scheduler_pid(), -1);
+  EXPECT_FALSE(fs::exists(Postmaster()));
+  EXPECT_TRUE(c.Stop().ok());
+  EXPECT_FALSE(d.Progress(created->sweep_id()).ok());
+}
+
+TEST_F(LocalClusterTest, StartThatFailsStopsTheDatabaseItStarted) {
+  auto started = cluster::LocalCluster::Start(Options((dir_ / "no-bin").string()));
+  ASSERT_FALSE(started.ok());
+  EXPECT_NE(started.status().message().find("touchstone-scheduler"), std::string::npos)
+      << started.status();
+  EXPECT_TRUE(fs::exists(dir_ / "state" / "pg" / "data" / "PG_VERSION"));
+  EXPECT_FALSE(fs::exists(Postmaster()));
+}
+
+}  // namespace
+}  // namespace ts
