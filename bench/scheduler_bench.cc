@@ -79,13 +79,13 @@ pb::ModelResult BuildFakeResult(const pb::Job& j) {
     v->set_rmse_reference(1e-4);
     v->set_rmse_ratio(1.0);
     v->set_cosine(0.99999);
-    if (std::string(mode) == "compile") {
+    if (mode == pb::MODE_COMPILE) {
       v->set_graph_breaks(1);
       v->add_break_reasons("data-dependent op aten::nonzero");
       v->set_device_segments(2);
       v->set_compile_ms(120);
     }
-    if (std::string(mode) == "train") {
+    if (mode == pb::MODE_TRAIN) {
       for (int s = 0; s < 5; ++s) {
         v->add_loss_reference(6.2 - 0.1 * s);
         v->add_loss_device(6.2 - 0.1 * s);

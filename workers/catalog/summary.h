@@ -21,7 +21,7 @@ struct TaskLine {
 
 class Summary {
  public:
-  // `result` is engine::ToJson of one model's result.
+  // `result` is the JSON view of one model's result record (workers/runner/record_json.h).
   void Add(const std::string& task, const std::string& arch, const nlohmann::json& result);
 
   std::vector<TaskLine> Tasks() const;
