@@ -33,9 +33,7 @@ std::vector<ArchEntry> VitArchs();          // vit.cc
 std::vector<ArchEntry> DecoderZooArchs();   // decoders_more.cc: further decoder-only families
 std::vector<ArchEntry> DecoderExtraArchs();  // decoders_extra_families.cc: recipe-driven decoders
 std::vector<ArchEntry> EncoderZooArchs();   // encoders_more.cc: further encoder families
-std::vector<ArchEntry> Seq2SeqArchs();      // seq2seq.cc: t5, bart
 std::vector<ArchEntry> VisionZooArchs();    // vision_more.cc: further vision families
-std::vector<ArchEntry> AudioArchs();        // audio.cc: whisper, wav2vec2
 std::vector<ArchEntry> MultimodalArchs();   // multimodal.cc: clip
 
 // Every registered architecture, sorted by class name (built once).

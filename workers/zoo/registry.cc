@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <set>
 
+#include "workers/zoo/families/family_lists.h"
 #include "workers/zoo/families_internal.h"
 
 namespace ts::zoo::internal {
@@ -10,7 +11,8 @@ const std::vector<ArchEntry>& Registry() {
     std::vector<ArchEntry> all;
     for (auto list : {LlamaLikeArchs, BertArchs, VitArchs, DecoderZooArchs, DecoderExtraArchs,
                       EncoderZooArchs,
-                      Seq2SeqArchs, VisionZooArchs, AudioArchs, MultimodalArchs}) {
+                      VisionZooArchs, MultimodalArchs, T5Archs, Mt5Archs, BartArchs, MbartArchs,
+                      WhisperArchs, Wav2Vec2Archs}) {
       for (auto& e : list()) all.push_back(std::move(e));
     }
     std::sort(all.begin(), all.end(),

@@ -1,4 +1,7 @@
-// Tests for seq2seq.cc (see README.md).
+// Tests for the encoder-decoder trunk (encoder_decoder.h) over the t5, mt5, bart and mbart
+// families and their heads (README.md).
+#include "workers/zoo/trunks/encoder_decoder.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -23,8 +26,10 @@ TEST(Seq2SeqTest, T5TinyKeepsStructureAndRelativeBiasOnlyInBlockZero) {
   EXPECT_EQ(tc["num_layers"], 1);  // T5 blocks are alike: one of each stack
   EXPECT_EQ(tc["num_decoder_layers"], 1);
   EXPECT_EQ(tc["relative_attention_num_buckets"], 8);
-  EXPECT_TRUE(HasWeight(*m, "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"));
-  EXPECT_TRUE(HasWeight(*m, "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_TRUE(
+      HasWeight(*m, "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_TRUE(
+      HasWeight(*m, "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"));
   EXPECT_TRUE(HasWeight(*m, "decoder.block.0.layer.1.EncDecAttention.q.weight"));
   EXPECT_TRUE(HasWeight(*m, "decoder.block.0.layer.2.DenseReluDense.wi.weight"));
   // At two blocks (the tiny config built as is), block 1 reuses block 0's relative bias.
@@ -36,8 +41,10 @@ TEST(Seq2SeqTest, T5TinyKeepsStructureAndRelativeBiasOnlyInBlockZero) {
   as_is.tiny = false;
   auto deep = BuildModel(two, as_is);
   ASSERT_TRUE(deep.ok()) << deep.status().ToString();
-  EXPECT_FALSE(HasWeight(**deep, "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"));
-  EXPECT_FALSE(HasWeight(**deep, "decoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_FALSE(
+      HasWeight(**deep, "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_FALSE(
+      HasWeight(**deep, "decoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"));
   EXPECT_TRUE(HasWeight(**deep, "decoder.block.1.layer.1.EncDecAttention.q.weight"));
   EXPECT_FALSE(HasWeight(*m, "lm_head.weight"));  // tied (t5-small)
   for (const auto& [n, s] : m->WeightShapes()) EXPECT_EQ(n.find(".bias"), std::string::npos) << n;
@@ -108,7 +115,8 @@ TEST(Seq2SeqTest, EncoderTokenClassificationAndDecoderOnlyCausalLmHeads) {
     EXPECT_TRUE(HasWeight(*m, "model.decoder.embed_tokens.weight"));
     EXPECT_FALSE(HasWeight(*m, "model.decoder.layers.0.encoder_attn.q_proj.weight"));
     EXPECT_FALSE(HasWeight(*m, "model.encoder.layers.0.fc1.weight"));
-    EXPECT_EQ(HasWeight(*m, "model.decoder.layer_norm.weight"), std::string(arch) == "MBartForCausalLM");
+    EXPECT_EQ(HasWeight(*m, "model.decoder.layer_norm.weight"),
+              std::string(arch) == "MBartForCausalLM");
     const int64_t vocab = m->spec().tiny_config["vocab_size"].get<int64_t>();
     testing::CheckFamilyBasics(m, {2, 32, vocab});
     // Causal: a change at position 20 leaves earlier logits alone.
@@ -133,7 +141,10 @@ TEST(Seq2SeqTest, EncoderTokenClassificationAndDecoderOnlyCausalLmHeads) {
 TEST(Seq2SeqTest, BadConfigsNameTheField) {
   auto expect_err = [](const char* field, const nlohmann::json& value, const std::string& needle) {
     auto cfg = *ExampleConfig("T5ForConditionalGeneration");
-    if (value.is_null()) cfg.erase(field); else cfg[field] = value;
+    if (value.is_null())
+      cfg.erase(field);
+    else
+      cfg[field] = value;
     auto r = BuildModel(cfg, BuildOptions());
     ASSERT_FALSE(r.ok()) << field;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
@@ -146,17 +157,18 @@ TEST(Seq2SeqTest, BadConfigsNameTheField) {
   expect_err("decoder_start_token_id", 999999, "decoder_start_token_id: must be in");
 }
 
-
 TEST(Seq2SeqTest, BartShapesTiedHeadAndStructure) {
-  for (const char* arch : {"BartForConditionalGeneration", "BartModel", "BartForSequenceClassification",
-                           "BartForQuestionAnswering", "MBartForConditionalGeneration", "MBartModel",
-                           "MBartForSequenceClassification", "MBartForQuestionAnswering"}) {
+  for (const char* arch :
+       {"BartForConditionalGeneration", "BartModel", "BartForSequenceClassification",
+        "BartForQuestionAnswering", "MBartForConditionalGeneration", "MBartModel",
+        "MBartForSequenceClassification", "MBartForQuestionAnswering"}) {
     SCOPED_TRACE(arch);
     auto m = Build(arch);
     ASSERT_TRUE(m);
     const std::string a = arch;
     const bool mbart = a.rfind("MBart", 0) == 0;
-    const std::string pre = a.find("Model") != std::string::npos && a.find("For") == std::string::npos ? "" : "model.";
+    const std::string pre =
+        a.find("Model") != std::string::npos && a.find("For") == std::string::npos ? "" : "model.";
     const auto& tc = m->spec().tiny_config;
     EXPECT_EQ(tc["d_model"], 64);
     EXPECT_EQ(tc["encoder_layers"], 1);
@@ -250,17 +262,33 @@ TEST(Seq2SeqTest, BartBadConfigsNameTheField) {
   auto expect_err = [](const char* arch, const char* field, const nlohmann::json& value,
                        const std::string& needle) {
     auto cfg = *ExampleConfig(arch);
-    if (value.is_null()) cfg.erase(field); else cfg[field] = value;
+    if (value.is_null())
+      cfg.erase(field);
+    else
+      cfg[field] = value;
     auto r = BuildModel(cfg, BuildOptions());
     ASSERT_FALSE(r.ok()) << field;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
   };
   expect_err("BartForConditionalGeneration", "d_model", nullptr, "d_model: missing");
-  expect_err("BartForConditionalGeneration", "encoder_attention_heads", 7, "encoder_attention_heads: must divide d_model");
+  expect_err("BartForConditionalGeneration", "encoder_attention_heads", 7,
+             "encoder_attention_heads: must divide d_model");
   expect_err("BartModel", "activation_function", "swish2", "activation_function");
   expect_err("MBartForConditionalGeneration", "pad_token_id", 999999, "pad_token_id: must be in");
   expect_err("MBartModel", "decoder_layers", 0, "decoder_layers: must be positive");
+}
+
+// HF T5Attention._relative_position_bucket at 32 buckets, max distance 128.
+TEST(Seq2SeqTest, T5BucketsMatchTransformers) {
+  at::Tensor bi = internal::T5Buckets(1, 101, true, 32, 128, at::kCPU);
+  EXPECT_EQ(bi[0][0].item<int64_t>(), 0);
+  EXPECT_EQ(bi[0][1].item<int64_t>(), 17);    // key after the query: upper half
+  EXPECT_EQ(bi[0][7].item<int64_t>(), 23);    // exact up to 8
+  EXPECT_EQ(bi[0][100].item<int64_t>(), 31);  // 16 + 8 + int(log(100 / 8) / log(16) * 8)
+  at::Tensor causal = internal::T5Buckets(6, 6, false, 32, 128, at::kCPU);
+  EXPECT_EQ(causal[5][0].item<int64_t>(), 5);  // 5 keys back
+  EXPECT_EQ(causal[0][5].item<int64_t>(), 0);  // future keys share bucket 0
 }
 
 }  // namespace
