@@ -2,13 +2,14 @@
 #include <set>
 
 #include "workers/zoo/families_internal.h"
+#include "workers/zoo/trunks/decoder_family.h"
 
 namespace ts::zoo::internal {
 
 const std::vector<ArchEntry>& Registry() {
   static const std::vector<ArchEntry> kRegistry = [] {
     std::vector<ArchEntry> all;
-    for (auto list : {LlamaLikeArchs, BertArchs, VitArchs, DecoderZooArchs, DecoderExtraArchs,
+    for (auto list : {BertArchs, VitArchs, DecoderArchs,
                       EncoderZooArchs,
                       Seq2SeqArchs, VisionZooArchs, AudioArchs, MultimodalArchs}) {
       for (auto& e : list()) all.push_back(std::move(e));
