@@ -28,7 +28,8 @@ at::Tensor TextHead::Project(const WeightMap& w, const at::Tensor& hidden) const
 
 WeightShapeList TextHead::LinearWeights(int64_t rows) const {
   WeightShapeList out;
-  if (spec_.tied_weight.empty()) out.emplace_back(WeightName(), std::vector<int64_t>{rows, spec_.hidden});
+  if (spec_.tied_weight.empty())
+    out.emplace_back(WeightName(), std::vector<int64_t>{rows, spec_.hidden});
   if (spec_.bias) out.emplace_back(BiasName(), std::vector<int64_t>{rows});
   return out;
 }
