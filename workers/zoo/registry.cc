@@ -3,13 +3,14 @@
 
 #include "workers/zoo/families/family_lists.h"
 #include "workers/zoo/families_internal.h"
+#include "workers/zoo/trunks/decoder_family.h"
 
 namespace ts::zoo::internal {
 
 const std::vector<ArchEntry>& Registry() {
   static const std::vector<ArchEntry> kRegistry = [] {
     std::vector<ArchEntry> all;
-    for (auto list : {LlamaLikeArchs, BertArchs, VitArchs, DecoderZooArchs, DecoderExtraArchs,
+    for (auto list : {BertArchs, VitArchs, DecoderArchs,
                       EncoderZooArchs,
                       VisionZooArchs, MultimodalArchs, T5Archs, Mt5Archs, BartArchs, MbartArchs,
                       WhisperArchs, Wav2Vec2Archs}) {

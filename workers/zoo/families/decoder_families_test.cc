@@ -1,4 +1,4 @@
-// Tests for decoders_extra.cc / decoders_extra_families.cc (see README.md).
+// Tests of the recipe decoder families (families/*.cc over trunks/decoder*; README.md).
 #include <gtest/gtest.h>
 
 #include <set>
@@ -24,7 +24,7 @@ nlohmann::json Tiny(const std::string& arch) {
   return m ? m->spec().tiny_config : nlohmann::json();
 }
 
-TEST(DecodersExtraTest, EveryClassHasItsOutputShapeAndPassesTheFamilyBasics) {
+TEST(DecoderFamiliesTest, EveryClassHasItsOutputShapeAndPassesTheFamilyBasics) {
   int n = 0;
   std::set<std::string> seen;
   for (const auto& a : SupportedArchitectures()) {
@@ -62,7 +62,7 @@ TEST(DecodersExtraTest, EveryClassHasItsOutputShapeAndPassesTheFamilyBasics) {
   EXPECT_GE(n, 90);
 }
 
-TEST(DecodersExtraTest, HfWeightNamesAndShapes) {
+TEST(DecoderFamiliesTest, HfWeightNamesAndShapes) {
   auto bloom = Build("BloomForCausalLM");
   ASSERT_TRUE(bloom);
   EXPECT_EQ(testing::WeightShape(*bloom, "transformer.word_embeddings_layernorm.bias"),
@@ -114,7 +114,7 @@ TEST(DecodersExtraTest, HfWeightNamesAndShapes) {
             (std::vector<int64_t>{16}));
 }
 
-TEST(DecodersExtraTest, TinyScalingKeepsLayerPatternsAndMultipliers) {
+TEST(DecoderFamiliesTest, TinyScalingKeepsLayerPatternsAndMultipliers) {
   EXPECT_EQ(Tiny("Gemma3ForCausalLM")["layer_types"],
             nlohmann::json::array({"sliding_attention", "full_attention"}));
   EXPECT_EQ(Tiny("Gemma3ForCausalLM")["sliding_window"], 8);
@@ -136,7 +136,7 @@ TEST(DecodersExtraTest, TinyScalingKeepsLayerPatternsAndMultipliers) {
 
 // Positions from the mask's cumsum (OPT, BioGPT) and ALiBi (Bloom, MPT, relative by
 // construction): left padding does not change the last token's output.
-TEST(DecodersExtraTest, LeftPaddingLeavesTheLastTokenUnchanged) {
+TEST(DecoderFamiliesTest, LeftPaddingLeavesTheLastTokenUnchanged) {
   for (const char* arch : {"OPTModel", "BioGptModel", "BloomModel", "MptModel"}) {
     SCOPED_TRACE(arch);
     auto m = Build(arch);
@@ -169,7 +169,7 @@ TEST(DecodersExtraTest, LeftPaddingLeavesTheLastTokenUnchanged) {
   EXPECT_GT((a - c).abs().max().item<double>(), 1e-3);
 }
 
-TEST(DecodersExtraTest, LogitMultipliersScaleTheLogits) {
+TEST(DecoderFamiliesTest, LogitMultipliersScaleTheLogits) {
   for (const auto& [arch, field, factor] :
        std::vector<std::tuple<std::string, std::string, double>>{
            {"CohereForCausalLM", "logit_scale", 2.0},
@@ -188,7 +188,7 @@ TEST(DecodersExtraTest, LogitMultipliersScaleTheLogits) {
   }
 }
 
-TEST(DecodersExtraTest, RotaryVariantsMatter) {
+TEST(DecoderFamiliesTest, RotaryVariantsMatter) {
   // Gemma3's sliding layers use rope_local_base_freq; Cohere2's full layers are NoPE.
   nlohmann::json g = *ExampleConfig("Gemma3TextModel");
   auto g1 = Build("Gemma3TextModel", g);
@@ -200,7 +200,7 @@ TEST(DecodersExtraTest, RotaryVariantsMatter) {
   EXPECT_GT((g1->Forward(w, in)[0] - g2->Forward(w, in)[0]).abs().max().item<double>(), 1e-4);
 }
 
-TEST(DecodersExtraTest, BadFieldsAreNamed) {
+TEST(DecoderFamiliesTest, BadFieldsAreNamed) {
   nlohmann::json f = *ExampleConfig("FalconForCausalLM");
   f["apply_residual_connection_post_layernorm"] = true;
   auto r = BuildModel(f, BuildOptions());

@@ -1,4 +1,5 @@
-// Tests for decoders_more.cc (see README.md).
+// Tests of the decoder trunk (trunks/decoder*: MoE, soft-capping, Conv1D, windows) and the text
+// heads (heads/*) through the llama-style families that exercise them (README.md).
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
@@ -56,7 +57,7 @@ const std::vector<std::string> kCausal = {
     "GPTBigCodeForCausalLM", "GPTNeoXForCausalLM",    "MixtralForCausalLM",
     "Qwen2MoeForCausalLM"};
 
-TEST(DecodersMoreTest, EveryCausalLmShapesFloat64AgreementAndDeterminism) {
+TEST(DecoderTrunkTest, EveryCausalLmShapesFloat64AgreementAndDeterminism) {
   for (const std::string& arch : kCausal) {
     auto m = MustBuild(Example(arch));
     ASSERT_NE(m, nullptr) << arch;
@@ -75,7 +76,7 @@ TEST(DecodersMoreTest, EveryCausalLmShapesFloat64AgreementAndDeterminism) {
   }
 }
 
-TEST(DecodersMoreTest, SequenceClassificationPoolsToLabels) {
+TEST(DecoderTrunkTest, SequenceClassificationPoolsToLabels) {
   for (const char* arch : {"GemmaForSequenceClassification",
                                   "GPT2ForSequenceClassification",
                                   "MixtralForSequenceClassification"}) {
@@ -88,7 +89,7 @@ TEST(DecodersMoreTest, SequenceClassificationPoolsToLabels) {
   }
 }
 
-TEST(DecodersMoreTest, RealConfigsScaleKeepingStructure) {
+TEST(DecoderTrunkTest, RealConfigsScaleKeepingStructure) {
   // gemma-2b: MQA (8 heads / 1 kv), head_dim written, tied.
   auto gemma = MustBuild(Real("gemma_2b.json"));
   ASSERT_NE(gemma, nullptr);
@@ -175,7 +176,7 @@ TEST(DecodersMoreTest, RealConfigsScaleKeepingStructure) {
   EXPECT_TRUE(HasWeight(*qm, "model.layers.0.mlp.shared_expert_gate.weight"));
 }
 
-TEST(DecodersMoreTest, FinalSoftcapBoundsLogits) {
+TEST(DecoderTrunkTest, FinalSoftcapBoundsLogits) {
   nlohmann::json c = Real("gemma2_2b-jpn.json");
   c["final_logit_softcapping"] = 0.5;
   auto m = MustBuild(c);
@@ -189,7 +190,7 @@ TEST(DecodersMoreTest, FinalSoftcapBoundsLogits) {
   EXPECT_GT(off->Forward(off->InitWeights(1), batch.inputs)[0].abs().max().item<double>(), 0.5);
 }
 
-TEST(DecodersMoreTest, MoeRoutesEachTokenToTopKExperts) {
+TEST(DecoderTrunkTest, MoeRoutesEachTokenToTopKExperts) {
   auto m = MustBuild(Real("Mixtral-8x7B-v0.1.json"));
   ASSERT_NE(m, nullptr);
   Batch batch = m->MakeBatch(1, 0);
@@ -206,7 +207,7 @@ TEST(DecodersMoreTest, MoeRoutesEachTokenToTopKExperts) {
   EXPECT_LT(n, changed.numel());
 }
 
-TEST(DecodersMoreTest, Gpt2Conv1DLayoutIsInByOut) {
+TEST(DecoderTrunkTest, Gpt2Conv1DLayoutIsInByOut) {
   auto m = MustBuild(Real("gpt2.json"));
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(Shape(*m, "transformer.h.0.attn.c_attn.weight"), (std::vector<int64_t>{64, 192}));
@@ -223,7 +224,7 @@ TEST(DecodersMoreTest, Gpt2Conv1DLayoutIsInByOut) {
   EXPECT_GT((y[0][0] - y[0][5]).abs().max().item<double>(), 1e-3);
 }
 
-TEST(DecodersMoreTest, SlidingWindowBitesOnAlternateGemma2Layers) {
+TEST(DecoderTrunkTest, SlidingWindowBitesOnAlternateGemma2Layers) {
   nlohmann::json c = Real("gemma2_9b.json");
   c["sliding_window"] = 4096;
   c["num_hidden_layers"] = 1;  // only the sliding layer
@@ -241,7 +242,7 @@ TEST(DecodersMoreTest, SlidingWindowBitesOnAlternateGemma2Layers) {
   EXPECT_GT((y2[0][5] - y[0][5]).abs().max().item<double>(), 1e-6);
 }
 
-TEST(DecodersMoreTest, BadConfigsNameTheField) {
+TEST(DecoderTrunkTest, BadConfigsNameTheField) {
   auto err = [](nlohmann::json c) {
     auto r = BuildModel(c, BuildOptions());
     EXPECT_FALSE(r.ok());
@@ -292,7 +293,7 @@ const std::vector<std::string> kBase = {
     "GPTNeoXModel",    "MixtralModel", "Qwen2MoeModel", "LlamaModel",  "MistralModel",
     "Qwen2Model"};
 
-TEST(DecodersMoreTest, TokenClassificationIsPerTokenAndCausal) {
+TEST(DecoderTrunkTest, TokenClassificationIsPerTokenAndCausal) {
   for (const std::string& arch : kTokenCls) {
     auto m = MustBuild(Example(arch));
     ASSERT_NE(m, nullptr) << arch;
@@ -321,7 +322,7 @@ TEST(DecodersMoreTest, TokenClassificationIsPerTokenAndCausal) {
   }
 }
 
-TEST(DecodersMoreTest, QuestionAnsweringSplitsStartEndAndAveragesTheLosses) {
+TEST(DecoderTrunkTest, QuestionAnsweringSplitsStartEndAndAveragesTheLosses) {
   for (const std::string& arch : kQa) {
     auto m = MustBuild(Example(arch));
     ASSERT_NE(m, nullptr) << arch;
@@ -346,7 +347,7 @@ TEST(DecodersMoreTest, QuestionAnsweringSplitsStartEndAndAveragesTheLosses) {
   }
 }
 
-TEST(DecodersMoreTest, BaseModelsHaveRootWeightNamesAndRegressOntoATarget) {
+TEST(DecoderTrunkTest, BaseModelsHaveRootWeightNamesAndRegressOntoATarget) {
   for (const std::string& arch : kBase) {
     auto m = MustBuild(Example(arch));
     ASSERT_NE(m, nullptr) << arch;
@@ -377,10 +378,10 @@ TEST(DecodersMoreTest, BaseModelsHaveRootWeightNamesAndRegressOntoATarget) {
   EXPECT_TRUE(HasWeight(*neox, "final_layer_norm.weight"));
 }
 
-// The llama-style generic decoder agrees with decoder.cc's LlamaForCausalLM & co: base model
-// hidden states through decoder.cc's lm_head give its logits, and the QA head reads the same
-// hidden states.
-TEST(DecodersMoreTest, LlamaStyleHeadsAgreeWithDecoderCc) {
+// The two llama entries of each family file agree: LlamaModel's hidden states (classic recipe)
+// through LlamaForCausalLM's lm_head (ParseDecoderConfig recipe) give its logits, and the QA
+// head reads the same hidden states.
+TEST(DecoderTrunkTest, LlamaStyleHeadsAgreeWithTheCausalLmBody) {
   for (const std::string prefix : {"Llama", "Mistral", "Qwen2"}) {
     auto lm = MustBuild(Example(prefix + "ForCausalLM"));
     ASSERT_NE(lm, nullptr) << prefix;
@@ -402,7 +403,7 @@ TEST(DecodersMoreTest, LlamaStyleHeadsAgreeWithDecoderCc) {
         wq[n] = t;
       }
     }
-    // Same weight names and shapes as decoder.cc's body.
+    // Same weight names and shapes as the CausalLM's body.
     for (const auto& [n, s] : base->WeightShapes()) {
       ASSERT_TRUE(wb.count(n)) << prefix << " " << n;
       EXPECT_EQ(wb.at(n).sizes().vec(), s) << prefix << " " << n;
