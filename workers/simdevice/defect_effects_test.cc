@@ -16,20 +16,7 @@
 namespace ts::simdevice {
 namespace {
 
-using testing::ActivateJson;
-using testing::BaselineNoDefects;
-using testing::Cpu;
-using testing::Dev;
-using testing::WithDefect;
-
-class DefectTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ActivateJson(BaselineNoDefects());
-    ResetCounters();
-    at::manual_seed(7);
-  }
-};
+using DefectTest = BaselineProfileTest;
 
 double RelErr(const at::Tensor& got, const at::Tensor& want) {
   return ((got - want).norm() / want.norm()).item<double>();

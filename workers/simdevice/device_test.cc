@@ -15,19 +15,7 @@
 namespace ts::simdevice {
 namespace {
 
-using testing::ActivateJson;
-using testing::BaselineNoDefects;
-using testing::Cpu;
-using testing::Dev;
-
-class DeviceTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ActivateJson(BaselineNoDefects());
-    ResetCounters();
-    at::manual_seed(7);
-  }
-};
+using DeviceTest = BaselineProfileTest;
 
 // "aten::cumsum aten::rsqrt" for failure messages.
 std::string Names(const std::map<std::string, OpStats>& table) {
@@ -108,7 +96,7 @@ TEST_F(DeviceTest, CompiledModeLowersEverythingToTheDevice) {
     y = at::floor(at::cumsum(at::mm(d, d.t()), 1));
   }
   EXPECT_EQ(CurrentExecMode(), ExecMode::kEager);
-  auto xr = testing::RoundBf16(x);
+  auto xr = RoundBf16(x);
   EXPECT_TRUE(at::allclose(Cpu(y), at::floor(at::cumsum(at::mm(xr, xr.t()), 1)), 1e-5, 1e-5));
   auto c = SnapshotCounters();
   EXPECT_EQ(c.compiled.size(), 3u) << Names(c.compiled);

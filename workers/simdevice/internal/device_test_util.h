@@ -1,5 +1,5 @@
 // Helpers shared by the device tests: the baseline profile without its defects, profiles with
-// one test defect, and moving tensors to and from the device. Test-only.
+// one test defect, moving tensors to and from the device, and a fixture. Test-only.
 #pragma once
 
 #include <fstream>
@@ -12,7 +12,7 @@
 
 #include "workers/simdevice/runtime.h"
 
-namespace ts::simdevice::testing {
+namespace ts::simdevice {
 
 // sim-2.0.json with its seeded defects removed.
 inline nlohmann::json BaselineNoDefects() {
@@ -43,4 +43,14 @@ inline at::Tensor Cpu(const at::Tensor& t) { return t.to(at::kCPU); }
 // What the device's declared bf16 numerics do to a float tensor: fp32 -> bf16 (RNE) -> fp32.
 inline at::Tensor RoundBf16(const at::Tensor& t) { return t.to(at::kBFloat16).to(at::kFloat); }
 
-}  // namespace ts::simdevice::testing
+// Fixture: the baseline profile without defects, counters reset, a fixed torch seed.
+class BaselineProfileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ActivateJson(BaselineNoDefects());
+    ResetCounters();
+    at::manual_seed(7);
+  }
+};
+
+}  // namespace ts::simdevice
