@@ -25,6 +25,12 @@ struct ArchEntry {
   std::function<StatusOr<std::unique_ptr<Model>>(ModelSpec spec)> build;
 };
 
+// `config` with architectures = [arch] (one example config per class of a family).
+inline nlohmann::json WithArchitecture(nlohmann::json config, const std::string& arch) {
+  config["architectures"] = {arch};
+  return config;
+}
+
 // The registry is the concatenation of these lists (registry.cc), one per family file, so
 // families can be added without touching each other's files.
 std::vector<ArchEntry> LlamaLikeArchs();    // decoder.cc: llama, mistral, qwen2
@@ -37,6 +43,14 @@ std::vector<ArchEntry> Seq2SeqArchs();      // seq2seq.cc: t5, bart
 std::vector<ArchEntry> VisionZooArchs();    // vision_more.cc: further vision families
 std::vector<ArchEntry> AudioArchs();        // audio.cc: whisper, wav2vec2
 std::vector<ArchEntry> MultimodalArchs();   // multimodal.cc: clip
+// Vision and multimodal families (families/<model_type>.cc).
+std::vector<ArchEntry> DeitArchs();
+std::vector<ArchEntry> SwinArchs();
+std::vector<ArchEntry> ConvNextArchs();
+std::vector<ArchEntry> ResNetArchs();
+std::vector<ArchEntry> MobileNetV2Archs();
+std::vector<ArchEntry> EfficientNetArchs();
+std::vector<ArchEntry> ClipArchs();
 
 // Every registered architecture, sorted by class name (built once).
 const std::vector<ArchEntry>& Registry();

@@ -8,9 +8,11 @@ namespace ts::zoo::internal {
 const std::vector<ArchEntry>& Registry() {
   static const std::vector<ArchEntry> kRegistry = [] {
     std::vector<ArchEntry> all;
-    for (auto list : {LlamaLikeArchs, BertArchs, VitArchs, DecoderZooArchs, DecoderExtraArchs,
+    for (auto list : {LlamaLikeArchs, BertArchs, DecoderZooArchs, DecoderExtraArchs,
                       EncoderZooArchs,
-                      Seq2SeqArchs, VisionZooArchs, AudioArchs, MultimodalArchs}) {
+                      Seq2SeqArchs, AudioArchs,
+                      VitArchs, DeitArchs, SwinArchs, ConvNextArchs, ResNetArchs,
+                      MobileNetV2Archs, EfficientNetArchs, ClipArchs}) {
       for (auto& e : list()) all.push_back(std::move(e));
     }
     std::sort(all.begin(), all.end(),
