@@ -35,15 +35,13 @@ inline nlohmann::json WithArchitecture(nlohmann::json config, const std::string&
 // families can be added without touching each other's files.
 std::vector<ArchEntry> LlamaLikeArchs();    // decoder.cc: llama, mistral, qwen2
 std::vector<ArchEntry> BertArchs();         // bert.cc
-std::vector<ArchEntry> VitArchs();          // vit.cc
+std::vector<ArchEntry> VitArchs();          // families/vit.cc
 std::vector<ArchEntry> DecoderZooArchs();   // decoders_more.cc: further decoder-only families
 std::vector<ArchEntry> DecoderExtraArchs();  // decoders_extra_families.cc: recipe-driven decoders
 std::vector<ArchEntry> EncoderZooArchs();   // encoders_more.cc: further encoder families
 std::vector<ArchEntry> Seq2SeqArchs();      // seq2seq.cc: t5, bart
-std::vector<ArchEntry> VisionZooArchs();    // vision_more.cc: further vision families
 std::vector<ArchEntry> AudioArchs();        // audio.cc: whisper, wav2vec2
-std::vector<ArchEntry> MultimodalArchs();   // multimodal.cc: clip
-// Vision and multimodal families (families/<model_type>.cc).
+// Further vision and multimodal families (families/<model_type>.cc).
 std::vector<ArchEntry> DeitArchs();
 std::vector<ArchEntry> SwinArchs();
 std::vector<ArchEntry> ConvNextArchs();
@@ -60,7 +58,6 @@ enum class BertHead { kBase, kSequenceClassification, kMaskedLM };
 // Each builds from spec.tiny_config (the config that is actually built).
 StatusOr<std::unique_ptr<Model>> BuildDecoder(ModelSpec spec, bool sequence_classification);
 StatusOr<std::unique_ptr<Model>> BuildBert(ModelSpec spec, BertHead head);
-StatusOr<std::unique_ptr<Model>> BuildVit(ModelSpec spec);
 
 // The weight `name`; throws c10::Error naming it when absent.
 const at::Tensor& GetWeight(const WeightMap& weights, const std::string& name);

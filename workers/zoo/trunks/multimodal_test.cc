@@ -13,14 +13,7 @@
 namespace ts::zoo {
 namespace {
 
-std::unique_ptr<Model> Build(const std::string& arch) {
-  auto cfg = ExampleConfig(arch);
-  EXPECT_TRUE(cfg.ok()) << arch;
-  auto m = BuildModel(*cfg, BuildOptions());
-  EXPECT_TRUE(m.ok()) << arch << ": " << m.status().ToString();
-  return std::move(*m);
-}
-
+using testing::Build;
 
 void CheckCommon(const std::string& arch, std::vector<int64_t> out_shape) {
   SCOPED_TRACE(arch);
