@@ -1,4 +1,4 @@
-// Tests for multimodal.cc (see README.md).
+// Tests of the multimodal kind: CLIP (trunks/multimodal.h, families/clip.cc).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,14 +13,7 @@
 namespace ts::zoo {
 namespace {
 
-std::unique_ptr<Model> Build(const std::string& arch) {
-  auto cfg = ExampleConfig(arch);
-  EXPECT_TRUE(cfg.ok()) << arch;
-  auto m = BuildModel(*cfg, BuildOptions());
-  EXPECT_TRUE(m.ok()) << arch << ": " << m.status().ToString();
-  return std::move(*m);
-}
-
+using testing::Build;
 
 void CheckCommon(const std::string& arch, std::vector<int64_t> out_shape) {
   SCOPED_TRACE(arch);
@@ -48,6 +41,20 @@ TEST(MultimodalTest, Clip) {
   tb.inputs["input_ids"][1][15] = 3;  // row 1 is padded there
   at::Tensor p1 = t->Forward(tw, tb.inputs)[1];
   EXPECT_TRUE(at::allclose(p0, p1));
+}
+
+TEST(MultimodalTest, TowersListClipLayerWeightsInHfOrder) {
+  auto m = Build("CLIPVisionModel");
+  const auto shapes = m->WeightShapes();
+  ASSERT_GE(shapes.size(), 6u);
+  EXPECT_EQ(shapes[5].first, "vision_model.encoder.layers.0.self_attn.k_proj.weight");
+  EXPECT_EQ(shapes[9].first, "vision_model.encoder.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(shapes.back().first, "vision_model.post_layernorm.bias");
+  // The class embedding is drawn with std 1/sqrt(hidden), not initializer_range.
+  auto w = m->InitWeights(7);
+  const double sd = w.at("vision_model.embeddings.class_embedding").std().item<double>();
+  EXPECT_GT(sd, 0.06);
+  EXPECT_LT(sd, 0.25);
 }
 
 TEST(MultimodalTest, BadConfigsNameTheField) {
