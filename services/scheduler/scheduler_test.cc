@@ -311,8 +311,8 @@ TEST_F(SchedulerTest, ReportYieldsWhileLeaseCallsOutnumberLeaseThreads) {
   auto* m = report.add_results();
   m->set_job_id(held.jobs(0).job_id());
   m->set_model_id(held.jobs(0).model_id());
-  m->add_modes()->set_mode("eager");
-  m->mutable_modes(0)->set_status("pass");
+  m->add_modes()->set_mode(pb::MODE_EAGER);
+  m->mutable_modes(0)->set_status(pb::VERDICT_PASS);
   ASSERT_EQ(Metric("touchstone_scheduler_report_yields_total"), 0);
 
   pqxx::connection locker(opts_.db_url);
