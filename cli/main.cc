@@ -28,6 +28,7 @@
 #include "workers/engine/engine.h"
 #include "workers/runner/isolate.h"
 #include "workers/simdevice/runtime.h"
+#include "workers/zoo/config_hash.h"
 #include "workers/zoo/model.h"
 
 namespace {
@@ -183,7 +184,7 @@ int RunModelCommand(const std::vector<std::string>& args) {
     ts::engine::ModelResult r;
     r.arch = opts.arch;
     r.task = opts.task;
-    r.config_hash = ts::engine::ConfigHash(nlohmann::json(config_text));
+    r.config_hash = ts::zoo::ConfigHash(nlohmann::json(config_text));
     for (const auto& mode : ts::engine::KnownModes()) {
       r.modes[mode].status =
           opts.modes.count(mode) ? ts::engine::Verdict::kLoadFail : ts::engine::Verdict::kSkipped;
