@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -171,9 +172,9 @@ TEST_F(CliTest, LlamaOnDefectFreeProfilePassesEveryModeWithFullJsonReport) {
   ASSERT_TRUE(compile.contains("break_reasons") && compile["break_reasons"].is_array())
       << compile.dump();
   EXPECT_EQ(compile["graph_breaks"].get<int>(), static_cast<int>(compile["break_reasons"].size()));
-  // sim-2.0's compiler lacks ops of Llama's attention and rotary embedding (see
-  // EngineTest.BaselineProfileCountsFallbacksAndGraphBreaks): at least one break names an op
-  // that the profile's compiler.supported_ops does not list.
+  // sim-2.0's compiler lacks the ops of Llama's rotary embedding and causal mask, which run
+  // between device work (see EngineTest.BaselineProfileCountsFallbacksAndGraphBreaks): breaks
+  // name ops that the profile's compiler.supported_ops does not list, aten::cos among them.
   ASSERT_GE(compile["graph_breaks"].get<int>(), 1) << compile.dump();
   const json& supported = profile["compiler"]["supported_ops"];
   const std::string kUnsupported = "unsupported op ";
@@ -187,6 +188,11 @@ TEST_F(CliTest, LlamaOnDefectFreeProfilePassesEveryModeWithFullJsonReport) {
     EXPECT_FALSE(SupportedBy(supported, text.substr(kUnsupported.size()))) << reason;
   }
   EXPECT_GE(unsupported_breaks, 1) << compile.dump();
+  ASSERT_FALSE(SupportedBy(supported, "aten::cos"));
+  EXPECT_NE(std::find(compile["break_reasons"].begin(), compile["break_reasons"].end(),
+                      "unsupported op aten::cos"),
+            compile["break_reasons"].end())
+      << compile.dump();
   ExpectFiniteNumber(compile, "compile_ms");
   ASSERT_TRUE(compile["device_segments"].is_number_integer()) << compile.dump();
   ASSERT_TRUE(compile["graph_nodes"].is_number_integer()) << compile.dump();

@@ -3,6 +3,7 @@
 // exercises the op. The tests write their own defects; the engine never reads them.
 #include "workers/engine/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -123,12 +124,13 @@ TEST(EngineTest, EveryZooClassPassesEveryModeOnTheDefectFreeBaseline) {
   }
 }
 
-// sim-2.0's compiler supports linear, matmul and the elementwise ops of a Llama block, but not
-// every op its attention and rotary embedding trace to: the test finds, in the profile's own
-// supported_ops, an op of a break reason that lies between two device segments. With
-// cost_ms_per_mflop at 0 the simulated compile cost is cost_ms_per_node per device node, and a
-// device node count lies between one per device segment and one per compute node outside the
-// CPU segments of the breaks.
+// sim-2.0's compiler has Llama's linear layers, matmuls and elementwise ops, but not the ops of
+// its rotary embedding and causal mask (aten::arange, aten::cos, aten::gt, aten::logical_or):
+// the rotary cosines are computed between device work (the embedding lookup before, the
+// attention products after), so a profile whose supported_ops lacks aten::cos must break there.
+// With cost_ms_per_mflop at 0 the simulated compile cost is cost_ms_per_node per device node,
+// and the device node count lies between one per device segment and the compute nodes left
+// after each break's CPU segment takes at least one.
 TEST(EngineTest, BaselineProfileCountsFallbacksAndGraphBreaks) {
   json profile = Baseline();
   profile["compiler"]["cost_ms_per_mflop"] = 0.0;
@@ -155,6 +157,10 @@ TEST(EngineTest, BaselineProfileCountsFallbacksAndGraphBreaks) {
     ++unsupported_breaks;
   }
   EXPECT_GE(unsupported_breaks, 1) << Describe(r);
+  ASSERT_FALSE(simdevice::OpListMatches(info.compiler.supported_ops, "aten::cos"));
+  EXPECT_NE(std::find(c.break_reasons.begin(), c.break_reasons.end(), "unsupported op aten::cos"),
+            c.break_reasons.end())
+      << Describe(r);
   // compile_ms = cost_ms_per_node * device nodes.
   const double per_node = info.compiler.cost_ms_per_node;
   ASSERT_GT(per_node, 0);
