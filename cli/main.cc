@@ -32,6 +32,7 @@
 #include "workers/runner/record.h"
 #include "workers/runner/record_json.h"
 #include "workers/simdevice/runtime.h"
+#include "workers/zoo/config_hash.h"
 #include "workers/zoo/model.h"
 
 namespace {
@@ -186,7 +187,7 @@ nlohmann::json LoadFailResult(const RunModelFlags& f, const std::string& config_
   ts::engine::ModelResult r;
   r.arch = f.opts.arch;
   r.task = f.opts.task;
-  r.config_hash = ts::engine::ConfigHash(nlohmann::json(config_text));
+  r.config_hash = ts::zoo::ConfigHash(nlohmann::json(config_text));
   for (const auto& mode : ts::engine::KnownModes()) {
     r.modes[mode].status =
         f.opts.modes.count(mode) ? ts::engine::Verdict::kLoadFail : ts::engine::Verdict::kSkipped;

@@ -249,17 +249,50 @@ class SweepTest : public ::testing::Test {
   std::unique_ptr<pb::Scheduler::Stub> stub_;
 };
 
+// w1 is killed while it holds a shard with at least two of its jobs still to run (its reports
+// go two at a time, so it cannot finish the shard between the look and the kill). That lease
+// expires, the shard is requeued and w2 finishes it.
 TEST_F(SweepTest, WorkerKilledMidShardLosesNothingAndDuplicatesNothing) {
   StartScheduler();
   const int64_t sweep = CreateSweep(40, Cheap, json::array());
   StartWorker("w1");
   StartWorker("w2");
-  WaitFor(sweep, [](const auto& p) { return p.models_recorded() >= 6 && p.shards_leased() >= 1; },
-          120);
+  WaitFor(sweep, [](const auto& p) { return p.models_recorded() >= 6; }, 120);
+  pqxx::connection c(db_);
+  pqxx::nontransaction n(c);
+  pqxx::result held;
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (held.empty() && Clock::now() < deadline) {
+    held = n.exec_params(R"(
+      SELECT s.shard_id, s.attempt, s.expiries FROM shards s JOIN workers w USING (worker_id)
+      WHERE s.sweep_id = $1 AND w.name = 'w1' AND s.state = 'leased' AND s.jobs_done = 0
+        AND s.jobs_total >= 4)",
+                         sweep);
+    if (held.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(held.size(), 1u) << "w1 never held a shard with jobs to run";
   Kill9("w1");  // its runner child dies with it (PR_SET_PDEATHSIG); its lease expires in 2 s
+  const int64_t shard = held[0][0].as<int64_t>();
   auto p = WaitFor(sweep, [](const auto& q) { return q.state() == "done"; }, 240);
   EXPECT_EQ(p.failures(), 0);
   ExpectExactlyOnce(sweep);
+  // The shard w1 held: its lease expired, and it was leased again and finished by w2.
+  auto after = n.exec_params(R"(
+    SELECT s.attempt, s.expiries, s.state, w.name FROM shards s JOIN workers w USING (worker_id)
+    WHERE s.shard_id = $1)",
+                             shard);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_GT(after[0][0].as<int>(), held[0][1].as<int>()) << "shard " << shard << " never re-leased";
+  EXPECT_GT(after[0][1].as<int>(), held[0][2].as<int>()) << "shard " << shard << " never expired";
+  EXPECT_EQ(std::string(after[0][2].c_str()), "done");
+  EXPECT_EQ(std::string(after[0][3].c_str()), "w2");
+  auto m = common::HttpGet(http_port_, "/metrics", kToken);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_NE(m->body.find("touchstone_scheduler_lease_events_total{event=\"expired\"} "),
+            std::string::npos);
+  EXPECT_EQ(m->body.find("touchstone_scheduler_lease_events_total{event=\"expired\"} 0\n"),
+            std::string::npos)
+      << "the scheduler counted no expired lease";
 }
 
 TEST_F(SweepTest, WorkerDrainsOnSigtermAndReleasesItsShard) {

@@ -2,12 +2,14 @@
 #include "services/scheduler/scheduler.h"
 
 #include <barrier>
+#include <chrono>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <pqxx/pqxx>
 
 #include "services/common/http_server.h"
 #include "tests/fixtures/postgres_fixture.h"
@@ -54,6 +56,16 @@ class SchedulerTest : public ::testing::Test {
     auto st = stub_->UpsertModels(Ctx().get(), up, &resp);
     ASSERT_TRUE(st.ok()) << st.error_message();
     ASSERT_EQ(resp.inserted(), n);
+  }
+
+  // The value of an unlabelled metric on /metrics; -1 when it is not there.
+  double Metric(const std::string& name) {
+    auto m = common::HttpGet(sched_->http_port(), "/metrics", "test-token");
+    if (!m.ok()) return -1;
+    const std::string line = "\n" + name + " ";
+    const size_t at = m->body.find(line);
+    if (at == std::string::npos) return -1;
+    return std::stod(m->body.substr(at + line.size()));
   }
 
   SchedulerOptions opts_;
@@ -262,7 +274,90 @@ TEST_F(SchedulerTest, BurstOfLeasesEachGetsItsOwnShardAndTheReportStillLands) {
   EXPECT_NE(m->body.find("touchstone_scheduler_lease_calls_open 0\n"), std::string::npos) << m->body;
   EXPECT_NE(m->body.find("touchstone_scheduler_leases_total " + std::to_string(kWorkers + 1) + "\n"),
             std::string::npos);
-  EXPECT_NE(m->body.find("touchstone_scheduler_report_yields_total"), std::string::npos);
+}
+
+// A report that comes while more LeaseShard calls are open than there are lease threads holds
+// its database work back for them, and touchstone_scheduler_report_yields_total counts it. The
+// lease threads are held on a lock of the models table (the leasing statement reads it to hand
+// out the jobs' configs; a report neither reads it nor changes a key that refers to it), so the
+// backlog is there, whatever the timing, until the test lets it go.
+TEST_F(SchedulerTest, ReportYieldsWhileLeaseCallsOutnumberLeaseThreads) {
+  const int kCalls = opts_.lease_threads + 2;
+  LoadModels(kCalls + 1);
+  pb::CreateSweepRequest sweep;
+  sweep.mutable_profile()->set_name("p");
+  sweep.mutable_profile()->set_body("{}");
+  sweep.add_modes("eager");
+  sweep.set_shard_max_models(1);
+  pb::CreateSweepResponse created;
+  ASSERT_TRUE(stub_->CreateSweep(Ctx().get(), sweep, &created).ok());
+  std::vector<int64_t> ids;
+  for (int i = 0; i <= kCalls; ++i) {
+    pb::RegisterWorkerRequest reg;
+    reg.set_name("w" + std::to_string(i));
+    pb::RegisterWorkerResponse w;
+    ASSERT_TRUE(stub_->RegisterWorker(Ctx().get(), reg, &w).ok());
+    ids.push_back(w.worker_id());
+  }
+  pb::LeaseShardRequest lq;
+  lq.set_worker_id(ids[0]);
+  pb::LeaseShardResponse held;
+  ASSERT_TRUE(stub_->LeaseShard(Ctx().get(), lq, &held).ok());
+  ASSERT_TRUE(held.has_shard());
+  pb::ReportResultsRequest report;
+  report.set_worker_id(ids[0]);
+  report.set_shard_id(held.shard_id());
+  report.set_lease_token(held.lease_token());
+  auto* m = report.add_results();
+  m->set_job_id(held.jobs(0).job_id());
+  m->set_model_id(held.jobs(0).model_id());
+  m->add_modes()->set_mode(pb::MODE_EAGER);
+  m->mutable_modes(0)->set_status(pb::VERDICT_PASS);
+  ASSERT_EQ(Metric("touchstone_scheduler_report_yields_total"), 0);
+
+  pqxx::connection locker(opts_.db_url);
+  pqxx::work lock(locker);
+  lock.exec("LOCK TABLE models IN ACCESS EXCLUSIVE MODE");
+  std::vector<pb::LeaseShardResponse> leases(kCalls);
+  std::vector<grpc::Status> statuses(kCalls);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kCalls; ++i) {
+    threads.emplace_back([&, i] {
+      pb::LeaseShardRequest q;
+      q.set_worker_id(ids[i + 1]);
+      statuses[i] = stub_->LeaseShard(Ctx().get(), q, &leases[i]);
+    });
+  }
+  // Every call is in (the gauge counts a call when it arrives), bounded.
+  bool backlog = false;
+  for (int i = 0; i < 1500 && !backlog; ++i) {
+    backlog = Metric("touchstone_scheduler_lease_calls_open") == kCalls;
+    if (!backlog) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  pb::ReportResultsResponse rr;
+  grpc::Status rst;
+  double yields = -1, open_after_report = -1;
+  if (backlog) {
+    auto ctx = Ctx();  // a report held up by the lock fails instead of waiting for it
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    rst = stub_->ReportResults(ctx.get(), report, &rr);
+    yields = Metric("touchstone_scheduler_report_yields_total");
+    open_after_report = Metric("touchstone_scheduler_lease_calls_open");
+  }
+  lock.commit();
+  for (auto& t : threads) t.join();
+
+  ASSERT_TRUE(backlog) << "the LeaseShard calls never all showed as open";
+  ASSERT_TRUE(rst.ok()) << rst.error_message();
+  EXPECT_EQ(rr.accepted(), 1);
+  EXPECT_EQ(yields, 1);
+  EXPECT_EQ(open_after_report, kCalls);  // the backlog was still there when the report ended
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(statuses[i].ok()) << statuses[i].error_message();
+    EXPECT_TRUE(leases[i].has_shard()) << "worker " << i;
+  }
+  EXPECT_EQ(Metric("touchstone_scheduler_lease_calls_open"), 0);
+  EXPECT_EQ(Metric("touchstone_scheduler_report_yields_total"), 1);
 }
 
 TEST_F(SchedulerTest, RestartedSchedulerCarriesOn) {

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <pqxx/pqxx>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -408,18 +410,71 @@ TEST_F(StoreTest, NewFailuresGetTwoConfirmationRunsAndAreSettled) {
   }
 }
 
+// The per-task split that sweeps.cc's SelectModels documents for a sample of `sample` models:
+// within each task the k-th of n models (by the seeded hash) has frac k/n, and the sample takes
+// the `sample` smallest fracs over all tasks. Ties between tasks are broken by the seeded hash,
+// so a tie across the cut has no seed-free answer: `decided` is false then.
+std::map<std::string, int> StratifiedSplit(const std::map<std::string, int>& task_sizes,
+                                           int sample, bool* decided) {
+  std::vector<std::pair<double, std::string>> fracs;
+  for (const auto& [task, n] : task_sizes) {
+    for (int k = 1; k <= n; ++k) fracs.emplace_back(static_cast<double>(k) / n, task);
+  }
+  std::stable_sort(fracs.begin(), fracs.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  const size_t take = std::min(fracs.size(), static_cast<size_t>(sample));
+  *decided = take == fracs.size() || fracs[take - 1].first != fracs[take].first;
+  std::map<std::string, int> split;
+  for (size_t i = 0; i < take; ++i) ++split[fracs[i].second];
+  return split;
+}
+
+// Models per task in a sweep, from its jobs.
+std::map<std::string, int> SweepSplit(const std::string& url, int64_t sweep_id) {
+  pqxx::connection c(url);
+  pqxx::nontransaction n(c);
+  std::map<std::string, int> split;
+  for (const auto& row : n.exec_params(
+           "SELECT m.task, count(*) FROM jobs j JOIN models m USING (model_id) "
+           "WHERE j.sweep_id = $1 GROUP BY m.task",
+           sweep_id)) {
+    split[row[0].c_str()] = row[1].as<int>();
+  }
+  return split;
+}
+
 TEST_F(StoreTest, FilterAndSampleSelectModels) {
   auto req = Sweep();
   req.mutable_filter()->add_tasks("text-classification");
   auto sw = store_->CreateSweep(req);
   ASSERT_TRUE(sw.ok()) << sw.status();
   EXPECT_EQ(sw->models(), 4);
-  auto sampled = Sweep();
-  sampled.set_sample(5);
-  auto s2 = store_->CreateSweep(sampled);
-  ASSERT_TRUE(s2.ok());
-  EXPECT_EQ(s2->models(), 5);
-  // Stratified: 6 and 4 models per task -> 3 and 2 of 5 (ties broken by the seeded hash).
+  EXPECT_EQ(SweepSplit(opts_.url, sw->sweep_id()),
+            (std::map<std::string, int>{{"text-classification", 4}}));
+  // Stratified by task: every sample size whose cut the rule decides without the hash, under
+  // two seeds. A plain LIMIT (by model_id: text-generation first; or by hash alone) misses the
+  // split for most sizes.
+  const std::map<std::string, int> sizes = {{"text-generation", 6}, {"text-classification", 4}};
+  bool decided = false;
+  ASSERT_EQ(StratifiedSplit(sizes, 5, &decided),
+            (std::map<std::string, int>{{"text-generation", 3}, {"text-classification", 2}}));
+  int checked = 0;
+  for (uint64_t seed : {0, 7}) {
+    for (int sample = 1; sample < 10; ++sample) {
+      const std::map<std::string, int> want = StratifiedSplit(sizes, sample, &decided);
+      if (!decided) continue;
+      auto sampled = Sweep();
+      sampled.set_sample(sample);
+      sampled.set_seed(seed);
+      auto s2 = store_->CreateSweep(sampled);
+      ASSERT_TRUE(s2.ok()) << s2.status();
+      EXPECT_EQ(s2->models(), sample);
+      EXPECT_EQ(SweepSplit(opts_.url, s2->sweep_id()), want)
+          << "sample " << sample << ", seed " << seed;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2 * 7);  // sizes 4 and 9 cut a tie at 1/2 and 1
   auto bad = Sweep();
   bad.mutable_filter()->add_tasks("text-classification");
   bad.mutable_filter()->add_tasks("text-generaton");
@@ -718,8 +773,19 @@ TEST_F(StoreTest, PruneCutOffBeforeItsPartitionsWentIsFinishedByTheNextCall) {
   EXPECT_EQ(store_->GetSweep(ids[0])->state(), "pruned");
 }
 
+// Polls `sql` (a count) until it is positive, at most `tries` times 20 ms apart; true if it was.
+bool Eventually(const std::string& url, const std::string& sql, int tries = 1500) {
+  for (int i = 0; i < tries; ++i) {
+    if (Scalar(url, sql) > 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 // A long read over the results (a dashboard query, ListResults) is open while an old sweep is
-// pruned: the prune waits for it, but the running sweep's reports do not wait for the prune.
+// pruned: the prune's DETACH ... CONCURRENTLY waits for it, but the running sweep's reports do
+// not wait for the prune. Had the prune locked the parent table (a plain DETACH), the report's
+// COPY would queue behind it: its backend would wait on a lock until the reader ends.
 TEST_F(StoreTest, PruneNeverHoldsUpAnotherSweepsReports) {
   const std::vector<int64_t> old = DoneSweeps(1);
   ASSERT_EQ(old.size(), 1u);
@@ -727,10 +793,18 @@ TEST_F(StoreTest, PruneNeverHoldsUpAnotherSweepsReports) {
   ASSERT_TRUE(live.ok());
   auto lease = store_->LeaseShard(worker_);
   ASSERT_TRUE(lease.ok() && lease->has_shard());
+  std::vector<pb::ModelResult> res;
+  for (const auto& j : lease->jobs()) res.push_back(Result(j));
+  const pb::ReportResultsRequest report = Report(*lease, res);
+  StoreOptions reporter_opts = opts_;
+  reporter_opts.url += "?application_name=prune-test-reporter";
+  auto reporter_or = Store::Connect(reporter_opts);
+  ASSERT_TRUE(reporter_or.ok()) << reporter_or.status();
+  std::unique_ptr<Store> reporter = std::move(*reporter_or);
 
   pqxx::connection reader(opts_.url);
   pqxx::work snapshot(reader);
-  snapshot.exec("SELECT count(*) FROM results");  // holds the parent table and a snapshot
+  snapshot.exec("SELECT count(*) FROM results");  // holds the old sweep's partition
 
   std::atomic<bool> prune_done{false};
   absl::StatusOr<PruneResult> pruned = absl::UnknownError("not run");
@@ -741,31 +815,40 @@ TEST_F(StoreTest, PruneNeverHoldsUpAnotherSweepsReports) {
     pruned = s->PruneSweeps(req);
     prune_done = true;
   });
-  // Give the prune time to reach the detach, which waits for the reader.
-  for (int i = 0; i < 50 && Scalar(opts_.url, "SELECT count(*) FROM pg_stat_activity WHERE "
-                                              "query LIKE 'ALTER TABLE%DETACH%' AND "
-                                              "wait_event_type = 'Lock'") == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_FALSE(prune_done);
-  std::vector<pb::ModelResult> res;
-  for (const auto& j : lease->jobs()) res.push_back(Result(j));
-  auto reporter = Open();
-  const pb::ReportResultsRequest report = Report(*lease, res);
+  const std::string detach_waits =
+      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query = "
+      "'ALTER TABLE results DETACH PARTITION results_" + std::to_string(old[0]) +
+      " CONCURRENTLY'";
+  const bool detach_waited = Eventually(opts_.url, detach_waits);
   absl::StatusOr<pb::ReportResultsResponse> rep = absl::UnknownError("not run");
   std::atomic<bool> reported{false};
-  std::thread report_thread([&] {
-    rep = reporter->ReportResults(report);
-    reported = true;
-  });
-  // A prune that locked the parent table would hold the report until the reader ends.
-  for (int i = 0; i < 100 && !reported; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const bool in_time = reported;
-  EXPECT_FALSE(prune_done);  // still waiting for the reader
-  snapshot.commit();
-  report_thread.join();
+  bool report_blocked = false, detach_waited_out_the_report = false;
+  if (detach_waited) {
+    std::thread report_thread([&] {
+      rep = reporter->ReportResults(report);
+      reported = true;
+    });
+    // Until the report is in, or its backend waits on a lock (which only the prune could hold:
+    // nothing else runs), or the bound runs out.
+    const std::string report_waits =
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+        "application_name = 'prune-test-reporter'";
+    for (int i = 0; i < 1500 && !reported && !report_blocked; ++i) {
+      report_blocked = Scalar(opts_.url, report_waits) > 0;
+      if (!report_blocked) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    detach_waited_out_the_report = reported && Scalar(opts_.url, detach_waits) == 1;
+    EXPECT_FALSE(prune_done);  // still waiting for the reader
+    snapshot.commit();
+    report_thread.join();
+  } else {
+    snapshot.commit();
+  }
   pruner.join();
-  EXPECT_TRUE(in_time) << "the report waited for the prune";
+  ASSERT_TRUE(detach_waited) << "the prune's DETACH ... CONCURRENTLY never waited for the reader";
+  EXPECT_FALSE(report_blocked) << "the report waited on a lock held by the prune";
+  EXPECT_TRUE(detach_waited_out_the_report)
+      << "the report was not in while the DETACH still waited for the reader";
   ASSERT_TRUE(rep.ok()) << rep.status();
   EXPECT_EQ(rep->accepted(), 10);
   ASSERT_TRUE(pruned.ok()) << pruned.status();

@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "workers/engine/engine.h"
+#include "workers/zoo/config_hash.h"
 #include "workers/zoo/model.h"
 
 namespace ts::catalog {
@@ -181,7 +181,7 @@ StatusOr<Row> ParseJsonLine(const std::string& line) {
   r.family = j.value("family", std::string());
   r.config = j["config"];
   r.tiny_config = j.value("tiny_config", json());
-  r.config_hash = j.value("config_hash", engine::ConfigHash(r.config));
+  r.config_hash = j.value("config_hash", zoo::ConfigHash(r.config));
   return r;
 }
 
@@ -292,7 +292,7 @@ StatusOr<GenerateStats> Generate(const GenerateOptions& opts, std::ostream& out)
     }
     r.config = std::move(cfg);
     r.tiny_config = std::move(*tiny);
-    r.config_hash = engine::ConfigHash(r.config);
+    r.config_hash = zoo::ConfigHash(r.config);
     out << ToJsonLine(r) << '\n';
     ++stats.rows;
     ++stats.per_task[r.task];
@@ -364,7 +364,7 @@ ImportStats Import(std::istream& in, std::ostream& out) {
     } else {
       ++st.unsupported;
     }
-    r.config_hash = engine::ConfigHash(r.config);
+    r.config_hash = zoo::ConfigHash(r.config);
     out << ToJsonLine(r) << '\n';
     ++st.imported;
   }

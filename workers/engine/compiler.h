@@ -101,7 +101,7 @@ class CompiledGraph {
   // the device. Outputs are on CPU. Device faults propagate as c10::Error, unclassified.
   std::vector<at::Tensor> Run(const std::vector<at::Tensor>& inputs) const;
 
-  struct Plan;  // execution plan (compiler.cc)
+  struct Plan;  // execution plan (compiler_internal.h)
 
  private:
   CompiledGraph() = default;

@@ -1,9 +1,26 @@
 // The conformance engine: runs one model through the stages of DESIGN.md §4 on the simulated
 // device and returns its verdicts.
 //
-//   1 build (load_fail)  2 CPU fp32 reference twice (ref_nondeterministic) + fp64 golden +
-//   CPU at the profile's declared numerics  3 eager on device  4 compiled on device (trace,
-//   partition, simulated compile, run)  5 K-step training on reference and device.
+// RunModel runs these stages in order (stages_internal.h holds the list; a new stage is one
+// function added to it). Each is reported through RunOptions::on_stage as it starts; a mode's
+// stage runs only when that mode is requested.
+//
+//   build      zoo::BuildModel (tiny scaling), seeded weights and the task's batch. A config
+//              that cannot be built ends every requested mode with load_fail.
+//   reference  CPU fp32 forward twice, fp64 golden forward, and a CPU forward at the profile's
+//              declared numerics. A throwing or non-finite reference ends every requested mode
+//              with ref_fail; two fp32 runs that differ bitwise, with ref_nondeterministic.
+//              Then reseeds the device with RunOptions::seed.
+//   eager      forward on the device (device_error, oom, unsupported_dtype), compared with the
+//              references (fail_accuracy).
+//   compile    trace, partition, simulated compile (compile_fail, compile_timeout), run on the
+//              device, compare (COMPILER.md).
+//   train      K-step SGD on a fixed batch: reference curves on CPU fp32 and at the declared
+//              numerics, then on the device (reseeded with seed + 1); loss curves compared.
+//
+// Op coverage counts the eager and train device runs. timings_ms holds "build", "reference",
+// "eager", "compile", "train" (with "train_reference", "train_declared", "train_device") for the
+// stages that completed, and "total".
 //
 // The engine reads the active profile's declared numerics and compiler spec
 // (simdevice::ActiveProfile()); it never reads defects: verdicts come from numbers only.
@@ -23,6 +40,7 @@
 
 #include "workers/engine/compiler.h"
 #include "workers/engine/verdict.h"
+#include "workers/zoo/config_hash.h"
 #include "workers/zoo/model.h"
 
 namespace ts::engine {
@@ -70,8 +88,5 @@ FlatForward Flatten(const zoo::Model& model, const zoo::WeightMap& weights,
 // Runs torch's intra-op pool and (when it is the BLAS in use) OpenBLAS with `n` threads. Worker
 // slots are one core each; tiny models are faster single-threaded anyway.
 void ConfigureThreads(int n);
-
-// Stable 64-bit FNV-1a of the canonical JSON dump, as 16 hex digits.
-std::string ConfigHash(const nlohmann::json& config);
 
 }  // namespace ts::engine

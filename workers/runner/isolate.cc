@@ -12,6 +12,7 @@
 #include "workers/runner/protocol.h"
 #include "workers/runner/record.h"
 #include "workers/runner/record_json.h"
+#include "workers/zoo/config_hash.h"
 
 namespace ts::runner {
 namespace {
@@ -111,7 +112,7 @@ std::string ArchOf(const nlohmann::json& config, const std::string& arch) {
 StatusOr<::touchstone::v1::ModelResult> RunModelIsolated(const nlohmann::json& config,
                                                          const engine::RunOptions& opts,
                                                          const IsolateOptions& iso) {
-  const ModelIdentity fallback{ArchOf(config, opts.arch), opts.task, "", engine::ConfigHash(config)};
+  const ModelIdentity fallback{ArchOf(config, opts.arch), opts.task, "", zoo::ConfigHash(config)};
   auto r = RunAcrossCrashes(ModesFromNames(opts.modes), iso.timeout_s, fallback,
                             [&](const std::set<pb::Mode>& modes) {
                               engine::RunOptions o = opts;

@@ -75,7 +75,8 @@ Status ParseEffect(const json& e, const std::string& path, Defect* d) {
     if (key != "kind" && key != "value") return FieldError(path + "." + key, "unknown field");
   }
   TS_ASSIGN_OR_RETURN(d->value, GetNumber(e, "value", path + ".", 0.0, k->second.needs_value));
-  if (d->kind == EffectKind::kZeroTail && (d->value < 1 || d->value != static_cast<int64_t>(d->value))) {
+  if (d->kind == EffectKind::kZeroTail &&
+      (d->value < 1 || d->value != static_cast<int64_t>(d->value))) {
     return FieldError(path + ".value", "zero_tail needs a positive integer count");
   }
   if (d->kind == EffectKind::kSleepMs && d->value <= 0) {

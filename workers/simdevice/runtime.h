@@ -79,8 +79,4 @@ enum class FaultKind {
 };
 FaultKind ClassifyFault(const std::string& what);
 
-// The declared-numerics rounding the device applies to matmul inputs: fp32 -> bf16 -> fp32
-// (round to nearest even). Exposed so references can emulate declared numerics on the CPU.
-// (Declared numerics are public; defects are not.)
-
 }  // namespace ts::simdevice

@@ -25,18 +25,25 @@ struct ArchEntry {
   std::function<StatusOr<std::unique_ptr<Model>>(ModelSpec spec)> build;
 };
 
+// `config` with architectures = [arch] (one example config per class of a family).
+inline nlohmann::json WithArchitecture(nlohmann::json config, const std::string& arch) {
+  config["architectures"] = {arch};
+  return config;
+}
+
 // The registry is the concatenation of these lists (registry.cc), one per family file, so
 // families can be added without touching each other's files.
-std::vector<ArchEntry> LlamaLikeArchs();    // decoder.cc: llama, mistral, qwen2
 std::vector<ArchEntry> BertArchs();         // bert.cc
-std::vector<ArchEntry> VitArchs();          // vit.cc
-std::vector<ArchEntry> DecoderZooArchs();   // decoders_more.cc: further decoder-only families
-std::vector<ArchEntry> DecoderExtraArchs();  // decoders_extra_families.cc: recipe-driven decoders
+std::vector<ArchEntry> VitArchs();          // families/vit.cc
 std::vector<ArchEntry> EncoderZooArchs();   // encoders_more.cc: further encoder families
-std::vector<ArchEntry> Seq2SeqArchs();      // seq2seq.cc: t5, bart
-std::vector<ArchEntry> VisionZooArchs();    // vision_more.cc: further vision families
-std::vector<ArchEntry> AudioArchs();        // audio.cc: whisper, wav2vec2
-std::vector<ArchEntry> MultimodalArchs();   // multimodal.cc: clip
+// Further vision and multimodal families (families/<model_type>.cc).
+std::vector<ArchEntry> DeitArchs();
+std::vector<ArchEntry> SwinArchs();
+std::vector<ArchEntry> ConvNextArchs();
+std::vector<ArchEntry> ResNetArchs();
+std::vector<ArchEntry> MobileNetV2Archs();
+std::vector<ArchEntry> EfficientNetArchs();
+std::vector<ArchEntry> ClipArchs();
 
 // Every registered architecture, sorted by class name (built once).
 const std::vector<ArchEntry>& Registry();
@@ -44,9 +51,7 @@ const std::vector<ArchEntry>& Registry();
 enum class BertHead { kBase, kSequenceClassification, kMaskedLM };
 
 // Each builds from spec.tiny_config (the config that is actually built).
-StatusOr<std::unique_ptr<Model>> BuildDecoder(ModelSpec spec, bool sequence_classification);
 StatusOr<std::unique_ptr<Model>> BuildBert(ModelSpec spec, BertHead head);
-StatusOr<std::unique_ptr<Model>> BuildVit(ModelSpec spec);
 
 // The weight `name`; throws c10::Error naming it when absent.
 const at::Tensor& GetWeight(const WeightMap& weights, const std::string& name);

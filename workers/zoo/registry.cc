@@ -1,16 +1,19 @@
 #include <algorithm>
 #include <set>
 
+#include "workers/zoo/families/family_lists.h"
 #include "workers/zoo/families_internal.h"
+#include "workers/zoo/trunks/decoder_family.h"
 
 namespace ts::zoo::internal {
 
 const std::vector<ArchEntry>& Registry() {
   static const std::vector<ArchEntry> kRegistry = [] {
     std::vector<ArchEntry> all;
-    for (auto list : {LlamaLikeArchs, BertArchs, VitArchs, DecoderZooArchs, DecoderExtraArchs,
-                      EncoderZooArchs,
-                      Seq2SeqArchs, VisionZooArchs, AudioArchs, MultimodalArchs}) {
+    for (auto list : {BertArchs, DecoderArchs, EncoderZooArchs,
+                      T5Archs, Mt5Archs, BartArchs, MbartArchs, WhisperArchs, Wav2Vec2Archs,
+                      VitArchs, DeitArchs, SwinArchs, ConvNextArchs, ResNetArchs,
+                      MobileNetV2Archs, EfficientNetArchs, ClipArchs}) {
       for (auto& e : list()) all.push_back(std::move(e));
     }
     std::sort(all.begin(), all.end(),

@@ -1,0 +1,358 @@
+// Leasing: workers, leases (one statement for several workers), heartbeats, expiry with
+// requeue, splitting a shard that keeps losing workers, recording a model lost too often as
+// crash, and the queue's gauges.
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <set>
+
+#include "services/common/error_signature.h"
+#include "services/store/store_internal.h"
+
+namespace ts::store {
+
+namespace {
+
+std::string NewToken() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+// A shard leased (or found empty) by one round of the leasing statement, by slot in `waiting`.
+struct LeaseRound {
+  std::set<size_t> leased;  // slots that got a shard
+  std::set<size_t> empty;   // of those, shards with no job left to run
+};
+
+// Fills the answers from the leasing statement's rows (one per job; see lease_jobs).
+void ReadLeaseRows(const pqxx::result& rows, const std::vector<size_t>& waiting,
+                   const std::vector<std::string>& tokens,
+                   std::vector<pb::LeaseShardResponse>& out, std::vector<bool>& known,
+                   LeaseRound& round) {
+  for (const auto& row : rows) {
+    const size_t slot = static_cast<size_t>(row[0].as<int64_t>() - 1);
+    known[waiting[slot]] = true;
+    if (row[1].is_null()) continue;  // no queued shard left for this worker
+    pb::LeaseShardResponse& o = out[waiting[slot]];
+    if (round.leased.insert(slot).second) {
+      o.set_shard_id(row[1].as<int64_t>());
+      o.set_sweep_id(row[2].as<int64_t>());
+      o.set_attempt(row[3].as<int>());
+      o.set_lease_token(tokens[slot]);
+    }
+    if (row[4].is_null()) {
+      round.empty.insert(slot);
+      continue;
+    }
+    pb::Job* j = o.add_jobs();
+    j->set_job_id(row[4].as<int64_t>());
+    j->set_model_id(row[5].c_str());
+    j->set_run(row[6].as<int>());
+    j->set_arch(row[7].c_str());
+    j->set_task(row[8].c_str());
+    j->set_config_json(row[9].c_str());
+  }
+}
+
+// One round: leases a shard for each worker in `waiting` and completes the answers of those
+// whose shard has jobs to run with their sweep's settings.
+absl::StatusOr<LeaseRound> LeaseOnce(Store::Impl& impl, const std::vector<int64_t>& worker_ids,
+                                     const std::vector<size_t>& waiting,
+                                     std::vector<pb::LeaseShardResponse>& out,
+                                     std::vector<bool>& known) {
+  std::vector<int64_t> ids;
+  std::vector<std::string> tokens;
+  for (size_t i : waiting) {
+    ids.push_back(worker_ids[i]);
+    tokens.push_back(NewToken());
+  }
+  LeaseRound round;
+  pqxx::nontransaction n(*impl.conn);
+  ReadLeaseRows(
+      n.exec_prepared("lease_jobs", IdArray(ids), TextArray(tokens), impl.opts.lease_ttl_s),
+      waiting, tokens, out, known, round);
+  for (size_t slot : round.leased) {
+    if (round.empty.count(slot)) continue;
+    pb::LeaseShardResponse& o = out[waiting[slot]];
+    auto sweep = impl.Sweep(n, o.sweep_id());
+    if (!sweep.ok()) return sweep.status();
+    o.set_has_shard(true);
+    *o.mutable_profile() = sweep->profile;
+    for (const auto& m : sweep->modes) o.add_modes(m);
+    o.set_model_timeout_s(sweep->model_timeout_s);
+    // Confirmation runs draw new random numbers, so a flaky defect can show itself.
+    for (auto& j : *o.mutable_jobs()) {
+      j.set_seed(sweep->seed + static_cast<uint64_t>(j.run() - 1));
+    }
+  }
+  return round;
+}  // the nontransaction ends before the next transaction on this connection
+
+// Closes the leased shards that had nothing left to run (their worker died between its last
+// report and FinishShard); returns the workers, as indexes into worker_ids, that lease again.
+std::vector<size_t> CloseEmptyShards(Store::Impl& impl, const LeaseRound& round,
+                                     const std::vector<size_t>& waiting,
+                                     std::vector<pb::LeaseShardResponse>& out) {
+  std::vector<size_t> still;
+  pqxx::work w(*impl.conn);
+  for (size_t slot : round.empty) {
+    pb::LeaseShardResponse& o = out[waiting[slot]];
+    w.exec_params("UPDATE shards SET state = 'done', lease_token = NULL WHERE shard_id = $1",
+                  o.shard_id());
+    SettleSweep(w, o.sweep_id());
+    o.Clear();
+    still.push_back(waiting[slot]);
+  }
+  w.commit();
+  return still;
+}
+
+// Records `crash` for every mode of a job whose shard lost its worker too often.
+void RecordLost(pqxx::transaction_base& txn, int64_t sweep_id, int64_t shard_id, int64_t job_id,
+                const std::string& model_id, int run, int lost,
+                const std::vector<std::string>& modes) {
+  const std::string error = "the worker running this model was lost " + std::to_string(lost) +
+                            " times (shard " + std::to_string(shard_id) +
+                            "); recorded as crash without a verdict from the model";
+  std::vector<std::array<Cell, 7>> rows;
+  for (const auto& m : modes) {
+    rows.push_back({std::to_string(sweep_id), model_id, m, std::to_string(run), "crash", error,
+                    common::ErrorSignature(error)});
+  }
+  Copy<7>(txn, "results",
+          {"sweep_id", "model_id", "mode", "run", "status", "error", "error_signature"}, rows);
+  txn.exec_params(R"(
+    INSERT INTO model_runs (sweep_id, model_id, run) VALUES ($1, $2, $3)
+    ON CONFLICT DO NOTHING)",
+                  sweep_id, model_id, run);
+  txn.exec_params("UPDATE jobs SET done = true WHERE job_id = $1", job_id);
+  const int primary = run == 1 ? 1 : 0;  // a crash is a failure
+  txn.exec_params(R"(
+    UPDATE shards SET jobs_done = jobs_done + 1, primary_done = primary_done + $2,
+                      primary_failed = primary_failed + $2
+    WHERE shard_id = $1)",
+                  shard_id, primary);
+}
+
+// This shard keeps killing workers: one shard per pending model finds the culprit. The pending
+// jobs' totals move with them; what was done stays with this shard.
+void SplitShard(pqxx::transaction_base& w, int64_t shard_id, int64_t sweep_id, int priority,
+                const pqxx::result& pending) {
+  int primary_moved = 0;
+  for (const auto& job : pending) {
+    const int primary = job[2].as<int>() == 1 ? 1 : 0;
+    primary_moved += primary;
+    pqxx::result sh = w.exec_params(
+        "INSERT INTO shards (sweep_id, priority, jobs_total, primary_total) "
+        "VALUES ($1, $2, 1, $3) RETURNING shard_id",
+        sweep_id, priority, primary);
+    w.exec_params("UPDATE jobs SET shard_id = $1 WHERE job_id = $2", sh[0][0].as<int64_t>(),
+                  job[0].as<int64_t>());
+  }
+  w.exec_params(R"(
+    UPDATE shards SET state = 'split', jobs_total = jobs_total - $2,
+                      primary_total = primary_total - $3
+    WHERE shard_id = $1)",
+                shard_id, static_cast<int>(pending.size()), primary_moved);
+}
+
+// After a shard's lease expired and it was requeued (`row`: shard_id, sweep_id, expiries,
+// priority): ends it when its sweep was cancelled or nothing is left, records its one model as
+// crash when that model was lost too often, or splits it when it keeps losing workers.
+absl::Status AfterExpiry(Store::Impl& impl, pqxx::transaction_base& w, const pqxx::row& row,
+                         ExpiryStats& stats) {
+  const int64_t shard_id = row[0].as<int64_t>();
+  const int64_t sweep_id = row[1].as<int64_t>();
+  const int expiries = row[2].as<int>();
+  const int priority = row[3].as<int>();
+  const auto end_shard = [&] {
+    w.exec_params("UPDATE shards SET state = 'done' WHERE shard_id = $1", shard_id);
+  };
+  if (SweepState(w, sweep_id) == "cancelled") {
+    end_shard();
+    return absl::OkStatus();
+  }
+  pqxx::result pending = w.exec_params(R"(
+    UPDATE jobs SET lost_leases = lost_leases + 1 WHERE shard_id = $1 AND NOT done
+    RETURNING job_id, model_id, run, lost_leases)",
+                                       shard_id);
+  if (pending.empty()) {
+    end_shard();
+    return absl::OkStatus();
+  }
+  if (pending.size() == 1 && pending[0][3].as<int>() >= impl.opts.max_lost_leases) {
+    auto sweep = impl.Sweep(w, sweep_id);
+    if (!sweep.ok()) return sweep.status();
+    RecordLost(w, sweep_id, shard_id, pending[0][0].as<int64_t>(), pending[0][1].c_str(),
+               pending[0][2].as<int>(), pending[0][3].as<int>(), sweep->modes);
+    end_shard();
+    ++stats.crashed;
+    return absl::OkStatus();
+  }
+  if (pending.size() > 1 && expiries >= impl.opts.split_after_expiries) {
+    SplitShard(w, shard_id, sweep_id, priority, pending);
+    ++stats.split;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void PrepareLeaseStatements(pqxx::connection& c) {
+  // One statement, in autocommit, leases a shard for each of several known workers ($1 ids,
+  // $2 tokens, pairwise) and lists each shard's pending jobs: a lease costs one round trip.
+  // Every known worker's slot has at least one row (null shard: the queue ran out; null job:
+  // a shard with nothing left to run); unknown workers have none.
+  c.prepare("lease_jobs", R"(
+    WITH who AS (
+      SELECT * FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS w(worker_id, token, slot)),
+    known AS (
+      SELECT who.worker_id, who.token, who.slot, row_number() OVER (ORDER BY who.slot) AS rn
+      FROM who JOIN workers USING (worker_id)),
+    picked AS (
+      SELECT shard_id, row_number() OVER () AS rn FROM (
+        SELECT shard_id FROM shards WHERE state = 'queued'
+        ORDER BY priority DESC, shard_id LIMIT (SELECT count(*) FROM known)
+        FOR UPDATE SKIP LOCKED) q),
+    leased AS (
+      UPDATE shards s SET state = 'leased', attempt = s.attempt + 1, lease_token = known.token,
+             lease_expires = now() + make_interval(secs => $3), worker_id = known.worker_id
+      FROM picked JOIN known USING (rn)
+      WHERE s.shard_id = picked.shard_id
+      RETURNING s.shard_id, s.sweep_id, s.attempt, known.slot)
+    SELECT k.slot, l.shard_id, l.sweep_id, l.attempt,
+           j.job_id, j.model_id, j.run, m.arch, m.task, m.config::text
+    FROM known k
+    LEFT JOIN leased l ON l.slot = k.slot
+    LEFT JOIN jobs j ON j.shard_id = l.shard_id AND NOT j.done
+    LEFT JOIN models m ON m.model_id = j.model_id
+    ORDER BY k.slot, j.job_id)");
+  // Renews a lease when the token is current; every write of a lease holder starts with it.
+  c.prepare("renew", R"(
+    UPDATE shards SET lease_expires = now() + make_interval(secs => $3)
+    WHERE shard_id = $1 AND lease_token = $2 AND state = 'leased'
+    RETURNING sweep_id)");
+}
+
+absl::Status StaleToken(pqxx::transaction_base& txn, int64_t shard_id) {
+  pqxx::result r = txn.exec_params("SELECT state FROM shards WHERE shard_id = $1", shard_id);
+  if (r.empty()) return absl::NotFoundError("shard_id: no shard " + std::to_string(shard_id));
+  return absl::FailedPreconditionError(
+      "lease_token: not the current lease of shard " + std::to_string(shard_id) + " (shard is " +
+      r[0][0].c_str() + "; the lease expired or the shard finished): drop the shard");
+}
+
+absl::StatusOr<pb::RegisterWorkerResponse> Store::RegisterWorker(
+    const pb::RegisterWorkerRequest& r) {
+  return impl_->Run("RegisterWorker", [&]() -> absl::StatusOr<pb::RegisterWorkerResponse> {
+    pqxx::work w(*impl_->conn);
+    pqxx::result res = w.exec_params(
+        "INSERT INTO workers (name, version, slots) VALUES ($1, $2, $3) RETURNING worker_id",
+        r.name(), r.version(), std::max(1, r.slots()));
+    w.commit();
+    pb::RegisterWorkerResponse out;
+    out.set_worker_id(res[0][0].as<int64_t>());
+    out.set_lease_ttl_s(impl_->opts.lease_ttl_s);
+    out.set_heartbeat_interval_s(impl_->opts.lease_ttl_s / 3);
+    return out;
+  });
+}
+
+absl::StatusOr<pb::LeaseShardResponse> Store::LeaseShard(int64_t worker_id) {
+  auto v = LeaseShards({worker_id});
+  if (!v.ok()) return v.status();
+  return std::move((*v)[0]);
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<pb::LeaseShardResponse>>> Store::LeaseShards(
+    const std::vector<int64_t>& worker_ids) {
+  using Answers = std::vector<absl::StatusOr<pb::LeaseShardResponse>>;
+  return impl_->Run("LeaseShard", [&]() -> absl::StatusOr<Answers> {
+    std::vector<pb::LeaseShardResponse> out(worker_ids.size());
+    std::vector<bool> known(worker_ids.size(), false);
+    std::vector<size_t> waiting;  // indexes into worker_ids still without a shard
+    for (size_t i = 0; i < worker_ids.size(); ++i) waiting.push_back(i);
+    // A leased shard whose jobs all have results (its worker died between the last report and
+    // FinishShard) is closed, and its worker takes the next one.
+    for (int tries = 0; tries < 8 && !waiting.empty(); ++tries) {
+      auto round = LeaseOnce(*impl_, worker_ids, waiting, out, known);
+      if (!round.ok()) return round.status();
+      if (round->empty.empty()) break;
+      waiting = CloseEmptyShards(*impl_, *round, waiting, out);
+    }
+    Answers answers;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!known[i]) {
+        answers.push_back(absl::NotFoundError("worker_id: no worker " +
+                                              std::to_string(worker_ids[i]) + " (register first)"));
+        continue;
+      }
+      if (!out[i].has_shard()) out[i].set_retry_after_ms(500);
+      answers.push_back(std::move(out[i]));
+    }
+    return answers;
+  });
+}
+
+absl::StatusOr<pb::HeartbeatResponse> Store::Heartbeat(const pb::HeartbeatRequest& r) {
+  return impl_->Run("Heartbeat", [&]() -> absl::StatusOr<pb::HeartbeatResponse> {
+    pqxx::work w(*impl_->conn);
+    pqxx::result s =
+        w.exec_prepared("renew", r.shard_id(), r.lease_token(), impl_->opts.lease_ttl_s);
+    if (s.empty()) return StaleToken(w, r.shard_id());
+    w.exec_params("UPDATE workers SET last_seen = now() WHERE worker_id = $1", r.worker_id());
+    const std::string state = SweepState(w, s[0][0].as<int64_t>());
+    w.commit();
+    pb::HeartbeatResponse out;
+    out.set_lease_expires_in_s(impl_->opts.lease_ttl_s);
+    out.set_drain(state == "cancelled");
+    return out;
+  });
+}
+
+absl::StatusOr<ExpiryStats> Store::ExpireLeases() {
+  return impl_->Run("ExpireLeases", [&]() -> absl::StatusOr<ExpiryStats> {
+    ExpiryStats stats;
+    pqxx::work w(*impl_->conn);
+    pqxx::result expired = w.exec(R"(
+      UPDATE shards s SET state = 'queued', lease_token = NULL, worker_id = NULL,
+             expiries = s.expiries + 1
+      FROM (SELECT shard_id FROM shards WHERE state = 'leased' AND lease_expires < now()
+            FOR UPDATE SKIP LOCKED) e
+      WHERE s.shard_id = e.shard_id
+      RETURNING s.shard_id, s.sweep_id, s.expiries, s.priority)");
+    for (const auto& row : expired) {
+      ++stats.expired;
+      if (auto st = AfterExpiry(*impl_, w, row, stats); !st.ok()) return st;
+    }
+    // Sweeps whose last FinishShard raced another one settle here.
+    pqxx::result running = w.exec("SELECT sweep_id FROM sweeps WHERE state = 'running'");
+    for (const auto& row : running) SettleSweep(w, row[0].as<int64_t>());
+    w.commit();
+    return stats;
+  });
+}
+
+absl::StatusOr<QueueStats> Store::Queue() {
+  return impl_->Run("Queue", [&]() -> absl::StatusOr<QueueStats> {
+    pqxx::nontransaction n(*impl_->conn);
+    pqxx::result r = n.exec(R"(
+      SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'leased'),
+             (SELECT count(*) FROM sweeps WHERE state = 'running')
+      FROM shards WHERE state IN ('queued', 'leased'))");
+    QueueStats q;
+    q.shards_queued = r[0][0].as<int64_t>();
+    q.shards_leased = r[0][1].as<int64_t>();
+    q.sweeps_running = r[0][2].as<int64_t>();
+    pqxx::result j = n.exec(R"(
+      SELECT count(*) FROM jobs j JOIN shards s USING (shard_id)
+      WHERE NOT j.done AND s.state IN ('queued', 'leased'))");
+    q.jobs_pending = j[0][0].as<int64_t>();
+    return q;
+  });
+}
+
+}  // namespace ts::store

@@ -1,0 +1,138 @@
+// What the store's files share behind the Store facade (store.h): the connection (Store::Impl),
+// the PostgreSQL text forms of values, the one reading of a ModeVerdict's mode and status, and
+// the steps that more than one concern runs (sweep settings, settling, progress, closing a
+// shard). Each concern's own steps stay in its file's anonymous namespace.
+//
+// Private to services/store: pqxx appears here and nowhere above the store.
+//
+// Thread-safety: as Store: one Impl per thread. The free functions are pure or work only on the
+// transaction they are given.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+#include "absl/status/statusor.h"
+#include "services/store/pg_status.h"
+#include "services/store/store.h"
+
+namespace ts::store {
+
+// ---- PostgreSQL text forms (pg_text.cc) ----
+
+// A COPY cell: NULL when empty.
+using Cell = std::optional<std::string>;
+
+// A double as PostgreSQL reads it back exactly (%.17g, NaN, Infinity, -Infinity).
+std::string Num(double v);
+// Array literals: {"a","b\"c"}, {1.5,NaN}, {1,2}.
+std::string TextArray(const std::vector<std::string>& v);
+std::string DoubleArray(const google::protobuf::RepeatedField<double>& v);
+std::string IdArray(const std::vector<int64_t>& v);
+// A text[] column's elements; empty for NULL.
+std::vector<std::string> ParseTextArray(const pqxx::field& f);
+
+template <size_t N, size_t... I>
+auto AsTuple(const std::array<const char*, N>& a, std::index_sequence<I...>) {
+  return std::make_tuple(a[I]...);
+}
+
+// COPY rows (NULL where a cell is empty) into `table`.
+template <size_t N>
+void Copy(pqxx::transaction_base& txn, const std::string& table,
+          const std::array<const char*, N>& columns, const std::vector<std::array<Cell, N>>& rows) {
+  if (rows.empty()) return;
+  pqxx::stream_to s(txn, table, std::vector<std::string>(columns.begin(), columns.end()));
+  for (const auto& row : rows) {
+    std::array<const char*, N> p;
+    for (size_t i = 0; i < N; ++i) p[i] = row[i] ? row[i]->c_str() : nullptr;
+    s << AsTuple(p, std::make_index_sequence<N>{});
+  }
+  s.complete();
+}
+
+// ---- Verdicts (reports.cc) ----
+
+// A ModeVerdict's mode and status as the store keeps them (results.mode, results.status) and
+// compares them (with a sweep's modes, with 'pass'): the enums' names (proto/names.h). The one
+// place that reads those two proto fields.
+struct VerdictText {
+  std::string mode;    // eager | compile | train
+  std::string status;  // a verdict status name: pass, fail_accuracy, ...
+};
+VerdictText StoredVerdict(const pb::ModeVerdict& v);
+
+// ---- The connection (store.cc) ----
+
+// What a sweep's workers need, fixed at creation (cached per connection).
+struct SweepInfo {
+  std::vector<std::string> modes;
+  double model_timeout_s = 300;
+  uint64_t seed = 0;
+  int priority = 0;
+  int64_t baseline = 0;
+  pb::Profile profile;
+};
+
+struct Store::Impl {
+  StoreOptions opts;
+  std::unique_ptr<pqxx::connection> conn;
+  std::map<int64_t, SweepInfo> sweeps;  // sweeps never change after creation
+
+  // Opens the connection when there is none (or it broke) and prepares the hot statements.
+  absl::Status Ensure();
+
+  // Runs fn on an open connection; an exception becomes a status (pg_status.h), and a broken
+  // connection is dropped so that the next call reconnects.
+  template <typename Fn>
+  auto Run(const char* what, Fn fn) -> decltype(fn()) {
+    if (auto st = Ensure(); !st.ok()) return st;
+    try {
+      return fn();
+    } catch (...) {
+      absl::Status st = StatusFromCurrentException(what);
+      if (st.code() == absl::StatusCode::kUnavailable || !conn->is_open()) conn.reset();
+      return st;
+    }
+  }
+
+  // The sweep's settings, from the cache or the database. NOT_FOUND for no such sweep.
+  absl::StatusOr<SweepInfo> Sweep(pqxx::transaction_base& txn, int64_t sweep_id);
+};
+
+// Prepared statements, per concern, on a new connection.
+void PrepareLeaseStatements(pqxx::connection& c);   // leasing.cc: lease_jobs, renew
+void PrepareReportStatements(pqxx::connection& c);  // reports.cc: jobs_of, mark_done
+
+// ---- Steps shared by several concerns ----
+
+// sweeps.cc: marks the sweep done when none of its shards is queued or leased; returns 1 when
+// it did. Its final counts are taken later, off the report path (Progress).
+int SettleSweep(pqxx::transaction_base& txn, int64_t sweep_id);
+// sweeps.cc: the sweep's progress counts in `w`'s snapshot (kept, summed or counted: see the
+// definition). Keeps a done sweep's counts in sweeps.summary the first time.
+absl::StatusOr<pb::SweepProgress> Progress(pqxx::transaction_base& w, int64_t sweep_id);
+// sweeps.cc: sweeps.summary, the SweepProgress in protobuf's JSON (proto field names).
+std::string SummaryJson(const pb::SweepProgress& p);
+// sweeps.cc: the sweep's state, "" for no such sweep.
+std::string SweepState(pqxx::transaction_base& txn, int64_t sweep_id);
+
+// leasing.cc: why a token check failed: NOT_FOUND for no such shard, FAILED_PRECONDITION
+// otherwise.
+absl::Status StaleToken(pqxx::transaction_base& txn, int64_t shard_id);
+// reports.cc: closes a leased shard whose row this transaction holds: done when every job has
+// a result (or the sweep was cancelled), else back to the queue (`release`: without counting an
+// expiry). Settles the sweep. Returns the jobs left.
+int FinishLeasedShard(pqxx::transaction_base& txn, int64_t shard_id, int64_t sweep_id,
+                      bool release);
+
+}  // namespace ts::store

@@ -1,0 +1,387 @@
+#include "workers/engine/stages_internal.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <set>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <torch/torch.h>
+
+#include "workers/engine/compiler.h"
+#include "workers/simdevice/runtime.h"
+#include "workers/zoo/config_hash.h"
+
+namespace ts::engine::internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// The verdict text of a device fault: its first line, without the simulator's routing tag.
+std::string FaultMessage(const std::string& what) {
+  std::string msg = what.substr(0, what.find('\n'));
+  if (msg.rfind("[simdevice:", 0) == 0) {
+    auto close = msg.find("] ");
+    if (close != std::string::npos) msg = msg.substr(close + 2);
+  }
+  return msg;
+}
+
+Verdict FaultStatus(const std::string& what) {
+  switch (simdevice::ClassifyFault(what)) {
+    case simdevice::FaultKind::kOom: return Verdict::kOom;
+    case simdevice::FaultKind::kUnsupportedDtype: return Verdict::kUnsupportedDtype;
+    case simdevice::FaultKind::kDeviceError:
+    case simdevice::FaultKind::kNone: break;  // e.g. an op the backend cannot run at all
+  }
+  return Verdict::kDeviceError;
+}
+
+// Runs `fn`, turning exceptions into (status, error) on `mode`. Returns true if fn completed.
+template <typename Fn>
+bool Guarded(ModeResult& mode, Verdict on_plain_error, Fn&& fn) {
+  try {
+    fn();
+    return true;
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    mode.status = simdevice::ClassifyFault(what) == simdevice::FaultKind::kNone &&
+                          on_plain_error != Verdict::kDeviceError
+                      ? on_plain_error
+                      : FaultStatus(what);
+    mode.error = FaultMessage(what);
+  } catch (const std::exception& e) {
+    mode.status = on_plain_error;
+    mode.error = FaultMessage(e.what());
+  }
+  return false;
+}
+
+TensorList ToCpu(const TensorList& ts) {
+  TensorList out;
+  for (const auto& t : ts) out.push_back(t.defined() ? t.detach().to(at::kCPU) : t);
+  return out;
+}
+
+bool AllFinite(const TensorList& ts) {
+  for (const auto& t : ts) {
+    if (t.defined() && at::isFloatingType(t.scalar_type()) && !at::isfinite(t).all().item<bool>())
+      return false;
+  }
+  return true;
+}
+
+bool BitwiseEqual(const TensorList& a, const TensorList& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!at::equal(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+void Accumulate(std::map<std::string, OpUse>& into,
+                const std::map<std::string, simdevice::OpStats>& from) {
+  for (const auto& [op, st] : from) {
+    into[op].calls += st.calls;
+    into[op].ms += st.ms;
+  }
+}
+
+// Ends every requested mode with `status`: the model cannot go further.
+void EndAllModes(StageContext& ctx, Verdict status, const std::string& error) {
+  for (auto& [name, m] : ctx.result.modes) {
+    if (!ctx.opts.modes.count(name)) continue;
+    m.status = status;
+    m.error = error;
+  }
+}
+
+// Peak device memory, and (for the stages that count towards coverage) op use since the last
+// ResetCounters.
+void CollectCounters(StageContext& ctx, bool coverage) {
+  auto c = simdevice::SnapshotCounters();
+  ctx.result.peak_device_bytes = std::max(ctx.result.peak_device_bytes, c.peak_bytes);
+  if (!coverage) return;
+  Accumulate(ctx.native, c.native);
+  Accumulate(ctx.fallback, c.fallback);
+}
+
+// The accuracy verdict of device outputs against the references.
+void Judge(const StageContext& ctx, ModeResult& m, const TensorList& out) {
+  m.accuracy = CompareOutputs(out, ctx.ref, ctx.golden, ctx.declared, ctx.tol);
+  if (AccuracyPasses(*m.accuracy, ctx.tol)) {
+    m.status = Verdict::kPass;
+    return;
+  }
+  m.status = Verdict::kFailAccuracy;
+  m.error = DescribeFailure(*m.accuracy, ctx.tol);
+}
+
+// The architecture a config names when it cannot be built: opts.arch, else architectures[0].
+std::string NamedArch(const nlohmann::json& config, const std::string& arch) {
+  if (!arch.empty() || !config.is_object() || !config.contains("architectures")) return arch;
+  const nlohmann::json& archs = config["architectures"];
+  if (!archs.is_array() || archs.empty() || !archs[0].is_string()) return arch;
+  return archs[0].get<std::string>();
+}
+
+// ---- The stages.
+
+// 1. The model from the config (tiny scaling), seeded weights and the task's batch.
+StageEnd Build(StageContext& ctx) {
+  const auto t0 = Clock::now();
+  ModelResult& r = ctx.result;
+  zoo::BuildOptions bo;
+  bo.arch = ctx.opts.arch;
+  bo.task = ctx.opts.task;
+  auto built = zoo::BuildModel(ctx.config, bo);
+  if (!built.ok()) {
+    r.arch = NamedArch(ctx.config, ctx.opts.arch);
+    r.task = ctx.opts.task;
+    EndAllModes(ctx, Verdict::kLoadFail, built.status().message());
+    r.timings_ms["build"] = MsSince(t0);
+    return StageEnd::kStopModel;
+  }
+  ctx.model = std::move(*built);
+  const zoo::ModelSpec& spec = ctx.model->spec();
+  r.arch = spec.arch;
+  r.task = spec.task;
+  r.family = spec.family;
+  r.tiny_config = spec.tiny_config;
+  if (ctx.opts.on_built) {
+    ctx.opts.on_built({{"arch", r.arch}, {"task", r.task}, {"family", r.family},
+                       {"config_hash", r.config_hash}});
+  }
+  ModeResult load;
+  if (!Guarded(load, Verdict::kLoadFail, [&] {
+        ctx.weights = ctx.model->InitWeights(ctx.opts.seed);
+        ctx.batch = ctx.model->MakeBatch(ctx.opts.seed, ctx.opts.batch_size);
+      })) {
+    EndAllModes(ctx, Verdict::kLoadFail, load.error);
+    return StageEnd::kStopModel;  // no "build" timing on this path
+  }
+  r.timings_ms["build"] = MsSince(t0);
+  return StageEnd::kContinue;
+}
+
+// 2. CPU fp32 twice, fp64 golden, CPU at the declared numerics. Ends every mode with ref_fail
+// or ref_nondeterministic when the references cannot be trusted.
+StageEnd Reference(StageContext& ctx) {
+  const auto t0 = Clock::now();
+  const zoo::Model& model = *ctx.model;
+  torch::NoGradGuard no_grad;
+  TensorList ref2;
+  ModeResult refmode;
+  const bool ok = Guarded(refmode, Verdict::kRefFail, [&] {
+    ctx.ref = model.Forward(ctx.weights, ctx.batch.inputs);
+    ref2 = model.Forward(ctx.weights, ctx.batch.inputs);
+    auto w64 = ToDevice(ctx.weights, at::kCPU, at::kDouble);
+    auto in64 = ToDevice(ctx.batch.inputs, at::kCPU, at::kDouble);
+    ctx.golden = model.Forward(w64, in64);
+    if (!ctx.bf16_numerics) {
+      ctx.declared = ctx.ref;
+      return;
+    }
+    zoo::ScopedBf16MatmulEmulation emulate(ctx.emulated_ops);
+    ctx.declared = model.Forward(ctx.weights, ctx.batch.inputs);
+  });
+  if (!ok) {
+    EndAllModes(ctx, Verdict::kRefFail, "reference: " + refmode.error);
+    ctx.result.timings_ms["reference"] = MsSince(t0);
+    return StageEnd::kStopModel;
+  }
+  if (!AllFinite(ctx.ref) || !AllFinite(ctx.golden)) {
+    EndAllModes(ctx, Verdict::kRefFail, "reference: CPU outputs are not finite");
+    return StageEnd::kStopModel;
+  }
+  if (!BitwiseEqual(ctx.ref, ref2)) {
+    EndAllModes(ctx, Verdict::kRefNondeterministic, "reference: two CPU fp32 runs differ");
+    return StageEnd::kStopModel;
+  }
+  ctx.result.timings_ms["reference"] = MsSince(t0);
+  simdevice::Reseed(ctx.opts.seed);  // the device stages draw from the model's seed
+  return StageEnd::kContinue;
+}
+
+// 3. Forward on the device, compared with the references.
+StageEnd Eager(StageContext& ctx) {
+  const auto t0 = Clock::now();
+  simdevice::ResetCounters();
+  ModeResult& m = ctx.result.modes["eager"];
+  TensorList out;
+  if (Guarded(m, Verdict::kDeviceError, [&] {
+        torch::NoGradGuard no_grad;
+        auto wd = ToDevice(ctx.weights, ctx.device);
+        auto in = ToDevice(ctx.batch.inputs, ctx.device);
+        out = ToCpu(ctx.model->Forward(wd, in));
+      })) {
+    Judge(ctx, m, out);
+  }
+  CollectCounters(ctx, /*coverage=*/true);
+  m.ms = MsSince(t0);
+  ctx.result.timings_ms["eager"] = m.ms;
+  return StageEnd::kContinue;
+}
+
+// Compiles the traced graph and runs it on the device; fills `m`.
+void CompileAndRun(StageContext& ctx, const std::shared_ptr<torch::jit::Graph>& graph,
+                   const TensorList& flat, ModeResult& m) {
+  CompileReport report;
+  auto compiled = CompiledGraph::Compile(graph, ctx.profile, flat, &report);
+  m.graph_breaks = report.graph_breaks;
+  m.break_reasons = report.break_reasons;
+  m.device_segments = report.device_segments;
+  m.graph_nodes = report.graph_nodes;
+  m.compile_ms = report.simulated_compile_ms;
+  m.compile_wall_ms = report.wall_compile_ms;
+  if (!compiled.ok()) {
+    m.status = compiled.status().code() == StatusCode::kDeadlineExceeded
+                   ? Verdict::kCompileTimeout
+                   : Verdict::kCompileFail;
+    m.error = compiled.status().message();
+    return;
+  }
+  TensorList out;
+  const auto t_run = Clock::now();
+  if (Guarded(m, Verdict::kDeviceError, [&] {
+        torch::NoGradGuard no_grad;
+        out = (*compiled)->Run(flat);
+      })) {
+    m.first_run_ms = MsSince(t_run);
+    Judge(ctx, m, out);
+  }
+}
+
+// 4. Trace, partition, simulated compile, run on the device, compare (COMPILER.md).
+StageEnd Compile(StageContext& ctx) {
+  const auto t0 = Clock::now();
+  simdevice::ResetCounters();
+  ModeResult& m = ctx.result.modes["compile"];
+  auto [flat, fn] = Flatten(*ctx.model, ctx.weights, ctx.batch.inputs);
+  auto graph = TraceToGraph(fn, flat);
+  if (graph.ok()) {
+    CompileAndRun(ctx, *graph, flat, m);
+  } else {
+    m.status = Verdict::kCompileFail;
+    m.error = "trace: " + graph.status().message();
+  }
+  CollectCounters(ctx, /*coverage=*/false);
+  m.ms = MsSince(t0);
+  ctx.result.timings_ms["compile"] = m.ms;
+  return StageEnd::kContinue;
+}
+
+// The reference loss curves of training: CPU fp32 into m.loss_reference, and the curve at the
+// declared numerics into `declared`. False (with m's status and error) when they fail.
+bool TrainReferenceCurves(StageContext& ctx, ModeResult& m, std::vector<double>& declared) {
+  const RunOptions& o = ctx.opts;
+  const bool ok = Guarded(m, Verdict::kRefFail, [&] {
+    auto t_sub = Clock::now();
+    m.loss_reference =
+        TrainLosses(*ctx.model, ctx.weights, ctx.batch, at::kCPU, o.train_steps, o.learning_rate);
+    ctx.result.timings_ms["train_reference"] = MsSince(t_sub);
+    if (!ctx.bf16_numerics) {
+      declared = m.loss_reference;
+      return;
+    }
+    t_sub = Clock::now();
+    zoo::ScopedBf16MatmulEmulation emulate(ctx.emulated_ops);
+    declared =
+        TrainLosses(*ctx.model, ctx.weights, ctx.batch, at::kCPU, o.train_steps, o.learning_rate);
+    ctx.result.timings_ms["train_declared"] = MsSince(t_sub);
+  });
+  if (!ok) return false;
+  for (double l : m.loss_reference) {
+    if (std::isfinite(l)) continue;
+    m.status = Verdict::kRefFail;
+    m.error = "reference training loss is not finite";
+    m.loss_band = declared;  // the record has always carried the declared curve here
+    return false;
+  }
+  return true;
+}
+
+// 5. K steps of SGD on a fixed batch: reference curves on CPU, then the device's, compared.
+StageEnd Train(StageContext& ctx) {
+  const auto t0 = Clock::now();
+  ModeResult& m = ctx.result.modes["train"];
+  std::vector<double> declared;
+  if (TrainReferenceCurves(ctx, m, declared)) {
+    m.loss_declared = declared;
+    simdevice::ResetCounters();
+    simdevice::Reseed(ctx.opts.seed + 1);
+    const auto t_sub = Clock::now();
+    const bool device_ok = Guarded(m, Verdict::kDeviceError, [&] {
+      m.loss_device = TrainLosses(*ctx.model, ctx.weights, ctx.batch, ctx.device,
+                                  ctx.opts.train_steps, ctx.opts.learning_rate);
+    });
+    ctx.result.timings_ms["train_device"] = MsSince(t_sub);
+    if (device_ok) {
+      auto v = CompareLossCurves(m.loss_device, m.loss_reference, declared, ctx.tol);
+      m.loss_band = v.band;
+      m.max_loss_gap_ratio = v.max_gap_ratio;
+      m.status = v.pass ? Verdict::kPass : Verdict::kFailAccuracy;
+      m.error = v.error;
+    }
+    CollectCounters(ctx, /*coverage=*/true);
+  }
+  m.ms = MsSince(t0);
+  ctx.result.timings_ms["train"] = m.ms;
+  return StageEnd::kContinue;
+}
+
+}  // namespace
+
+StageContext::StageContext(const nlohmann::json& config_in, const RunOptions& opts_in)
+    : config(config_in), opts(opts_in), device(simdevice::SimDevice()) {
+  result.config_hash = zoo::ConfigHash(config);
+  for (const auto& m : KnownModes()) result.modes[m] = ModeResult();
+  profile = simdevice::ActiveProfile();
+  bf16_numerics = profile.numerics.matmul != simdevice::MatmulNumerics::kFp32;
+  // The declared numerics apply where the device runs an op natively; a fallback op is exact.
+  emulated_ops.linear = simdevice::OpListMatches(profile.native_ops, "aten::mm") ||
+                        simdevice::OpListMatches(profile.native_ops, "aten::addmm");
+  emulated_ops.batched = simdevice::OpListMatches(profile.native_ops, "aten::bmm");
+  emulated_ops.conv = simdevice::OpListMatches(profile.native_ops, "aten::convolution");
+  tol.multiplier = bf16_numerics ? 3.0 : 2.0;
+}
+
+const std::vector<Stage>& Stages() {
+  static const std::vector<Stage> kStages = {
+      {"build", nullptr, &Build},       {"reference", nullptr, &Reference},
+      {"eager", "eager", &Eager},       {"compile", "compile", &Compile},
+      {"train", "train", &Train},
+  };
+  return kStages;
+}
+
+void SummarizeCoverage(StageContext& ctx) {
+  ModelResult& r = ctx.result;
+  r.native_ops = ctx.native;
+  r.fallback_ops = ctx.fallback;
+  int64_t native_calls = 0, all_calls = 0;
+  std::set<std::string> distinct;
+  for (const auto& [op, u] : ctx.native) {
+    distinct.insert(op);
+    native_calls += u.calls;
+    all_calls += u.calls;
+  }
+  for (const auto& [op, u] : ctx.fallback) {
+    distinct.insert(op);
+    all_calls += u.calls;
+  }
+  r.op_coverage.distinct_ops = static_cast<int>(distinct.size());
+  r.op_coverage.native_ops = static_cast<int>(ctx.native.size());
+  r.op_coverage.ratio =
+      distinct.empty() ? 0.0 : static_cast<double>(ctx.native.size()) / distinct.size();
+  r.op_coverage.call_ratio =
+      all_calls == 0 ? 0.0 : static_cast<double>(native_calls) / all_calls;
+}
+
+}  // namespace ts::engine::internal

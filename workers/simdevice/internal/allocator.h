@@ -1,0 +1,25 @@
+// The device allocator and its memory accounting. Device memory is host memory; the allocator
+// holds the total in use to the active profile's memory_bytes and raises a `[simdevice:oom]`
+// c10::Error beyond it. PRIVATE to workers/simdevice.
+//
+// Thread-safety: every function is thread-safe (atomics). The allocator is registered for
+// PrivateUse1 at static initialisation and lives for the whole process.
+#pragma once
+
+#include <cstdint>
+
+#include <c10/core/Allocator.h>
+
+namespace ts::simdevice::internal {
+
+// The registered PrivateUse1 allocator (never null, never destroyed).
+c10::Allocator* DeviceAllocator();
+
+// Capacity in bytes; allocations beyond it fail. 4 GiB until a profile sets it.
+void SetMemoryCapacity(int64_t bytes);
+// Bytes allocated now, and the most allocated at once since the last ResetPeakMemory().
+int64_t CurrentMemoryBytes();
+int64_t PeakMemoryBytes();
+void ResetPeakMemory();  // peak := current
+
+}  // namespace ts::simdevice::internal

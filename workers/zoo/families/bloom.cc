@@ -1,0 +1,58 @@
+// bloom: ALiBi from `cumsum(mask) - 1`, `word_embeddings_layernorm`, per-head fused qkv, tanh gelu.
+#include "workers/zoo/families/decoder_families.h"
+
+namespace ts::zoo::internal::decoder {
+
+DecoderFamily Bloom() {
+  return {
+      .model_type = "bloom",
+      .fields = {.inter = "",
+                 .layers = "n_layer",
+                 .heads = "n_head",
+                 .kv = "",
+                 .max_pos = "",
+                 .act = "",
+                 .eps = "layer_norm_epsilon"},
+      .defaults = {.inter_mult = 4, .act = "gelu_pytorch_tanh", .eps = 1e-5, .tie = true},
+      .names = {.head_base = "transformer.",
+                .embed = "word_embeddings",
+                .emb_ln = "word_embeddings_layernorm",
+                .layers = "h.",
+                .attn = "self_attention.",
+                .qkv = "query_key_value",
+                .o = "dense",
+                .up = "dense_h_to_4h",
+                .down = "dense_4h_to_h",
+                .final_norm = "ln_f",
+                .token_cls = "classifier"},
+      .llama_biases = false,
+      .parse = [](const ConfigReader& r, const json&, Recipe& c) -> Status {
+        TS_ASSIGN_OR_RETURN(bool post, r.Bool("apply_residual_connection_post_layernorm", false));
+        if (post)
+          return r.Error("apply_residual_connection_post_layernorm",
+                         "true is not supported by the zoo");
+        c.norm = Norm::kLayerNorm;
+        c.pos = Pos::kNone;
+        c.alibi = Alibi::kBloom;
+        c.qkv = Qkv::kPerHead;
+        c.mlp = Mlp::kPlain;
+        c.q_bias = c.k_bias = c.v_bias = c.o_bias = c.mlp_bias = true;
+        c.embed_padding_idx = false;
+        return OkStatus();
+      },
+      .aliases = {{"n_embed", "hidden_size"},
+                  {"num_attention_heads", "n_head"},
+                  {"num_hidden_layers", "n_layer"}},
+      .classes = {"BloomForCausalLM",
+                  "BloomForSequenceClassification",
+                  "BloomForTokenClassification",
+                  "BloomForQuestionAnswering",
+                  "BloomModel"},
+      // bigscience/bloom-560m
+      .example = R"({"n_embed":1024,"num_attention_heads":16,"n_layer":24,"vocab_size":250880,"layer_norm_epsilon":1e-5,
+         "apply_residual_connection_post_layernorm":false,"initializer_range":0.02,"pad_token_id":3,
+         "bos_token_id":1,"eos_token_id":2,"slow_but_exact":false})",
+  };
+}
+
+}  // namespace ts::zoo::internal::decoder

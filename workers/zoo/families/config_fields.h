@@ -1,0 +1,32 @@
+// Config field readers shared by the encoder-decoder and audio family files; errors name the
+// field as ConfigReader's do ("decoder_start_token_id: must be in [0, vocab_size) (got 9)").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "workers/zoo/config.h"
+
+namespace ts::zoo::internal {
+
+// A token id in [0, vocab), `def` when absent.
+inline StatusOr<int64_t> TokenIdField(const ConfigReader& r, const std::string& f, int64_t def,
+                                      int64_t vocab) {
+  TS_ASSIGN_OR_RETURN(int64_t v, r.Int(f, def));
+  if (v < 0 || v >= vocab) {
+    return r.Error(f, "must be in [0, vocab_size) (got " + std::to_string(v) + ")");
+  }
+  return v;
+}
+
+// A positive integer ("must be positive, got 0"); required unless `def` is given.
+inline StatusOr<int64_t> PositiveField(const ConfigReader& r, const std::string& field,
+                                       std::optional<int64_t> def = std::nullopt) {
+  StatusOr<int64_t> v = def ? r.Int(field, *def) : r.Int(field);
+  if (!v.ok()) return v.status();
+  if (*v <= 0) return r.Error(field, "must be positive, got " + std::to_string(*v));
+  return *v;
+}
+
+}  // namespace ts::zoo::internal

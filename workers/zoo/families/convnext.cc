@@ -1,0 +1,85 @@
+// ConvNeXt: ConvNextModel, ConvNextForImageClassification. Config -> recipe
+// (trunks/vision_convnext.h) and the example config.
+#include <algorithm>
+
+#include "workers/zoo/families_internal.h"
+#include "workers/zoo/scaling.h"
+#include "workers/zoo/trunks/vision_convnext.h"
+#include "workers/zoo/vision_config.h"
+
+namespace ts::zoo::internal {
+namespace {
+
+using json = nlohmann::json;
+
+// The recipe and the classifier's label count.
+struct ConvNextConfig : ConvNextRecipe {
+  int64_t num_labels = 2;
+};
+
+StatusOr<ConvNextConfig> ParseConvNext(const json& config) {
+  if (!config.is_object()) return InvalidArgumentError("config: expected object");
+  ConfigReader r(config);
+  ConvNextConfig c;
+  TS_ASSIGN_OR_RETURN(c.num_channels, PositiveInt(r, "num_channels", 3));
+  TS_ASSIGN_OR_RETURN(c.patch_size, PositiveInt(r, "patch_size", 4));
+  TS_ASSIGN_OR_RETURN(c.image_size, PositiveInt(r, "image_size", 224));
+  TS_ASSIGN_OR_RETURN(c.hidden_sizes, IntList(config, "hidden_sizes", {96, 192, 384, 768}));
+  TS_ASSIGN_OR_RETURN(c.depths, IntList(config, "depths", {3, 3, 9, 3}));
+  TS_RETURN_IF_ERROR(CheckAllPositive("hidden_sizes", c.hidden_sizes));
+  TS_RETURN_IF_ERROR(CheckAllPositive("depths", c.depths));
+  if (c.hidden_sizes.empty()) return InvalidArgumentError("hidden_sizes: must not be empty");
+  TS_ASSIGN_OR_RETURN(int64_t stages,
+                      PositiveInt(r, "num_stages", static_cast<int64_t>(c.hidden_sizes.size())));
+  TS_RETURN_IF_ERROR(CheckLen("hidden_sizes", c.hidden_sizes, static_cast<size_t>(stages)));
+  TS_RETURN_IF_ERROR(CheckLen("depths", c.depths, static_cast<size_t>(stages)));
+  TS_ASSIGN_OR_RETURN(c.act, ReadVisionActivation(r, "hidden_act", "gelu"));
+  TS_ASSIGN_OR_RETURN(c.layer_norm_eps, r.Double("layer_norm_eps", 1e-12));
+  TS_ASSIGN_OR_RETURN(c.layer_scale_init_value, r.Double("layer_scale_init_value", 1e-6));
+  TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
+  return c;
+}
+
+StatusOr<json> ScaleConvNext(const json& config) {
+  TS_ASSIGN_OR_RETURN(ConvNextConfig c, ParseConvNext(config));
+  json t = config;
+  const int64_t last = c.hidden_sizes.back();
+  std::vector<int64_t> hs, ds;
+  for (int64_t h : c.hidden_sizes) hs.push_back(ScaleRatio(h, last, 64, 8));
+  for (int64_t d : c.depths) ds.push_back(std::min<int64_t>(d, 1));
+  t["hidden_sizes"] = hs;
+  t["depths"] = ds;
+  t["image_size"] = TinyProfile::kImageSize;
+  t["patch_size"] = std::min<int64_t>(c.patch_size, 4);
+  ScaleLabels(t, c.num_labels);
+  SetTinyRunProfile(t, 1);
+  return t;
+}
+
+StatusOr<PooledVisionTrunk> ConvNextTrunkFor(const json& config, const std::string& prefix) {
+  TS_ASSIGN_OR_RETURN(ConvNextConfig c, ParseConvNext(config));
+  c.prefix = prefix;
+  return PooledVisionTrunk{std::make_unique<ConvNextTrunk>(c), c.num_labels};
+}
+
+}  // namespace
+
+std::vector<ArchEntry> ConvNextArchs() {
+  // Modelled on facebook/convnext-tiny-224.
+  const json convnext = {{"model_type", "convnext"},
+                         {"num_channels", 3},
+                         {"patch_size", 4},
+                         {"num_stages", 4},
+                         {"hidden_sizes", {96, 192, 384, 768}},
+                         {"depths", {3, 3, 9, 3}},
+                         {"hidden_act", "gelu"},
+                         {"layer_norm_eps", 1e-12},
+                         {"layer_scale_init_value", 1e-6},
+                         {"drop_path_rate", 0.0},
+                         {"image_size", 224},
+                         {"num_labels", 1000}};
+  return PooledVisionArchs({"ConvNext", "convnext", "convnext."}, convnext, ScaleConvNext,
+                           ConvNextTrunkFor);
+}
+
+}  // namespace ts::zoo::internal

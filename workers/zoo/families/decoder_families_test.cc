@@ -1,0 +1,223 @@
+// Tests of the recipe decoder families (families/*.cc over trunks/decoder*; README.md).
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "workers/zoo/family_test_util.h"
+#include "workers/zoo/model.h"
+
+namespace ts::zoo {
+namespace {
+
+using testing::Build;
+
+const std::set<std::string> kFamilies = {
+    "helium",   "ministral", "arcee", "seed_oss", "smollm3", "glm",         "glm4",
+    "ernie4_5", "granite",   "olmo",  "nemotron", "exaone4", "gemma3_text", "cohere",
+    "cohere2",  "persimmon", "gptj",  "codegen",  "falcon",  "bloom",       "mpt",
+    "opt",      "gpt_neo",   "xglm",  "biogpt"};
+
+
+nlohmann::json Tiny(const std::string& arch) {
+  auto m = Build(arch);
+  return m ? m->spec().tiny_config : nlohmann::json();
+}
+
+TEST(DecoderFamiliesTest, EveryClassHasItsOutputShapeAndPassesTheFamilyBasics) {
+  int n = 0;
+  std::set<std::string> seen;
+  for (const auto& a : SupportedArchitectures()) {
+    if (!kFamilies.count(a.family)) continue;
+    SCOPED_TRACE(a.arch);
+    seen.insert(a.family);
+    ++n;
+    auto m = Build(a.arch);
+    ASSERT_TRUE(m);
+    const auto& tc = m->spec().tiny_config;
+    const int64_t s = tc["touchstone_tiny"]["seq_len"].get<int64_t>();
+    std::vector<int64_t> shape;
+    const std::string& arch = a.arch;
+    auto ends = [&](const std::string& suf) {
+      return arch.size() >= suf.size() &&
+             arch.compare(arch.size() - suf.size(), suf.size(), suf) == 0;
+    };
+    int64_t vocab = 0;
+    for (const char* f : {"vocab_size"}) vocab = tc[f].get<int64_t>();
+    if (ends("ForCausalLM")) {
+      shape = {2, s, vocab};
+    } else if (ends("ForSequenceClassification")) {
+      shape = {2, 2};
+    } else if (ends("ForTokenClassification")) {
+      shape = {2, s, 2};
+    } else if (ends("ForQuestionAnswering")) {
+      shape = {2, s};
+    } else {
+      const auto out = m->Forward(m->InitWeights(1), m->MakeBatch(1, 2).inputs);
+      shape = {2, s, out[0].size(2)};
+    }
+    testing::CheckFamilyBasics(m, shape);
+  }
+  EXPECT_EQ(seen, kFamilies);
+  EXPECT_GE(n, 90);
+}
+
+TEST(DecoderFamiliesTest, HfWeightNamesAndShapes) {
+  auto bloom = Build("BloomForCausalLM");
+  ASSERT_TRUE(bloom);
+  EXPECT_EQ(testing::WeightShape(*bloom, "transformer.word_embeddings_layernorm.bias"),
+            (std::vector<int64_t>{64}));
+  EXPECT_EQ(testing::WeightShape(*bloom, "transformer.h.0.self_attention.query_key_value.weight"),
+            (std::vector<int64_t>{192, 64}));
+  EXPECT_TRUE(testing::WeightShape(*bloom, "lm_head.weight").empty());  // tied
+  auto opt = Build("OPTModel");
+  ASSERT_TRUE(opt);
+  EXPECT_EQ(testing::WeightShape(*opt, "decoder.embed_positions.weight"),
+            (std::vector<int64_t>{66, 64}));
+  EXPECT_FALSE(testing::WeightShape(*opt, "decoder.layers.0.fc1.bias").empty());
+  auto falcon = Build("FalconForCausalLM");  // MQA: 8 query heads, one kv head of 8
+  ASSERT_TRUE(falcon);
+  EXPECT_EQ(testing::WeightShape(*falcon, "transformer.h.0.self_attention.query_key_value.weight"),
+            (std::vector<int64_t>{80, 64}));
+  EXPECT_TRUE(
+      testing::WeightShape(*falcon, "transformer.h.0.post_attention_layernorm.weight").empty());
+  auto mpt = Build("MptForTokenClassification");
+  ASSERT_TRUE(mpt);
+  EXPECT_FALSE(testing::WeightShape(*mpt, "transformer.blocks.0.attn.Wqkv.weight").empty());
+  EXPECT_TRUE(testing::WeightShape(*mpt, "transformer.blocks.0.norm_1.bias").empty());
+  EXPECT_FALSE(testing::WeightShape(*mpt, "classifier.bias").empty());
+  auto gptj = Build("GPTJForCausalLM");
+  ASSERT_TRUE(gptj);
+  EXPECT_FALSE(testing::WeightShape(*gptj, "lm_head.bias").empty());
+  EXPECT_FALSE(testing::WeightShape(*gptj, "transformer.h.0.mlp.fc_in.weight").empty());
+  auto olmo = Build("OlmoForCausalLM");
+  ASSERT_TRUE(olmo);
+  EXPECT_TRUE(testing::WeightShape(*olmo, "model.layers.0.input_layernorm.weight").empty());
+  auto glm4 = Build("Glm4Model");
+  ASSERT_TRUE(glm4);
+  EXPECT_FALSE(testing::WeightShape(*glm4, "layers.0.post_mlp_layernorm.weight").empty());
+  EXPECT_FALSE(testing::WeightShape(*glm4, "layers.0.mlp.gate_up_proj.weight").empty());
+  EXPECT_TRUE(testing::WeightShape(*glm4, "layers.0.self_attn.o_proj.bias").empty());
+  // Identical layers scale to one (a second would repeat the same ops on the same shapes).
+  EXPECT_EQ(glm4->spec().tiny_config["num_hidden_layers"], 1);
+  EXPECT_TRUE(testing::WeightShape(*glm4, "layers.1.mlp.gate_up_proj.weight").empty());
+  auto neo = Build("GPTNeoForTokenClassification");
+  ASSERT_TRUE(neo);
+  EXPECT_FALSE(testing::WeightShape(*neo, "transformer.h.0.attn.attention.out_proj.bias").empty());
+  EXPECT_TRUE(testing::WeightShape(*neo, "transformer.h.0.attn.attention.q_proj.bias").empty());
+  auto bio = Build("BioGptForCausalLM");
+  ASSERT_TRUE(bio);
+  EXPECT_FALSE(testing::WeightShape(*bio, "biogpt.embed_positions.weight").empty());
+  auto pers = Build("PersimmonForCausalLM");
+  ASSERT_TRUE(pers);
+  EXPECT_EQ(testing::WeightShape(*pers, "model.layers.0.self_attn.q_layernorm.bias"),
+            (std::vector<int64_t>{16}));
+}
+
+TEST(DecoderFamiliesTest, TinyScalingKeepsLayerPatternsAndMultipliers) {
+  EXPECT_EQ(Tiny("Gemma3ForCausalLM")["layer_types"],
+            nlohmann::json::array({"sliding_attention", "full_attention"}));
+  EXPECT_EQ(Tiny("Gemma3ForCausalLM")["sliding_window"], 8);
+  EXPECT_EQ(Tiny("SmolLM3Model")["no_rope_layers"], nlohmann::json::array({1, 0}));
+  EXPECT_EQ(Tiny("Exaone4Model")["layer_types"],
+            nlohmann::json::array({"sliding_attention", "full_attention"}));
+  EXPECT_EQ(Tiny("Cohere2Model")["layer_types"],
+            nlohmann::json::array({"sliding_attention", "full_attention"}));
+  EXPECT_EQ(Tiny("GPTNeoModel")["attention_types"],
+            nlohmann::json::parse(R"([[["global","local"],1]])"));
+  EXPECT_EQ(Tiny("GPTNeoModel")["window_size"], 8);
+  const auto falcon = Tiny("FalconModel");
+  EXPECT_EQ(falcon["num_attention_heads"], 8);
+  EXPECT_EQ(falcon["hidden_size"], 64);
+  // Granite's attention_multiplier is 1/head_dim in the checkpoint and stays so (head_dim 16).
+  EXPECT_DOUBLE_EQ(Tiny("GraniteModel")["attention_multiplier"].get<double>(), 1.0 / 16);
+  EXPECT_EQ(Tiny("GPTJModel")["rotary_dim"], 4);  // 64 of 256 -> 4 of 16
+}
+
+// Positions from the mask's cumsum (OPT, BioGPT) and ALiBi (Bloom, MPT, relative by
+// construction): left padding does not change the last token's output.
+TEST(DecoderFamiliesTest, LeftPaddingLeavesTheLastTokenUnchanged) {
+  for (const char* arch : {"OPTModel", "BioGptModel", "BloomModel", "MptModel"}) {
+    SCOPED_TRACE(arch);
+    auto m = Build(arch);
+    ASSERT_TRUE(m);
+    auto w = m->InitWeights(5);
+    Batch b = m->MakeBatch(5, 1);
+    at::Tensor ids = b.inputs["input_ids"].narrow(1, 0, 12);
+    TensorMap plain{{"input_ids", ids}, {"attention_mask", at::ones_like(ids)}};
+    at::Tensor pad = at::full({1, 4}, 1, ids.options());
+    TensorMap padded{{"input_ids", at::cat({pad, ids}, 1)},
+                     {"attention_mask", at::cat({at::zeros_like(pad), at::ones_like(ids)}, 1)}};
+    at::Tensor a = m->Forward(w, plain)[0].select(1, 11);
+    at::Tensor c = m->Forward(w, padded)[0].select(1, 15);
+    EXPECT_LT((a - c).abs().max().item<double>(), 1e-4);
+  }
+  // Learned positions from arange (GPT-Neo) do move with left padding.
+  auto neo = Build("GPTNeoModel");
+  ASSERT_TRUE(neo);
+  auto w = neo->InitWeights(5);
+  at::Tensor ids = neo->MakeBatch(5, 1).inputs["input_ids"].narrow(1, 0, 12);
+  at::Tensor pad = at::full({1, 4}, 1, ids.options());
+  at::Tensor a =
+      neo->Forward(w, {{"input_ids", ids}, {"attention_mask", at::ones_like(ids)}})[0].select(1,
+                                                                                              11);
+  at::Tensor c =
+      neo->Forward(w,
+                   {{"input_ids", at::cat({pad, ids}, 1)},
+                    {"attention_mask", at::cat({at::zeros_like(pad), at::ones_like(ids)}, 1)}})[0]
+          .select(1, 15);
+  EXPECT_GT((a - c).abs().max().item<double>(), 1e-3);
+}
+
+TEST(DecoderFamiliesTest, LogitMultipliersScaleTheLogits) {
+  for (const auto& [arch, field, factor] :
+       std::vector<std::tuple<std::string, std::string, double>>{
+           {"CohereForCausalLM", "logit_scale", 2.0},
+           {"GraniteForCausalLM", "logits_scaling", 0.5}}) {
+    SCOPED_TRACE(arch);
+    nlohmann::json cfg = *ExampleConfig(arch);
+    auto m1 = Build(arch, cfg);
+    cfg[field] = cfg[field].get<double>() * factor;
+    auto m2 = Build(arch, cfg);
+    ASSERT_TRUE(m1 && m2);
+    auto w = m1->InitWeights(2);
+    auto in = m1->MakeBatch(2, 2).inputs;
+    at::Tensor l1 = m1->Forward(w, in)[0], l2 = m2->Forward(w, in)[0];
+    const double expect = field == "logit_scale" ? factor : 1.0 / factor;
+    EXPECT_LT((l2 - l1 * expect).abs().max().item<double>(), 1e-4 * l1.abs().max().item<double>());
+  }
+}
+
+TEST(DecoderFamiliesTest, RotaryVariantsMatter) {
+  // Gemma3's sliding layers use rope_local_base_freq; Cohere2's full layers are NoPE.
+  nlohmann::json g = *ExampleConfig("Gemma3TextModel");
+  auto g1 = Build("Gemma3TextModel", g);
+  g["rope_local_base_freq"] = 500.0;
+  auto g2 = Build("Gemma3TextModel", g);
+  ASSERT_TRUE(g1 && g2);
+  auto w = g1->InitWeights(4);
+  auto in = g1->MakeBatch(4, 2).inputs;
+  EXPECT_GT((g1->Forward(w, in)[0] - g2->Forward(w, in)[0]).abs().max().item<double>(), 1e-4);
+}
+
+TEST(DecoderFamiliesTest, BadFieldsAreNamed) {
+  nlohmann::json f = *ExampleConfig("FalconForCausalLM");
+  f["apply_residual_connection_post_layernorm"] = true;
+  auto r = BuildModel(f, BuildOptions());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("apply_residual_connection_post_layernorm"),
+            std::string::npos);
+  nlohmann::json m = *ExampleConfig("MptModel");
+  m["attn_config"]["alibi"] = false;
+  r = BuildModel(m, BuildOptions());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("attn_config.alibi"), std::string::npos);
+  nlohmann::json n = *ExampleConfig("GPTNeoModel");
+  n["attention_types"] = nlohmann::json::parse(R"([[["global","local"],5]])");
+  r = BuildModel(n, BuildOptions());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("attention_types"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ts::zoo

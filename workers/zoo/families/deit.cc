@@ -1,0 +1,64 @@
+// DeiT: DeiTModel, DeiTForImageClassification, DeiTForImageClassificationWithTeacher: the ViT
+// trunk with a distillation token. Config -> recipe and the example config.
+#include "workers/zoo/config.h"
+#include "workers/zoo/families_internal.h"
+#include "workers/zoo/heads/image_head.h"
+#include "workers/zoo/scaling.h"
+#include "workers/zoo/trunks/vision_transformer.h"
+
+namespace ts::zoo::internal {
+namespace {
+
+enum class DeitHead { kBase, kClassifier, kWithTeacher };
+
+StatusOr<nlohmann::json> ScaleDeit(const nlohmann::json& config) {
+  TS_ASSIGN_OR_RETURN(nlohmann::json t, ScaleToTiny(config, "vit"));
+  const int64_t grid = TinyProfile::kImageSize / TinyProfile::kPatchSize;
+  SetTinyRunProfile(t, grid * grid + 2);
+  return t;
+}
+
+decltype(ArchEntry::build) DeitBuild(DeitHead kind) {
+  return [kind](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
+    TS_ASSIGN_OR_RETURN(VitConfig c, ParseVitConfig(spec.tiny_config));
+    const bool base = kind == DeitHead::kBase;
+    auto trunk = std::make_unique<VitTrunk>(VitRecipeFromConfig(c, base ? "" : "deit.", true));
+    std::unique_ptr<ImageHead> head;
+    if (base) {
+      head = ImageFeaturesHead({/*tanh_pooler=*/true, c.hidden_size,
+                                FeatureLoss::kTargetAndZeroPooled, trunk->LastHiddenShape()});
+    } else if (kind == DeitHead::kClassifier) {
+      head = ImageClassificationHead({"classifier.", c.num_labels, c.hidden_size,
+                                      /*flatten=*/false});
+    } else {
+      head = DistilledImageClassificationHead(c.num_labels, c.hidden_size);
+    }
+    return MakeVisionModel(std::move(spec), std::move(trunk), std::move(head));
+  };
+}
+
+}  // namespace
+
+std::vector<ArchEntry> DeitArchs() {
+  // Modelled on facebook/deit-base-distilled-patch16-224.
+  const nlohmann::json deit = {
+      {"model_type", "deit"},      {"hidden_size", 768},      {"intermediate_size", 3072},
+      {"num_attention_heads", 12}, {"num_hidden_layers", 12}, {"image_size", 224},
+      {"patch_size", 16},          {"num_channels", 3},       {"hidden_act", "gelu"},
+      {"layer_norm_eps", 1e-12},   {"qkv_bias", true},        {"encoder_stride", 16},
+      {"initializer_range", 0.02}, {"num_labels", 1000}};
+  return {{{"DeiTModel", "deit", "image-feature-extraction"},
+           WithArchitecture(deit, "DeiTModel"),
+           ScaleDeit,
+           DeitBuild(DeitHead::kBase)},
+          {{"DeiTForImageClassification", "deit", "image-classification"},
+           WithArchitecture(deit, "DeiTForImageClassification"),
+           ScaleDeit,
+           DeitBuild(DeitHead::kClassifier)},
+          {{"DeiTForImageClassificationWithTeacher", "deit", "image-classification"},
+           WithArchitecture(deit, "DeiTForImageClassificationWithTeacher"),
+           ScaleDeit,
+           DeitBuild(DeitHead::kWithTeacher)}};
+}
+
+}  // namespace ts::zoo::internal

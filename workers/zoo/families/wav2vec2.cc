@@ -1,0 +1,183 @@
+// wav2vec2 (README.md): conv feature encoder (group norm on the first conv, or layer norm on
+// each), feature projection, weight-normed grouped positional conv, post-LN (or
+// `do_stable_layer_norm` pre-LN) transformer encoder. Classes: ForSequenceClassification
+// (registered); Model and ForCTC are built and unit-tested but not registered (their device loss
+// curve leaves the declared bf16 curve by ~2x the reference noise at step 2; the cause is not
+// identified yet).
+#include <algorithm>
+#include <numeric>
+
+#include "workers/zoo/config.h"
+#include "workers/zoo/families/config_fields.h"
+#include "workers/zoo/families/family_lists.h"
+#include "workers/zoo/families_internal.h"
+#include "workers/zoo/heads/audio_heads.h"
+#include "workers/zoo/scaling.h"
+
+namespace ts::zoo::internal {
+namespace {
+
+using P = TinyProfile;
+using json = nlohmann::json;
+
+StatusOr<std::vector<int64_t>> IntList(const json& config, const std::string& field,
+                                       std::vector<int64_t> def) {
+  auto it = config.find(field);
+  if (it == config.end() || it->is_null()) return def;
+  if (!it->is_array()) {
+    return InvalidArgumentError(field + ": expected array of integers, got " + JsonTypeName(*it));
+  }
+  std::vector<int64_t> out;
+  for (const auto& v : *it) {
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
+      return InvalidArgumentError(field + ": expected array of positive integers");
+    }
+    out.push_back(v.get<int64_t>());
+  }
+  return out;
+}
+
+Status ParseFeatureEncoder(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c) {
+  TS_ASSIGN_OR_RETURN(c.conv_dim, IntList(config, "conv_dim", std::vector<int64_t>(7, 512)));
+  TS_ASSIGN_OR_RETURN(c.conv_stride, IntList(config, "conv_stride", {5, 2, 2, 2, 2, 2, 2}));
+  TS_ASSIGN_OR_RETURN(c.conv_kernel, IntList(config, "conv_kernel", {10, 3, 3, 3, 3, 2, 2}));
+  if (c.conv_dim.empty()) return InvalidArgumentError("conv_dim: must not be empty");
+  if (c.conv_stride.size() != c.conv_dim.size()) {
+    return InvalidArgumentError("conv_stride: must have as many entries as conv_dim");
+  }
+  if (c.conv_kernel.size() != c.conv_dim.size()) {
+    return InvalidArgumentError("conv_kernel: must have as many entries as conv_dim");
+  }
+  TS_ASSIGN_OR_RETURN(std::string norm, r.String("feat_extract_norm", "group"));
+  if (norm != "group" && norm != "layer") {
+    return r.Error("feat_extract_norm", "unknown '" + norm + "'");
+  }
+  c.group_norm = norm == "group";
+  TS_ASSIGN_OR_RETURN(c.conv_bias, r.Bool("conv_bias", false));
+  return OkStatus();
+}
+
+StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config) {
+  if (!config.is_object()) return InvalidArgumentError("config: expected object");
+  ConfigReader r(config);
+  Wav2Vec2Recipe c;
+  TS_ASSIGN_OR_RETURN(c.hidden, PositiveField(r, "hidden_size"));
+  TS_ASSIGN_OR_RETURN(c.layers, PositiveField(r, "num_hidden_layers"));
+  TS_ASSIGN_OR_RETURN(c.heads, PositiveField(r, "num_attention_heads"));
+  if (c.hidden % c.heads != 0) {
+    return r.Error("num_attention_heads", "must divide hidden size (" + std::to_string(c.hidden) +
+                                              " % " + std::to_string(c.heads) + " != 0)");
+  }
+  TS_ASSIGN_OR_RETURN(c.intermediate, PositiveField(r, "intermediate_size"));
+  TS_ASSIGN_OR_RETURN(c.vocab, PositiveField(r, "vocab_size", 32));
+  TS_RETURN_IF_ERROR(ParseFeatureEncoder(config, r, c));
+  TS_ASSIGN_OR_RETURN(c.stable_layer_norm, r.Bool("do_stable_layer_norm", false));
+  TS_ASSIGN_OR_RETURN(std::string fa, r.String("feat_extract_activation", "gelu"));
+  TS_ASSIGN_OR_RETURN(c.feat_act, ParseActivation(fa, "feat_extract_activation"));
+  TS_ASSIGN_OR_RETURN(std::string ha, r.String("hidden_act", "gelu"));
+  TS_ASSIGN_OR_RETURN(c.act, ParseActivation(ha, "hidden_act"));
+  TS_ASSIGN_OR_RETURN(c.pos_kernel, PositiveField(r, "num_conv_pos_embeddings", 128));
+  TS_ASSIGN_OR_RETURN(c.pos_groups, PositiveField(r, "num_conv_pos_embedding_groups", 16));
+  if (c.hidden % c.pos_groups != 0) {
+    return r.Error("num_conv_pos_embedding_groups", "must divide hidden_size");
+  }
+  TS_ASSIGN_OR_RETURN(c.pad, r.Int("pad_token_id", 0));
+  if (c.pad < 0 || c.pad >= c.vocab) {
+    return r.Error("pad_token_id", "must be below vocab_size (CTC blank)");
+  }
+  TS_ASSIGN_OR_RETURN(c.proj_size, PositiveField(r, "classifier_proj_size", 256));
+  TS_ASSIGN_OR_RETURN(c.eps, r.Double("layer_norm_eps", 1e-5));
+  TS_ASSIGN_OR_RETURN(std::string red, r.String("ctc_loss_reduction", "sum"));
+  if (red != "sum" && red != "mean") return r.Error("ctc_loss_reduction", "unknown '" + red + "'");
+  c.ctc_sum = red == "sum";
+  TS_ASSIGN_OR_RETURN(c.zero_infinity, r.Bool("ctc_zero_infinity", false));
+  TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
+  return c;
+}
+
+StatusOr<json> ScaleWav2Vec2(const json& config) {
+  TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(config));
+  json t = config;
+  const int64_t heads = std::min(c.heads, P::kHeads);
+  const int64_t h = heads * (P::kHidden / P::kHeads);
+  t["hidden_size"] = h;
+  t["num_attention_heads"] = heads;
+  t["intermediate_size"] = ScaleRatio(c.intermediate, c.hidden, h, 8);
+  t["num_hidden_layers"] = TinyDepth(c.layers, false);
+  std::vector<int64_t> dims;
+  for (int64_t d : c.conv_dim) dims.push_back(ScaleRatio(d, c.conv_dim.back(), 32, 8));
+  t["conv_dim"] = dims;
+  t["num_conv_pos_embeddings"] = std::min<int64_t>(c.pos_kernel, 8);
+  t["num_conv_pos_embedding_groups"] = std::gcd(std::min<int64_t>(c.pos_groups, 16), h);
+  t["classifier_proj_size"] = std::min<int64_t>(c.proj_size, 32);
+  const int64_t vocab = std::min(c.vocab, P::kVocab);
+  t["vocab_size"] = vocab;
+  for (const char* f : {"pad_token_id", "bos_token_id", "eos_token_id"}) MapTokenId(t, f, vocab);
+  ScaleLabels(t, c.num_labels);
+  SetTinyRunProfile(t, kW2vFrames);
+  return t;
+}
+
+using MakeFn = std::unique_ptr<Model> (*)(ModelSpec, Wav2Vec2Recipe);
+
+ArchEntry Wav2Vec2Entry(const std::string& arch, const char* task, MakeFn make, json example) {
+  example["architectures"] = {arch};
+  auto build = [make](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
+    TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(spec.tiny_config));
+    return make(std::move(spec), std::move(c));
+  };
+  return {{arch, "wav2vec2", task}, std::move(example), ScaleWav2Vec2, build};
+}
+
+// Modelled on facebook/wav2vec2-base-960h.
+json Wav2Vec2Example() {
+  return {{"model_type", "wav2vec2"},
+          {"hidden_size", 768},
+          {"num_hidden_layers", 12},
+          {"num_attention_heads", 12},
+          {"intermediate_size", 3072},
+          {"hidden_act", "gelu"},
+          {"conv_dim", {512, 512, 512, 512, 512, 512, 512}},
+          {"conv_stride", {5, 2, 2, 2, 2, 2, 2}},
+          {"conv_kernel", {10, 3, 3, 3, 3, 2, 2}},
+          {"conv_bias", false},
+          {"feat_extract_norm", "group"},
+          {"feat_extract_activation", "gelu"},
+          {"num_conv_pos_embeddings", 128},
+          {"num_conv_pos_embedding_groups", 16},
+          {"do_stable_layer_norm", false},
+          {"layer_norm_eps", 1e-5},
+          {"vocab_size", 32},
+          {"pad_token_id", 0},
+          {"bos_token_id", 1},
+          {"eos_token_id", 2},
+          {"ctc_loss_reduction", "sum"},
+          {"ctc_zero_infinity", false},
+          {"classifier_proj_size", 256},
+          {"initializer_range", 0.02}};
+}
+
+}  // namespace
+
+std::vector<ArchEntry> Wav2Vec2Archs() {
+  std::vector<ArchEntry> v;
+  v.push_back(Wav2Vec2Entry("Wav2Vec2ForSequenceClassification", "audio-classification",
+                            MakeWav2Vec2SequenceClassification, Wav2Vec2Example()));
+  return v;
+}
+
+std::vector<ArchEntry> Wav2Vec2UnregisteredArchs() {
+  // A base-960h fine-tune as transformers' CTC recipe writes it (patrickvonplaten/
+  // wav2vec2-base-timit-demo: ctc_loss_reduction "mean", the tokenizer's [PAD] = 31 as blank).
+  json ctc = Wav2Vec2Example();
+  ctc["ctc_loss_reduction"] = "mean";
+  ctc["pad_token_id"] = 31;
+  std::vector<ArchEntry> v;
+  v.push_back(
+      Wav2Vec2Entry("Wav2Vec2Model", "feature-extraction", MakeWav2Vec2Base, Wav2Vec2Example()));
+  v.push_back(Wav2Vec2Entry("Wav2Vec2ForCTC", "automatic-speech-recognition", MakeWav2Vec2Ctc,
+                            std::move(ctc)));
+  return v;
+}
+
+}  // namespace ts::zoo::internal

@@ -1,0 +1,89 @@
+// Image heads over a vision trunk's features (trunks/vision.h): their weights, output names,
+// loss and labels. Each family picks one per class:
+//   heads/image_classification.cc  *ForImageClassification (and DeiT's distilled teacher head)
+//   heads/image_features.cc        the base *Model: last_hidden_state and pooler_output
+//
+// Thread-safety: immutable after construction.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "workers/zoo/trunks/vision.h"
+
+namespace ts::zoo::internal {
+
+class ImageHead {
+ public:
+  virtual ~ImageHead() = default;
+
+  // The head's weights, in init order (after the trunk's).
+  const WeightList& Weights() const { return weights_; }
+  virtual std::vector<std::string> OutputNames() const = 0;
+  virtual std::vector<at::Tensor> Forward(const WeightMap& w, const VisionFeatures& f) const = 0;
+  // The training loss of Forward's `outputs` against the batch's labels.
+  virtual at::Tensor Loss(const std::vector<at::Tensor>& outputs,
+                          const TensorMap& labels) const = 0;
+  // Draws the labels of a batch of `batch_size` from `gen` (after pixel_values).
+  virtual void AddLabels(at::Generator& gen, int64_t batch_size, TensorMap& labels) const = 0;
+
+ protected:
+  void Add(const std::string& name, std::vector<int64_t> shape) {
+    weights_.emplace_back(name, std::move(shape));
+  }
+
+ private:
+  WeightList weights_;
+};
+
+// ---- heads/image_classification.cc
+
+struct ImageClassifierRecipe {
+  std::string prefix = "classifier.";  // "classifier.1." (ResNet's Sequential)
+  int64_t num_labels = 2;
+  int64_t width = 0;    // the trunk's PooledWidth()
+  bool flatten = true;  // pooled.flatten(1) first (pooled maps); false: pooled is token 0
+};
+
+// logits [B, L] = classifier(pooled); loss HF's: cross entropy, MSE when num_labels == 1.
+// Labels "labels": int64 [B] in [0, L), or float [B] when L == 1.
+std::unique_ptr<ImageHead> ImageClassificationHead(ImageClassifierRecipe recipe);
+
+// DeiTForImageClassificationWithTeacher: cls_classifier on token 0 and distillation_classifier
+// on token 1; outputs logits (their mean), cls_logits, distillation_logits; loss and labels as
+// ImageClassificationHead on logits.
+std::unique_ptr<ImageHead> DistilledImageClassificationHead(int64_t num_labels, int64_t width);
+
+// ---- heads/image_features.cc
+
+// The base model has no HF loss; it regresses its outputs onto random targets.
+enum class FeatureLoss {
+  // ViTModel (as BertModel): labels "labels" of last_hidden_state's shape;
+  // mse(last_hidden_state, t) + mse(pooler_output, t[:, 0]).
+  kSequenceAndFirstToken,
+  // Every other vision base model: labels "target" of last_hidden_state's shape;
+  // mean((last_hidden_state - t)^2) + mean(pooler_output^2).
+  kTargetAndZeroPooled,
+};
+
+struct ImageFeaturesRecipe {
+  bool tanh_pooler = false;  // pooler_output = tanh(pooler.dense(pooled)); else pooled itself
+  int64_t width = 0;         // the trunk's PooledWidth()
+  FeatureLoss loss = FeatureLoss::kTargetAndZeroPooled;
+  std::vector<int64_t> last_hidden_shape;  // without the batch dimension
+};
+
+// Outputs last_hidden_state, pooler_output.
+std::unique_ptr<ImageHead> ImageFeaturesHead(ImageFeaturesRecipe recipe);
+
+// The head of a class of a pooled-map family (resnet, convnext, mobilenet_v2, efficientnet,
+// swin): `base` gives ImageFeaturesHead (pooler_output = the trunk's pooled features, loss
+// kTargetAndZeroPooled), otherwise ImageClassificationHead over the flattened pooled features.
+std::unique_ptr<ImageHead> PooledImageHead(bool base, const VisionTrunk& trunk, int64_t num_labels,
+                                           const std::string& classifier = "classifier.");
+
+}  // namespace ts::zoo::internal

@@ -1,0 +1,202 @@
+// The audio trunk (audio.h): Whisper's conv stem, wav2vec2's feature encoder, positional conv
+// and encoder. The op order is the one the audio families had before the trunk existed.
+#include "workers/zoo/trunks/audio.h"
+
+#include <cmath>
+
+#include "workers/zoo/families_internal.h"
+#include "workers/zoo/nn.h"
+
+namespace ts::zoo::internal {
+namespace {
+
+at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x, double eps) {
+  return nn::LayerNorm(x, GetWeight(w, p + ".weight"), GetWeight(w, p + ".bias"), eps);
+}
+
+at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
+  return nn::Linear(x, GetWeight(w, p + ".weight"), GetWeight(w, p + ".bias"));
+}
+
+// wav2vec2 self-attention: q/k/v/out projections with biases under `p`, no mask.
+at::Tensor SelfAttention(const WeightMap& w, const std::string& p, const at::Tensor& x,
+                         int64_t heads) {
+  const int64_t b = x.size(0), s = x.size(1), h = x.size(2), hd = h / heads;
+  at::Tensor q = Lin(w, p + "q_proj", x).view({b, s, heads, hd}).transpose(1, 2);
+  at::Tensor k = Lin(w, p + "k_proj", x).view({b, s, heads, hd}).transpose(1, 2);
+  at::Tensor v = Lin(w, p + "v_proj", x).view({b, s, heads, hd}).transpose(1, 2);
+  at::Tensor ctx = nn::Attention(q, k, v, at::Tensor(), 1.0 / std::sqrt(static_cast<double>(hd)));
+  return Lin(w, p + "out_proj", ctx.transpose(1, 2).reshape({b, s, h}));
+}
+
+}  // namespace
+
+// Not at::conv1d: libtorch 1.13's mkldnn conv1d backward returns garbage weight gradients
+// (uninitialised memory, different on every run) when the gradient reaching it comes back
+// through the encoder's [B, T, C] layout, which made every audio model's training diverge.
+at::Tensor UnfoldConv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                        int64_t stride, int64_t padding, int64_t groups) {
+  const int64_t bsz = x.size(0), c = x.size(1), o = w.size(0), k = w.size(2);
+  at::Tensor xp = padding > 0 ? at::constant_pad_nd(x, {padding, padding}) : x;
+  at::Tensor win = xp.unfold(2, k, stride);  // [B, C, T', k]
+  const int64_t t = win.size(2);
+  at::Tensor cols = win.permute({0, 2, 1, 3}).reshape({bsz, t, c * k});  // columns c * k + j
+  at::Tensor wm = w.reshape({o, (c / groups) * k});
+  if (groups > 1) {
+    // Grouped: the block-diagonal [O, C * k] matrix of the groups' [O / G, C / G * k] blocks, so
+    // that one Linear (one matmul class for the device) computes every group.
+    wm = at::block_diag(wm.chunk(groups, 0));
+  }
+  return nn::Linear(cols, wm, b).transpose(1, 2);
+}
+
+bool InitConvWeight(const std::string& name, at::Tensor& t, at::Generator& gen) {
+  if (t.dim() != 3 || name.size() <= 7 || name.compare(name.size() - 7, 7, ".weight") != 0) {
+    return false;
+  }
+  const double fan_in = static_cast<double>(t.size(1) * t.size(2));
+  const double gain = name.find("feature_extractor.") != std::string::npos ? 2.0 : 1.0;
+  t.normal_(0.0, std::sqrt(gain / fan_in), gen);
+  return true;
+}
+
+void AddWhisperStem(const std::string& prefix, int64_t d, int64_t mel, const AddWeightFn& add) {
+  add(prefix + ".conv1.weight", {d, mel, 3});
+  add(prefix + ".conv1.bias", {d});
+  add(prefix + ".conv2.weight", {d, d, 3});
+  add(prefix + ".conv2.bias", {d});
+}
+
+at::Tensor WhisperStem(const WeightMap& w, const std::string& prefix, const at::Tensor& features,
+                       Activation act) {
+  at::Tensor x = nn::Activate(UnfoldConv1d(features, GetWeight(w, prefix + ".conv1.weight"),
+                                           GetWeight(w, prefix + ".conv1.bias"), 1, 1),
+                              act);
+  x = nn::Activate(UnfoldConv1d(x, GetWeight(w, prefix + ".conv2.weight"),
+                                GetWeight(w, prefix + ".conv2.bias"), 2, 1),
+                   act);
+  return x.permute({0, 2, 1});
+}
+
+Wav2Vec2Trunk::Wav2Vec2Trunk(ModelSpec spec, Wav2Vec2Recipe r, std::string prefix)
+    : Model(std::move(spec)), r_(std::move(r)), pre_(std::move(prefix)) {
+  int64_t in = 1;
+  for (size_t i = 0; i < r_.conv_dim.size(); ++i) {
+    const std::string lp = pre_ + "feature_extractor.conv_layers." + std::to_string(i) + ".";
+    Add(lp + "conv.weight", {r_.conv_dim[i], in, r_.conv_kernel[i]});
+    if (r_.conv_bias) Add(lp + "conv.bias", {r_.conv_dim[i]});
+    if (!r_.group_norm || i == 0) AddLn(lp + "layer_norm", r_.conv_dim[i]);
+    in = r_.conv_dim[i];
+  }
+  const int64_t h = r_.hidden;
+  AddLn(pre_ + "feature_projection.layer_norm", in);
+  AddLinear(pre_ + "feature_projection.projection", h, in);
+  const std::string pc = pre_ + "encoder.pos_conv_embed.conv.";
+  Add(pc + "bias", {h});
+  Add(pc + "parametrizations.weight.original0", {1, 1, r_.pos_kernel});
+  Add(pc + "parametrizations.weight.original1", {h, h / r_.pos_groups, r_.pos_kernel});
+  AddLn(pre_ + "encoder.layer_norm", h);
+  for (int64_t i = 0; i < r_.layers; ++i) {
+    const std::string lp = pre_ + "encoder.layers." + std::to_string(i) + ".";
+    for (const char* n : {"k_proj", "v_proj", "q_proj", "out_proj"}) {
+      AddLinear(lp + "attention." + n, h, h);
+    }
+    AddLn(lp + "layer_norm", h);
+    AddLinear(lp + "feed_forward.intermediate_dense", r_.intermediate, h);
+    AddLinear(lp + "feed_forward.output_dense", h, r_.intermediate);
+    AddLn(lp + "final_layer_norm", h);
+  }
+}
+
+void Wav2Vec2Trunk::Add(const std::string& name, std::vector<int64_t> shape) {
+  shapes_.emplace_back(name, std::move(shape));
+}
+
+void Wav2Vec2Trunk::AddLinear(const std::string& p, int64_t out, int64_t in) {
+  Add(p + ".weight", {out, in});
+  Add(p + ".bias", {out});
+}
+
+void Wav2Vec2Trunk::AddLn(const std::string& p, int64_t n) {
+  Add(p + ".weight", {n});
+  Add(p + ".bias", {n});
+}
+
+// The weight-norm magnitude g starts in [0.5, 1.5]; convs as InitConvWeight.
+void Wav2Vec2Trunk::InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const {
+  if (name.find("parametrizations.weight.original0") != std::string::npos) {
+    t.uniform_(0.5, 1.5, gen);
+    return;
+  }
+  if (InitConvWeight(name, t, gen)) return;
+  Model::InitWeight(name, t, gen);
+}
+
+at::Tensor Wav2Vec2Trunk::FeatureEncoder(const WeightMap& w, const at::Tensor& values) const {
+  at::Tensor x = values.unsqueeze(1);
+  for (size_t i = 0; i < r_.conv_dim.size(); ++i) {
+    const std::string lp = pre_ + "feature_extractor.conv_layers." + std::to_string(i) + ".";
+    x = UnfoldConv1d(x, GetWeight(w, lp + "conv.weight"),
+                     r_.conv_bias ? GetWeight(w, lp + "conv.bias") : at::Tensor(),
+                     r_.conv_stride[i], 0);
+    if (r_.group_norm && i == 0) {
+      x = at::group_norm(x, x.size(1), GetWeight(w, lp + "layer_norm.weight"),
+                         GetWeight(w, lp + "layer_norm.bias"), 1e-5);
+    } else if (!r_.group_norm) {
+      x = Ln(w, lp + "layer_norm", x.transpose(1, 2), 1e-5).transpose(1, 2);
+    }
+    x = nn::Activate(x, r_.feat_act);
+  }
+  return x;
+}
+
+// Positional conv embedding (weight norm over dim 2, same padding, grouped), then `feat_act`.
+at::Tensor Wav2Vec2Trunk::PositionalConv(const WeightMap& w, const at::Tensor& hs) const {
+  const std::string pc = pre_ + "encoder.pos_conv_embed.conv.";
+  const at::Tensor& g = GetWeight(w, pc + "parametrizations.weight.original0");
+  const at::Tensor& v = GetWeight(w, pc + "parametrizations.weight.original1");
+  at::Tensor weight = g * v / v.pow(2).sum(at::IntArrayRef{0, 1}, /*keepdim=*/true).sqrt();
+  at::Tensor pos = UnfoldConv1d(hs.transpose(1, 2), weight, GetWeight(w, pc + "bias"), 1,
+                                r_.pos_kernel / 2, r_.pos_groups);
+  if (r_.pos_kernel % 2 == 0) pos = pos.narrow(2, 0, pos.size(2) - 1);
+  return nn::Activate(pos, r_.feat_act).transpose(1, 2);
+}
+
+// Post-LN (wav2vec2-base) or pre-LN (`do_stable_layer_norm`).
+at::Tensor Wav2Vec2Trunk::EncoderLayer(const WeightMap& w, int64_t i, const at::Tensor& x) const {
+  const std::string lp = pre_ + "encoder.layers." + std::to_string(i) + ".";
+  auto ffn = [&](const at::Tensor& y) {
+    return Lin(w, lp + "feed_forward.output_dense",
+               nn::Activate(Lin(w, lp + "feed_forward.intermediate_dense", y), r_.act));
+  };
+  at::Tensor hs = x;
+  if (r_.stable_layer_norm) {
+    at::Tensor y = Ln(w, lp + "layer_norm", hs, r_.eps);
+    hs = hs + SelfAttention(w, lp + "attention.", y, r_.heads);
+    return hs + ffn(Ln(w, lp + "final_layer_norm", hs, r_.eps));
+  }
+  hs = Ln(w, lp + "layer_norm", hs + SelfAttention(w, lp + "attention.", hs, r_.heads), r_.eps);
+  return Ln(w, lp + "final_layer_norm", hs + ffn(hs), r_.eps);
+}
+
+std::pair<at::Tensor, at::Tensor> Wav2Vec2Trunk::Encode(const WeightMap& w,
+                                                        const TensorMap& inputs) const {
+  at::Tensor x = FeatureEncoder(w, GetInput(inputs, "input_values"));
+  at::Tensor feats = Ln(w, pre_ + "feature_projection.layer_norm", x.transpose(1, 2), r_.eps);
+  at::Tensor hs = Lin(w, pre_ + "feature_projection.projection", feats);
+  hs = hs + PositionalConv(w, hs);
+  if (!r_.stable_layer_norm) hs = Ln(w, pre_ + "encoder.layer_norm", hs, r_.eps);
+  for (int64_t i = 0; i < r_.layers; ++i) hs = EncoderLayer(w, i, hs);
+  if (r_.stable_layer_norm) hs = Ln(w, pre_ + "encoder.layer_norm", hs, r_.eps);
+  return {hs, feats};
+}
+
+at::Tensor Wav2Vec2Trunk::InputValues(at::Generator& gen, int64_t batch_size) const {
+  int64_t len = kW2vFrames;
+  for (size_t i = r_.conv_dim.size(); i-- > 0;) {
+    len = (len - 1) * r_.conv_stride[i] + r_.conv_kernel[i];
+  }
+  return at::randn({batch_size, len}, gen, at::TensorOptions().dtype(at::kFloat));
+}
+
+}  // namespace ts::zoo::internal

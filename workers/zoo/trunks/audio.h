@@ -1,0 +1,84 @@
+// The audio trunk (README.md): Whisper's conv stem (run by the encoder-decoder trunk before its
+// encoder stack) and wav2vec2's feature encoder, positional conv and transformer encoder, with
+// the 1-d convolution both use and its init policy.
+//
+// Conv1d runs as windows + matmul (UnfoldConv1d): libtorch 1.13's mkldnn conv1d backward
+// returned garbage weight gradients for these models (different each run).
+//
+// Thread-safety: pure functions; a Wav2Vec2Trunk is immutable after construction.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "workers/zoo/config.h"
+#include "workers/zoo/model.h"
+
+namespace ts::zoo::internal {
+
+// conv1d as windows + matmul: x [B, C, T] -> [B, O, T'], identical to at::conv1d (zero padding,
+// groups). nn::Linear carries the bf16 emulation.
+at::Tensor UnfoldConv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                        int64_t stride, int64_t padding, int64_t groups = 1);
+
+// Conv1d weights [out, in / groups, k] (a 3-d `*.weight`): N(0, sqrt(gain / fan_in)) with
+// fan_in = in / groups * k (the base policy counts only k for 3-d tensors), gain 2 (He init, HF
+// kaiming_normal_) in wav2vec2's `feature_extractor.`, whose convs have no norm after the first.
+// False (nothing drawn) for any other weight.
+bool InitConvWeight(const std::string& name, at::Tensor& t, at::Generator& gen);
+
+// Whisper's stem under `prefix` ("model.encoder"): conv1 (k 3, stride 1) and conv2 (k 3,
+// stride 2), each followed by `act`; input_features [B, mel, T] -> [B, T / 2, d].
+using AddWeightFn = std::function<void(const std::string&, std::vector<int64_t>)>;
+void AddWhisperStem(const std::string& prefix, int64_t d, int64_t mel, const AddWeightFn& add);
+at::Tensor WhisperStem(const WeightMap& w, const std::string& prefix, const at::Tensor& features,
+                       Activation act);
+
+// wav2vec2 as its config describes it (families/wav2vec2.cc parses it).
+struct Wav2Vec2Recipe {
+  int64_t hidden = 0, layers = 0, heads = 0, intermediate = 0, vocab = 32;
+  std::vector<int64_t> conv_dim, conv_stride, conv_kernel;
+  bool group_norm = true, conv_bias = false, stable_layer_norm = false;
+  Activation feat_act = Activation::kGeluErf, act = Activation::kGeluErf;
+  int64_t pos_kernel = 128, pos_groups = 16, pad = 0, proj_size = 256, num_labels = 2;
+  double eps = 1e-5;
+  bool ctc_sum = true, zero_infinity = false;
+};
+
+// Output frames of the tiny wav2vec2 run (its input length is derived from it).
+inline constexpr int64_t kW2vFrames = 16;
+
+// A Model over wav2vec2's encoder (weights under `prefix`: "" or "wav2vec2."); heads derive
+// from it, add their weights and call Encode.
+class Wav2Vec2Trunk : public Model {
+ public:
+  std::vector<std::pair<std::string, std::vector<int64_t>>> WeightShapes() const override {
+    return shapes_;
+  }
+
+ protected:
+  Wav2Vec2Trunk(ModelSpec spec, Wav2Vec2Recipe r, std::string prefix);
+  void Add(const std::string& name, std::vector<int64_t> shape);
+  void AddLinear(const std::string& p, int64_t out, int64_t in);
+  void InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const override;
+  // input_values [B, L] -> {last hidden state [B, frames, hidden], extract_features}.
+  std::pair<at::Tensor, at::Tensor> Encode(const WeightMap& w, const TensorMap& inputs) const;
+  // The input_values of a batch: randn [B, L] with L giving kW2vFrames frames.
+  at::Tensor InputValues(at::Generator& gen, int64_t batch_size) const;
+
+  Wav2Vec2Recipe r_;
+
+ private:
+  void AddLn(const std::string& p, int64_t n);
+  at::Tensor FeatureEncoder(const WeightMap& w, const at::Tensor& values) const;
+  at::Tensor PositionalConv(const WeightMap& w, const at::Tensor& hs) const;
+  at::Tensor EncoderLayer(const WeightMap& w, int64_t i, const at::Tensor& hs) const;
+
+  std::string pre_;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes_;
+};
+
+}  // namespace ts::zoo::internal

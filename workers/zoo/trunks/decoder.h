@@ -1,0 +1,131 @@
+// The decoder trunk (README.md "Decoder trunk"): one decoder-only transformer driven by a
+// Recipe. A family (families/<model_type>.cc) parses its HF config.json into a Recipe: sizes,
+// norm / position / attention / MLP / block kinds, per-layer windows and rotary use, and the HF
+// state_dict names; the trunk builds the weights and runs the layers, and a text head
+// (heads/text_head.h) turns the final hidden states into the task's outputs. Private to the zoo.
+//
+// Thread-safety: a built model is immutable; Forward/Loss may run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "workers/zoo/config.h"
+#include "workers/zoo/heads/text_head.h"
+#include "workers/zoo/model.h"
+
+namespace ts::zoo::internal::decoder {
+
+enum class Norm { kRms, kGemmaRms, kLayerNorm, kLayerNormNoBias, kLayerNorm1P, kNonParam };
+enum class QkNorm { kNone, kPerHeadRms, kPerHeadGemma, kPerHeadLayerNorm, kFullRms };
+enum class Pos { kNone, kRotary, kLearned, kSinusoidal };
+enum class Alibi { kNone, kBloom, kMpt, kFalcon };
+enum class Qkv {
+  kSeparate,
+  kFused,        // [q | k | v] along the output (GPT-2 c_attn, Phi-3, MPT)
+  kPerHead,      // view(B, S, heads, 3, hd)
+  kGrouped,      // Falcon: view(B, S, kv, heads / kv + 2, hd)
+  kCodeGen,      // mp_num = 4 blocks of [q | v | k]
+  kPerHeadNarrow,  // view(B, S, heads, 3 * hd), narrowed (GPT-NeoX, GPTBigCode without MQA)
+};
+enum class Mlp { kGated, kFusedGateUp, kPlain };
+enum class Block { kPre, kParallel1, kParallel2, kPost, kSandwich };
+
+// Sparse MoE MLP on the layers marked in `sparse` (mixtral, qwen2_moe).
+struct Moe {
+  int64_t experts = 0, top_k = 0, inter = 0;  // experts 0: every layer dense
+  int64_t shared_inter = 0;                   // > 0: a gated shared expert (qwen2_moe)
+  bool norm_topk = false;
+  bool mixtral = false;  // block_sparse_moe.experts.E.{w1, w2, w3}; else mlp.experts.E.*_proj
+  std::vector<bool> sparse;  // per layer
+  bool pattern = false;      // the real config mixes dense and sparse layers (tiny: two layers)
+};
+
+// Phi-3 longrope: per-frequency factors, short within the original context, long past it.
+struct LongRope {
+  bool on = false;
+  std::vector<double> short_factor, long_factor;
+  int64_t original = 4096;
+};
+
+struct Act {
+  Activation a = Activation::kSilu;
+  bool relu2 = false;  // squared ReLU (HF "relu2")
+};
+
+// HF state_dict names below the base prefix ("model." under a head, "" for the base model).
+struct Names {
+  std::string head_base = "model.", model_base = "";
+  std::string embed = "embed_tokens", pos = "", emb_ln = "";
+  std::string layers = "layers.";
+  std::string ln1 = "input_layernorm", ln2 = "post_attention_layernorm";
+  std::string post1 = "", post2 = "";  // sandwich / post norms
+  std::string attn = "self_attn.";
+  std::string q = "q_proj", k = "k_proj", v = "v_proj", qkv = "", o = "o_proj";
+  std::string qn = "q_norm", kn = "k_norm";
+  std::string mlp = "mlp.";
+  std::string gate = "gate_proj", up = "up_proj", down = "down_proj";
+  std::string final_norm = "norm";
+  std::string lm_head = "lm_head", seq_cls = "score", token_cls = "score";
+};
+
+struct Recipe {
+  int64_t vocab = 0, hidden = 0, inter = 0, layers = 0, heads = 0, kv = 0, head_dim = 0;
+  int64_t max_pos = 2048;
+  Act act;
+  double eps = 1e-5, init_range = 0.02;
+  bool tie = false;
+  std::optional<int64_t> pad;
+  bool embed_padding_idx = true;  // nn.Embedding(padding_idx=pad): row zeroed at init
+  Norm norm = Norm::kRms;
+  QkNorm qk_norm = QkNorm::kNone;
+  Pos pos = Pos::kRotary;
+  RopeConfig rope, rope_local;  // rope_local: sliding layers (gemma3)
+  bool interleaved = false;     // rotate_every_two (GPT-J, Cohere, GLM) vs rotate_half
+  int64_t rotary_dim = 0;
+  int64_t pos_offset = 0;      // learned / sinusoidal table offset (OPT, BioGPT, XGLM: 2)
+  bool pos_from_mask = false;  // positions = cumsum(mask) * mask - 1
+  Alibi alibi = Alibi::kNone;
+  double alibi_bias_max = 8.0;
+  double attn_scale = 0.0;  // 0: 1/sqrt(head_dim)
+  double clip_qkv = 0.0;
+  bool q_bias = false, k_bias = false, v_bias = false, o_bias = false, mlp_bias = false;
+  bool lm_head_bias = false, seq_cls_bias = false, token_cls_bias = true;
+  Qkv qkv = Qkv::kSeparate;
+  Mlp mlp = Mlp::kGated;
+  Block block = Block::kPre;
+  double embed_scale = 1.0, residual_mult = 1.0, logit_mult = 1.0;
+  std::vector<std::optional<int64_t>> window;  // per layer
+  std::vector<bool> rope_on, rope_local_on;    // per layer
+  int64_t num_labels = 2;
+  Names n;
+
+  // ---- The llama-style lineage (llama, mistral, qwen2 and the families first written beside
+  // them; README.md "Op-order options"). Each keeps an op order or convention those families
+  // had, so that their traces, weights and numerics stay bit-identical.
+  // `classic`: q, k, v reshaped and transposed in turn, q/k norms after the transpose, k and v
+  // repeated before the scores (nn::Attention's order), partial rotary narrowed before rotating;
+  // the positions' arange before the embedding scale; residual branches added unscaled; norm
+  // weights initialised by name (Model::InitWeight); the batch not clamped to max_pos.
+  bool classic = false;
+  bool view_heads = false;  // classic, separate q/k/v: Linear(x).view().transpose() in turn
+  bool conv1d = false;      // GPT-2 Conv1D: weights [in, out] (fan_in = rows), x @ W + b
+  bool sandwich_post_first = false;  // weight order post1, ln2, post2 (gemma2)
+  double attn_softcap = 0.0, final_softcap = 0.0;  // cap * tanh(x / cap) (gemma2)
+  LongRope longrope;
+  Moe moe;
+  // Tiny-scaling metadata of the classic families' partial rotary.
+  double partial_rotary = 1.0;  // fraction of head_dim rotated
+  std::string partial_field;    // the config field carrying it ("" none)
+  bool partial_is_dim = false;  // the field is an absolute rotary_dim (phi-msft)
+  std::optional<int64_t> window_size;  // the configured window, when active on some layer
+};
+
+// The model for `head` over the recipe (spec.tiny_config is the config that was parsed).
+StatusOr<std::unique_ptr<Model>> BuildDecoderModel(ModelSpec spec, Recipe recipe,
+                                                   TextHeadKind head);
+
+}  // namespace ts::zoo::internal::decoder

@@ -1,0 +1,124 @@
+// The decoder trunk's model class, shared by its files: decoder.cc (weights, the block loop,
+// norms, MLP, batches) and decoder_attention.cc (projections, rotary, ALiBi, sinusoids,
+// attention). Private to the trunk.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "workers/zoo/heads/text_head.h"
+#include "workers/zoo/trunks/decoder.h"
+
+namespace ts::zoo::internal::decoder {
+
+// Weight names of one gated expert.
+struct Expert {
+  std::string gate, up, down;
+  std::string gate_b = "", up_b = "", down_b = "";  // llama mlp_bias
+};
+
+// Weight names of one layer ("" where the recipe has no such weight).
+struct LayerW {
+  std::string n1w, n1b, n2w, n2b, p1w, p1b, p2w, p2b;
+  std::string q, qb, k, kb, v, vb, qkv, qkvb, o, ob, qnw, qnb, knw, knb;
+  std::string gate, gate_b, up, up_b, down, down_b;
+  bool moe = false;  // a sparse MoE layer: router, experts and the optional shared expert
+  std::string router, shared_gate;
+  std::vector<Expert> experts;
+  Expert shared;
+  std::optional<int64_t> window;
+  bool rope = true, rope_local = false;
+};
+
+// Per-forward tensors every layer shares.
+struct LayerContext {
+  at::Tensor cos, sin, cos_local, sin_local, alibi;
+  int64_t b = 0, s = 0;
+};
+
+class DecoderModel : public Model {
+ public:
+  DecoderModel(ModelSpec spec, Recipe c, TextHeadKind head);
+
+  WeightShapeList WeightShapes() const override { return shapes_; }
+  std::vector<std::string> OutputNames() const override { return head_->OutputNames(); }
+  std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override;
+  at::Tensor Loss(const WeightMap& w, const Batch& batch) const override;
+  Batch MakeBatch(uint64_t seed, int64_t batch_size) const override;
+
+ protected:
+  void InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const override;
+
+ private:
+  // ---- Weights (decoder.cc).
+  std::string Add(const std::string& name, std::vector<int64_t> shape);
+  void AddNorm(const std::string& prefix, int64_t width, std::string& w, std::string& b,
+               Norm kind);
+  void AddAttention(const std::string& a, LayerW& l);
+  void AddMlp(const std::string& m, LayerW& l);
+  void AddMoe(const std::string& p, LayerW& l);  // decoder_moe.cc
+  void AddLayer(const std::string& p, size_t index);
+  TextHeadSpec HeadSpec(TextHeadKind head) const;
+
+  // ---- Forward (decoder.cc).
+  // Token embeddings (scaled, normed) plus learned or sinusoidal positions; `pos` receives the
+  // positions 0..S-1 the rotary tables use.
+  at::Tensor Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
+                   at::Tensor& pos) const;
+  at::Tensor Block(const WeightMap& w, const LayerW& l, const at::Tensor& x,
+                   const LayerContext& ctx, const at::Tensor& blocked) const;
+  // The classic lineage's block: sequential (with optional pre and post norms) or parallel.
+  at::Tensor ClassicBlock(const WeightMap& w, const LayerW& l, const at::Tensor& x,
+                          const LayerContext& ctx, const at::Tensor& blocked) const;
+  // Linear, or GPT-2 Conv1D (x @ W + b with W [in, out]).
+  at::Tensor Proj(const WeightMap& w, const at::Tensor& x, const std::string& wn,
+                  const std::string& bn) const;
+  at::Tensor NormOpt(const WeightMap& w, const at::Tensor& x, const std::string& wn,
+                     const std::string& bn) const;
+  at::Tensor NormAs(Norm kind, const WeightMap& w, const at::Tensor& x, const std::string& wn,
+                    const std::string& bn, int64_t width) const;
+  at::Tensor Activate(const at::Tensor& x) const;
+  at::Tensor Mlp(const WeightMap& w, const LayerW& l, const at::Tensor& x) const;
+
+  // ---- MoE and longrope (decoder_moe.cc).
+  at::Tensor Gated(const WeightMap& w, const at::Tensor& x, const Expert& e) const;
+  at::Tensor MoeMlp(const WeightMap& w, const LayerW& l, const at::Tensor& x) const;
+  std::pair<at::Tensor, at::Tensor> LongRopeTables(const at::Tensor& pos, int64_t s,
+                                                   at::ScalarType dt) const;
+
+  // ---- Attention and positions (decoder_attention.cc).
+  std::pair<at::Tensor, at::Tensor> Tables(const RopeConfig& rope, const at::Tensor& pos,
+                                           at::ScalarType dt) const;
+  at::Tensor Rotate(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) const;
+  at::Tensor Sinusoid(const at::Tensor& pos, at::ScalarType dt) const;
+  at::Tensor AlibiBias(const at::Tensor& mask, int64_t b, int64_t s, const at::Device& dev,
+                       at::ScalarType dt) const;
+  // q, k, v from the layer's projection layout, as the layout leaves them.
+  void ProjectQkv(const WeightMap& w, const LayerW& l, const at::Tensor& x, int64_t b, int64_t s,
+                  at::Tensor& q, at::Tensor& k, at::Tensor& v) const;
+  // q, k, v [B, S, heads, hd]: projected, clipped and q/k-normed.
+  void Project(const WeightMap& w, const LayerW& l, const at::Tensor& x, int64_t b, int64_t s,
+               at::Tensor& q, at::Tensor& k, at::Tensor& v) const;
+  at::Tensor ClassicRotate(const at::Tensor& x, const at::Tensor& cos,
+                           const at::Tensor& sin) const;
+  at::Tensor ClassicAttn(const WeightMap& w, const LayerW& l, const at::Tensor& x,
+                         const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& blocked,
+                         int64_t b, int64_t s) const;
+  at::Tensor Attn(const WeightMap& w, const LayerW& l, const at::Tensor& x,
+                  const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& alibi,
+                  const at::Tensor& blocked, int64_t b, int64_t s) const;
+
+  Recipe c_;
+  std::unique_ptr<TextHead> head_;
+  WeightShapeList shapes_;
+  std::vector<std::string> ones_, zeros_;
+  std::vector<LayerW> layers_;
+  std::string embed_, pos_, emb_lnw_, emb_lnb_, final_w_, final_b_;
+  std::string head_weight_;  // the head's projection weight (classic Conv1D init skips it)
+  int64_t seq_len_ = 32;
+};
+
+}  // namespace ts::zoo::internal::decoder

@@ -1,0 +1,109 @@
+// The decoder trunk's sparse MoE MLP (mixtral, qwen2_moe), its gated experts, and Phi-3's
+// longrope tables (decoder_model.h).
+#include <cmath>
+
+#include "workers/zoo/families_internal.h"
+#include "workers/zoo/nn.h"
+#include "workers/zoo/trunks/decoder_model.h"
+
+namespace ts::zoo::internal::decoder {
+
+void DecoderModel::AddMoe(const std::string& p, LayerW& l) {
+  const Moe& moe = c_.moe;
+  const int64_t h = c_.hidden, e_im = moe.inter;
+  l.moe = true;
+  if (moe.mixtral) {
+    const std::string s = p + "block_sparse_moe.";
+    l.router = Add(s + "gate.weight", {moe.experts, h});
+    for (int64_t e = 0; e < moe.experts; ++e) {
+      const std::string x = s + "experts." + std::to_string(e) + ".";
+      Expert ex;
+      ex.gate = Add(x + "w1.weight", {e_im, h});
+      ex.down = Add(x + "w2.weight", {h, e_im});
+      ex.up = Add(x + "w3.weight", {e_im, h});
+      l.experts.push_back(ex);
+    }
+    return;
+  }
+  const std::string m = p + c_.n.mlp;
+  l.router = Add(m + "gate.weight", {moe.experts, h});
+  for (int64_t e = 0; e < moe.experts; ++e) {
+    const std::string x = m + "experts." + std::to_string(e) + ".";
+    Expert ex;
+    ex.gate = Add(x + "gate_proj.weight", {e_im, h});
+    ex.up = Add(x + "up_proj.weight", {e_im, h});
+    ex.down = Add(x + "down_proj.weight", {h, e_im});
+    l.experts.push_back(ex);
+  }
+  if (moe.shared_inter <= 0) return;
+  const int64_t s_im = moe.shared_inter;
+  l.shared.gate = Add(m + "shared_expert.gate_proj.weight", {s_im, h});
+  l.shared.up = Add(m + "shared_expert.up_proj.weight", {s_im, h});
+  l.shared.down = Add(m + "shared_expert.down_proj.weight", {h, s_im});
+  l.shared_gate = Add(m + "shared_expert_gate.weight", {1, h});
+}
+
+at::Tensor DecoderModel::Gated(const WeightMap& w, const at::Tensor& x, const Expert& e) const {
+  auto lin = [&](const at::Tensor& in, const std::string& wn, const std::string& bn) {
+    return nn::Linear(in, GetWeight(w, wn), GetOptionalWeight(w, bn));
+  };
+  at::Tensor g = nn::Activate(lin(x, e.gate, e.gate_b), c_.act.a);
+  return lin(g * lin(x, e.up, e.up_b), e.down, e.down_b);
+}
+
+// Softmax router, top-k (ties broken by topk's order), optional renormalisation; the top-k
+// weights are scattered into a [tokens, experts] combine matrix (zero for experts a token is not
+// routed to) that weights each expert's output. Dense over tokens on purpose: a data-dependent
+// gather (nonzero + index_select/index_add) splits the compiled graph and the simulated device
+// then runs the expert matmuls partly off its bf16 units, which the declared numerics cannot
+// follow (MixtralForSequenceClassification failed compile that way).
+at::Tensor DecoderModel::MoeMlp(const WeightMap& w, const LayerW& l, const at::Tensor& x) const {
+  const auto shape = x.sizes().vec();
+  at::Tensor x2 = x.reshape({-1, c_.hidden});
+  at::Tensor router_logits = nn::Linear(x2, GetWeight(w, l.router));
+  at::Tensor probs = at::softmax(router_logits, -1);
+  auto [top_w, top_i] = at::topk(probs, c_.moe.top_k, -1);
+  if (c_.moe.norm_topk) top_w = top_w / top_w.sum(-1, /*keepdim=*/true);
+  at::Tensor combine = at::zeros_like(probs).scatter(1, top_i, top_w);  // [N, E]
+  at::Tensor out;
+  for (int64_t e = 0; e < static_cast<int64_t>(l.experts.size()); ++e) {
+    at::Tensor ye =
+        Gated(w, x2, l.experts[static_cast<size_t>(e)]) * combine.select(1, e).unsqueeze(-1);
+    out = out.defined() ? out + ye : ye;
+  }
+  if (!l.shared_gate.empty()) {
+    at::Tensor g = at::sigmoid(nn::Linear(x2, GetWeight(w, l.shared_gate)));
+    out = out + g * Gated(w, x2, l.shared);
+  }
+  return out.view(shape);
+}
+
+// Phi-3 longrope: inv_freq = 1 / (ext * base^(2i/d)); long factors past the original context;
+// cos/sin scaled by sqrt(1 + ln(max/orig) / ln(orig)).
+std::pair<at::Tensor, at::Tensor> DecoderModel::LongRopeTables(const at::Tensor& pos, int64_t s,
+                                                               at::ScalarType dt) const {
+  const LongRope& lr = c_.longrope;
+  const std::vector<double>& ext = s > lr.original ? lr.long_factor : lr.short_factor;
+  // Built from traced scalar fills (a captured constant tensor does not survive the device
+  // compiler: phi-3.5 compiled to NaN that way).
+  const auto fopts = at::TensorOptions().dtype(dt).device(pos.device());
+  std::vector<at::Tensor> parts;
+  for (double v : ext) parts.push_back(at::full({1}, v, fopts));
+  at::Tensor ext_t = at::cat(parts, 0);
+  const int64_t d = c_.rotary_dim;
+  at::Tensor expo =
+      at::arange(0, d, 2, at::TensorOptions().dtype(at::kLong).device(pos.device())).to(dt) /
+      static_cast<double>(d);
+  at::Tensor inv_freq = at::reciprocal(ext_t * at::pow(c_.rope.theta, expo));
+  at::Tensor freqs = pos.to(dt).unsqueeze(-1) * inv_freq;
+  at::Tensor emb = at::cat({freqs, freqs}, -1);
+  const double factor = static_cast<double>(c_.max_pos) / static_cast<double>(lr.original);
+  double attn_factor = 1.0;
+  if (factor > 1.0) {
+    attn_factor =
+        std::sqrt(1.0 + std::log(factor) / std::log(static_cast<double>(lr.original)));
+  }
+  return {emb.cos() * attn_factor, emb.sin() * attn_factor};
+}
+
+}  // namespace ts::zoo::internal::decoder

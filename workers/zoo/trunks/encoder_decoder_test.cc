@@ -1,0 +1,295 @@
+// Tests for the encoder-decoder trunk (encoder_decoder.h) over the t5, mt5, bart and mbart
+// families and their heads (README.md).
+#include "workers/zoo/trunks/encoder_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "workers/zoo/family_test_util.h"
+#include "workers/zoo/model.h"
+
+namespace ts::zoo {
+namespace {
+
+using testing::Build;
+using testing::HasWeight;
+using testing::RelDiff;
+
+TEST(Seq2SeqTest, T5TinyKeepsStructureAndRelativeBiasOnlyInBlockZero) {
+  auto m = Build("T5ForConditionalGeneration");
+  ASSERT_TRUE(m);
+  const auto& tc = m->spec().tiny_config;
+  EXPECT_EQ(tc["d_model"], 64);
+  EXPECT_EQ(tc["num_heads"], 4);
+  EXPECT_EQ(tc["d_kv"], 16);
+  EXPECT_EQ(tc["num_layers"], 1);  // T5 blocks are alike: one of each stack
+  EXPECT_EQ(tc["num_decoder_layers"], 1);
+  EXPECT_EQ(tc["relative_attention_num_buckets"], 8);
+  EXPECT_TRUE(
+      HasWeight(*m, "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_TRUE(
+      HasWeight(*m, "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_TRUE(HasWeight(*m, "decoder.block.0.layer.1.EncDecAttention.q.weight"));
+  EXPECT_TRUE(HasWeight(*m, "decoder.block.0.layer.2.DenseReluDense.wi.weight"));
+  // At two blocks (the tiny config built as is), block 1 reuses block 0's relative bias.
+  nlohmann::json two = tc;
+  two["num_layers"] = 2;
+  two["num_decoder_layers"] = 2;
+  BuildOptions as_is;
+  as_is.arch = "T5ForConditionalGeneration";
+  as_is.tiny = false;
+  auto deep = BuildModel(two, as_is);
+  ASSERT_TRUE(deep.ok()) << deep.status().ToString();
+  EXPECT_FALSE(
+      HasWeight(**deep, "encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_FALSE(
+      HasWeight(**deep, "decoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"));
+  EXPECT_TRUE(HasWeight(**deep, "decoder.block.1.layer.1.EncDecAttention.q.weight"));
+  EXPECT_FALSE(HasWeight(*m, "lm_head.weight"));  // tied (t5-small)
+  for (const auto& [n, s] : m->WeightShapes()) EXPECT_EQ(n.find(".bias"), std::string::npos) << n;
+  auto g = Build("MT5ForConditionalGeneration");
+  EXPECT_TRUE(HasWeight(*g, "encoder.block.0.layer.1.DenseReluDense.wi_0.weight"));
+  EXPECT_TRUE(HasWeight(*g, "encoder.block.0.layer.1.DenseReluDense.wi_1.weight"));
+  EXPECT_TRUE(HasWeight(*g, "lm_head.weight"));
+  EXPECT_FALSE(HasWeight(*Build("T5EncoderModel"), "decoder.final_layer_norm.weight"));
+}
+
+TEST(Seq2SeqTest, ShapesLossFloat64AndDeterminism) {
+  for (const char* arch : {"T5ForConditionalGeneration", "T5Model", "T5EncoderModel",
+                           "MT5ForConditionalGeneration", "MT5Model", "MT5EncoderModel"}) {
+    SCOPED_TRACE(arch);
+    auto m = Build(arch);
+    ASSERT_TRUE(m);
+    Batch b = m->MakeBatch(3, 2);
+    auto out = m->Forward(m->InitWeights(7), b.inputs);
+    ASSERT_EQ(out.size(), m->OutputNames().size());
+    const std::string a = arch;
+    if (a.find("Conditional") != std::string::npos) {
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 16, 512}));
+      EXPECT_EQ(out[1].sizes(), (std::vector<int64_t>{2, 32, 64}));
+    } else if (a.find("Encoder") != std::string::npos) {
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 32, 64}));
+    } else {
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 16, 64}));
+    }
+    EXPECT_TRUE(std::isfinite(m->Loss(m->InitWeights(7), b).item<double>()));
+    EXPECT_TRUE(at::equal(out[0], m->Forward(m->InitWeights(7), b.inputs)[0]));
+    at::Tensor f64 = m->Forward(m->InitWeights(7, at::kDouble), b.inputs)[0];
+    EXPECT_EQ(f64.scalar_type(), at::kDouble);
+    EXPECT_LT(RelDiff(out[0].to(at::kDouble), f64), 1e-5);
+  }
+}
+
+TEST(Seq2SeqTest, DecoderIsCausalAndRelativeBiasMatters) {
+  auto m = Build("T5ForConditionalGeneration");
+  Batch b = m->MakeBatch(1, 2);
+  auto w = m->InitWeights(1);
+  at::Tensor base = m->Forward(w, b.inputs)[0];
+  TensorMap in = b.inputs;
+  in["decoder_input_ids"] = b.inputs.at("decoder_input_ids").clone();
+  in["decoder_input_ids"].select(1, 10).fill_(7);
+  at::Tensor changed = m->Forward(w, in)[0];
+  EXPECT_TRUE(at::equal(changed.narrow(1, 0, 10), base.narrow(1, 0, 10)));
+  EXPECT_FALSE(at::equal(changed.narrow(1, 10, 6), base.narrow(1, 10, 6)));
+  WeightMap w2 = w;
+  const std::string rel = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight";
+  w2[rel] = w.at(rel) * 2.0;
+  EXPECT_GT(RelDiff(m->Forward(w2, b.inputs)[0], base), 1e-4);
+}
+
+TEST(Seq2SeqTest, EncoderTokenClassificationAndDecoderOnlyCausalLmHeads) {
+  for (const char* arch : {"T5ForTokenClassification", "MT5ForTokenClassification"}) {
+    SCOPED_TRACE(arch);
+    auto m = Build(arch);
+    ASSERT_TRUE(m);
+    EXPECT_TRUE(HasWeight(*m, "transformer.encoder.block.0.layer.0.SelfAttention.q.weight"));
+    EXPECT_TRUE(HasWeight(*m, "classifier.bias"));
+    EXPECT_FALSE(HasWeight(*m, "decoder.final_layer_norm.weight"));
+    testing::CheckFamilyBasics(m, {2, 32, 2});
+  }
+  for (const char* arch : {"BartForCausalLM", "MBartForCausalLM"}) {
+    SCOPED_TRACE(arch);
+    auto m = Build(arch);
+    ASSERT_TRUE(m);
+    EXPECT_TRUE(HasWeight(*m, "model.decoder.embed_tokens.weight"));
+    EXPECT_FALSE(HasWeight(*m, "model.decoder.layers.0.encoder_attn.q_proj.weight"));
+    EXPECT_FALSE(HasWeight(*m, "model.encoder.layers.0.fc1.weight"));
+    EXPECT_EQ(HasWeight(*m, "model.decoder.layer_norm.weight"),
+              std::string(arch) == "MBartForCausalLM");
+    const int64_t vocab = m->spec().tiny_config["vocab_size"].get<int64_t>();
+    testing::CheckFamilyBasics(m, {2, 32, vocab});
+    // Causal: a change at position 20 leaves earlier logits alone.
+    auto w = m->InitWeights(1);
+    Batch b = m->MakeBatch(1, 1);
+    at::Tensor base = m->Forward(w, b.inputs)[0];
+    TensorMap in = b.inputs;
+    in["input_ids"] = in["input_ids"].clone();
+    in["input_ids"][0][20] = 7;
+    at::Tensor moved = m->Forward(w, in)[0];
+    EXPECT_LT((moved.narrow(1, 0, 20) - base.narrow(1, 0, 20)).abs().max().item<double>(), 1e-6);
+    EXPECT_GT((moved.narrow(1, 20, 12) - base.narrow(1, 20, 12)).abs().max().item<double>(), 1e-4);
+  }
+  auto vit = Build("ViTModel");
+  ASSERT_TRUE(vit);
+  EXPECT_TRUE(HasWeight(*vit, "embeddings.cls_token"));
+  EXPECT_TRUE(HasWeight(*vit, "pooler.dense.weight"));
+  EXPECT_FALSE(HasWeight(*vit, "classifier.weight"));
+  testing::CheckFamilyBasics(vit, {2, 17, 64});
+}
+
+TEST(Seq2SeqTest, BadConfigsNameTheField) {
+  auto expect_err = [](const char* field, const nlohmann::json& value, const std::string& needle) {
+    auto cfg = *ExampleConfig("T5ForConditionalGeneration");
+    if (value.is_null())
+      cfg.erase(field);
+    else
+      cfg[field] = value;
+    auto r = BuildModel(cfg, BuildOptions());
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  expect_err("d_model", nullptr, "d_model: missing");
+  expect_err("feed_forward_proj", "gated-foo", "feed_forward_proj: unknown 'gated-foo'");
+  expect_err("relative_attention_num_buckets", 1, "relative_attention_num_buckets: must be >= 2");
+  expect_err("num_heads", "x", "num_heads: expected integer");
+  expect_err("decoder_start_token_id", 999999, "decoder_start_token_id: must be in");
+}
+
+TEST(Seq2SeqTest, BartShapesTiedHeadAndStructure) {
+  for (const char* arch :
+       {"BartForConditionalGeneration", "BartModel", "BartForSequenceClassification",
+        "BartForQuestionAnswering", "MBartForConditionalGeneration", "MBartModel",
+        "MBartForSequenceClassification", "MBartForQuestionAnswering"}) {
+    SCOPED_TRACE(arch);
+    auto m = Build(arch);
+    ASSERT_TRUE(m);
+    const std::string a = arch;
+    const bool mbart = a.rfind("MBart", 0) == 0;
+    const std::string pre =
+        a.find("Model") != std::string::npos && a.find("For") == std::string::npos ? "" : "model.";
+    const auto& tc = m->spec().tiny_config;
+    EXPECT_EQ(tc["d_model"], 64);
+    EXPECT_EQ(tc["encoder_layers"], 1);
+    EXPECT_EQ(tc["max_position_embeddings"], 64);
+    EXPECT_TRUE(HasWeight(*m, pre + "shared.weight"));
+    EXPECT_TRUE(HasWeight(*m, pre + "encoder.embed_positions.weight"));
+    EXPECT_TRUE(HasWeight(*m, pre + "decoder.layernorm_embedding.weight"));
+    EXPECT_TRUE(HasWeight(*m, pre + "decoder.layers.0.encoder_attn.k_proj.bias"));
+    EXPECT_EQ(HasWeight(*m, pre + "encoder.layer_norm.weight"), mbart);
+    EXPECT_EQ(HasWeight(*m, pre + "decoder.layer_norm.weight"), mbart);
+    EXPECT_FALSE(HasWeight(*m, "lm_head.weight"));  // tied
+    for (const auto& [n, s] : m->WeightShapes()) {
+      if (n.find("embed_positions") != std::string::npos) {
+        EXPECT_EQ(s[0], 66) << n;  // offset 2
+      }
+    }
+    Batch b = m->MakeBatch(3, 2);
+    auto w = m->InitWeights(7);
+    auto out = m->Forward(w, b.inputs);
+    ASSERT_EQ(out.size(), m->OutputNames().size());
+    if (a.find("Conditional") != std::string::npos) {
+      EXPECT_TRUE(HasWeight(*m, "final_logits_bias"));
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 16, 512}));
+      EXPECT_EQ(out[1].sizes(), (std::vector<int64_t>{2, 32, 64}));
+    } else if (a.find("Sequence") != std::string::npos) {
+      const int64_t labels = a.rfind("MBart", 0) == 0 ? 2 : 3;  // bart-base: 3 labels
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, labels}));
+    } else if (a.find("Question") != std::string::npos) {
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 32}));
+      EXPECT_EQ(out[1].sizes(), (std::vector<int64_t>{2, 32}));
+    } else {
+      EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 16, 64}));
+    }
+    at::Tensor loss = m->Loss(w, b);
+    EXPECT_TRUE(std::isfinite(loss.item<double>()));
+    EXPECT_TRUE(at::equal(out[0], m->Forward(m->InitWeights(7), b.inputs)[0]));
+    at::Tensor f64 = m->Forward(m->InitWeights(7, at::kDouble), b.inputs)[0];
+    EXPECT_EQ(f64.scalar_type(), at::kDouble);
+    EXPECT_LT(RelDiff(out[0].to(at::kDouble), f64), 1e-5);
+  }
+}
+
+TEST(Seq2SeqTest, BartDecoderCausalTiedHeadAndEmbeddingScale) {
+  for (const char* arch : {"BartForConditionalGeneration", "MBartForConditionalGeneration"}) {
+    SCOPED_TRACE(arch);
+    auto m = Build(arch);
+    ASSERT_TRUE(m);
+    Batch b = m->MakeBatch(1, 2);
+    auto w = m->InitWeights(1);
+    at::Tensor base = m->Forward(w, b.inputs)[0];
+    TensorMap in = b.inputs;
+    in["decoder_input_ids"] = b.inputs.at("decoder_input_ids").clone();
+    in["decoder_input_ids"].select(1, 10).fill_(7);
+    at::Tensor changed = m->Forward(w, in)[0];
+    EXPECT_TRUE(at::allclose(changed.narrow(1, 0, 10), base.narrow(1, 0, 10)));
+    EXPECT_FALSE(at::allclose(changed.narrow(1, 10, 6), base.narrow(1, 10, 6)));
+    // Tied head: logits move when shared moves; final_logits_bias adds per token.
+    WeightMap w2 = w;
+    w2["final_logits_bias"] = w.at("final_logits_bias") + 1.5;
+    EXPECT_TRUE(at::allclose(m->Forward(w2, b.inputs)[0], base + 1.5, 1e-4, 1e-4));
+    WeightMap w3 = w;
+    w3["model.shared.weight"] = w.at("model.shared.weight") * 1.1;
+    EXPECT_GT(RelDiff(m->Forward(w3, b.inputs)[0], base), 1e-3);
+  }
+  // mbart scales embeddings by sqrt(d_model); bart-base does not.
+  EXPECT_EQ(Build("MBartModel")->spec().tiny_config["scale_embedding"], true);
+  EXPECT_EQ(Build("BartModel")->spec().tiny_config["scale_embedding"], false);
+}
+
+TEST(Seq2SeqTest, BartSequenceClassificationPoolsAtLastEos) {
+  auto m = Build("BartForSequenceClassification");
+  ASSERT_TRUE(m);
+  Batch b = m->MakeBatch(2, 2);
+  auto w = m->InitWeights(2);
+  at::Tensor base = m->Forward(w, b.inputs)[0];
+  // Row 1 is padded after its eos: changing a padded decoder token (after the eos) changes nothing.
+  const at::Tensor& ids = b.inputs.at("input_ids");
+  const int64_t last_eos = ids[1].eq(2).nonzero().max().item<int64_t>();
+  ASSERT_LT(last_eos, ids.size(1) - 1);
+  TensorMap in = b.inputs;
+  in["decoder_input_ids"] = b.inputs.at("decoder_input_ids").clone();
+  in["decoder_input_ids"][1][last_eos + 1].fill_(9);
+  EXPECT_TRUE(at::allclose(m->Forward(w, in)[0], base));
+  in["decoder_input_ids"][1][last_eos].fill_(9);
+  at::Tensor changed = m->Forward(w, in)[0];
+  EXPECT_TRUE(at::allclose(changed[0], base[0]));
+  EXPECT_FALSE(at::allclose(changed[1], base[1]));
+}
+
+TEST(Seq2SeqTest, BartBadConfigsNameTheField) {
+  auto expect_err = [](const char* arch, const char* field, const nlohmann::json& value,
+                       const std::string& needle) {
+    auto cfg = *ExampleConfig(arch);
+    if (value.is_null())
+      cfg.erase(field);
+    else
+      cfg[field] = value;
+    auto r = BuildModel(cfg, BuildOptions());
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  expect_err("BartForConditionalGeneration", "d_model", nullptr, "d_model: missing");
+  expect_err("BartForConditionalGeneration", "encoder_attention_heads", 7,
+             "encoder_attention_heads: must divide d_model");
+  expect_err("BartModel", "activation_function", "swish2", "activation_function");
+  expect_err("MBartForConditionalGeneration", "pad_token_id", 999999, "pad_token_id: must be in");
+  expect_err("MBartModel", "decoder_layers", 0, "decoder_layers: must be positive");
+}
+
+// HF T5Attention._relative_position_bucket at 32 buckets, max distance 128.
+TEST(Seq2SeqTest, T5BucketsMatchTransformers) {
+  at::Tensor bi = internal::T5Buckets(1, 101, true, 32, 128, at::kCPU);
+  EXPECT_EQ(bi[0][0].item<int64_t>(), 0);
+  EXPECT_EQ(bi[0][1].item<int64_t>(), 17);    // key after the query: upper half
+  EXPECT_EQ(bi[0][7].item<int64_t>(), 23);    // exact up to 8
+  EXPECT_EQ(bi[0][100].item<int64_t>(), 31);  // 16 + 8 + int(log(100 / 8) / log(16) * 8)
+  at::Tensor causal = internal::T5Buckets(6, 6, false, 32, 128, at::kCPU);
+  EXPECT_EQ(causal[5][0].item<int64_t>(), 5);  // 5 keys back
+  EXPECT_EQ(causal[0][5].item<int64_t>(), 0);  // future keys share bucket 0
+}
+
+}  // namespace
+}  // namespace ts::zoo

@@ -1,0 +1,75 @@
+// Tests of the multimodal kind: CLIP (trunks/multimodal.h, families/clip.cc).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "workers/zoo/family_test_util.h"
+#include "workers/zoo/model.h"
+#include "workers/zoo/nn.h"
+
+namespace ts::zoo {
+namespace {
+
+using testing::Build;
+
+void CheckCommon(const std::string& arch, std::vector<int64_t> out_shape) {
+  SCOPED_TRACE(arch);
+  testing::CheckFamilyBasics(Build(arch), std::move(out_shape));
+}
+
+TEST(MultimodalTest, Clip) {
+  CheckCommon("CLIPModel", {2, 2});
+  CheckCommon("CLIPTextModel", {2, 16, 64});
+  CheckCommon("CLIPVisionModel", {2, 17, 64});
+  auto m = Build("CLIPModel");
+  EXPECT_EQ(testing::WeightShape(*m, "logit_scale"), (std::vector<int64_t>{}));
+  EXPECT_EQ(testing::WeightShape(*m, "visual_projection.weight"), (std::vector<int64_t>{32, 64}));
+  auto w = m->InitWeights(1);
+  auto batch = m->MakeBatch(1, 2);
+  auto out = m->Forward(w, batch.inputs);
+  // logits_per_image is the transpose of logits_per_text; embeddings are unit norm.
+  EXPECT_TRUE(at::allclose(out[0], out[1].t()));
+  EXPECT_TRUE(at::allclose(out[2].norm(2, -1), at::ones({2})));
+  // The text tower is causal: a token after the pooled (eos) position does not change the output.
+  auto t = Build("CLIPTextModel");
+  auto tw = t->InitWeights(1);
+  auto tb = t->MakeBatch(1, 2);
+  at::Tensor p0 = t->Forward(tw, tb.inputs)[1];
+  tb.inputs["input_ids"][1][15] = 3;  // row 1 is padded there
+  at::Tensor p1 = t->Forward(tw, tb.inputs)[1];
+  EXPECT_TRUE(at::allclose(p0, p1));
+}
+
+TEST(MultimodalTest, TowersListClipLayerWeightsInHfOrder) {
+  auto m = Build("CLIPVisionModel");
+  const auto shapes = m->WeightShapes();
+  ASSERT_GE(shapes.size(), 6u);
+  EXPECT_EQ(shapes[5].first, "vision_model.encoder.layers.0.self_attn.k_proj.weight");
+  EXPECT_EQ(shapes[9].first, "vision_model.encoder.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(shapes.back().first, "vision_model.post_layernorm.bias");
+  // The class embedding is drawn with std 1/sqrt(hidden), not initializer_range.
+  auto w = m->InitWeights(7);
+  const double sd = w.at("vision_model.embeddings.class_embedding").std().item<double>();
+  EXPECT_GT(sd, 0.06);
+  EXPECT_LT(sd, 0.25);
+}
+
+TEST(MultimodalTest, BadConfigsNameTheField) {
+  auto cfg = *ExampleConfig("CLIPModel");
+  cfg["text_config"]["num_attention_heads"] = 7;
+  auto r = BuildModel(cfg, BuildOptions());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("text_config.num_attention_heads"), std::string::npos)
+      << r.status().message();
+  cfg = *ExampleConfig("CLIPModel");
+  cfg["vision_config"]["patch_size"] = 30;
+  r = BuildModel(cfg, BuildOptions());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("vision_config.patch_size"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ts::zoo

@@ -1,0 +1,172 @@
+// Swin trunk (trunks/vision_swin.h).
+#include "workers/zoo/trunks/vision_swin.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "workers/zoo/families_internal.h"
+#include "workers/zoo/nn.h"
+
+namespace ts::zoo::internal {
+namespace {
+
+// [B, res, res, C] -> [B * nW, ws * ws, C]
+at::Tensor Partition(const at::Tensor& x, int64_t ws) {
+  const int64_t b = x.size(0), h = x.size(1), c = x.size(3);
+  return x.view({b, h / ws, ws, h / ws, ws, c})
+      .permute({0, 1, 3, 2, 4, 5})
+      .reshape({-1, ws * ws, c});
+}
+
+at::Tensor Merge(const at::Tensor& x, int64_t b, int64_t res, int64_t ws) {
+  const int64_t c = x.size(-1);
+  return x.view({b, res / ws, res / ws, ws, ws, c})
+      .permute({0, 1, 3, 2, 4, 5})
+      .reshape({b, res, res, c});
+}
+
+}  // namespace
+
+SwinTrunk::SwinTrunk(SwinRecipe recipe)
+    : VisionTrunk(recipe.num_channels, recipe.image_size), r_(std::move(recipe)) {
+  const std::string& pre = r_.prefix;
+  const int64_t e = r_.embed_dim, p = r_.patch_size, ws = r_.window_size;
+  Add(pre + "embeddings.patch_embeddings.projection.weight", {e, r_.num_channels, p, p});
+  Add(pre + "embeddings.patch_embeddings.projection.bias", {e});
+  Add(pre + "embeddings.norm.weight", {e});
+  Add(pre + "embeddings.norm.bias", {e});
+  int64_t dim = e;
+  for (size_t s = 0; s < r_.depths.size(); ++s) {
+    const std::string sp = pre + "encoder.layers." + std::to_string(s) + ".";
+    const int64_t mlp = static_cast<int64_t>(r_.mlp_ratio * static_cast<double>(dim));
+    for (int64_t j = 0; j < r_.depths[s]; ++j) {
+      const std::string bp = sp + "blocks." + std::to_string(j) + ".";
+      Add(bp + "layernorm_before.weight", {dim});
+      Add(bp + "layernorm_before.bias", {dim});
+      Add(bp + "attention.self.relative_position_bias_table",
+          {(2 * ws - 1) * (2 * ws - 1), r_.num_heads[s]});
+      for (const char* n : {"query", "key", "value"}) {
+        Add(bp + "attention.self." + n + ".weight", {dim, dim});
+        if (r_.qkv_bias) Add(bp + "attention.self." + n + ".bias", {dim});
+      }
+      Add(bp + "attention.output.dense.weight", {dim, dim});
+      Add(bp + "attention.output.dense.bias", {dim});
+      Add(bp + "layernorm_after.weight", {dim});
+      Add(bp + "layernorm_after.bias", {dim});
+      Add(bp + "intermediate.dense.weight", {mlp, dim});
+      Add(bp + "intermediate.dense.bias", {mlp});
+      Add(bp + "output.dense.weight", {dim, mlp});
+      Add(bp + "output.dense.bias", {dim});
+    }
+    if (s + 1 < r_.depths.size()) {
+      Add(sp + "downsample.reduction.weight", {2 * dim, 4 * dim});
+      Add(sp + "downsample.norm.weight", {4 * dim});
+      Add(sp + "downsample.norm.bias", {4 * dim});
+      dim *= 2;
+    }
+  }
+  dim_ = dim;
+  Add(pre + "layernorm.weight", {dim});
+  Add(pre + "layernorm.bias", {dim});
+}
+
+VisionFeatures SwinTrunk::Forward(const WeightMap& w, const at::Tensor& pixel_values) const {
+  const std::string& pre = r_.prefix;
+  const int64_t b = pixel_values.size(0);
+  at::Tensor x = nn::PatchEmbed(
+      pixel_values, GetWeight(w, pre + "embeddings.patch_embeddings.projection.weight"),
+      GetWeight(w, pre + "embeddings.patch_embeddings.projection.bias"), r_.patch_size);
+  x = LnSeq(w, pre + "embeddings.norm", x);
+  int64_t res = r_.image_size / r_.patch_size, dim = r_.embed_dim;
+  for (size_t s = 0; s < r_.depths.size(); ++s) {
+    const std::string sp = pre + "encoder.layers." + std::to_string(s) + ".";
+    const int64_t ws = std::min(r_.window_size, res);
+    for (int64_t j = 0; j < r_.depths[s]; ++j) {
+      const int64_t shift = (j % 2 == 1 && res > r_.window_size) ? r_.window_size / 2 : 0;
+      x = Block(w, sp + "blocks." + std::to_string(j) + ".", x,
+                {b, res, dim, r_.num_heads[s], ws, shift});
+    }
+    if (s + 1 < r_.depths.size()) {
+      at::Tensor g = x.view({b, res, res, dim});
+      at::Tensor x0 = g.slice(1, 0, res, 2).slice(2, 0, res, 2);
+      at::Tensor x1 = g.slice(1, 1, res, 2).slice(2, 0, res, 2);
+      at::Tensor x2 = g.slice(1, 0, res, 2).slice(2, 1, res, 2);
+      at::Tensor x3 = g.slice(1, 1, res, 2).slice(2, 1, res, 2);
+      x = at::cat({x0, x1, x2, x3}, -1).reshape({b, -1, 4 * dim});
+      x = nn::Linear(LnSeq(w, sp + "downsample.norm", x),
+                     GetWeight(w, sp + "downsample.reduction.weight"));
+      res /= 2;
+      dim *= 2;
+    }
+  }
+  x = LnSeq(w, pre + "layernorm", x);
+  return {x, x.mean(1)};
+}
+
+std::vector<int64_t> SwinTrunk::LastHiddenShape() const {
+  int64_t res = r_.image_size / r_.patch_size;
+  for (size_t s = 0; s + 1 < r_.depths.size(); ++s) res /= 2;
+  return {res * res, dim_};
+}
+
+at::Tensor SwinTrunk::LnSeq(const WeightMap& w, const std::string& p, const at::Tensor& x) const {
+  return nn::LayerNorm(x, GetWeight(w, p + ".weight"), GetWeight(w, p + ".bias"), r_.eps);
+}
+
+// Attention within each window of `win` [B * nW, ws * ws, C], through the output projection.
+at::Tensor SwinTrunk::WindowAttention(const WeightMap& w, const std::string& bp,
+                                      const at::Tensor& win, const BlockShape& sh) const {
+  const int64_t res = sh.res, dim = sh.dim, heads = sh.heads, ws = sh.ws, shift = sh.shift;
+  const auto lopts = at::TensorOptions().dtype(at::kLong).device(win.device());
+  const int64_t n = ws * ws, bw = win.size(0), hd = dim / heads;
+  auto proj = [&](const char* name) {
+    const std::string p = bp + "attention.self." + name;
+    return nn::Linear(win, GetWeight(w, p + ".weight"),
+                      r_.qkv_bias ? GetWeight(w, p + ".bias") : at::Tensor())
+        .view({bw, n, heads, hd})
+        .transpose(1, 2);
+  };
+  at::Tensor q = proj("query"), k = proj("key"), v = proj("value");
+  at::Tensor scores = nn::Matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd));
+  // Relative position bias: index (dh + ws - 1) * (2 ws - 1) + (dw + ws - 1).
+  at::Tensor idx = at::arange(n, lopts);
+  at::Tensor ih = at::div(idx, ws, "floor"), iw = at::remainder(idx, ws);
+  at::Tensor rel = (ih.unsqueeze(1) - ih.unsqueeze(0) + (ws - 1)) * (2 * ws - 1) +
+                   (iw.unsqueeze(1) - iw.unsqueeze(0) + (ws - 1));
+  const at::Tensor& table = GetWeight(w, bp + "attention.self.relative_position_bias_table");
+  at::Tensor bias = table.index_select(0, rel.reshape({-1})).view({n, n, heads}).permute({2, 0, 1});
+  scores = scores + bias.unsqueeze(0);
+  if (shift > 0) {
+    // Region ids of the shifted image (HF img_mask), partitioned into windows.
+    at::Tensor r = at::arange(res, lopts);
+    at::Tensor reg = (r >= res - ws).to(at::kLong) + (r >= res - shift).to(at::kLong);
+    at::Tensor ids = (reg.unsqueeze(1) * 3 + reg.unsqueeze(0)).view({1, res, res, 1});
+    at::Tensor mw = Partition(ids, ws).squeeze(-1);  // [nW, N]
+    at::Tensor mask = (mw.unsqueeze(1) != mw.unsqueeze(2)).to(scores.scalar_type()) * -100.0;
+    const int64_t nw = mw.size(0);
+    scores = (scores.view({bw / nw, nw, heads, n, n}) + mask.unsqueeze(1).unsqueeze(0))
+                 .view({bw, heads, n, n});
+  }
+  at::Tensor ctx = nn::Matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({bw, n, dim});
+  return nn::Linear(ctx, GetWeight(w, bp + "attention.output.dense.weight"),
+                    GetWeight(w, bp + "attention.output.dense.bias"));
+}
+
+at::Tensor SwinTrunk::Block(const WeightMap& w, const std::string& bp, const at::Tensor& x,
+                            const BlockShape& sh) const {
+  const int64_t b = sh.b, res = sh.res, dim = sh.dim, ws = sh.ws, shift = sh.shift;
+  at::Tensor y = LnSeq(w, bp + "layernorm_before", x).view({b, res, res, dim});
+  if (shift > 0) y = at::roll(y, {-shift, -shift}, {1, 2});
+  at::Tensor merged = Merge(WindowAttention(w, bp, Partition(y, ws), sh), b, res, ws);
+  if (shift > 0) merged = at::roll(merged, {shift, shift}, {1, 2});
+  at::Tensor h = x + merged.reshape({b, res * res, dim});
+  at::Tensor m = LnSeq(w, bp + "layernorm_after", h);
+  m = Activate(nn::Linear(m, GetWeight(w, bp + "intermediate.dense.weight"),
+                          GetWeight(w, bp + "intermediate.dense.bias")),
+               r_.act);
+  return h + nn::Linear(m, GetWeight(w, bp + "output.dense.weight"),
+                        GetWeight(w, bp + "output.dense.bias"));
+}
+
+}  // namespace ts::zoo::internal

@@ -1,0 +1,206 @@
+// Tests of the vision kind (trunks/vision*.h, heads/image_head.h, families/{deit,resnet,convnext,
+// mobilenet_v2,efficientnet,swin}.cc; ViT is in model_test.cc).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "workers/zoo/family_test_util.h"
+#include "workers/zoo/model.h"
+#include "workers/zoo/nn.h"
+#include "workers/zoo/trunks/vision_conv.h"
+#include "workers/zoo/trunks/vision_transformer.h"
+
+namespace ts::zoo {
+namespace {
+
+using testing::Build;
+
+void CheckCommon(const std::string& arch, std::vector<int64_t> out_shape) {
+  SCOPED_TRACE(arch);
+  testing::CheckFamilyBasics(Build(arch), std::move(out_shape));
+}
+
+TEST(VisionFamiliesTest, DeiT) {
+  CheckCommon("DeiTForImageClassification", {2, 10});
+  CheckCommon("DeiTForImageClassificationWithTeacher", {2, 10});
+  CheckCommon("DeiTModel", {2, 18, 64});
+  auto m = Build("DeiTForImageClassificationWithTeacher");
+  EXPECT_EQ(testing::WeightShape(*m, "deit.embeddings.distillation_token"),
+            (std::vector<int64_t>{1, 1, 64}));
+  EXPECT_EQ(testing::WeightShape(*m, "deit.embeddings.position_embeddings"),
+            (std::vector<int64_t>{1, 18, 64}));
+}
+
+TEST(VisionFamiliesTest, ResNet) {
+  CheckCommon("ResNetForImageClassification", {2, 10});
+  CheckCommon("ResNetModel", {2, 128, 1, 1});
+  auto m = Build("ResNetForImageClassification");
+  // Bottleneck kept: 1x1 reduce, 3x3, 1x1 expand; 4 stages.
+  EXPECT_EQ(testing::WeightShape(*m, "resnet.encoder.stages.3.layers.0.layer.1.convolution.weight"),
+            (std::vector<int64_t>{32, 32, 3, 3}));
+  EXPECT_FALSE(testing::WeightShape(
+                   *m, "resnet.encoder.stages.0.layers.0.shortcut.normalization.running_var")
+                   .empty());
+}
+
+TEST(VisionFamiliesTest, ConvNext) {
+  CheckCommon("ConvNextForImageClassification", {2, 10});
+  CheckCommon("ConvNextModel", {2, 64, 1, 1});
+  auto m = Build("ConvNextForImageClassification");
+  // Depthwise 7x7: groups == channels (weight [C, 1, 7, 7]).
+  EXPECT_EQ(testing::WeightShape(*m, "convnext.encoder.stages.1.layers.0.dwconv.weight"),
+            (std::vector<int64_t>{16, 1, 7, 7}));
+  EXPECT_EQ(testing::WeightShape(*m, "convnext.encoder.stages.1.layers.0.layer_scale_parameter"),
+            (std::vector<int64_t>{16}));
+}
+
+TEST(VisionFamiliesTest, MobileNetV2AndEfficientNet) {
+  CheckCommon("MobileNetV2ForImageClassification", {2, 10});
+  CheckCommon("MobileNetV2Model", {2, 1280, 1, 1});
+  CheckCommon("EfficientNetForImageClassification", {2, 10});
+  CheckCommon("EfficientNetModel", {2, 320, 1, 1});
+  auto m = Build("MobileNetV2ForImageClassification");
+  // Inverted residual: depthwise 3x3 over the expanded channels (groups == channels).
+  EXPECT_EQ(testing::WeightShape(*m, "mobilenet_v2.layer.0.conv_3x3.convolution.weight"),
+            (std::vector<int64_t>{48, 1, 3, 3}));
+  auto e = Build("EfficientNetForImageClassification");
+  // All seven stages kept (one block each), squeeze-excite at ratio 0.25 of the block input.
+  EXPECT_FALSE(
+      testing::WeightShape(*e, "efficientnet.encoder.blocks.6.depthwise_conv.depthwise_conv.weight")
+          .empty());
+  EXPECT_TRUE(
+      testing::WeightShape(*e, "efficientnet.encoder.blocks.7.depthwise_conv.depthwise_conv.weight")
+          .empty());
+  EXPECT_EQ(testing::WeightShape(*e, "efficientnet.encoder.blocks.1.squeeze_excite.reduce.weight"),
+            (std::vector<int64_t>{2, 48, 1, 1}));
+}
+
+TEST(VisionFamiliesTest, Swin) {
+  CheckCommon("SwinForImageClassification", {2, 10});
+  CheckCommon("SwinModel", {2, 16, 64});
+  auto m = Build("SwinForImageClassification");
+  EXPECT_EQ(testing::WeightShape(
+                *m, "swin.encoder.layers.0.blocks.1.attention.self.relative_position_bias_table"),
+            (std::vector<int64_t>{49, 2}));
+  EXPECT_EQ(testing::WeightShape(*m, "swin.encoder.layers.0.downsample.reduction.weight"),
+            (std::vector<int64_t>{64, 128}));
+}
+
+TEST(VisionFamiliesTest, BadConfigsNameTheField) {
+  auto cfg = *ExampleConfig("ResNetForImageClassification");
+  cfg["depths"] = {1, 2};
+  auto r = BuildModel(cfg, BuildOptions());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("depths"), std::string::npos) << r.status().message();
+  cfg = *ExampleConfig("ConvNextForImageClassification");
+  cfg["hidden_sizes"] = "wide";
+  r = BuildModel(cfg, BuildOptions());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("hidden_sizes"), std::string::npos);
+  cfg = *ExampleConfig("DeiTForImageClassification");
+  cfg.erase("hidden_size");
+  r = BuildModel(cfg, BuildOptions());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("hidden_size"), std::string::npos);
+}
+
+TEST(VisionTrunkTest, ModelListsTrunkWeightsThenHeadWeights) {
+  auto m = Build("DeiTForImageClassificationWithTeacher");
+  const auto shapes = m->WeightShapes();
+  ASSERT_GE(shapes.size(), 5u);
+  EXPECT_EQ(shapes.front().first, "deit.embeddings.cls_token");
+  EXPECT_EQ(shapes[shapes.size() - 5].first, "deit.layernorm.bias");
+  EXPECT_EQ(shapes.back().first, "distillation_classifier.bias");
+  EXPECT_EQ(m->OutputNames(),
+            (std::vector<std::string>{"logits", "cls_logits", "distillation_logits"}));
+  // The logits are the mean of the two heads' logits.
+  auto out = m->Forward(m->InitWeights(1), m->MakeBatch(1, 2).inputs);
+  EXPECT_TRUE(at::allclose(out[0], (out[1] + out[2]) / 2));
+}
+
+TEST(VisionTrunkTest, BaseModelsRegressOntoTheirOwnTargets) {
+  // ViTModel keeps BertModel's loss (labels "labels"); the other base models use "target".
+  auto vit = Build("ViTModel");
+  auto deit = Build("DeiTModel");
+  const Batch vb = vit->MakeBatch(4, 2), db = deit->MakeBatch(4, 2);
+  ASSERT_EQ(vb.labels.count("labels"), 1u);
+  EXPECT_EQ(vb.labels.at("labels").sizes().vec(), (std::vector<int64_t>{2, 17, 64}));
+  ASSERT_EQ(db.labels.count("target"), 1u);
+  EXPECT_EQ(db.labels.at("target").sizes().vec(), (std::vector<int64_t>{2, 18, 64}));
+  // DeiT's loss: mean((last - target)^2) + mean(pooler^2).
+  auto w = deit->InitWeights(4);
+  auto out = deit->Forward(w, db.inputs);
+  const double expected =
+      ((out[0] - db.labels.at("target")).pow(2).mean() + out[1].pow(2).mean()).item<double>();
+  EXPECT_NEAR(deit->Loss(w, db).item<double>(), expected, 1e-6 * std::abs(expected));
+}
+
+TEST(VisionTrunkTest, BatchNormIsEvalModeBatchNorm) {
+  WeightMap w;
+  w["bn.weight"] = at::rand({3}) + 0.5;
+  w["bn.bias"] = at::randn({3});
+  w["bn.running_mean"] = at::randn({3});
+  w["bn.running_var"] = at::rand({3}) + 0.5;
+  at::Tensor x = at::randn({2, 3, 4, 4});
+  at::Tensor expected = at::batch_norm(x, w["bn.weight"], w["bn.bias"], w["bn.running_mean"],
+                                       w["bn.running_var"], /*training=*/false, 0.1, 1e-5,
+                                       /*cudnn_enabled=*/false);
+  EXPECT_TRUE(at::allclose(internal::BatchNorm2d(w, "bn.", x, 1e-5), expected, 1e-5, 1e-6));
+}
+
+TEST(VisionTrunkTest, ConvTrunkFollowsItsRecipe) {
+  // A stem and one block with a projection shortcut and squeeze-excite before its last layer.
+  internal::ConvTrunkRecipe r;
+  r.channels = 3;
+  r.image_size = 8;
+  r.stem.push_back(internal::MakeConvBn("stem.", "conv", "bn", 3, 4, 3, 2, 1, true));
+  internal::ConvBlock b;
+  b.shortcut = internal::MakeConvBn("b.short.", "conv", "bn", 4, 6, 1, 1, 1, false);
+  b.layers.push_back(internal::MakeConvBn("b.dw.", "conv", "bn", 4, 4, 3, 1, 4, true));
+  b.layers.push_back(internal::MakeConvBn("b.proj.", "conv", "bn", 4, 6, 1, 1, 1, false));
+  b.se = "b.se.";
+  b.se_width = 2;
+  b.residual = internal::ConvBlock::Residual::kActOfBranchPlusInput;
+  r.blocks.push_back(b);
+  r.act.act = Activation::kRelu;
+  r.out_channels = 6;
+  r.out_hw = 4;
+  internal::ConvTrunk trunk(r);
+  std::vector<std::string> names;
+  for (const auto& [name, shape] : trunk.Weights()) names.push_back(name);
+  const std::vector<std::string> convs = {names[0], names[5], names[10], names[15], names[19]};
+  EXPECT_EQ(convs,
+            (std::vector<std::string>{"stem.conv.weight", "b.short.conv.weight", "b.dw.conv.weight",
+                                      "b.se.reduce.weight", "b.proj.conv.weight"}));
+  EXPECT_EQ(trunk.Weights()[10].second, (std::vector<int64_t>{4, 1, 3, 3}));  // depthwise
+  EXPECT_EQ(trunk.BatchNormWeights().count("b.dw.bn.weight"), 1u);
+  WeightMap w;
+  for (const auto& [name, shape] : trunk.Weights()) w[name] = at::randn(shape).abs() + 0.1;
+  auto f = trunk.Forward(w, at::randn({2, 3, 8, 8}));
+  EXPECT_EQ(f.last_hidden_state.sizes().vec(), (std::vector<int64_t>{2, 6, 4, 4}));
+  EXPECT_EQ(f.pooled.sizes().vec(), (std::vector<int64_t>{2, 6}));
+  EXPECT_GE(f.last_hidden_state.min().item<double>(), 0.0);  // relu(y + shortcut)
+}
+
+TEST(VisionTrunkTest, EncoderListsLayerWeightsInTheNamingOrder) {
+  internal::PreLnEncoderRecipe r;
+  r.hidden = 8;
+  r.intermediate = 16;
+  r.layers = 1;
+  r.heads = 2;
+  r.qkv_bias = false;
+  r.naming = internal::VitEncoderNaming();
+  using S = internal::EncoderSlot;
+  r.naming.order = {S::kKey, S::kValue, S::kQuery, S::kOut, S::kNorm1, S::kFc1, S::kFc2, S::kNorm2};
+  internal::WeightList weights;
+  internal::PreLnEncoder enc(r, "p.", weights);
+  ASSERT_EQ(weights.size(), 13u);  // 3 q/k/v weights without bias, 5 modules with one
+  EXPECT_EQ(weights[0].first, "p.encoder.layer.0.attention.attention.key.weight");
+  EXPECT_EQ(weights[3].first, "p.encoder.layer.0.attention.output.dense.weight");
+  EXPECT_EQ(weights[7].second, (std::vector<int64_t>{16, 8}));  // intermediate.dense
+  EXPECT_EQ(weights[12].first, "p.encoder.layer.0.layernorm_after.bias");
+}
+
+}  // namespace
+}  // namespace ts::zoo

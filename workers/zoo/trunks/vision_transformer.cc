@@ -1,0 +1,129 @@
+// ViT-style trunks (trunks/vision_transformer.h).
+#include "workers/zoo/trunks/vision_transformer.h"
+
+#include <cmath>
+#include <utility>
+
+#include "workers/zoo/families_internal.h"
+#include "workers/zoo/nn.h"
+
+namespace ts::zoo::internal {
+
+EncoderNaming VitEncoderNaming() {
+  using S = EncoderSlot;
+  return {"encoder.layer.",
+          {"layernorm_before", "attention.attention.query", "attention.attention.key",
+           "attention.attention.value", "attention.output.dense", "layernorm_after",
+           "intermediate.dense", "output.dense"},
+          {S::kNorm1, S::kQuery, S::kKey, S::kValue, S::kOut, S::kNorm2, S::kFc1, S::kFc2}};
+}
+
+PreLnEncoder::PreLnEncoder(PreLnEncoderRecipe recipe, const std::string& prefix,
+                           WeightList& weights)
+    : r_(std::move(recipe)) {
+  const int64_t h = r_.hidden, im = r_.intermediate;
+  for (int64_t i = 0; i < r_.layers; ++i) {
+    const std::string lp = prefix + r_.naming.layers + std::to_string(i) + ".";
+    Names l;
+    for (EncoderSlot slot : r_.naming.order) {
+      const auto s = static_cast<size_t>(slot);
+      const std::string m = lp + r_.naming.modules[s];
+      std::vector<int64_t> shape = {h, h}, bias = {h};
+      if (slot == EncoderSlot::kNorm1 || slot == EncoderSlot::kNorm2) shape = {h};
+      if (slot == EncoderSlot::kFc1) {
+        shape = {im, h};
+        bias = {im};
+      }
+      if (slot == EncoderSlot::kFc2) shape = {h, im};
+      const bool qkv =
+          slot == EncoderSlot::kQuery || slot == EncoderSlot::kKey || slot == EncoderSlot::kValue;
+      l.weight[s] = m + ".weight";
+      weights.emplace_back(l.weight[s], shape);
+      if (qkv && !r_.qkv_bias) continue;
+      l.bias[s] = m + ".bias";
+      weights.emplace_back(l.bias[s], bias);
+    }
+    layers_.push_back(std::move(l));
+  }
+}
+
+at::Tensor PreLnEncoder::Forward(const WeightMap& w, at::Tensor x,
+                                 const at::Tensor& blocked) const {
+  const int64_t b = x.size(0), s = x.size(1), hid = r_.hidden, nh = r_.heads;
+  const int64_t hd = hid / nh;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  auto heads = [&](const at::Tensor& t) { return t.view({b, s, nh, hd}).transpose(1, 2); };
+  for (const Names& l : layers_) {
+    auto lin = [&](const at::Tensor& y, EncoderSlot slot) {
+      const auto i = static_cast<size_t>(slot);
+      return nn::Linear(y, GetWeight(w, l.weight[i]), GetOptionalWeight(w, l.bias[i]));
+    };
+    auto ln = [&](const at::Tensor& y, EncoderSlot slot) {
+      const auto i = static_cast<size_t>(slot);
+      return nn::LayerNorm(y, GetWeight(w, l.weight[i]), GetWeight(w, l.bias[i]), r_.eps);
+    };
+    at::Tensor y = ln(x, EncoderSlot::kNorm1);
+    at::Tensor q = heads(lin(y, EncoderSlot::kQuery));
+    at::Tensor k = heads(lin(y, EncoderSlot::kKey));
+    at::Tensor v = heads(lin(y, EncoderSlot::kValue));
+    at::Tensor ctx = nn::Attention(q, k, v, blocked, scale).transpose(1, 2).reshape({b, s, hid});
+    x = x + lin(ctx, EncoderSlot::kOut);
+    y = ln(x, EncoderSlot::kNorm2);
+    y = nn::Activate(lin(y, EncoderSlot::kFc1), r_.act);
+    x = x + lin(y, EncoderSlot::kFc2);
+  }
+  return x;
+}
+
+VitTrunk::VitTrunk(VitRecipe recipe)
+    : VisionTrunk(recipe.channels, recipe.image_size), r_(std::move(recipe)) {
+  const int64_t h = r_.encoder.hidden, p = r_.patch_size;
+  const int64_t grid = r_.image_size / p;
+  tokens_ = grid * grid + (r_.distillation_token ? 2 : 1);
+  const std::string& pre = r_.prefix;
+  cls_ = Add(pre + "embeddings.cls_token", {1, 1, h});
+  if (r_.distillation_token) dist_ = Add(pre + "embeddings.distillation_token", {1, 1, h});
+  pos_ = Add(pre + "embeddings.position_embeddings", {1, tokens_, h});
+  patch_w_ = Add(pre + "embeddings.patch_embeddings.projection.weight", {h, r_.channels, p, p});
+  patch_b_ = Add(pre + "embeddings.patch_embeddings.projection.bias", {h});
+  WeightList layers;
+  encoder_.emplace(r_.encoder, pre, layers);
+  for (auto& [name, shape] : layers) Add(name, std::move(shape));
+  ln_ = Add(pre + "layernorm.weight", {h});
+  lnb_ = Add(pre + "layernorm.bias", {h});
+}
+
+VisionFeatures VitTrunk::Forward(const WeightMap& w, const at::Tensor& pixel_values) const {
+  const int64_t b = pixel_values.size(0), hid = r_.encoder.hidden;
+  at::Tensor x =
+      nn::PatchEmbed(pixel_values, GetWeight(w, patch_w_), GetWeight(w, patch_b_), r_.patch_size);
+  std::vector<at::Tensor> tokens = {GetWeight(w, cls_).expand({b, 1, hid})};
+  if (r_.distillation_token) tokens.push_back(GetWeight(w, dist_).expand({b, 1, hid}));
+  tokens.push_back(x);
+  x = at::cat(tokens, 1) + GetWeight(w, pos_);
+  x = encoder_->Forward(w, x, at::Tensor());
+  x = nn::LayerNorm(x, GetWeight(w, ln_), GetWeight(w, lnb_), r_.encoder.eps);
+  return {x, x.select(1, 0)};
+}
+
+std::vector<int64_t> VitTrunk::LastHiddenShape() const { return {tokens_, r_.encoder.hidden}; }
+
+VitRecipe VitRecipeFromConfig(const VitConfig& c, std::string prefix, bool distillation_token) {
+  VitRecipe r;
+  r.prefix = std::move(prefix);
+  r.image_size = c.image_size;
+  r.patch_size = c.patch_size;
+  r.channels = c.num_channels;
+  r.distillation_token = distillation_token;
+  r.encoder.hidden = c.hidden_size;
+  r.encoder.intermediate = c.intermediate_size;
+  r.encoder.layers = c.num_hidden_layers;
+  r.encoder.heads = c.num_attention_heads;
+  r.encoder.act = c.hidden_act;
+  r.encoder.eps = c.layer_norm_eps;
+  r.encoder.qkv_bias = c.qkv_bias;
+  r.encoder.naming = VitEncoderNaming();
+  return r;
+}
+
+}  // namespace ts::zoo::internal

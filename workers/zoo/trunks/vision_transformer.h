@@ -1,0 +1,86 @@
+// ViT-style trunks: a pre-LN transformer encoder over patch tokens (vit, deit), and the
+// encoder stack itself (PreLnEncoder), which CLIP's towers share.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "workers/zoo/config.h"
+#include "workers/zoo/trunks/vision.h"
+
+namespace ts::zoo::internal {
+
+// The modules of one pre-LN encoder layer, in the order of its forward pass.
+enum class EncoderSlot { kNorm1, kQuery, kKey, kValue, kOut, kNorm2, kFc1, kFc2 };
+inline constexpr size_t kEncoderSlots = 8;
+
+// HF names of an encoder layer's modules (".weight" / ".bias" appended) and the order its
+// weights are listed in (the init RNG follows it).
+struct EncoderNaming {
+  std::string layers;                              // before the index: "encoder.layer."
+  std::array<std::string, kEncoderSlots> modules;  // indexed by EncoderSlot
+  std::vector<EncoderSlot> order;                  // weight order within a layer
+};
+
+// ViTLayer: layernorm_before, attention.attention.{query,key,value}, attention.output.dense,
+// layernorm_after, intermediate.dense, output.dense; listed in forward order.
+EncoderNaming VitEncoderNaming();
+
+struct PreLnEncoderRecipe {
+  int64_t hidden = 0, intermediate = 0, layers = 0, heads = 0;
+  Activation act = Activation::kGeluErf;
+  double eps = 1e-12;
+  bool qkv_bias = true;  // q/k/v biases (the other linears always have one)
+  EncoderNaming naming;
+};
+
+// x + attn(LN1(x)), then x + fc2(act(fc1(LN2(x)))), per layer; no final norm.
+class PreLnEncoder {
+ public:
+  // Appends the weights under `prefix` + naming.layers + index to `weights`.
+  PreLnEncoder(PreLnEncoderRecipe recipe, const std::string& prefix, WeightList& weights);
+
+  // x [B, S, hidden]; `blocked` as nn::Attention (may be undefined).
+  at::Tensor Forward(const WeightMap& w, at::Tensor x, const at::Tensor& blocked) const;
+  const PreLnEncoderRecipe& recipe() const { return r_; }
+
+ private:
+  struct Names {
+    std::array<std::string, kEncoderSlots> weight, bias;  // bias empty: none
+  };
+  PreLnEncoderRecipe r_;
+  std::vector<Names> layers_;
+};
+
+struct VitRecipe {
+  std::string prefix;  // "vit." / "deit." on heads, "" on the base models
+  int64_t image_size = 224, patch_size = 16, channels = 3;
+  bool distillation_token = false;  // DeiT: a second token after the cls token
+  PreLnEncoderRecipe encoder;
+};
+
+// Conv patch embedding, cls (and distillation) token, learned positions, the encoder, a final
+// LayerNorm. last_hidden_state [B, tokens, hidden]; pooled = token 0.
+class VitTrunk : public VisionTrunk {
+ public:
+  explicit VitTrunk(VitRecipe recipe);
+
+  VisionFeatures Forward(const WeightMap& w, const at::Tensor& pixel_values) const override;
+  std::vector<int64_t> LastHiddenShape() const override;
+  int64_t PooledWidth() const override { return r_.encoder.hidden; }
+
+ private:
+  VitRecipe r_;
+  int64_t tokens_ = 0;
+  std::string cls_, dist_, pos_, patch_w_, patch_b_;
+  std::optional<PreLnEncoder> encoder_;  // built after the embeddings (weight order)
+  std::string ln_, lnb_;
+};
+
+// VitRecipe from a parsed ViT/DeiT config.
+VitRecipe VitRecipeFromConfig(const VitConfig& c, std::string prefix, bool distillation_token);
+
+}  // namespace ts::zoo::internal
