@@ -204,9 +204,10 @@ StatusOr<Row> ParseKeys(const std::string& line) {
   return ParseJsonLine(line);
 }
 
-StatusOr<GenerateStats> Generate(const GenerateOptions& opts, std::ostream& out) {
-  if (opts.count <= 0) return InvalidArgumentError("count: must be > 0");
-  TS_ASSIGN_OR_RETURN(json ptm, ReadJsonFile(opts.data_dir + "/ptm_naming_model_types.json"));
+namespace {
+
+// The real Hub model ids of each class (ptm_naming_model_types.json: model_type -> arch -> ids).
+std::map<std::string, std::vector<std::string>> IdsByArch(const json& ptm) {
   std::map<std::string, std::vector<std::string>> ids_by_arch;
   for (const auto& [model_type, archs] : ptm.items()) {
     if (!archs.is_object()) continue;
@@ -217,9 +218,14 @@ StatusOr<GenerateStats> Generate(const GenerateOptions& opts, std::ostream& out)
       }
     }
   }
-  // Plans per class, grouped by task.
-  std::vector<ClassPlan> plans;
-  std::map<std::string, std::vector<size_t>> by_task;
+  return ids_by_arch;
+}
+
+// One plan per zoo class (weight from its real ids and LLM share, its example config), and the
+// plans' indexes by task.
+Status PlanClasses(const std::map<std::string, std::vector<std::string>>& ids_by_arch,
+                   std::vector<ClassPlan>* plans,
+                   std::map<std::string, std::vector<size_t>>* by_task) {
   for (const auto& a : zoo::SupportedArchitectures()) {
     ClassPlan p;
     p.info = a;
@@ -231,10 +237,16 @@ StatusOr<GenerateStats> Generate(const GenerateOptions& opts, std::ostream& out)
     auto ex = zoo::ExampleConfig(a.arch);
     if (!ex.ok()) return ex.status();
     p.bases.push_back(*ex);
-    by_task[a.task].push_back(plans.size());
-    plans.push_back(std::move(p));
+    (*by_task)[a.task].push_back(plans->size());
+    plans->push_back(std::move(p));
   }
-  // Task shares restricted to the zoo's tasks; a zoo task without a target share gets 0.5%.
+  return OkStatus();
+}
+
+// Rows per class: task shares restricted to the zoo's tasks (a zoo task without a target share
+// gets 0.5%), then within a task one row per class when there is room, the rest by popularity.
+void AssignCounts(int64_t count, std::map<std::string, std::vector<size_t>>& by_task,
+                  std::vector<ClassPlan>* plans) {
   std::vector<std::string> tasks;
   std::vector<double> task_shares;
   for (const auto& [task, idx] : by_task) {
@@ -242,57 +254,82 @@ StatusOr<GenerateStats> Generate(const GenerateOptions& opts, std::ostream& out)
     auto t = TargetTaskMix().find(task);
     task_shares.push_back(t == TargetTaskMix().end() ? 0.005 : t->second);
   }
-  const std::vector<int64_t> per_task = Apportion(task_shares, opts.count);
+  const std::vector<int64_t> per_task = Apportion(task_shares, count);
   for (size_t t = 0; t < tasks.size(); ++t) {
     const auto& idx = by_task[tasks[t]];
     std::vector<double> w;
-    for (size_t i : idx) w.push_back(plans[i].weight);
-    // Every class gets a row when the task has room for all of them; the rest by popularity.
+    for (size_t i : idx) w.push_back((*plans)[i].weight);
     const int64_t floor = per_task[t] >= static_cast<int64_t>(idx.size()) ? 1 : 0;
     const auto counts = Apportion(w, per_task[t] - floor * static_cast<int64_t>(idx.size()));
-    for (size_t k = 0; k < idx.size(); ++k) plans[idx[k]].count = counts[k] + floor;
+    for (size_t k = 0; k < idx.size(); ++k) (*plans)[idx[k]].count = counts[k] + floor;
   }
-  // Row specs (class, ordinal), shuffled so any prefix is a fair mix.
-  std::vector<std::pair<uint32_t, uint32_t>> specs;
-  specs.reserve(static_cast<size_t>(opts.count));
-  for (size_t c = 0; c < plans.size(); ++c) {
-    for (int64_t i = 0; i < plans[c].count; ++i) specs.push_back({static_cast<uint32_t>(c), static_cast<uint32_t>(i)});
-  }
-  std::mt19937_64 shuffle_rng(Mix(opts.seed, 0x5eed));
-  std::shuffle(specs.begin(), specs.end(), shuffle_rng);
+}
 
+// Row specs (class, ordinal), shuffled so any prefix is a fair mix.
+std::vector<std::pair<uint32_t, uint32_t>> ShuffledSpecs(const std::vector<ClassPlan>& plans,
+                                                         int64_t count, uint64_t seed) {
+  std::vector<std::pair<uint32_t, uint32_t>> specs;
+  specs.reserve(static_cast<size_t>(count));
+  for (size_t c = 0; c < plans.size(); ++c) {
+    for (int64_t i = 0; i < plans[c].count; ++i) {
+      specs.push_back({static_cast<uint32_t>(c), static_cast<uint32_t>(i)});
+    }
+  }
+  std::mt19937_64 shuffle_rng(Mix(seed, 0x5eed));
+  std::shuffle(specs.begin(), specs.end(), shuffle_rng);
+  return specs;
+}
+
+// Row `i` of class plan `c`: a real id while they last, else a generated one; a varied config
+// (its base if the family rejects the variation).
+StatusOr<Row> MakeRow(const ClassPlan& p, uint32_t c, uint32_t i, uint64_t seed,
+                      std::set<std::string>* used_ids, GenerateStats* stats) {
+  std::mt19937_64 rng(Mix(Mix(seed, c), i));
+  Row r;
+  r.task = p.info.task;
+  r.arch = p.info.arch;
+  r.family = p.info.family;
+  if (i < p.real_ids.size() && !used_ids->count(p.real_ids[i])) {
+    r.id = p.real_ids[i];
+    ++stats->real_ids;
+  } else {
+    // Classes of one family share the name stem: two can draw the same org and suffix.
+    const std::string id = GeneratedId(p, i, rng);
+    r.id = id;
+    for (int k = 2; used_ids->count(r.id); ++k) r.id = id + "-v" + std::to_string(k);
+  }
+  used_ids->insert(r.id);
+  const json& base = p.bases[i % p.bases.size()];
+  json cfg = Vary(base, rng);
+  cfg["architectures"] = {p.info.arch};
+  auto tiny = zoo::TinyConfig(cfg, p.info.arch);
+  if (!tiny.ok()) {  // a variation the family rejects: fall back to its base
+    cfg = base;
+    cfg["architectures"] = {p.info.arch};
+    tiny = zoo::TinyConfig(cfg, p.info.arch);
+    if (!tiny.ok()) {
+      return Status(tiny.status().code(), p.info.arch + " example: " + tiny.status().message());
+    }
+  }
+  r.config = std::move(cfg);
+  r.tiny_config = std::move(*tiny);
+  r.config_hash = zoo::ConfigHash(r.config);
+  return r;
+}
+
+}  // namespace
+
+StatusOr<GenerateStats> Generate(const GenerateOptions& opts, std::ostream& out) {
+  if (opts.count <= 0) return InvalidArgumentError("count: must be > 0");
+  TS_ASSIGN_OR_RETURN(json ptm, ReadJsonFile(opts.data_dir + "/ptm_naming_model_types.json"));
+  std::vector<ClassPlan> plans;
+  std::map<std::string, std::vector<size_t>> by_task;
+  TS_RETURN_IF_ERROR(PlanClasses(IdsByArch(ptm), &plans, &by_task));
+  AssignCounts(opts.count, by_task, &plans);
   GenerateStats stats;
   std::set<std::string> used_ids;
-  for (const auto& [c, i] : specs) {
-    const ClassPlan& p = plans[c];
-    std::mt19937_64 rng(Mix(Mix(opts.seed, c), i));
-    Row r;
-    r.task = p.info.task;
-    r.arch = p.info.arch;
-    r.family = p.info.family;
-    if (i < p.real_ids.size() && !used_ids.count(p.real_ids[i])) {
-      r.id = p.real_ids[i];
-      ++stats.real_ids;
-    } else {
-      // Classes of one family share the name stem: two can draw the same org and suffix.
-      const std::string id = GeneratedId(p, i, rng);
-      r.id = id;
-      for (int k = 2; used_ids.count(r.id); ++k) r.id = id + "-v" + std::to_string(k);
-    }
-    used_ids.insert(r.id);
-    const json& base = p.bases[i % p.bases.size()];
-    json cfg = Vary(base, rng);
-    cfg["architectures"] = {p.info.arch};
-    auto tiny = zoo::TinyConfig(cfg, p.info.arch);
-    if (!tiny.ok()) {  // a variation the family rejects: fall back to its base
-      cfg = base;
-      cfg["architectures"] = {p.info.arch};
-      tiny = zoo::TinyConfig(cfg, p.info.arch);
-      if (!tiny.ok()) return Status(tiny.status().code(), p.info.arch + " example: " + tiny.status().message());
-    }
-    r.config = std::move(cfg);
-    r.tiny_config = std::move(*tiny);
-    r.config_hash = zoo::ConfigHash(r.config);
+  for (const auto& [c, i] : ShuffledSpecs(plans, opts.count, opts.seed)) {
+    TS_ASSIGN_OR_RETURN(Row r, MakeRow(plans[c], c, i, opts.seed, &used_ids, &stats));
     out << ToJsonLine(r) << '\n';
     ++stats.rows;
     ++stats.per_task[r.task];
