@@ -23,12 +23,15 @@
 
 #include "cli/db.h"
 #include "cli/query.h"
+#include "cli/query_text.h"
 #include "cli/serve.h"
 #include "cli/sweep.h"
 #include "cli/sweep_catalog.h"
 #include "cli/usage.h"
+#include "proto/names.h"
+#include "services/query/summary_builder.h"
+#include "services/query/text_tables.h"
 #include "workers/catalog/catalog.h"
-#include "workers/catalog/summary.h"
 #include "workers/engine/engine.h"
 #include "workers/runner/isolate.h"
 #include "workers/runner/record.h"
@@ -480,23 +483,37 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
   ts::engine::ConfigureThreads(1);
   auto act = ts::simdevice::Activate(profile_text, f.seed);
   if (!act.ok()) return Usage(act.status().ToString());
-  ts::catalog::Summary summary;
+  std::vector<std::string> modes;  // the requested ones, in stage order
+  for (auto m : ts::proto::AllModes()) {
+    if (f.modes.count(ts::proto::ModeName(m))) modes.push_back(ts::proto::ModeName(m));
+  }
+  // The same arithmetic as the Query service's GetSummary (services/query).
+  ts::query::SummaryBuilder summary(touchstone::v1::GROUP_BY_TASK, modes);
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < rows.size(); ++i) {
     ts::engine::RunOptions o;
     o.arch = rows[i].arch;
     o.modes = f.modes;
     o.seed = f.seed;
-    auto res =
-        ts::runner::RecordToJson(ts::runner::ToRecord(ts::engine::RunModel(rows[i].config, o)));
-    summary.Add(rows[i].task, rows[i].arch, res);
+    const auto record = ts::runner::ToRecord(ts::engine::RunModel(rows[i].config, o));
+    touchstone::v1::ResultRow row;
+    row.set_model_id(rows[i].id);
+    row.set_task(rows[i].task);
+    row.set_arch(rows[i].arch);
+    row.set_family(rows[i].family);
+    for (const auto& m : record.modes()) {
+      (*row.mutable_status())[ts::proto::ModeName(m.mode())] = ts::proto::VerdictName(m.status());
+    }
+    row.set_opcov_ratio(record.opcov_ratio());
+    summary.Add(row);
     if (f.format == "text" && isatty(2)) {
       std::fprintf(stderr, "\r%zu/%zu models", i + 1, rows.size());
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const touchstone::v1::Summary table = summary.Build();
   if (f.format == "json") {
-    auto j = summary.ToJson();
+    auto j = ts::cli::SummaryJson(table);
     j["profile"] = {{"name", act->name}, {"sdk_version", act->sdk_version}};
     j["sample"] = rows.size();
     j["seconds"] = secs;
@@ -505,7 +522,7 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
     if (isatty(2)) std::fprintf(stderr, "\n");
     std::cout << "profile " << act->name << " " << act->sdk_version << ", " << rows.size()
               << " models sampled from " << sample->rows << " in " << secs << " s\n"
-              << summary.ToText();
+              << ts::query::FormatSummary(table);
   }
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "cli/gate_rules.h"
 #include "cli/query_text.h"
 #include "cli/usage.h"
+#include "services/query/text_tables.h"
 #include "touchstone/v1/query.grpc.pb.h"
 
 namespace ts::cli {
@@ -158,7 +159,7 @@ int Summary(const Args& a, Call& c) {
   pb::Summary resp;
   grpc::Status st = c.stub->GetSummary(c.conn.Context().get(), req, &resp);
   if (!st.ok()) return RpcFailed("GetSummary", st);
-  c.json ? PrintJson(resp) : (void)std::printf("%s", SummaryText(resp).c_str());
+  c.json ? PrintJson(resp) : (void)std::printf("%s", query::FormatSummary(resp).c_str());
   return 0;
 }
 
@@ -195,7 +196,7 @@ int Ops(const Args& a, Call& c) {
   pb::OpDemandResponse resp;
   grpc::Status st = c.stub->OpDemand(c.conn.Context().get(), req, &resp);
   if (!st.ok()) return RpcFailed("OpDemand", st);
-  c.json ? PrintJson(resp) : (void)std::printf("%s", OpDemandText(resp).c_str());
+  c.json ? PrintJson(resp) : (void)std::printf("%s", query::FormatOpDemand(resp).c_str());
   return 0;
 }
 
@@ -213,7 +214,7 @@ int Breaks(const Args& a, Call& c) {
   pb::GraphBreaksResponse resp;
   grpc::Status st = c.stub->GraphBreaks(c.conn.Context().get(), req, &resp);
   if (!st.ok()) return RpcFailed("GraphBreaks", st);
-  c.json ? PrintJson(resp) : (void)std::printf("%s", GraphBreaksText(resp).c_str());
+  c.json ? PrintJson(resp) : (void)std::printf("%s", query::FormatGraphBreaks(resp).c_str());
   return 0;
 }
 
@@ -249,7 +250,7 @@ int Compare(const Args& a, Call& c) {
     if (limit > 0 || page.next_page_token().empty()) break;
     req.set_page_token(page.next_page_token());
   }
-  c.json ? PrintJson(all) : (void)std::printf("%s", CompareText(all).c_str());
+  c.json ? PrintJson(all) : (void)std::printf("%s", query::FormatCompare(all).c_str());
   return 0;
 }
 
@@ -276,7 +277,7 @@ int Gate(const Args& a, Call& c) {
   pb::GateResponse resp;
   grpc::Status st = c.stub->Gate(c.conn.Context().get(), req, &resp);
   if (!st.ok()) return RpcFailed("Gate", st);
-  c.json ? PrintJson(resp) : (void)std::printf("%s", GateText(resp).c_str());
+  c.json ? PrintJson(resp) : (void)std::printf("%s", query::FormatGate(resp).c_str());
   return resp.pass() ? 0 : 1;
 }
 

@@ -12,12 +12,13 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/query_text.h"
 #include "cli/serve.h"
 #include "cli/sweep_catalog.h"
 #include "cli/usage.h"
 #include "services/cluster/local_cluster.h"
 #include "services/cluster/sweep_driver.h"
-#include "workers/catalog/summary.h"
+#include "services/query/text_tables.h"
 #include "workers/simdevice/profile.h"
 
 namespace ts::cli {
@@ -142,7 +143,7 @@ struct SweepOutcome {
   int64_t sweep_id = 0;
   cluster::FollowResult followed;
   cluster::ResultTally tally;
-  catalog::Summary table;
+  pb::Summary table;  // GetSummary's answer
 };
 
 // Loads the sampled catalog rows and creates the sweep. Returns 0 or the exit code of the error
@@ -184,7 +185,7 @@ int CreateSweep(const SweepFlags& o, const Profile& profile, const std::string& 
 void PrintTable(const SweepFlags& o, const SweepOutcome& s) {
   const pb::SweepProgress& p = s.followed.progress;
   const double sweep_s = s.followed.sweep_s;
-  std::printf("%s", s.table.ToText().c_str());
+  std::printf("%s", query::FormatSummary(s.table).c_str());
   std::printf("sweep %lld: %lld/%lld models recorded, %lld duplicates, %.1f s (%.2f models/s)\n",
               static_cast<long long>(s.sweep_id), static_cast<long long>(p.models_recorded()),
               static_cast<long long>(p.models_expected()), static_cast<long long>(p.duplicates()),
@@ -199,7 +200,7 @@ void PrintTable(const SweepFlags& o, const SweepOutcome& s) {
 void WriteJson(const SweepFlags& o, const SweepOutcome& s, const std::string& profile_name,
                int scheduler_restarts, Clock::time_point t_start) {
   const pb::SweepProgress& p = s.followed.progress;
-  nlohmann::json j = s.table.ToJson();
+  nlohmann::json j = SummaryJson(s.table);
   j["sweep_id"] = s.sweep_id;
   j["models_expected"] = p.models_expected();
   j["models_recorded"] = p.models_recorded();
@@ -255,10 +256,13 @@ int FollowAndSummarize(cluster::LocalCluster* cluster, cluster::SweepDriver* dri
                  static_cast<long long>(followed->progress.models_expected()));
     return 1;
   }
-  auto tally =
-      driver->Summarize(s->sweep_id, [s](const pb::ResultRow& row) { AddToTable(row, &s->table); });
+  auto tally = driver->Summarize(s->sweep_id, [](const pb::ResultRow&) {});
   if (!tally.ok()) return Fail(kSweep, "ListResults: " + std::string(tally.status().message()));
   s->tally = *tally;
+  // The table is the Query service's answer, the one `touchstone summary` prints.
+  auto table = driver->Table(s->sweep_id);
+  if (!table.ok()) return Fail(kSweep, "GetSummary: " + std::string(table.status().message()));
+  s->table = *table;
   return 0;
 }
 

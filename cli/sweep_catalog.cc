@@ -89,11 +89,4 @@ absl::Status UploadRows(const std::string& path, const std::set<int64_t>& lines,
   return driver->FlushModels();
 }
 
-void AddToTable(const pb::ResultRow& row, catalog::Summary* table) {
-  nlohmann::json r;
-  for (const auto& [mode, status] : row.status()) r["modes"][mode]["status"] = status;
-  r["op_coverage"]["ratio"] = row.opcov_ratio();
-  table->Add(row.task(), row.arch(), r);
-}
-
 }  // namespace ts::cli

@@ -16,7 +16,6 @@
 #include "services/cluster/sweep_driver.h"
 #include "touchstone/v1/scheduler.pb.h"
 #include "workers/catalog/catalog.h"
-#include "workers/catalog/summary.h"
 
 namespace ts::cli {
 
@@ -49,8 +48,5 @@ absl::Status ForEachRow(const std::string& path, const std::set<int64_t>& lines,
 // Returns the scheduler's error.
 absl::Status UploadRows(const std::string& path, const std::set<int64_t>& lines,
                         cluster::SweepDriver* driver, touchstone::v1::CreateSweepRequest* create);
-
-// Counts one stored result in the table as run-catalog counts the model's full result.
-void AddToTable(const touchstone::v1::ResultRow& row, catalog::Summary* table);
 
 }  // namespace ts::cli

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "services/common/grpc_status.h"
+#include "touchstone/v1/query.grpc.pb.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 
 namespace ts::cluster {
@@ -36,6 +37,7 @@ void PrintProgress(FILE* out, const pb::SweepProgress& p, double secs, bool tty)
 
 struct SweepDriver::Rpc {
   std::unique_ptr<pb::Scheduler::Stub> stub;
+  std::unique_ptr<pb::Query::Stub> query;  // same channel
   std::string token;
 
   void Prepare(grpc::ClientContext* ctx, double deadline_s) const {
@@ -77,8 +79,9 @@ absl::StatusOr<std::unique_ptr<SweepDriver>> SweepDriver::Connect(const SweepDri
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   auto rpc = std::make_unique<Rpc>();
-  rpc->stub = pb::Scheduler::NewStub(
-      grpc::CreateCustomChannel(opts.target, grpc::InsecureChannelCredentials(), args));
+  auto channel = grpc::CreateCustomChannel(opts.target, grpc::InsecureChannelCredentials(), args);
+  rpc->stub = pb::Scheduler::NewStub(channel);
+  rpc->query = pb::Query::NewStub(channel);
   rpc->token = opts.token;
   return std::unique_ptr<SweepDriver>(new SweepDriver(std::move(rpc)));
 }
@@ -186,6 +189,18 @@ absl::StatusOr<ResultTally> SweepDriver::Summarize(
   absl::Status st = common::FromGrpcStatus(reader->Finish());
   if (!st.ok()) return st;
   return tally;
+}
+
+absl::StatusOr<pb::Summary> SweepDriver::Table(int64_t sweep_id, pb::GroupBy group_by) {
+  pb::GetSummaryRequest req;
+  req.set_sweep_id(sweep_id);
+  req.set_group_by(group_by);
+  pb::Summary summary;
+  grpc::ClientContext ctx;
+  rpc_->Prepare(&ctx, 300);
+  absl::Status st = common::FromGrpcStatus(rpc_->query->GetSummary(&ctx, req, &summary));
+  if (!st.ok()) return st;
+  return summary;
 }
 
 }  // namespace ts::cluster

@@ -37,6 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "touchstone/v1/query.pb.h"
 #include "touchstone/v1/scheduler.pb.h"
 
 namespace ts::cluster {
@@ -90,9 +91,13 @@ class SweepDriver {
   absl::StatusOr<touchstone::v1::SweepProgress> Cancel(int64_t sweep_id);
   // Polls until the sweep is no longer running, drawing the progress line.
   absl::StatusOr<FollowResult> Follow(int64_t sweep_id, const FollowOptions& opts);
-  // Streams the sweep's results (one row per model) to `each`, for the summary table.
+  // Streams the sweep's results (one row per model) to `each`, and counts confirmations.
   absl::StatusOr<ResultTally> Summarize(
       int64_t sweep_id, const std::function<void(const touchstone::v1::ResultRow&)>& each);
+  // The sweep's conformance table, from the Query service (GetSummary): the same answer
+  // `touchstone summary` and release tooling get.
+  absl::StatusOr<touchstone::v1::Summary> Table(
+      int64_t sweep_id, touchstone::v1::GroupBy group_by = touchstone::v1::GROUP_BY_TASK);
 
  private:
   struct Rpc;  // the channel and stub (keeps gRPC out of this header)
