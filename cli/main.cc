@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "cli/db.h"
+#include "cli/query.h"
+#include "cli/serve.h"
 #include "cli/sweep.h"
 #include "cli/sweep_catalog.h"
 #include "cli/usage.h"
@@ -52,7 +54,12 @@ constexpr const char* kUsage =
     "                        [--baseline SWEEP] [--json FILE] [--serve]   (see cli/README.md)\n"
     "       touchstone db migrate --db URL\n"
     "       touchstone db prune [--db URL | --state-dir DIR] [--sweep ID]... [--older-than DAYS]\n"
-    "                           [--keep N] [--dry-run]   (retention; see cli/README.md)\n";
+    "                           [--keep N] [--dry-run]   (retention; see cli/README.md)\n"
+    "       touchstone serve [--state-dir DIR | --db URL]   (the scheduler over stored sweeps)\n"
+    "       touchstone sweeps | summary SWEEP | model ID | ops SWEEP | breaks SWEEP |\n"
+    "                  compare BASE HEAD | gate SWEEP --rules FILE\n"
+    "                  [--scheduler HOST:PORT] [--token-file FILE] [--format json|text]\n"
+    "                  (the query API; see cli/README.md)\n";
 
 constexpr ts::cli::CommandText kMain = {"touchstone", "touchstone", kUsage};
 
@@ -520,5 +527,7 @@ int main(int argc, char** argv) {
   if (cmd == "run-catalog") return RunCatalogCommand(args);
   if (cmd == "sweep") return ts::cli::SweepCommand(args, DefaultDataDir());
   if (cmd == "db") return ts::cli::DbCommand(args);
+  if (cmd == "serve") return ts::cli::ServeCommand(args);
+  if (ts::cli::IsQueryCommand(cmd)) return ts::cli::QueryCommand(cmd, args);
   return Usage("unknown command '" + cmd + "'");
 }

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/serve.h"
 #include "cli/sweep_catalog.h"
 #include "cli/usage.h"
 #include "services/cluster/local_cluster.h"
@@ -215,15 +216,20 @@ void WriteJson(const SweepFlags& o, const SweepOutcome& s, const std::string& pr
   std::ofstream(o.json_out) << j.dump(2) << "\n";
 }
 
-// --serve: the workers go; the scheduler's gRPC and /metrics stay up until Ctrl-C.
+// --serve: the workers go; the scheduler (gRPC, HTTP) and the database stay up until Ctrl-C,
+// for the query commands (`touchstone summary ... --scheduler HOST:PORT --token-file FILE`).
 void Serve(cluster::LocalCluster* cluster) {
   cluster->StopWorkers();
-  std::fprintf(stderr,
-               "touchstone sweep: serving: scheduler gRPC %s, HTTP http://127.0.0.1:%d/metrics "
-               "(token in %s), database %s. Ctrl-C stops.\n",
-               cluster->target().c_str(), cluster->http_port(), cluster->token_file().c_str(),
-               cluster->db_url().c_str());
-  while (!interrupted) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::printf("%s\n", ServingLine(*cluster).c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr, "touchstone sweep: serving; Ctrl-C stops.\n");
+  while (!interrupted) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (absl::Status st = cluster->Supervise(); !st.ok()) {
+      std::fprintf(stderr, "touchstone sweep: %s\n", std::string(st.message()).c_str());
+      return;
+    }
+  }
 }
 
 // Follows the sweep to its end, supervising the cluster, and lists its results. Returns 0 or

@@ -18,6 +18,7 @@
 #include "services/common/http_server.h"
 #include "services/common/metrics.h"
 #include "services/common/tls.h"
+#include "services/scheduler/query_service.h"
 #include "services/scheduler/store_pool.h"
 #include "services/scheduler/validate.h"
 #include "proto/names.h"
@@ -90,6 +91,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   std::unique_ptr<StorePool> pool;        // reports, upserts, sweep creation
   std::unique_ptr<StorePool> lease_pool;  // register, lease, heartbeat: never behind a report
   std::unique_ptr<StorePool> query_pool;  // progress and results queries: never behind one either
+  std::unique_ptr<QueryService> query;    // touchstone.v1.Query, on query_pool
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<common::HttpServer> http;
   int grpc_port = 0;
@@ -500,11 +502,17 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   impl->query_pool = std::make_unique<StorePool>(impl->store_opts, std::max(1, opts.query_threads),
                                                  opts.queue_limit);
 
+  // Every Query method reads results: reader (or admin).
+  impl->query = std::make_unique<QueryService>(
+      impl->query_pool.get(),
+      common::MakeAdmitter(impl->tokens, Role::kReader, "touchstone.v1.Query"));
+
   grpc::EnableDefaultHealthCheckService(true);  // grpc.health.v1, answered without a token
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(opts.listen, *creds, &impl->grpc_port);
   builder.RegisterService(impl.get());
+  builder.RegisterService(impl->query.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
   impl->server = builder.BuildAndStart();
   if (!impl->server || impl->grpc_port == 0) {
@@ -541,7 +549,8 @@ void Scheduler::Shutdown() {
   impl_->tick_cv.notify_all();
   if (impl_->ticker.joinable()) impl_->ticker.join();
   if (impl_->http) impl_->http->Stop();
-  // In-flight RPCs are answered by the pool, which is still running.
+  // In-flight RPCs are answered by the pool, which is still running; watch streams end first.
+  impl_->query->Shutdown();
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   impl_->pool->Stop();
   impl_->lease_pool->Stop();

@@ -16,6 +16,7 @@
 #include "services/scheduler/scheduler.h"
 #include "tests/fixtures/postgres_fixture.h"
 #include "tests/fixtures/subprocess.h"
+#include "touchstone/v1/query.grpc.pb.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 
 namespace ts::scheduler {
@@ -72,6 +73,7 @@ class SchedulerAuthTest : public ::testing::Test {
     auto ch = common::MakeChannel("127.0.0.1:" + std::to_string(sched_->grpc_port()), ca_file);
     ASSERT_TRUE(ch.ok()) << ch.status();
     stub_ = pb::Scheduler::NewStub(*ch);
+    query_ = pb::Query::NewStub(*ch);
   }
 
   // One model in the catalog and a sweep of it, made with the admin token.
@@ -120,6 +122,7 @@ class SchedulerAuthTest : public ::testing::Test {
   SchedulerOptions opts_;
   std::unique_ptr<Scheduler> sched_;
   std::unique_ptr<pb::Scheduler::Stub> stub_;
+  std::unique_ptr<pb::Query::Stub> query_;
 };
 
 // Every method of touchstone.v1.Scheduler has a role, and the worker API is exactly the five
@@ -172,6 +175,40 @@ TEST_F(SchedulerAuthTest, WorkerTokenNeverReadsResults) {
   pb::LeaseShardResponse lease;
   ASSERT_TRUE(stub_->LeaseShard(Ctx(kWorker).get(), lq, &lease).ok());
   EXPECT_TRUE(lease.has_shard());
+}
+
+// Every Query method reads results: reader or admin, never worker.
+TEST_F(SchedulerAuthTest, QueryServiceNeedsAReaderToken) {
+  StartScheduler();
+  const int64_t sweep = MakeSweep();
+  pb::ListSweepsRequest list;
+  pb::ListSweepsResponse sweeps;
+  grpc::Status st = query_->ListSweeps(Ctx(kWorker).get(), list, &sweeps);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(st.error_message(),
+            "touchstone.v1.Query: the worker role may not call it (it needs reader or admin)");
+  pb::GetSummaryRequest summary;
+  summary.set_sweep_id(sweep);
+  pb::Summary table;
+  EXPECT_EQ(query_->GetSummary(Ctx(kWorker).get(), summary, &table).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(query_->GetSummary(Ctx("").get(), summary, &table).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(query_->GetSummary(Ctx("wrong").get(), summary, &table).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  pb::WatchSweepRequest watch;
+  watch.set_sweep_id(sweep);
+  auto ctx = Ctx(kWorker);
+  auto stream = query_->WatchSweep(ctx.get(), watch);
+  pb::SweepProgress p;
+  EXPECT_FALSE(stream->Read(&p));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  for (const char* token : {kReader, kAdmin}) {
+    st = query_->ListSweeps(Ctx(token).get(), list, &sweeps);
+    ASSERT_TRUE(st.ok()) << token << ": " << st.error_message();
+    ASSERT_EQ(sweeps.sweeps_size(), 1);
+    EXPECT_EQ(sweeps.sweeps(0).sweep_id(), sweep);
+  }
 }
 
 TEST_F(SchedulerAuthTest, ReaderTokenReadsButNeverWrites) {

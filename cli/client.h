@@ -1,0 +1,52 @@
+// How a `touchstone` command reaches a running scheduler: the flags every query command shares
+// (--scheduler HOST:PORT, --token-file FILE, --tls-ca FILE, --format json|text), the token it
+// picks from the tokens file, and the channel.
+//
+// A tokens file holds `role token` lines (`touchstone serve` and `touchstone sweep --serve` print
+// its path; '#' starts a comment); a file holding one bare token is that token. A command takes
+// the token of the first role in its preference list that the file has (queries: reader, then
+// admin), else the file's first token (the server then answers PERMISSION_DENIED).
+// Environment: TOUCHSTONE_SCHEDULER, TOUCHSTONE_TOKEN_FILE and TOUCHSTONE_TLS_CA stand in for
+// absent flags.
+//
+// Thread-safety: pure functions, except Connect (creates a channel).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace grpc {
+class Channel;
+class ClientContext;
+}  // namespace grpc
+
+namespace ts::cli {
+
+struct ClientFlags {
+  std::string scheduler = "127.0.0.1:7300";
+  std::string token_file;
+  std::string tls_ca;
+  bool json = false;  // --format json
+};
+
+// Takes the shared flags out of args (leaving the command's own). A usage problem is
+// INVALID_ARGUMENT naming the flag.
+absl::StatusOr<ClientFlags> TakeClientFlags(std::vector<std::string>* args);
+
+// The token for a command preferring these roles, from ClientFlags::token_file ("" when no
+// file is given). Errors name the file (unreadable, empty, a malformed line).
+absl::StatusOr<std::string> PickToken(const std::string& token_file,
+                                      const std::vector<std::string>& roles);
+
+struct Connection {
+  std::shared_ptr<grpc::Channel> channel;
+  std::string token;
+  // A context with the bearer token and a deadline of `timeout_s`.
+  std::unique_ptr<grpc::ClientContext> Context(double timeout_s = 60) const;
+};
+absl::StatusOr<Connection> Connect(const ClientFlags& flags, const std::vector<std::string>& roles);
+
+}  // namespace ts::cli

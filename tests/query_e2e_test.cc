@@ -1,0 +1,271 @@
+// The read side end to end: two real sweeps on one embedded database (a defect-free profile,
+// then sim-2.1 with the first as baseline), `touchstone serve` over their state folder, and the
+// query commands and the Python client against it. What the answers must equal is computed
+// here, independently: flips and per-task rates from the two sweeps' ListResults streams, the
+// table from what `touchstone sweep` printed.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "cli/client.h"
+#include "services/common/process.h"
+#include "tests/fixtures/subprocess.h"
+#include "touchstone/v1/scheduler.grpc.pb.h"
+
+namespace ts {
+namespace {
+
+namespace fs = std::filesystem;
+namespace pb = ::touchstone::v1;
+using json = nlohmann::json;
+
+const std::string kBin = TS_BIN_DIR;
+constexpr int kSample = 40;
+
+std::string ReadText(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// model -> mode -> status, and model -> task, from ListResults.
+struct Listed {
+  std::map<std::string, std::map<std::string, std::string>> status;
+  std::map<std::string, std::string> task;
+};
+
+class QueryE2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/ts-query-e2e-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = new fs::path(tmpl);
+    // The defect-free profile: sim-2.0 without its defects (the test writes profiles; only the
+    // simulated device reads them).
+    json clean = json::parse(ReadText(fs::path(TS_PROFILES_DIR) / "sim-2.0.json"));
+    clean["defects"] = json::array();
+    clean["name"] = "sim-2.0-clean";
+    std::ofstream(*dir_ / "clean.json") << clean.dump();
+    base_ = Sweep((*dir_ / "clean.json").string(), 0, "base");
+    head_ = Sweep(std::string(TS_PROFILES_DIR) + "/sim-2.1.json", base_id_, "head");
+    StartServe();
+  }
+  static void TearDownTestSuite() {
+    if (serve_pid_ > 0) {
+      ::kill(serve_pid_, SIGTERM);
+      auto end = common::WaitFor(serve_pid_, 60);
+      EXPECT_TRUE(end.exited && end.code == 0) << "serve did not stop cleanly: code " << end.code
+                                               << " signal " << end.signal;
+    }
+    std::error_code ec;
+    fs::remove_all(*dir_, ec);
+    delete dir_;
+  }
+
+  // Runs one sweep on the shared state folder; returns what it printed on stdout.
+  static std::string Sweep(const std::string& profile, int64_t baseline, const std::string& tag) {
+    std::vector<std::string> argv = {kBin + "/touchstone", "sweep", "--sample",
+                                     std::to_string(kSample), "--workers", "2", "--profile",
+                                     profile, "--state-dir", (*dir_ / "state").string(), "--json",
+                                     (*dir_ / (tag + ".json")).string()};
+    if (baseline > 0) {
+      argv.push_back("--baseline");
+      argv.push_back(std::to_string(baseline));
+    }
+    auto r = testing::RunProcess(argv, "", 900);
+    EXPECT_EQ(r.exit_code, 0) << testing::Describe(r) << r.err;
+    const json j = json::parse(ReadText(*dir_ / (tag + ".json")));
+    (tag == "base" ? base_id_ : head_id_) = j["sweep_id"].get<int64_t>();
+    return r.out;
+  }
+
+  static void StartServe() {
+    common::SpawnOptions o;
+    o.log_path = (*dir_ / "serve.log").string();
+    o.new_process_group = true;
+    auto pid = common::Spawn({kBin + "/touchstone", "serve", "--state-dir",
+                              (*dir_ / "state").string()},
+                             o);
+    ASSERT_TRUE(pid.ok()) << pid.status();
+    serve_pid_ = *pid;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::istringstream log(ReadText(*dir_ / "serve.log"));
+      for (std::string line; std::getline(log, line);) {
+        if (line.rfind("serving: ", 0) != 0) continue;
+        std::istringstream words(line.substr(9));
+        for (std::string w; words >> w;) {
+          if (w.rfind("grpc=", 0) == 0) target_ = w.substr(5);
+          if (w.rfind("tokens=", 0) == 0) tokens_ = w.substr(7);
+        }
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    FAIL() << "no 'serving:' line from touchstone serve:\n" << ReadText(*dir_ / "serve.log");
+  }
+
+  static testing::ProcessResult Cli(std::vector<std::string> args) {
+    std::vector<std::string> argv = {kBin + "/touchstone"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    for (const std::string& f : {std::string("--scheduler"), target_, std::string("--token-file"),
+                                 tokens_}) {
+      argv.push_back(f);
+    }
+    return testing::RunProcess(argv, "", 120);
+  }
+
+  static Listed List(int64_t sweep_id) {
+    Listed out;
+    auto token = cli::PickToken(tokens_, {"reader", "admin"});
+    EXPECT_TRUE(token.ok()) << token.status();
+    auto stub = pb::Scheduler::NewStub(
+        grpc::CreateChannel(target_, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + *token);
+    pb::ListResultsRequest req;
+    req.set_sweep_id(sweep_id);
+    auto reader = stub->ListResults(&ctx, req);
+    pb::ResultPage page;
+    while (reader->Read(&page)) {
+      for (const auto& row : page.rows()) {
+        out.task[row.model_id()] = row.task();
+        for (const auto& [mode, status] : row.status()) out.status[row.model_id()][mode] = status;
+      }
+    }
+    grpc::Status st = reader->Finish();
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return out;
+  }
+
+  static fs::path* dir_;
+  static std::string base_, head_, target_, tokens_;
+  static int64_t base_id_, head_id_;
+  static pid_t serve_pid_;
+};
+
+fs::path* QueryE2eTest::dir_ = nullptr;
+std::string QueryE2eTest::base_, QueryE2eTest::head_, QueryE2eTest::target_,
+    QueryE2eTest::tokens_;
+int64_t QueryE2eTest::base_id_ = 0, QueryE2eTest::head_id_ = 0;
+pid_t QueryE2eTest::serve_pid_ = -1;
+
+TEST_F(QueryE2eTest, SummaryEqualsTheTableTheSweepPrinted) {
+  for (auto [id, printed] : {std::pair{base_id_, base_}, std::pair{head_id_, head_}}) {
+    auto r = Cli({"summary", std::to_string(id)});
+    ASSERT_EQ(r.exit_code, 0) << testing::Describe(r) << r.err;
+    ASSERT_FALSE(r.out.empty());
+    // The sweep printed the table, then its own progress lines.
+    EXPECT_EQ(printed.substr(0, r.out.size()), r.out) << "sweep printed:\n"
+                                                      << printed << "summary printed:\n"
+                                                      << r.out;
+  }
+}
+
+TEST_F(QueryE2eTest, GatePassesTheCleanSweepAndFailsTheRegressedTasks) {
+  const Listed base = List(base_id_), head = List(head_id_);
+  ASSERT_EQ(base.status.size(), static_cast<size_t>(kSample));
+  // Rules: no crash or timeout, >= 99% eager overall and in every task of the base sweep.
+  json rules = {{"min", {{"eager", 99.0}}}, {"forbid", {"crash", "timeout"}}};
+  std::set<std::string> tasks;
+  for (const auto& [model, task] : base.task) tasks.insert(task);
+  for (const auto& t : tasks) rules["min_by_task"][t] = {{"eager", 99.0}};
+  std::ofstream(*dir_ / "rules.json") << rules.dump();
+  auto pass = Cli({"gate", std::to_string(base_id_), "--rules", (*dir_ / "rules.json").string()});
+  EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  EXPECT_NE(pass.out.find("gate: PASS"), std::string::npos) << pass.out;
+
+  // The tasks whose eager rate in the head sweep is under 99%, from the head's results.
+  std::map<std::string, std::pair<int, int>> eager;  // task -> (pass, models)
+  for (const auto& [model, modes] : head.status) {
+    auto& e = eager[head.task.at(model)];
+    e.second += 1;
+    auto it = modes.find("eager");
+    e.first += it != modes.end() && it->second == "pass";
+  }
+  std::set<std::string> regressed;
+  for (const auto& [task, e] : eager) {
+    if (100.0 * e.first / e.second < 99.0) regressed.insert(task);
+  }
+  ASSERT_FALSE(regressed.empty()) << "sim-2.1 regressed no task in this sample";
+  auto fail = Cli({"gate", std::to_string(head_id_), "--rules", (*dir_ / "rules.json").string(),
+                   "--format", "json"});
+  EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
+  const json g = json::parse(fail.out);
+  std::set<std::string> failed_tasks;
+  for (const auto& f : g["failures"]) {
+    if (f["rule"] == "min_by_task.eager") {
+      failed_tasks.insert(f["group"].get<std::string>());
+      EXPECT_LT(f["measured"].get<double>(), f["limit"].get<double>()) << f.dump();
+    }
+  }
+  EXPECT_EQ(failed_tasks, regressed);
+}
+
+TEST_F(QueryE2eTest, CompareListsExactlyTheFlipsOfTheResults) {
+  const Listed base = List(base_id_), head = List(head_id_);
+  std::set<std::string> expected;  // "model mode kind"
+  for (const auto& [model, modes] : head.status) {
+    auto b = base.status.find(model);
+    if (b == base.status.end()) continue;
+    for (const auto& [mode, status] : modes) {
+      auto bs = b->second.find(mode);
+      if (bs == b->second.end()) continue;
+      const bool was = bs->second == "pass", is = status == "pass";
+      if (was && !is) expected.insert(model + " " + mode + " regressed");
+      if (!was && is) expected.insert(model + " " + mode + " fixed");
+    }
+  }
+  ASSERT_FALSE(expected.empty()) << "no flip between the two sweeps";
+  auto r = Cli({"compare", std::to_string(base_id_), std::to_string(head_id_), "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json c = json::parse(r.out);
+  std::set<std::string> got;
+  for (const auto& ch : c["changes"]) {
+    std::string kind = ch["kind"].get<std::string>();  // KIND_REGRESSED
+    std::string mode = ch["mode"].get<std::string>();  // MODE_EAGER
+    for (auto* s : {&kind, &mode}) {
+      *s = s->substr(s->find('_') + 1);
+      for (auto& x : *s) x = static_cast<char>(std::tolower(x));
+    }
+    got.insert(ch["modelId"].get<std::string>() + " " + mode + " " + kind);
+  }
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(std::stoll(c["regressed"].get<std::string>()) + std::stoll(c["fixed"].get<std::string>()),
+            static_cast<int64_t>(expected.size()));
+}
+
+TEST_F(QueryE2eTest, PythonClientAgainstTheLiveScheduler) {
+  auto r = testing::RunProcess(
+      {"/usr/bin/env", "PYTHONPATH=" + std::string(TS_PYTHON_CLIENT_DIR), TS_PYTHON3,
+       std::string(TS_SOURCE_DIR) + "/tests/python_client_e2e.py", "--scheduler", target_,
+       "--token-file", tokens_, "--base", std::to_string(base_id_), "--head",
+       std::to_string(head_id_), "--touchstone", kBin + "/touchstone"},
+      "", 300);
+  EXPECT_EQ(r.exit_code, 0) << testing::Describe(r) << r.out << r.err;
+}
+
+TEST_F(QueryE2eTest, RefusalsNameWhatIsWrong) {
+  auto unknown = Cli({"summary", "999999"});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.err;
+  EXPECT_NE(unknown.err.find("NOT_FOUND"), std::string::npos) << unknown.err;
+  std::ofstream(*dir_ / "bad.json") << R"({"min": {"eagerr": 1}})";
+  auto bad = Cli({"gate", std::to_string(base_id_), "--rules", (*dir_ / "bad.json").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("min.eagerr: unknown key"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace ts
