@@ -66,7 +66,8 @@ class SweepTest : public ::testing::Test {
     char tmpl[] = "/tmp/ts-sweep-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    std::ofstream(dir_ / "token") << kToken << "\n";
+    std::ofstream(dir_ / "token") << kToken << "\n";  // a bare token: admin (auth.h)
+    fs::permissions(dir_ / "token", fs::perms::owner_read | fs::perms::owner_write);
     profile_ = json::parse(ReadText(fs::path(TS_PROFILES_DIR) / "sim-2.0.json"));
     profile_.erase("defects");
   }

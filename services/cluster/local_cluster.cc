@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 #include <thread>
 
+#include "services/common/auth.h"
 #include "services/common/process.h"
 #include "services/store/embedded_postgres.h"
 
@@ -26,26 +26,6 @@ std::string ReadAll(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string RandomToken() {
-  std::random_device rd;
-  char buf[33];
-  std::snprintf(buf, sizeof(buf), "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
-  return buf;
-}
-
-// The token is made once per state folder, so that a worker or a client started by hand
-// against the same folder keeps working across runs.
-std::string LoadOrMakeToken(const std::string& token_file) {
-  std::error_code ec;
-  if (!fs::exists(token_file)) {
-    std::ofstream(token_file) << RandomToken() << "\n";
-    fs::permissions(token_file, fs::perms::owner_read | fs::perms::owner_write, ec);
-  }
-  std::string token = ReadAll(token_file);
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-  return token;
 }
 
 }  // namespace
@@ -86,8 +66,14 @@ absl::Status LocalCluster::StartDatabase() {
 }
 
 absl::Status LocalCluster::StartScheduler() {
-  token_file_ = state_ + "/token";
-  token_ = LoadOrMakeToken(token_file_);
+  // Tokens of the private services: the scheduler reads them all, each worker its `worker`
+  // line, the caller's SweepDriver gets the admin one.
+  token_file_ = state_ + "/tokens";
+  auto tokens = common::LoadOrMakeTokensFile(token_file_);
+  if (!tokens.ok()) return tokens.status();
+  token_ = (*tokens)[common::Role::kAdmin];
+  worker_token_ = (*tokens)[common::Role::kWorker];
+  reader_token_ = (*tokens)[common::Role::kReader];
   port_file_ = state_ + "/scheduler.ports";
   std::error_code ec;
   fs::remove(port_file_, ec);

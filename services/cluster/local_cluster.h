@@ -5,7 +5,8 @@
 // needs none, only a SweepDriver (sweep_driver.h).
 //
 // State folder (created; kept across runs, so that results stay sweep after sweep):
-//   token             the scheduler's bearer token (random, mode 0600, made once)
+//   tokens            `role token` lines, one random token per role (worker, reader, admin;
+//                     services/common/auth.h), mode 0600, made once and kept across runs
 //   scheduler.ports   {"grpc_port", "http_port"} written by the scheduler once it listens
 //   logs/             scheduler.log, worker-I.log (stdout and stderr of each service)
 //   workers/wI/       each worker's own state folder
@@ -35,7 +36,8 @@
 // services drain (at most about 30 s per worker, 15 s for the scheduler).
 // Errors: Start() returns the embedded database's error (INTERNAL with the tool's output,
 // NOT_FOUND without PostgreSQL binaries), INVALID_ARGUMENT when the state folder cannot be made,
-// INTERNAL when a process cannot be spawned, UNAVAILABLE when the scheduler exits (or
+// INTERNAL when a process cannot be spawned or the tokens file written, FAILED_PRECONDITION when
+// an existing tokens file lets group or others read it, UNAVAILABLE when the scheduler exits (or
 // `interrupted` is set) before listening, DEADLINE_EXCEEDED when it does not report its ports
 // in 60 s; the messages name the log to read. Supervise() returns UNAVAILABLE when a service
 // died more than 20 times or cannot be spawned again.
@@ -98,7 +100,12 @@ class LocalCluster {
 
   const std::string& target() const { return target_; }  // the scheduler's 127.0.0.1:PORT
   int http_port() const { return http_port_; }           // its /metrics and /healthz
+  // Bearer tokens of the cluster's scheduler, by role: token() is admin (for the SweepDriver:
+  // catalog, sweeps, cancel, reads); the workers use the worker one; query clients the reader.
   const std::string& token() const { return token_; }
+  const std::string& worker_token() const { return worker_token_; }
+  const std::string& reader_token() const { return reader_token_; }
+  // The tokens file (<state>/tokens, `role token` lines, 0600): for --token-file of clients.
   const std::string& token_file() const { return token_file_; }
   const std::string& db_url() const { return db_url_; }
   const std::string& state_dir() const { return state_; }  // absolute
@@ -127,7 +134,9 @@ class LocalCluster {
   LocalClusterOptions opts_;
   std::string state_;
   std::string db_url_;
-  std::string token_;
+  std::string token_;  // admin
+  std::string worker_token_;
+  std::string reader_token_;
   std::string token_file_;
   std::string port_file_;
   std::string target_;

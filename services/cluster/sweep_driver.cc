@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "services/common/grpc_status.h"
+#include "services/common/tls.h"
 #include "touchstone/v1/query.grpc.pb.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 
@@ -79,9 +80,10 @@ absl::StatusOr<std::unique_ptr<SweepDriver>> SweepDriver::Connect(const SweepDri
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   auto rpc = std::make_unique<Rpc>();
-  auto channel = grpc::CreateCustomChannel(opts.target, grpc::InsecureChannelCredentials(), args);
-  rpc->stub = pb::Scheduler::NewStub(channel);
-  rpc->query = pb::Query::NewStub(channel);
+  auto channel = common::MakeChannel(opts.target, opts.tls_ca_file, args);
+  if (!channel.ok()) return channel.status();
+  rpc->stub = pb::Scheduler::NewStub(*channel);
+  rpc->query = pb::Query::NewStub(*channel);
   rpc->token = opts.token;
   return std::unique_ptr<SweepDriver>(new SweepDriver(std::move(rpc)));
 }

@@ -23,7 +23,9 @@
 // interrupted, polling GetSweep about once a second (less often when the poll is slow).
 // Errors: the scheduler's, converted by services/common/grpc_status.h (codes as documented in
 // proto/touchstone/v1/scheduler.proto: INVALID_ARGUMENT names the field, NOT_FOUND the sweep,
-// UNAUTHENTICATED a wrong token, UNAVAILABLE no scheduler). UpsertModels and CreateSweep are
+// UNAUTHENTICATED a wrong token, PERMISSION_DENIED a token whose role may not (a reader's
+// CreateSweep), UNAVAILABLE no scheduler). Connect: NOT_FOUND / INVALID_ARGUMENT for an
+// unreadable or empty CA file. UpsertModels and CreateSweep are
 // retried while UNAVAILABLE (up to ~20 s, for a scheduler being restarted); the other calls are
 // not. Follow() returns the error of its between_polls callback, and ignores failed polls.
 #pragma once
@@ -44,7 +46,8 @@ namespace ts::cluster {
 
 struct SweepDriverOptions {
   std::string target;  // host:port of the scheduler's gRPC service
-  std::string token;   // bearer token; empty: the scheduler runs without one
+  std::string token;   // bearer token (admin: the driver creates sweeps); empty: none
+  std::string tls_ca_file = "";  // set: TLS trusting these CAs (services/common/tls.h)
 };
 
 struct FollowOptions {

@@ -28,11 +28,17 @@ struct HttpServer::Impl {
     if (req.method() != http::verb::get && req.method() != http::verb::head) {
       return {405, "text/plain; charset=utf-8", "only GET\n"};
     }
-    if (!opts.token.empty() && path != "/healthz") {
-      auto it = req.find(http::field::authorization);
-      if (it == req.end() || std::string(it->value()) != "Bearer " + opts.token) {
-        return {401, "text/plain; charset=utf-8", "missing or wrong bearer token\n"};
+    if (opts.tokens && !opts.open_paths.contains(path)) {
+      auto role = opts.path_roles.find(path);
+      auto header = req.find(http::field::authorization);
+      std::optional<std::string_view> value;
+      if (header != req.end()) value.emplace(header->value().data(), header->value().size());
+      absl::Status st = opts.tokens->Check(
+          value, role == opts.path_roles.end() ? Role::kReader : role->second, path);
+      if (st.code() == absl::StatusCode::kUnauthenticated) {
+        return {401, "text/plain; charset=utf-8", std::string(st.message()) + "\n"};
       }
+      if (!st.ok()) return {403, "text/plain; charset=utf-8", std::string(st.message()) + "\n"};
     }
     auto route = routes.find(path);
     if (route == routes.end()) return {404, "text/plain; charset=utf-8", "no such path\n"};

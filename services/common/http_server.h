@@ -1,5 +1,5 @@
 // A small HTTP/1.1 server for the services' /metrics and /healthz (and later the dashboard):
-// Boost.Beast on one io_context thread, exact-path routes, bearer-token check.
+// Boost.Beast on one io_context thread, exact-path routes, bearer tokens by role (auth.h).
 //
 // Ownership: the server owns its thread; Stop() (or the destructor) closes the acceptor,
 // finishes the requests in flight and joins.
@@ -11,9 +11,11 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "services/common/auth.h"
 
 namespace ts::common {
 
@@ -27,8 +29,14 @@ using HttpHandler = std::function<HttpResponse(const std::string& target)>;
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: an ephemeral port, see HttpServer::port()
-  // Non-empty: every path except /healthz needs "Authorization: Bearer <token>" (401 otherwise).
-  std::string token;
+  // Who may GET what. Null or an open TokenSet: every path is open. Otherwise a path in
+  // open_paths needs no token, and any other needs "Authorization: Bearer <token>" whose role may
+  // act as the path's role in path_roles (reader when not listed): 401 without a known token,
+  // 403 when its role may not. /metrics carries counts and latencies only (no model ids, errors
+  // or records), so scrapers need no token.
+  std::shared_ptr<const TokenSet> tokens;
+  std::set<std::string> open_paths = {"/healthz", "/metrics"};
+  std::map<std::string, Role> path_roles;
 };
 
 class HttpServer {

@@ -20,19 +20,47 @@ TEST(HttpServerTest, ServesRoutesOnAnEphemeralLoopbackPort) {
   EXPECT_EQ(missing->status, 404);
 }
 
-TEST(HttpServerTest, TokenGuardsEverythingButHealthz) {
+HttpHandler Says(const std::string& body) {
+  return [body](const std::string&) { return HttpResponse{200, "text/plain", body}; };
+}
+
+// /healthz and /metrics are open; other pages need a reader (or admin) token, or the role the
+// path names.
+TEST(HttpServerTest, PagesNeedTheirRoleWhileHealthAndMetricsStayOpen) {
+  auto tokens = std::make_shared<TokenSet>();
+  ASSERT_TRUE(tokens->Add(Role::kWorker, "worker-token").ok());
+  ASSERT_TRUE(tokens->Add(Role::kReader, "reader-token").ok());
+  ASSERT_TRUE(tokens->Add(Role::kAdmin, "admin-token").ok());
   HttpServerOptions o;
-  o.token = "s3cret";
-  auto s = HttpServer::Start(
-      o, {{"/healthz", [](const std::string&) { return HttpResponse{200, "text/plain", "ok"}; }},
-          {"/metrics", [](const std::string&) { return HttpResponse{200, "text/plain", "m 1"}; }}});
+  o.tokens = tokens;
+  o.path_roles = {{"/admin", Role::kAdmin}};
+  auto s = HttpServer::Start(o, {{"/healthz", Says("ok")},
+                                 {"/metrics", Says("m 1")},
+                                 {"/sweeps", Says("table")},
+                                 {"/admin", Says("knobs")}});
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(HttpGet((*s)->port(), "/healthz")->status, 200);
-  EXPECT_EQ(HttpGet((*s)->port(), "/metrics")->status, 401);
-  EXPECT_EQ(HttpGet((*s)->port(), "/metrics", "wrong")->status, 401);
-  auto ok = HttpGet((*s)->port(), "/metrics", "s3cret");
-  EXPECT_EQ(ok->status, 200);
-  EXPECT_EQ(ok->body, "m 1");
+  const int port = (*s)->port();
+  EXPECT_EQ(HttpGet(port, "/healthz")->status, 200);
+  EXPECT_EQ(HttpGet(port, "/metrics")->body, "m 1");
+  auto none = HttpGet(port, "/sweeps");
+  EXPECT_EQ(none->status, 401);
+  EXPECT_EQ(none->body, "/sweeps: no bearer token (authorization: Bearer TOKEN)\n");
+  EXPECT_EQ(HttpGet(port, "/sweeps", "wrong")->status, 401);
+  auto worker = HttpGet(port, "/sweeps", "worker-token");
+  EXPECT_EQ(worker->status, 403);
+  EXPECT_EQ(worker->body, "/sweeps: the worker role may not call it (it needs reader or admin)\n");
+  EXPECT_EQ(HttpGet(port, "/sweeps", "reader-token")->body, "table");
+  EXPECT_EQ(HttpGet(port, "/sweeps", "admin-token")->body, "table");
+  EXPECT_EQ(HttpGet(port, "/admin", "reader-token")->status, 403);
+  EXPECT_EQ(HttpGet(port, "/admin", "admin-token")->body, "knobs");
+}
+
+TEST(HttpServerTest, AnOpenTokenSetLetsEveryoneIn) {
+  HttpServerOptions o;
+  o.tokens = std::make_shared<TokenSet>();
+  auto s = HttpServer::Start(o, {{"/sweeps", Says("table")}});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(HttpGet((*s)->port(), "/sweeps")->body, "table");
 }
 
 TEST(HttpServerTest, StopClosesThePort) {

@@ -1,5 +1,8 @@
 // touchstone-scheduler --db URL [--listen HOST:PORT] [--http-port N] [--token-file F]
-//                      [--lease-ttl S] [--db-threads N] [--port-file F]
+//                      [--tls-cert F --tls-key F] [--lease-ttl S] [--db-threads N]
+//                      [--port-file F]
+// Tokens: --token-file (`role token` lines, mode 0600; services/common/auth.h), else the
+// TOUCHSTONE_{WORKER,READER,ADMIN}_TOKEN variables, else none (open; logged).
 // Serves until SIGTERM or SIGINT, then shuts down in order (scheduler.h).
 #include <signal.h>
 
@@ -16,8 +19,11 @@ int Usage(const std::string& why) {
   std::fprintf(stderr,
                "touchstone-scheduler: %s\n"
                "usage: touchstone-scheduler --db URL [--listen HOST:PORT] [--http-port N]\n"
-               "         [--token-file FILE] [--lease-ttl SECONDS] [--db-threads N]\n"
-               "         [--port-file FILE]\n",
+               "         [--token-file FILE] [--tls-cert FILE --tls-key FILE]\n"
+               "         [--lease-ttl SECONDS] [--db-threads N] [--port-file FILE]\n"
+               "  --token-file  'role token' lines (worker, reader, admin), mode 0600; a file\n"
+               "                of one bare token is an admin token. Without it:\n"
+               "                TOUCHSTONE_WORKER_TOKEN, _READER_TOKEN, _ADMIN_TOKEN.\n",
                why.c_str());
   return 2;
 }
@@ -34,6 +40,7 @@ int main(int argc, char** argv) {
   ts::scheduler::SchedulerOptions o;
   o.listen = "127.0.0.1:7300";
   std::string port_file;
+  std::string token_file;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has = i + 1 < argc;
@@ -46,10 +53,11 @@ int main(int argc, char** argv) {
       if (!ParseDouble(argv[++i], &v)) return Usage("--http-port: not a number");
       o.http_port = static_cast<int>(v);
     } else if (a == "--token-file" && has) {
-      std::ifstream in(argv[++i]);
-      if (!in || !std::getline(in, o.token) || o.token.empty()) {
-        return Usage(std::string("--token-file: cannot read a token from ") + argv[i]);
-      }
+      token_file = argv[++i];
+    } else if (a == "--tls-cert" && has) {
+      o.tls_cert_file = argv[++i];
+    } else if (a == "--tls-key" && has) {
+      o.tls_key_file = argv[++i];
     } else if (a == "--lease-ttl" && has) {
       if (!ParseDouble(argv[++i], &o.lease_ttl_s) || o.lease_ttl_s <= 0) {
         return Usage("--lease-ttl: must be a positive number of seconds");
@@ -64,6 +72,14 @@ int main(int argc, char** argv) {
     }
   }
   if (o.db_url.empty()) return Usage("--db is required");
+  auto tokens = token_file.empty() ? ts::common::TokenSet::FromEnvironment()
+                                   : ts::common::TokenSet::FromFile(token_file);
+  if (!tokens.ok()) {
+    std::fprintf(stderr, "touchstone-scheduler: refusing to start: %s\n",
+                 std::string(tokens.status().message()).c_str());
+    return 2;
+  }
+  o.tokens = std::move(*tokens);
   // Signals are taken synchronously by this thread; block them before any thread starts.
   sigset_t set;
   sigemptyset(&set);

@@ -157,7 +157,7 @@ class QueryServiceTest : public ::testing::Test {
     ASSERT_NE(cluster, nullptr);
     opts_.db_url =
         cluster->NewDatabase(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    opts_.token = "test-token";
+    ASSERT_TRUE(opts_.tokens.Add(common::Role::kAdmin, "test-token").ok());
     opts_.tick_s = 3600;  // the ticker runs once: tests summarize done sweeps themselves
     auto s = Scheduler::Start(opts_);
     ASSERT_TRUE(s.ok()) << s.status();

@@ -4,17 +4,20 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 
 #include "services/common/grpc_status.h"
 #include "services/common/http_server.h"
 #include "services/common/metrics.h"
+#include "services/common/tls.h"
 #include "services/scheduler/query_service.h"
 #include "services/scheduler/store_pool.h"
 #include "services/scheduler/validate.h"
@@ -25,6 +28,15 @@ namespace ts::scheduler {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using common::Role;
+
+// The role each method needs; admin may call them all (services/common/auth.h).
+constexpr std::pair<std::string_view, Role> kMethodRoles[] = {
+    {"RegisterWorker", Role::kWorker}, {"LeaseShard", Role::kWorker},
+    {"Heartbeat", Role::kWorker},      {"ReportResults", Role::kWorker},
+    {"FinishShard", Role::kWorker},    {"GetSweep", Role::kReader},
+    {"ListResults", Role::kReader},    {"UpsertModels", Role::kAdmin},
+    {"CreateSweep", Role::kAdmin},     {"CancelSweep", Role::kAdmin}};
 
 struct Metrics {
   common::MetricsRegistry reg;
@@ -65,8 +77,16 @@ struct Metrics {
 
 }  // namespace
 
+std::optional<Role> SchedulerMethodRole(std::string_view method) {
+  for (const auto& [name, role] : kMethodRoles) {
+    if (name == method) return role;
+  }
+  return std::nullopt;
+}
+
 struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackService {
   SchedulerOptions opts;
+  std::shared_ptr<const common::TokenSet> tokens;  // shared with HTTP (and the Query service)
   store::StoreOptions store_opts;
   std::unique_ptr<StorePool> pool;        // reports, upserts, sweep creation
   std::unique_ptr<StorePool> lease_pool;  // register, lease, heartbeat: never behind a report
@@ -126,14 +146,8 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
     workers_seen[worker_id] = Clock::now();
   }
 
-  absl::Status Auth(grpc::CallbackServerContext* ctx) {
-    if (opts.token.empty()) return absl::OkStatus();
-    const auto& md = ctx->client_metadata();
-    auto it = md.find("authorization");
-    if (it == md.end() || std::string(it->second.data(), it->second.size()) != "Bearer " + opts.token) {
-      return absl::UnauthenticatedError("authorization: missing or wrong bearer token");
-    }
-    return absl::OkStatus();
+  absl::Status Auth(grpc::CallbackServerContext* ctx, const char* method) {
+    return tokens->Admit(ctx, SchedulerMethodRole(method).value_or(Role::kAdmin), method);
   }
 
   // Validate, hand off to the pool, return; the pool thread answers.
@@ -144,8 +158,8 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   }
   // The token and the request's shape; a refusal is answered at once.
   template <typename Req>
-  absl::Status Admit(grpc::CallbackServerContext* ctx, const Req& req) {
-    absl::Status st = Auth(ctx);
+  absl::Status Admit(grpc::CallbackServerContext* ctx, const char* method, const Req& req) {
+    absl::Status st = Auth(ctx, method);
     return st.ok() ? Validate(req) : st;
   }
   // Answers a call handed to a pool at t0, recording its latency by method and code.
@@ -167,7 +181,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
                                    grpc::CallbackServerContext* ctx, const Req* req, Resp* resp,
                                    Fn fn) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (absl::Status st = Admit(ctx, *req); !st.ok()) {
+    if (absl::Status st = Admit(ctx, method, *req); !st.ok()) {
       reactor->Finish(common::ToGrpcStatus(st));
       return reactor;
     }
@@ -203,7 +217,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
                                        const pb::LeaseShardRequest* req,
                                        pb::LeaseShardResponse* resp) override {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (absl::Status st = Admit(ctx, *req); !st.ok()) {
+    if (absl::Status st = Admit(ctx, "LeaseShard", *req); !st.ok()) {
       reactor->Finish(common::ToGrpcStatus(st));
       return reactor;
     }
@@ -381,8 +395,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
 
   grpc::ServerWriteReactor<pb::ResultPage>* ListResults(
       grpc::CallbackServerContext* ctx, const pb::ListResultsRequest* req) override {
-    absl::Status st = Auth(ctx);
-    if (st.ok()) st = Validate(*req);
+    absl::Status st = Admit(ctx, "ListResults", *req);
     if (!st.ok()) {
       struct Refuse final : grpc::ServerWriteReactor<pb::ResultPage> {
         explicit Refuse(const absl::Status& s) { Finish(common::ToGrpcStatus(s)); }
@@ -409,6 +422,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
     auto q = s->Queue();
     db_ok = e.ok() && q.ok();
     metrics.db_up.Set(db_ok ? 1 : 0);
+    server->GetHealthCheckService()->SetServingStatus(db_ok);
     if (q.ok()) {
       metrics.shards_queued.Set(static_cast<double>(q->shards_queued));
       metrics.shards_leased.Set(static_cast<double>(q->shards_leased));
@@ -451,8 +465,15 @@ Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptions& opts) {
   if (opts.db_url.empty()) return absl::InvalidArgumentError("db: a database URL is required");
   if (!(opts.lease_ttl_s > 0)) return absl::InvalidArgumentError("lease_ttl_s: must be > 0");
+  auto creds = common::MakeServerCredentials(opts.tls_cert_file, opts.tls_key_file);
+  if (!creds.ok()) return creds.status();
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
+  impl->tokens = std::make_shared<const common::TokenSet>(opts.tokens);
+  if (opts.tokens.open()) {
+    std::fprintf(stderr, "touchstone-scheduler: no tokens configured: every caller may call "
+                         "every method (open mode)\n");
+  }
   impl->store_opts.url = opts.db_url;
   impl->store_opts.lease_ttl_s = opts.lease_ttl_s;
   impl->store_opts.split_after_expiries = opts.split_after_expiries;
@@ -481,12 +502,15 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   impl->query_pool = std::make_unique<StorePool>(impl->store_opts, std::max(1, opts.query_threads),
                                                  opts.queue_limit);
 
-  Impl* self = impl.get();
+  // Every Query method reads results: reader (or admin).
   impl->query = std::make_unique<QueryService>(
-      impl->query_pool.get(), [self](grpc::CallbackServerContext* ctx) { return self->Auth(ctx); });
+      impl->query_pool.get(),
+      common::MakeAdmitter(impl->tokens, Role::kReader, "touchstone.v1.Query"));
 
+  grpc::EnableDefaultHealthCheckService(true);  // grpc.health.v1, answered without a token
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(), &impl->grpc_port);
+  builder.AddListeningPort(opts.listen, *creds, &impl->grpc_port);
   builder.RegisterService(impl.get());
   builder.RegisterService(impl->query.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
@@ -498,7 +522,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
     Impl* raw = impl.get();
     common::HttpServerOptions ho;
     ho.port = opts.http_port;
-    ho.token = opts.token;
+    ho.tokens = impl->tokens;
     auto http = common::HttpServer::Start(
         ho, {{"/metrics", raw->metrics.reg.Handler()},
              {"/healthz", [raw](const std::string&) {

@@ -1,6 +1,9 @@
 // touchstone-scheduler: the gRPC Scheduler service (proto/touchstone/v1) over the store, plus
 // /metrics and /healthz on an HTTP port.
 //
+// Also on the gRPC port: grpc.health.v1.Health (SERVING while the database answers) and server
+// reflection (grpc_cli ls), both without a token.
+//
 // Threads: gRPC's callback threads validate a request and hand it to the database pool; they
 // never block on SQL. Two pools (leases, everything else), each a fixed number of threads with
 // its own Store
@@ -16,9 +19,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "services/common/auth.h"
 
 namespace ts::scheduler {
 
@@ -26,7 +32,11 @@ struct SchedulerOptions {
   std::string db_url;                  // required
   std::string listen = "127.0.0.1:0";  // gRPC address; port 0 picks a free one
   int http_port = 0;                   // /metrics, /healthz (0: a free one; -1: none)
-  std::string token;                   // non-empty: required as "authorization: Bearer <token>"
+  // Bearer tokens by role (services/common/auth.h); no tokens: open, logged at start. Each
+  // method's role: SchedulerMethodRole. gRPC health and reflection need no token.
+  common::TokenSet tokens;
+  std::string tls_cert_file;  // both set: TLS on the gRPC port (services/common/tls.h)
+  std::string tls_key_file;
   double lease_ttl_s = 30;
   int split_after_expiries = 2;
   int max_lost_leases = 3;
@@ -40,6 +50,10 @@ struct SchedulerOptions {
   double tick_s = 0;            // 0: min(1 s, lease_ttl_s / 4)
   double db_wait_s = 60;        // how long start-up waits for the database to come up
 };
+
+// The role a touchstone.v1.Scheduler method needs ("CreateSweep" -> admin); nullopt for a name
+// that is not one of its methods (such a call would need admin).
+std::optional<common::Role> SchedulerMethodRole(std::string_view method);
 
 class Scheduler {
  public:

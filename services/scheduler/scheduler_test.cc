@@ -27,7 +27,7 @@ class SchedulerTest : public ::testing::Test {
     ASSERT_NE(cluster, nullptr);
     opts_.db_url =
         cluster->NewDatabase(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    opts_.token = "test-token";
+    ASSERT_TRUE(opts_.tokens.Add(common::Role::kAdmin, "test-token").ok());
     auto s = Scheduler::Start(opts_);
     ASSERT_TRUE(s.ok()) << s.status();
     sched_ = std::move(*s);
@@ -111,8 +111,8 @@ TEST_F(SchedulerTest, TokenIsRequired) {
   EXPECT_TRUE(stub_->RegisterWorker(Ctx().get(), reg, &resp).ok());
   EXPECT_GT(resp.worker_id(), 0);
   EXPECT_DOUBLE_EQ(resp.heartbeat_interval_s(), opts_.lease_ttl_s / 3);
-  // HTTP: /metrics needs the token, /healthz does not.
-  EXPECT_EQ(common::HttpGet(sched_->http_port(), "/metrics")->status, 401);
+  // HTTP: /metrics (counts, no records) and /healthz need no token.
+  EXPECT_EQ(common::HttpGet(sched_->http_port(), "/metrics")->status, 200);
   EXPECT_EQ(common::HttpGet(sched_->http_port(), "/healthz")->status, 200);
 }
 

@@ -1,15 +1,17 @@
-// touchstone-worker --scheduler HOST:PORT [--token-file F] [--name N] [--runner PATH]
-//                   [--state-dir DIR] [--http-port N] [--report-batch N]
+// touchstone-worker --scheduler HOST:PORT [--token-file F] [--tls-ca F] [--name N]
+//                   [--runner PATH] [--state-dir DIR] [--http-port N] [--report-batch N]
+// Token: the `worker` (else `admin`) line of --token-file (or its one bare token), else
+// TOUCHSTONE_WORKER_TOKEN (else TOUCHSTONE_ADMIN_TOKEN), else none.
 // SIGTERM or SIGINT: drain (finish the current model, report, release the shard) and exit 0.
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <thread>
 
+#include "services/common/auth.h"
 #include "services/common/process.h"
 #include "services/worker/worker.h"
 
@@ -18,8 +20,12 @@ namespace {
 int Usage(const std::string& why) {
   std::fprintf(stderr,
                "touchstone-worker: %s\n"
-               "usage: touchstone-worker --scheduler HOST:PORT [--token-file FILE] [--name NAME]\n"
-               "         [--runner PATH] [--state-dir DIR] [--http-port N] [--report-batch N]\n",
+               "usage: touchstone-worker --scheduler HOST:PORT [--token-file FILE] [--tls-ca FILE]\n"
+               "         [--name NAME] [--runner PATH] [--state-dir DIR] [--http-port N]\n"
+               "         [--report-batch N]\n"
+               "  --token-file  the 'worker' (else 'admin') line of a tokens file, or a bare\n"
+               "                token; without it TOUCHSTONE_WORKER_TOKEN\n"
+               "  --tls-ca      TLS to the scheduler, trusting the CA certificates in FILE\n",
                why.c_str());
   return 2;
 }
@@ -27,7 +33,10 @@ int Usage(const std::string& why) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  using ts::common::Role::kAdmin;
+  using ts::common::Role::kWorker;
   ts::worker::WorkerOptions o;
+  o.token = ts::common::ClientTokenFromEnvironment({kWorker, kAdmin});
   o.runner_path = ts::common::SelfDir() + "/touchstone-runner";
   o.state_dir = "/tmp/touchstone-worker-" + std::to_string(::getpid());
   for (int i = 1; i < argc; ++i) {
@@ -36,10 +45,11 @@ int main(int argc, char** argv) {
     if (a == "--scheduler" && has) {
       o.scheduler = argv[++i];
     } else if (a == "--token-file" && has) {
-      std::ifstream in(argv[++i]);
-      if (!in || !std::getline(in, o.token) || o.token.empty()) {
-        return Usage(std::string("--token-file: cannot read a token from ") + argv[i]);
-      }
+      auto token = ts::common::ReadClientToken(argv[++i], {kWorker, kAdmin});
+      if (!token.ok()) return Usage("--token-file: " + std::string(token.status().message()));
+      o.token = *token;
+    } else if (a == "--tls-ca" && has) {
+      o.tls_ca_file = argv[++i];
     } else if (a == "--name" && has) {
       o.name = argv[++i];
     } else if (a == "--runner" && has) {

@@ -17,6 +17,7 @@
 #include "services/common/http_server.h"
 #include "services/common/jitter.h"
 #include "services/common/metrics.h"
+#include "services/common/tls.h"
 #include "services/worker/runner_client.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 
@@ -277,13 +278,13 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opts
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  impl->stub = pb::Scheduler::NewStub(
-      grpc::CreateCustomChannel(opts.scheduler, grpc::InsecureChannelCredentials(), args));
+  auto channel = common::MakeChannel(opts.scheduler, opts.tls_ca_file, args);
+  if (!channel.ok()) return channel.status();
+  impl->stub = pb::Scheduler::NewStub(*channel);
   if (opts.http_port >= 0) {
     Impl* raw = impl.get();
     common::HttpServerOptions ho;
-    ho.port = opts.http_port;
-    ho.token = opts.token;
+    ho.port = opts.http_port;  // /metrics and /healthz only: open (http_server.h)
     auto http = common::HttpServer::Start(
         ho, {{"/metrics", raw->reg.Handler([raw] {
                 raw->rss_worker.Set(static_cast<double>(RssBytes(::getpid())));

@@ -24,7 +24,8 @@ namespace ts::worker {
 
 struct WorkerOptions {
   std::string scheduler = "127.0.0.1:7300";
-  std::string token;
+  std::string token;        // bearer token of the worker role (or admin); empty: none
+  std::string tls_ca_file;  // set: TLS to the scheduler, trusting these CA certificates
   std::string name;         // default: host/pid
   std::string runner_path;  // touchstone-runner
   std::string state_dir;    // profiles and the runner's log
