@@ -2,12 +2,12 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "services/common/auth.h"
+#include "services/common/tls.h"
 
 namespace ts::cli {
 namespace {
@@ -15,14 +15,6 @@ namespace {
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
-}
-
-absl::StatusOr<std::string> ReadAll(const std::string& path, const std::string& flag) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(flag + ": cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -64,42 +56,6 @@ absl::StatusOr<ClientFlags> TakeClientFlags(std::vector<std::string>* args) {
   return f;
 }
 
-absl::StatusOr<std::string> PickToken(const std::string& token_file,
-                                      const std::vector<std::string>& roles) {
-  if (token_file.empty()) return std::string();
-  auto text = ReadAll(token_file, "--token-file");
-  if (!text.ok()) return text.status();
-  std::vector<std::pair<std::string, std::string>> entries;  // role, token
-  std::istringstream in(*text);
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-    std::istringstream words(line);
-    std::vector<std::string> w;
-    for (std::string x; words >> x;) w.push_back(x);
-    if (w.empty()) continue;
-    if (w.size() == 1) {
-      entries.push_back({"", w[0]});
-    } else if (w.size() == 2) {
-      entries.push_back({w[0], w[1]});
-    } else {
-      return absl::InvalidArgumentError("--token-file: " + token_file + ":" + std::to_string(n) +
-                                        ": expected 'role token'");
-    }
-  }
-  if (entries.empty()) {
-    return absl::InvalidArgumentError("--token-file: " + token_file + " holds no token");
-  }
-  for (const auto& role : roles) {
-    for (const auto& [r, token] : entries) {
-      if (r == role) return token;
-    }
-  }
-  return entries.front().second;
-}
-
 std::unique_ptr<grpc::ClientContext> Connection::Context(double timeout_s) const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
@@ -108,21 +64,19 @@ std::unique_ptr<grpc::ClientContext> Connection::Context(double timeout_s) const
   return ctx;
 }
 
-absl::StatusOr<Connection> Connect(const ClientFlags& flags,
-                                   const std::vector<std::string>& roles) {
+absl::StatusOr<Connection> Connect(const ClientFlags& flags) {
   Connection c;
-  auto token = PickToken(flags.token_file, roles);
-  if (!token.ok()) return token.status();
-  c.token = *token;
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (!flags.tls_ca.empty()) {
-    auto ca = ReadAll(flags.tls_ca, "--tls-ca");
-    if (!ca.ok()) return ca.status();
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = *ca;
-    creds = grpc::SslCredentials(ssl);
+  const std::initializer_list<common::Role> prefer = {common::Role::kReader, common::Role::kAdmin};
+  if (!flags.token_file.empty()) {
+    auto token = common::ReadClientToken(flags.token_file, prefer);
+    if (!token.ok()) return token.status();
+    c.token = *token;
+  } else {
+    c.token = common::ClientTokenFromEnvironment(prefer);
   }
-  c.channel = grpc::CreateChannel(flags.scheduler, creds);
+  auto channel = common::MakeChannel(flags.scheduler, flags.tls_ca);
+  if (!channel.ok()) return channel.status();
+  c.channel = *channel;
   return c;
 }
 

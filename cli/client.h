@@ -3,9 +3,7 @@
 // picks from the tokens file, and the channel.
 //
 // A tokens file holds `role token` lines (`touchstone serve` and `touchstone sweep --serve` print
-// its path; '#' starts a comment); a file holding one bare token is that token. A command takes
-// the token of the first role in its preference list that the file has (queries: reader, then
-// admin), else the file's first token (the server then answers PERMISSION_DENIED).
+// its path); the query commands send its reader token, else its admin one.
 // Environment: TOUCHSTONE_SCHEDULER, TOUCHSTONE_TOKEN_FILE and TOUCHSTONE_TLS_CA stand in for
 // absent flags.
 //
@@ -36,17 +34,15 @@ struct ClientFlags {
 // INVALID_ARGUMENT naming the flag.
 absl::StatusOr<ClientFlags> TakeClientFlags(std::vector<std::string>* args);
 
-// The token for a command preferring these roles, from ClientFlags::token_file ("" when no
-// file is given). Errors name the file (unreadable, empty, a malformed line).
-absl::StatusOr<std::string> PickToken(const std::string& token_file,
-                                      const std::vector<std::string>& roles);
-
 struct Connection {
   std::shared_ptr<grpc::Channel> channel;
   std::string token;
   // A context with the bearer token and a deadline of `timeout_s`.
   std::unique_ptr<grpc::ClientContext> Context(double timeout_s = 60) const;
 };
-absl::StatusOr<Connection> Connect(const ClientFlags& flags, const std::vector<std::string>& roles);
+// The channel (TLS when --tls-ca) and the token: from --token-file, the reader token, else the
+// admin one (services/common/auth.h ReadClientToken); without a file, TOUCHSTONE_READER_TOKEN or
+// TOUCHSTONE_ADMIN_TOKEN. Errors name the file or flag.
+absl::StatusOr<Connection> Connect(const ClientFlags& flags);
 
 }  // namespace ts::cli

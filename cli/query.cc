@@ -311,7 +311,7 @@ int QueryCommand(const std::string& cmd, const std::vector<std::string>& in) {
   Args a;
   std::string why;
   if (!ParseArgs(rest, command.flags, &a, &why)) return Usage(kQuery, cmd + ": " + why);
-  auto conn = Connect(*flags, {"reader", "admin"});
+  auto conn = Connect(*flags);
   if (!conn.ok()) return Usage(kQuery, std::string(conn.status().message()));
   Call call{*conn, pb::Query::NewStub(conn->channel), flags->json};
   return command.run(a, call);

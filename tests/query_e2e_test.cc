@@ -18,7 +18,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "cli/client.h"
+#include "services/common/auth.h"
 #include "services/common/process.h"
 #include "tests/fixtures/subprocess.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
@@ -129,7 +129,7 @@ class QueryE2eTest : public ::testing::Test {
 
   static Listed List(int64_t sweep_id) {
     Listed out;
-    auto token = cli::PickToken(tokens_, {"reader", "admin"});
+    auto token = common::ReadClientToken(tokens_, {common::Role::kReader});
     EXPECT_TRUE(token.ok()) << token.status();
     auto stub = pb::Scheduler::NewStub(
         grpc::CreateChannel(target_, grpc::InsecureChannelCredentials()));
