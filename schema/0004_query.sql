@@ -60,7 +60,9 @@ CREATE TABLE sweep_verdicts (
   family       text NOT NULL,
   opcov_ratio  double precision NOT NULL,
   total_ms     double precision NOT NULL,
-  statuses     text[] NOT NULL,  -- "mode=status"
+  eager        text,             -- the primary verdicts; NULL: mode not recorded
+  compile      text,
+  train        text,
   PRIMARY KEY (sweep_id, model_id)
 );
 

@@ -675,6 +675,14 @@ TEST_F(QueryServiceTest, ListSweepsPagesConcatenateNewestFirst) {
   f.set_state("done");
   ASSERT_TRUE(query_->ListSweeps(Ctx().get(), f, &page).ok());
   EXPECT_EQ(page.sweeps_size(), 0);
+  pb::ListSweepsRequest t;
+  t.mutable_created_after()->set_seconds(4102444800);  // 2100-01-01: none yet
+  ASSERT_TRUE(query_->ListSweeps(Ctx().get(), t, &page).ok());
+  EXPECT_EQ(page.sweeps_size(), 0);
+  t.clear_created_after();
+  t.mutable_created_before()->set_seconds(4102444800);
+  ASSERT_TRUE(query_->ListSweeps(Ctx().get(), t, &page).ok());
+  EXPECT_EQ(page.sweeps_size(), 5);
 }
 
 TEST_F(QueryServiceTest, WatchSweepStreamsUntilDone) {

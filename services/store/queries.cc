@@ -91,9 +91,11 @@ pb::ResultRow RecordOf(const pqxx::row& row) {
   r.set_family(row[3].c_str());
   r.set_opcov_ratio(row[4].as<double>());
   r.set_total_ms(row[5].as<double>());
-  for (const auto& kv : ParseTextArray(row[6])) {
-    const size_t eq = kv.find('=');
-    (*r.mutable_status())[kv.substr(0, eq)] = kv.substr(eq + 1);
+  // Columns 6.. are the modes' statuses in Mode order (eager, compile, train).
+  auto& status = *r.mutable_status();
+  for (size_t k = 0; k < proto::AllModes().size(); ++k) {
+    const pqxx::field f = row[static_cast<int>(6 + k)];
+    if (!f.is_null()) status[proto::ModeName(proto::AllModes()[k])] = f.c_str();
   }
   return r;
 }
@@ -231,7 +233,8 @@ absl::StatusOr<std::vector<pb::ResultRow>> Store::SweepRecords(int64_t sweep_id,
     pqxx::result rows =
         Materialized(t, sweep_id)
             ? t.exec_params("SELECT model_id, task, arch, family, opcov_ratio, total_ms, "
-                            "statuses FROM sweep_verdicts WHERE sweep_id = $1 ORDER BY model_id",
+                            "eager, compile, train FROM sweep_verdicts WHERE sweep_id = $1 "
+                            "ORDER BY model_id",
                             sweep_id)
             : t.exec_params(std::string(sql::kVerdicts) + " ORDER BY mr.model_id", sweep_id);
     std::vector<pb::ResultRow> out;
