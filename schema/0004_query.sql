@@ -60,9 +60,7 @@ CREATE TABLE sweep_verdicts (
   family       text NOT NULL,
   opcov_ratio  double precision NOT NULL,
   total_ms     double precision NOT NULL,
-  eager        text,             -- the primary verdicts; NULL: mode not recorded
-  compile      text,
-  train        text,
+  statuses     text[] NOT NULL,  -- "mode=status"
   PRIMARY KEY (sweep_id, model_id)
 );
 
