@@ -1,7 +1,7 @@
 #include "services/query/compare.h"
 
 #include <algorithm>
-#include <tuple>
+#include <utility>
 
 #include "proto/names.h"
 
@@ -9,13 +9,20 @@ namespace ts::query {
 
 namespace {
 
-using RowMap = std::map<std::string, const pb::ResultRow*>;
+using Rows = std::vector<const pb::ResultRow*>;
 
-RowMap ByModel(const std::vector<pb::ResultRow>& rows, const pb::ResultFilter& filter) {
-  RowMap out;
+// The rows the filter keeps, by model_id (already sorted when they come from the store: the
+// sort is then a check).
+Rows Sorted(const std::vector<pb::ResultRow>& rows, const pb::ResultFilter& filter) {
+  Rows out;
+  out.reserve(rows.size());
   for (const auto& r : rows) {
-    if (FilterMatches(filter, {r.task(), r.family(), r.arch()})) out[r.model_id()] = &r;
+    if (FilterMatches(filter, {r.task(), r.family(), r.arch()})) out.push_back(&r);
   }
+  const auto by_id = [](const pb::ResultRow* a, const pb::ResultRow* b) {
+    return a->model_id() < b->model_id();
+  };
+  if (!std::is_sorted(out.begin(), out.end(), by_id)) std::sort(out.begin(), out.end(), by_id);
   return out;
 }
 
@@ -55,28 +62,33 @@ void Flips(const pb::ResultRow& base, const pb::ResultRow& head, const Confirmat
 }  // namespace
 
 pb::CompareSweepsResponse Compare(const CompareInput& in) {
-  const RowMap base = ByModel(*in.base, in.filter);
-  const RowMap head = ByModel(*in.head, in.filter);
+  const Rows base = Sorted(*in.base, in.filter);
+  const Rows head = Sorted(*in.head, in.filter);
   pb::CompareSweepsResponse out;
   SummaryBuilder bsum(in.group_by, in.base_modes), hsum(in.group_by, in.head_modes);
   std::vector<pb::ModelChange> changes;
-  for (const auto& [id, b] : base) {
-    auto h = head.find(id);
-    if (h == head.end()) {
-      changes.push_back(Change(*b, pb::ModelChange::KIND_DISAPPEARED));
-      continue;
+  // A merge of the two sorted lists: both, base only (disappeared), head only (appeared).
+  size_t i = 0, j = 0;
+  while (i < base.size() || j < head.size()) {
+    const int cmp = i == base.size()   ? 1
+                    : j == head.size() ? -1
+                                       : base[i]->model_id().compare(head[j]->model_id());
+    if (cmp < 0) {
+      changes.push_back(Change(*base[i++], pb::ModelChange::KIND_DISAPPEARED));
+    } else if (cmp > 0) {
+      changes.push_back(Change(*head[j++], pb::ModelChange::KIND_APPEARED));
+    } else {
+      out.set_common_models(out.common_models() + 1);
+      bsum.Add(*base[i]);
+      hsum.Add(*head[j]);
+      Flips(*base[i++], *head[j++], in.confirmations, &changes);
     }
-    out.set_common_models(out.common_models() + 1);
-    bsum.Add(*b);
-    hsum.Add(*h->second);
-    Flips(*b, *h->second, in.confirmations, &changes);
   }
-  for (const auto& [id, h] : head) {
-    if (!base.count(id)) changes.push_back(Change(*h, pb::ModelChange::KIND_APPEARED));
-  }
+  // Already by model_id (the merge); within a model by kind, then mode.
   std::sort(changes.begin(), changes.end(), [](const pb::ModelChange& a, const pb::ModelChange& b) {
-    return std::make_tuple(a.model_id(), static_cast<int>(a.kind()), static_cast<int>(a.mode())) <
-           std::make_tuple(b.model_id(), static_cast<int>(b.kind()), static_cast<int>(b.mode()));
+    if (const int c = a.model_id().compare(b.model_id()); c != 0) return c < 0;
+    return std::make_pair(static_cast<int>(a.kind()), static_cast<int>(a.mode())) <
+           std::make_pair(static_cast<int>(b.kind()), static_cast<int>(b.mode()));
   });
   for (auto& c : changes) {
     if (c.kind() == pb::ModelChange::KIND_REGRESSED) out.set_regressed(out.regressed() + 1);

@@ -675,6 +675,14 @@ TEST_F(QueryServiceTest, ListSweepsPagesConcatenateNewestFirst) {
   f.set_state("done");
   ASSERT_TRUE(query_->ListSweeps(Ctx().get(), f, &page).ok());
   EXPECT_EQ(page.sweeps_size(), 0);
+  pb::ListSweepsRequest t;
+  t.mutable_created_after()->set_seconds(4102444800);  // 2100-01-01: none yet
+  ASSERT_TRUE(query_->ListSweeps(Ctx().get(), t, &page).ok());
+  EXPECT_EQ(page.sweeps_size(), 0);
+  t.clear_created_after();
+  t.mutable_created_before()->set_seconds(4102444800);
+  ASSERT_TRUE(query_->ListSweeps(Ctx().get(), t, &page).ok());
+  EXPECT_EQ(page.sweeps_size(), 5);
 }
 
 TEST_F(QueryServiceTest, WatchSweepStreamsUntilDone) {
@@ -726,6 +734,26 @@ TEST_F(QueryServiceTest, WatchSweepEndsOnClientCancelAndOnShutdown) {
   EXPECT_EQ(open->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
   stop.join();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+TEST_F(QueryServiceTest, TheTickerKeepsDoneSweepsAnswers) {
+  const int64_t id = CreateSweep("a", {"eager"});
+  RunSweep({"eager"}, Flavor());
+  EXPECT_EQ(Count("SELECT count(*) FROM sweep_facts"), 0);
+  sched_->Shutdown();
+  opts_.tick_s = 0.05;
+  auto s = Scheduler::Start(opts_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  sched_ = std::move(*s);
+  // The ticker queues the done-sweep hook on the query pool; wait for its commit (bounded).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (Count("SELECT count(*) FROM sweep_facts") == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM sweep_facts WHERE sweep_id = " + std::to_string(id)), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM sweep_verdicts"), kModels);
+  EXPECT_EQ(Count("SELECT models FROM sweep_facts"), kModels);
 }
 
 }  // namespace

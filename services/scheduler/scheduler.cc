@@ -92,6 +92,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   std::unique_ptr<StorePool> lease_pool;  // register, lease, heartbeat: never behind a report
   std::unique_ptr<StorePool> query_pool;  // progress and results queries: never behind one either
   std::unique_ptr<QueryService> query;    // touchstone.v1.Query, on query_pool
+  std::atomic<bool> summarizing{false};   // a SummarizeDoneSweeps task is queued or running
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<common::HttpServer> http;
   int grpc_port = 0;
@@ -418,7 +419,15 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
       metrics.split.Increment(e->split);
       metrics.crashed.Increment(e->crashed);
     }
-    (void)s->SummarizeDoneSweeps();  // a failure shows in the next call's db_ok
+    // A done sweep's kept answers take seconds on a large sweep: off the ticker (lease expiry
+    // must not wait), one at a time, on the query pool.
+    if (!summarizing.exchange(true) &&
+        !query_pool->Submit([this](store::Store* q) {
+          if (q) (void)q->SummarizeDoneSweeps();  // a failure shows in db_ok
+          summarizing = false;
+        })) {
+      summarizing = false;
+    }
     auto q = s->Queue();
     db_ok = e.ok() && q.ok();
     metrics.db_up.Set(db_ok ? 1 : 0);

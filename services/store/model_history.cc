@@ -155,12 +155,18 @@ absl::StatusOr<pb::ModelHistory> Store::ModelHistory(const std::string& model_id
     return absl::OkStatus();
   });
   if (!st.ok()) return st;
-  // Each sweep's identity and counts (GetSweepInfo keeps a done sweep's counts once).
-  for (int i = 0; i < out.sweeps_size(); ++i) {
-    auto info = GetSweepInfo(order[i], "sweep_id");
-    if (!info.ok()) return info.status();
-    *out.mutable_sweeps(static_cast<int>(i))->mutable_sweep() = std::move(*info);
-  }
+  // Each sweep's identity and counts, in one transaction (it may keep a done sweep's counts).
+  absl::Status info = impl_->Run("ModelHistory", [&]() -> absl::Status {
+    pqxx::work w(*impl_->conn);
+    auto infos = SweepInfos(w, order);
+    if (!infos.ok()) return infos.status();
+    for (size_t i = 0; i < infos->size(); ++i) {
+      *out.mutable_sweeps(static_cast<int>(i))->mutable_sweep() = std::move((*infos)[i]);
+    }
+    w.commit();
+    return absl::OkStatus();
+  });
+  if (!info.ok()) return info;
   return out;
 }
 

@@ -25,12 +25,15 @@ inline constexpr const char* kGroups = R"(
   FROM g LEFT JOIN s USING (task, family, arch)
   GROUP BY g.task, g.family, g.arch, g.models, g.opcov_sum)";
 
-// One compact row per primary model, ordered by model_id.
+// One compact row per primary model: its catalog identity, opcov, total_ms, and its eager,
+// compile and train statuses (NULL: not recorded).
 inline constexpr const char* kVerdicts = R"(
   SELECT mr.model_id, m.task, m.arch, m.family, mr.opcov_ratio, mr.total_ms,
-         coalesce(st.kv, '{}')
+         st.eager, st.compile, st.train
   FROM model_runs mr JOIN models m USING (model_id)
-  LEFT JOIN (SELECT model_id, array_agg(mode || '=' || status ORDER BY mode) AS kv
+  LEFT JOIN (SELECT model_id, max(status) FILTER (WHERE mode = 'eager') AS eager,
+                    max(status) FILTER (WHERE mode = 'compile') AS compile,
+                    max(status) FILTER (WHERE mode = 'train') AS train
              FROM results WHERE sweep_id = $1 AND run = 1 GROUP BY model_id) st USING (model_id)
   WHERE mr.sweep_id = $1 AND mr.run = 1)";
 

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "services/store/pg_status.h"
 #include "services/store/store.h"
+#include "touchstone/v1/query.pb.h"
 
 namespace ts::store {
 
@@ -139,6 +140,10 @@ int FinishLeasedShard(pqxx::transaction_base& txn, int64_t shard_id, int64_t swe
 // sweep_op_demand, sweep_breaks, then sweep_facts) with the statements that answer a running
 // sweep live. A no-op when they are there already.
 void MaterializeSweep(pqxx::transaction_base& w, int64_t sweep_id);
+// queries.cc: the sweeps' identity and counts, in the order of `ids` (NOT_FOUND for a missing
+// one). May keep a done sweep's counts (Progress): run it in a read-write transaction.
+absl::StatusOr<std::vector<pb::SweepInfo>> SweepInfos(pqxx::transaction_base& w,
+                                                      const std::vector<int64_t>& ids);
 // queries.cc: drops them (a pruned sweep).
 void DropMaterialized(pqxx::transaction_base& w, int64_t sweep_id);
 
