@@ -173,7 +173,26 @@ absl::Status Gate(store::Store& s, const pb::GateRequest& r, pb::GateResponse* o
   in.sweep_state = info->state();
   in.modes.assign(info->modes().begin(), info->modes().end());
   in.rows = &*rows;
-  const int64_t base = r.rules().baseline_sweep_id();
+  // max_new_failures counts confirmed flips, and reruns confirm them only against the sweep's
+  // own baseline: that is the one it counts against.
+  pb::GateRules rules = r.rules();
+  const int64_t own = info->baseline_sweep_id();
+  if (rules.has_max_new_failures()) {
+    if (rules.baseline_sweep_id() == 0) rules.set_baseline_sweep_id(own);
+    if (own == 0) {
+      return absl::InvalidArgumentError(
+          "rules.max_new_failures: sweep " + std::to_string(r.sweep_id()) +
+          " was created without a baseline, so none of its flips was confirmed by reruns");
+    }
+    if (rules.baseline_sweep_id() != own) {
+      return absl::InvalidArgumentError(
+          "rules.baseline_sweep_id: sweep " + std::to_string(r.sweep_id()) +
+          "'s flips were confirmed against sweep " + std::to_string(own) + ", not " +
+          std::to_string(rules.baseline_sweep_id()) +
+          "; max_new_failures counts confirmed flips, so give " + std::to_string(own) + " or 0");
+    }
+  }
+  const int64_t base = rules.baseline_sweep_id();
   if (base > 0) {
     auto c = CompareOf(s, base, "rules.baseline_sweep_id", r.sweep_id(), "sweep_id",
                        pb::GROUP_BY_TASK, {}, &*rows);
@@ -182,7 +201,7 @@ absl::Status Gate(store::Store& s, const pb::GateRequest& r, pb::GateResponse* o
       if (ch.kind() == pb::ModelChange::KIND_REGRESSED) in.regressed.push_back(std::move(ch));
     }
   }
-  *out = query::EvaluateGate(r.rules(), in);
+  *out = query::EvaluateGate(rules, in);
   return absl::OkStatus();
 }
 

@@ -539,6 +539,20 @@ TEST_F(QueryServiceTest, CompareFlipsMatchTheTwoListResultsStreamsAndGateCountsD
   g0.mutable_rules()->mutable_min()->set_eager(80);
   ASSERT_TRUE(query_->Gate(Ctx().get(), g0, &gr).ok());
   EXPECT_TRUE(gr.pass()) << gr.DebugString();
+  // max_new_failures counts against the sweep's own baseline: 0 means it, the same answer...
+  rules->set_baseline_sweep_id(0);
+  pb::GateResponse own;
+  ASSERT_TRUE(query_->Gate(Ctx().get(), g, &own).ok());
+  EXPECT_EQ(own.failures_size(), 3) << own.DebugString();
+  // ...and another sweep (whose flips no rerun confirmed) or none at all is refused, named.
+  rules->set_baseline_sweep_id(head);
+  grpc::Status st = query_->Gate(Ctx().get(), g, &gr);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(st.error_message().rfind("rules.baseline_sweep_id: ", 0), 0u) << st.error_message();
+  g0.mutable_rules()->set_max_new_failures(0);
+  st = query_->Gate(Ctx().get(), g0, &gr);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(st.error_message().rfind("rules.max_new_failures: ", 0), 0u) << st.error_message();
 }
 
 TEST_F(QueryServiceTest, ModelHistoryRoundTripsEveryFieldAcrossThreeSweeps) {
