@@ -111,9 +111,10 @@ TEST(GateTest, BadRulesNameTheField) {
   r.add_forbid("crashh");
   EXPECT_EQ(CheckGateRules(r, "rules").message(), "rules.forbid[1]: unknown status 'crashh'");
   r.Clear();
-  r.set_max_new_failures(0);
-  EXPECT_EQ(CheckGateRules(r, "rules").message(),
-            "rules.max_new_failures: needs baseline_sweep_id");
+  r.set_max_new_failures(-1);
+  EXPECT_EQ(CheckGateRules(r, "rules").message(), "rules.max_new_failures: must be >= 0");
+  r.set_max_new_failures(0);  // baseline 0: the sweep's own, which the service looks up
+  EXPECT_TRUE(CheckGateRules(r, "rules").ok());
   r.Clear();
   r.mutable_min()->set_compile(-1);
   EXPECT_EQ(CheckGateRules(r, "rules").code(), absl::StatusCode::kInvalidArgument);

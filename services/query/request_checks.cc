@@ -83,10 +83,8 @@ absl::Status CheckGateRules(const pb::GateRules& r, const std::string& field) {
     return st;
   }
   if (r.has_max_new_failures()) {
+    // baseline_sweep_id 0 means the sweep's own baseline (the service checks that it has one).
     if (r.max_new_failures() < 0) return Bad(field + ".max_new_failures", "must be >= 0");
-    if (r.baseline_sweep_id() == 0) {
-      return Bad(field + ".max_new_failures", "needs baseline_sweep_id");
-    }
   }
   for (int i = 0; i < r.forbid_size(); ++i) {
     const auto v = proto::VerdictFromName(r.forbid(i));

@@ -542,7 +542,8 @@ TEST_F(QueryServiceTest, CompareFlipsMatchTheTwoListResultsStreamsAndGateCountsD
   // max_new_failures counts against the sweep's own baseline: 0 means it, the same answer...
   rules->set_baseline_sweep_id(0);
   pb::GateResponse own;
-  ASSERT_TRUE(query_->Gate(Ctx().get(), g, &own).ok());
+  grpc::Status own_st = query_->Gate(Ctx().get(), g, &own);
+  ASSERT_TRUE(own_st.ok()) << own_st.error_message();
   EXPECT_EQ(own.failures_size(), 3) << own.DebugString();
   // ...and another sweep (whose flips no rerun confirmed) or none at all is refused, named.
   rules->set_baseline_sweep_id(head);
