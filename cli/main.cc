@@ -37,6 +37,7 @@
 #include "workers/runner/record.h"
 #include "workers/runner/record_json.h"
 #include "workers/simdevice/runtime.h"
+#include "workers/zoo/config.h"
 #include "workers/zoo/config_hash.h"
 #include "workers/zoo/model.h"
 
@@ -265,12 +266,8 @@ int ZooCommand(const std::vector<std::string>& args) {
     std::string text;
     if (!ReadFile(args[1], &text)) return Usage("cannot read config " + args[1]);
     auto config = nlohmann::json::parse(text, nullptr, false);
-    if (config.is_discarded() || !config.is_object() || !config.contains("architectures") ||
-        !config["architectures"].is_array() || config["architectures"].empty() ||
-        !config["architectures"][0].is_string()) {
-      return 1;
-    }
-    const std::string arch = config["architectures"][0];
+    const std::string arch = ts::zoo::ArchOf(config);  // "" for a discarded parse
+    if (arch.empty()) return 1;
     for (const auto& a : ts::zoo::SupportedArchitectures()) {
       if (a.arch == arch) return 0;
     }

@@ -40,7 +40,6 @@
 
 #include "workers/engine/compiler.h"
 #include "workers/engine/verdict.h"
-#include "workers/zoo/config_hash.h"
 #include "workers/zoo/model.h"
 
 namespace ts::engine {

@@ -12,6 +12,7 @@
 
 #include "workers/engine/compiler.h"
 #include "workers/simdevice/runtime.h"
+#include "workers/zoo/config.h"
 #include "workers/zoo/config_hash.h"
 
 namespace ts::engine::internal {
@@ -123,14 +124,6 @@ void Judge(const StageContext& ctx, ModeResult& m, const TensorList& out) {
   m.error = DescribeFailure(*m.accuracy, ctx.tol);
 }
 
-// The architecture a config names when it cannot be built: opts.arch, else architectures[0].
-std::string NamedArch(const nlohmann::json& config, const std::string& arch) {
-  if (!arch.empty() || !config.is_object() || !config.contains("architectures")) return arch;
-  const nlohmann::json& archs = config["architectures"];
-  if (!archs.is_array() || archs.empty() || !archs[0].is_string()) return arch;
-  return archs[0].get<std::string>();
-}
-
 // ---- The stages.
 
 // 1. The model from the config (tiny scaling), seeded weights and the task's batch.
@@ -142,7 +135,8 @@ StageEnd Build(StageContext& ctx) {
   bo.task = ctx.opts.task;
   auto built = zoo::BuildModel(ctx.config, bo);
   if (!built.ok()) {
-    r.arch = NamedArch(ctx.config, ctx.opts.arch);
+    // Not built: the architecture the run named, else the config's.
+    r.arch = ctx.opts.arch.empty() ? zoo::ArchOf(ctx.config) : ctx.opts.arch;
     r.task = ctx.opts.task;
     EndAllModes(ctx, Verdict::kLoadFail, built.status().message());
     r.timings_ms["build"] = MsSince(t0);

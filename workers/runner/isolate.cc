@@ -12,6 +12,7 @@
 #include "workers/runner/protocol.h"
 #include "workers/runner/record.h"
 #include "workers/runner/record_json.h"
+#include "workers/zoo/config.h"
 #include "workers/zoo/config_hash.h"
 
 namespace ts::runner {
@@ -101,18 +102,13 @@ ChildOutcome RunChild(const nlohmann::json& config, const engine::RunOptions& op
   return out;
 }
 
-std::string ArchOf(const nlohmann::json& config, const std::string& arch) {
-  if (!arch.empty() || !config.is_object() || !config.contains("architectures")) return arch;
-  const auto& a = config["architectures"];
-  return a.is_array() && !a.empty() && a[0].is_string() ? a[0].get<std::string>() : arch;
-}
-
 }  // namespace
 
 StatusOr<::touchstone::v1::ModelResult> RunModelIsolated(const nlohmann::json& config,
                                                          const engine::RunOptions& opts,
                                                          const IsolateOptions& iso) {
-  const ModelIdentity fallback{ArchOf(config, opts.arch), opts.task, "", zoo::ConfigHash(config)};
+  const ModelIdentity fallback{opts.arch.empty() ? zoo::ArchOf(config) : opts.arch, opts.task, "",
+                               zoo::ConfigHash(config)};
   auto r = RunAcrossCrashes(ModesFromNames(opts.modes), iso.timeout_s, fallback,
                             [&](const std::set<pb::Mode>& modes) {
                               engine::RunOptions o = opts;

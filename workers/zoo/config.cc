@@ -75,30 +75,40 @@ StatusOr<double> AsDouble(const ConfigReader& r, const std::string& field,
   return v.get<double>();
 }
 
+StatusOr<std::string> AsString(const ConfigReader& r, const std::string& field,
+                               const nlohmann::json& v) {
+  if (!v.is_string()) return r.Error(field, std::string("expected string, got ") + JsonTypeName(v));
+  return v.get<std::string>();
+}
+
+// The field `v` (null when absent) through `as`: "missing" when absent and required (no
+// `def`), `def` when absent and defaulted.
+template <typename T>
+StatusOr<T> ReadField(const ConfigReader& r, const std::string& field, const nlohmann::json* v,
+                      const std::optional<T>& def,
+                      StatusOr<T> (*as)(const ConfigReader&, const std::string&,
+                                        const nlohmann::json&)) {
+  if (v != nullptr) return as(r, field, *v);
+  if (def) return *def;
+  return r.Error(field, "missing");
+}
+
 }  // namespace
 
 StatusOr<int64_t> ConfigReader::Int(const std::string& field) const {
-  const nlohmann::json* v = Find(field);
-  if (v == nullptr) return Error(field, "missing");
-  return AsInt(*this, field, *v);
+  return ReadField<int64_t>(*this, field, Find(field), std::nullopt, AsInt);
 }
 
 StatusOr<int64_t> ConfigReader::Int(const std::string& field, int64_t def) const {
-  const nlohmann::json* v = Find(field);
-  if (v == nullptr) return def;
-  return AsInt(*this, field, *v);
+  return ReadField<int64_t>(*this, field, Find(field), def, AsInt);
 }
 
 StatusOr<double> ConfigReader::Double(const std::string& field) const {
-  const nlohmann::json* v = Find(field);
-  if (v == nullptr) return Error(field, "missing");
-  return AsDouble(*this, field, *v);
+  return ReadField<double>(*this, field, Find(field), std::nullopt, AsDouble);
 }
 
 StatusOr<double> ConfigReader::Double(const std::string& field, double def) const {
-  const nlohmann::json* v = Find(field);
-  if (v == nullptr) return def;
-  return AsDouble(*this, field, *v);
+  return ReadField<double>(*this, field, Find(field), def, AsDouble);
 }
 
 StatusOr<bool> ConfigReader::Bool(const std::string& field, bool def) const {
@@ -110,17 +120,11 @@ StatusOr<bool> ConfigReader::Bool(const std::string& field, bool def) const {
 }
 
 StatusOr<std::string> ConfigReader::String(const std::string& field) const {
-  const nlohmann::json* v = Find(field);
-  if (v == nullptr) return Error(field, "missing");
-  if (!v->is_string()) return Error(field, std::string("expected string, got ") + JsonTypeName(*v));
-  return v->get<std::string>();
+  return ReadField<std::string>(*this, field, Find(field), std::nullopt, AsString);
 }
 
 StatusOr<std::string> ConfigReader::String(const std::string& field, const std::string& def) const {
-  const nlohmann::json* v = Find(field);
-  if (v == nullptr) return def;
-  if (!v->is_string()) return Error(field, std::string("expected string, got ") + JsonTypeName(*v));
-  return v->get<std::string>();
+  return ReadField<std::string>(*this, field, Find(field), def, AsString);
 }
 
 StatusOr<Activation> ParseActivation(const std::string& name, const std::string& field) {
@@ -199,6 +203,17 @@ Status CheckHeadsDivideHidden(const ConfigReader& r, int64_t hidden, int64_t hea
                                               " % " + std::to_string(heads) + " != 0)");
   }
   return OkStatus();
+}
+
+// The core sizes of a BERT-style config (BertConfig, VitConfig), heads dividing hidden_size.
+template <typename EncoderConfig>
+Status ReadEncoderCore(const ConfigReader& r, EncoderConfig& c) {
+  TS_ASSIGN_OR_RETURN(CoreSizes core, ReadCore(r));
+  c.hidden_size = core.hidden;
+  c.num_hidden_layers = core.layers;
+  c.num_attention_heads = core.heads;
+  c.intermediate_size = core.intermediate;
+  return CheckHeadsDivideHidden(r, c.hidden_size, c.num_attention_heads);
 }
 
 }  // namespace
@@ -367,18 +382,20 @@ StatusOr<DecoderConfig> ParseDecoderConfig(const nlohmann::json& config,
   return c;
 }
 
+std::string ArchOf(const nlohmann::json& config) {
+  if (!config.is_object() || !config.contains("architectures")) return "";
+  const nlohmann::json& archs = config["architectures"];
+  if (!archs.is_array() || archs.empty() || !archs[0].is_string()) return "";
+  return archs[0].get<std::string>();
+}
+
 StatusOr<BertConfig> ParseBertConfig(const nlohmann::json& config) {
   ConfigReader r(config);
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
   BertConfig c;
   TS_ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size"));
   TS_RETURN_IF_ERROR(CheckPositive(r, "vocab_size", c.vocab_size));
-  TS_ASSIGN_OR_RETURN(CoreSizes core, ReadCore(r));
-  c.hidden_size = core.hidden;
-  c.num_hidden_layers = core.layers;
-  c.num_attention_heads = core.heads;
-  c.intermediate_size = core.intermediate;
-  TS_RETURN_IF_ERROR(CheckHeadsDivideHidden(r, c.hidden_size, c.num_attention_heads));
+  TS_RETURN_IF_ERROR(ReadEncoderCore(r, c));
   TS_ASSIGN_OR_RETURN(c.max_position_embeddings, r.Int("max_position_embeddings", 512));
   TS_RETURN_IF_ERROR(CheckPositive(r, "max_position_embeddings", c.max_position_embeddings));
   TS_ASSIGN_OR_RETURN(c.type_vocab_size, r.Int("type_vocab_size", 2));
@@ -403,12 +420,7 @@ StatusOr<VitConfig> ParseVitConfig(const nlohmann::json& config) {
   ConfigReader r(config);
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
   VitConfig c;
-  TS_ASSIGN_OR_RETURN(CoreSizes core, ReadCore(r));
-  c.hidden_size = core.hidden;
-  c.num_hidden_layers = core.layers;
-  c.num_attention_heads = core.heads;
-  c.intermediate_size = core.intermediate;
-  TS_RETURN_IF_ERROR(CheckHeadsDivideHidden(r, c.hidden_size, c.num_attention_heads));
+  TS_RETURN_IF_ERROR(ReadEncoderCore(r, c));
   TS_ASSIGN_OR_RETURN(c.image_size, r.Int("image_size", 224));
   TS_RETURN_IF_ERROR(CheckPositive(r, "image_size", c.image_size));
   TS_ASSIGN_OR_RETURN(c.patch_size, r.Int("patch_size", 16));

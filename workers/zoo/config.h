@@ -143,6 +143,10 @@ struct VitConfig {
   int64_t num_labels = 2;
 };
 
+// The class a config names: config["architectures"][0], or "" when it names none (not an
+// object, no list, an empty list or a non-string first entry).
+std::string ArchOf(const nlohmann::json& config);
+
 // num_labels as transformers derives it: len(id2label) if present, else num_labels, else 2.
 StatusOr<int64_t> ParseNumLabels(const nlohmann::json& config);
 // Parses rope_theta / rope_scaling. `max_position_embeddings` is the config's.

@@ -33,9 +33,7 @@ inline nlohmann::json WithArchitecture(nlohmann::json config, const std::string&
 
 // The registry is the concatenation of these lists (registry.cc), one per family file, so
 // families can be added without touching each other's files.
-std::vector<ArchEntry> BertArchs();         // bert.cc
 std::vector<ArchEntry> VitArchs();          // families/vit.cc
-std::vector<ArchEntry> EncoderZooArchs();   // encoders_more.cc: further encoder families
 // Further vision and multimodal families (families/<model_type>.cc).
 std::vector<ArchEntry> DeitArchs();
 std::vector<ArchEntry> SwinArchs();
@@ -47,11 +45,6 @@ std::vector<ArchEntry> ClipArchs();
 
 // Every registered architecture, sorted by class name (built once).
 const std::vector<ArchEntry>& Registry();
-
-enum class BertHead { kBase, kSequenceClassification, kMaskedLM };
-
-// Each builds from spec.tiny_config (the config that is actually built).
-StatusOr<std::unique_ptr<Model>> BuildBert(ModelSpec spec, BertHead head);
 
 // The weight `name`; throws c10::Error naming it when absent.
 const at::Tensor& GetWeight(const WeightMap& weights, const std::string& name);

@@ -40,6 +40,24 @@ inline double RelDiff(const at::Tensor& a, const at::Tensor& b) {
   return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-12);
 }
 
+// Building `arch` from its example config with `field` set to `value` (erased when null) fails
+// with INVALID_ARGUMENT naming the problem (`needle`).
+inline void ExpectConfigError(const std::string& arch, const std::string& field,
+                              const nlohmann::json& value, const std::string& needle) {
+  auto cfg = *ExampleConfig(arch);
+  if (value.is_null()) {
+    cfg.erase(field);
+  } else {
+    cfg[field] = value;
+  }
+  BuildOptions o;
+  o.arch = arch;
+  auto r = BuildModel(cfg, o);
+  ASSERT_FALSE(r.ok()) << arch << " " << field;
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+}
+
 // Shape of weight `name`; empty when absent.
 inline std::vector<int64_t> WeightShape(const Model& m, const std::string& name) {
   for (const auto& [n, s] : m.WeightShapes()) {

@@ -4,13 +4,14 @@
 #include "workers/zoo/families/family_lists.h"
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/trunks/decoder_family.h"
+#include "workers/zoo/trunks/encoder_family.h"
 
 namespace ts::zoo::internal {
 
 const std::vector<ArchEntry>& Registry() {
   static const std::vector<ArchEntry> kRegistry = [] {
     std::vector<ArchEntry> all;
-    for (auto list : {BertArchs, DecoderArchs, EncoderZooArchs,
+    for (auto list : {DecoderArchs, EncoderArchs,
                       T5Archs, Mt5Archs, BartArchs, MbartArchs, WhisperArchs, Wav2Vec2Archs,
                       VitArchs, DeitArchs, SwinArchs, ConvNextArchs, ResNetArchs,
                       MobileNetV2Archs, EfficientNetArchs, ClipArchs}) {

@@ -53,6 +53,17 @@ int64_t TinyDepth(int64_t real_layers, bool layers_differ) {
   return std::min(real_layers, layers_differ ? P::kLayers : P::kUniformLayers);
 }
 
+int64_t ScaleEncoderWidth(nlohmann::json& tiny, int64_t heads, int64_t hidden,
+                          int64_t intermediate, int64_t layers) {
+  const int64_t tiny_heads = std::min(heads, P::kHeads);
+  const int64_t tiny_hidden = tiny_heads * (P::kHidden / P::kHeads);
+  tiny["hidden_size"] = tiny_hidden;
+  tiny["num_attention_heads"] = tiny_heads;
+  tiny["intermediate_size"] = ScaleRatio(intermediate, hidden, tiny_hidden, 8);
+  tiny["num_hidden_layers"] = TinyDepth(layers, false);
+  return tiny_hidden;
+}
+
 void SetTinyRunProfile(nlohmann::json& t, int64_t seq_len) {
   t["touchstone_tiny"] = {
       {"policy", P::kPolicyVersion}, {"seq_len", seq_len}, {"batch_size", P::kBatch}};
@@ -123,12 +134,8 @@ StatusOr<nlohmann::json> ScaleDecoder(const nlohmann::json& config, const std::s
 StatusOr<nlohmann::json> ScaleBert(const nlohmann::json& config) {
   TS_ASSIGN_OR_RETURN(BertConfig c, ParseBertConfig(config));
   nlohmann::json t = config;
-  const int64_t heads = std::min(c.num_attention_heads, P::kHeads);
-  const int64_t hidden = heads * (P::kHidden / P::kHeads);
-  t["hidden_size"] = hidden;
-  t["num_attention_heads"] = heads;
-  t["intermediate_size"] = ScaleRatio(c.intermediate_size, c.hidden_size, hidden, 8);
-  t["num_hidden_layers"] = TinyDepth(c.num_hidden_layers, false);
+  ScaleEncoderWidth(t, c.num_attention_heads, c.hidden_size, c.intermediate_size,
+                    c.num_hidden_layers);
   const int64_t vocab = std::min(c.vocab_size, P::kVocab);
   t["vocab_size"] = vocab;
   for (const char* f : {"pad_token_id", "bos_token_id", "eos_token_id"}) MapTokenId(t, f, vocab);
@@ -141,12 +148,8 @@ StatusOr<nlohmann::json> ScaleBert(const nlohmann::json& config) {
 StatusOr<nlohmann::json> ScaleVit(const nlohmann::json& config) {
   TS_ASSIGN_OR_RETURN(VitConfig c, ParseVitConfig(config));
   nlohmann::json t = config;
-  const int64_t heads = std::min(c.num_attention_heads, P::kHeads);
-  const int64_t hidden = heads * (P::kHidden / P::kHeads);
-  t["hidden_size"] = hidden;
-  t["num_attention_heads"] = heads;
-  t["intermediate_size"] = ScaleRatio(c.intermediate_size, c.hidden_size, hidden, 8);
-  t["num_hidden_layers"] = TinyDepth(c.num_hidden_layers, false);
+  ScaleEncoderWidth(t, c.num_attention_heads, c.hidden_size, c.intermediate_size,
+                    c.num_hidden_layers);
   t["image_size"] = P::kImageSize;
   t["patch_size"] = P::kPatchSize;
   ScaleLabels(t, c.num_labels);

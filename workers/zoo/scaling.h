@@ -69,6 +69,12 @@ bool VariesByLayer(const std::vector<T>& per_layer) {
     if (!(v == per_layer.front())) return true;
   return false;
 }
+// The BERT/ViT width policy (README.md): heads min(heads, kHeads), hidden kHidden / kHeads per
+// head, the intermediate/hidden ratio kept, layers per TinyDepth (alike). Writes hidden_size,
+// num_attention_heads, intermediate_size and num_hidden_layers into `tiny`; returns the tiny
+// hidden size.
+int64_t ScaleEncoderWidth(nlohmann::json& tiny, int64_t heads, int64_t hidden,
+                          int64_t intermediate, int64_t layers);
 // Records the run profile {"policy", "seq_len", "batch_size": kBatch} as "touchstone_tiny".
 void SetTinyRunProfile(nlohmann::json& tiny, int64_t seq_len);
 

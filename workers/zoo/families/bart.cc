@@ -61,10 +61,7 @@ StatusOr<BartCfg> ParseBart(const json& config) {
   TS_ASSIGN_OR_RETURN(std::string act, r.String("activation_function", "gelu"));
   TS_ASSIGN_OR_RETURN(c.act, ParseActivation(act, r.Name("activation_function")));
   TS_ASSIGN_OR_RETURN(c.scale_embedding, r.Bool("scale_embedding", false));
-  TS_ASSIGN_OR_RETURN(c.tie, r.Bool("tie_word_embeddings", true));
-  TS_ASSIGN_OR_RETURN(c.pad, TokenIdField(r, "pad_token_id", 1, c.vocab));
-  TS_ASSIGN_OR_RETURN(c.eos, TokenIdField(r, "eos_token_id", 2, c.vocab));
-  TS_ASSIGN_OR_RETURN(c.start, TokenIdField(r, "decoder_start_token_id", c.eos, c.vocab));
+  TS_RETURN_IF_ERROR(ReadSeq2SeqTokens(r, /*pad_def=*/1, /*eos_def=*/2, /*start_is_eos=*/true, c));
   TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
   return c;
 }

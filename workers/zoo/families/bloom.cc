@@ -3,6 +3,27 @@
 
 namespace ts::zoo::internal::decoder {
 
+Names BloomNames(bool emb_ln) {
+  return {.head_base = "transformer.",
+          .embed = "word_embeddings",
+          .emb_ln = emb_ln ? "word_embeddings_layernorm" : "",
+          .layers = "h.",
+          .attn = "self_attention.",
+          .qkv = "query_key_value",
+          .o = "dense",
+          .up = "dense_h_to_4h",
+          .down = "dense_4h_to_h",
+          .final_norm = "ln_f",
+          .token_cls = "classifier"};
+}
+
+Status RejectPostLnResidual(const ConfigReader& r) {
+  TS_ASSIGN_OR_RETURN(bool post, r.Bool("apply_residual_connection_post_layernorm", false));
+  if (post)
+    return r.Error("apply_residual_connection_post_layernorm", "true is not supported by the zoo");
+  return OkStatus();
+}
+
 DecoderFamily Bloom() {
   return {
       .model_type = "bloom",
@@ -14,23 +35,10 @@ DecoderFamily Bloom() {
                  .act = "",
                  .eps = "layer_norm_epsilon"},
       .defaults = {.inter_mult = 4, .act = "gelu_pytorch_tanh", .eps = 1e-5, .tie = true},
-      .names = {.head_base = "transformer.",
-                .embed = "word_embeddings",
-                .emb_ln = "word_embeddings_layernorm",
-                .layers = "h.",
-                .attn = "self_attention.",
-                .qkv = "query_key_value",
-                .o = "dense",
-                .up = "dense_h_to_4h",
-                .down = "dense_4h_to_h",
-                .final_norm = "ln_f",
-                .token_cls = "classifier"},
+      .names = BloomNames(/*emb_ln=*/true),
       .llama_biases = false,
       .parse = [](const ConfigReader& r, const json&, Recipe& c) -> Status {
-        TS_ASSIGN_OR_RETURN(bool post, r.Bool("apply_residual_connection_post_layernorm", false));
-        if (post)
-          return r.Error("apply_residual_connection_post_layernorm",
-                         "true is not supported by the zoo");
+        TS_RETURN_IF_ERROR(RejectPostLnResidual(r));
         c.norm = Norm::kLayerNorm;
         c.pos = Pos::kNone;
         c.alibi = Alibi::kBloom;

@@ -79,12 +79,7 @@ StatusOr<ClipRecipe> ParseClip(const json& config, ClipKind kind) {
 }
 
 void ScaleTower(json& t, const ClipTowerRecipe& c, bool text) {
-  const int64_t heads = std::min(c.heads, TinyProfile::kHeads);
-  const int64_t hidden = heads * (TinyProfile::kHidden / TinyProfile::kHeads);
-  t["hidden_size"] = hidden;
-  t["num_attention_heads"] = heads;
-  t["intermediate_size"] = ScaleRatio(c.intermediate, c.hidden, hidden, 8);
-  t["num_hidden_layers"] = TinyDepth(c.layers, false);
+  ScaleEncoderWidth(t, c.heads, c.hidden, c.intermediate, c.layers);
   if (text) {
     const int64_t vocab = std::min(c.vocab, TinyProfile::kVocab);
     t["vocab_size"] = vocab;

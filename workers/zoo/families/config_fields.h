@@ -29,4 +29,18 @@ inline StatusOr<int64_t> PositiveField(const ConfigReader& r, const std::string&
   return *v;
 }
 
+// The seq2seq special tokens of `c` (T5Cfg, BartCfg: fields vocab, tie, pad, eos, start):
+// tie_word_embeddings (default true), then pad_token_id, eos_token_id and decoder_start_token_id
+// (default: eos when `start_is_eos`, else pad), each in [0, vocab).
+template <typename Seq2SeqConfig>
+Status ReadSeq2SeqTokens(const ConfigReader& r, int64_t pad_def, int64_t eos_def,
+                         bool start_is_eos, Seq2SeqConfig& c) {
+  TS_ASSIGN_OR_RETURN(c.tie, r.Bool("tie_word_embeddings", true));
+  TS_ASSIGN_OR_RETURN(c.pad, TokenIdField(r, "pad_token_id", pad_def, c.vocab));
+  TS_ASSIGN_OR_RETURN(c.eos, TokenIdField(r, "eos_token_id", eos_def, c.vocab));
+  const int64_t start_def = start_is_eos ? c.eos : c.pad;
+  TS_ASSIGN_OR_RETURN(c.start, TokenIdField(r, "decoder_start_token_id", start_def, c.vocab));
+  return OkStatus();
+}
+
 }  // namespace ts::zoo::internal

@@ -12,6 +12,21 @@
 
 namespace ts::zoo::internal::decoder {
 
+// Pieces a family shares with the one it derives from (as transformers' modular files do).
+// gpt2.cc: GPT-2's size fields (n_embd, n_inner, n_layer, n_head, n_positions,
+// activation_function, layer_norm_epsilon; also gptj's) and HF names (transformer.wte / wpe,
+// h.i.ln_1 / attn.c_attn / c_proj / ln_2 / mlp.c_fc / c_proj, ln_f; gpt_neo's base).
+Fields Gpt2Fields();
+Names Gpt2Names();
+// bloom.cc: BLOOM's HF names (transformer.word_embeddings, h.i.self_attention.query_key_value /
+// dense, mlp.dense_h_to_4h / dense_4h_to_h, ln_f; also falcon's), with BLOOM's
+// word_embeddings_layernorm when `emb_ln`.
+Names BloomNames(bool emb_ln);
+// apply_residual_connection_post_layernorm: true is rejected (bloom, falcon).
+Status RejectPostLnResidual(const ConfigReader& r);
+// qwen2.cc: rotary over the whole head and q/k/v biases (qwen2, qwen2_moe).
+Status ReadQwen2Attention(const ConfigReader& r, const json& config, Recipe& c);
+
 DecoderFamily Helium();
 DecoderFamily Ministral();
 DecoderFamily Arcee();

@@ -12,9 +12,7 @@ Status FalconLayers(const ConfigReader& r, const json&, Recipe& c) {
   TS_ASSIGN_OR_RETURN(bool parallel, r.Bool("parallel_attn", true));
   TS_ASSIGN_OR_RETURN(bool alibi, r.Bool("alibi", false));
   TS_ASSIGN_OR_RETURN(bool bias, r.Bool("bias", false));
-  TS_ASSIGN_OR_RETURN(bool post, r.Bool("apply_residual_connection_post_layernorm", false));
-  if (post)
-    return r.Error("apply_residual_connection_post_layernorm", "true is not supported by the zoo");
+  TS_RETURN_IF_ERROR(RejectPostLnResidual(r));
   if (!new_arch) c.kv = mq ? 1 : c.heads;
   c.qkv = new_arch || mq ? Qkv::kGrouped : Qkv::kPerHead;
   c.norm = Norm::kLayerNorm;
@@ -52,16 +50,7 @@ DecoderFamily Falcon() {
                  .act = "activation",
                  .eps = "layer_norm_epsilon"},
       .defaults = {.inter_mult = 4, .act = "gelu", .eps = 1e-5, .tie = true},
-      .names = {.head_base = "transformer.",
-                .embed = "word_embeddings",
-                .layers = "h.",
-                .attn = "self_attention.",
-                .qkv = "query_key_value",
-                .o = "dense",
-                .up = "dense_h_to_4h",
-                .down = "dense_4h_to_h",
-                .final_norm = "ln_f",
-                .token_cls = "classifier"},
+      .names = BloomNames(/*emb_ln=*/false),
       .llama_biases = false,
       .parse = FalconLayers,
       .aliases = {{"n_head", "num_attention_heads"}, {"n_layer", "num_hidden_layers"}},

@@ -10,31 +10,39 @@ void GptLayers(Recipe& c) {
   c.q_bias = c.k_bias = c.v_bias = c.o_bias = c.mlp_bias = true;
 }
 
+Fields Gpt2Fields() {
+  return {.hidden = "n_embd",
+          .inter = "n_inner",
+          .layers = "n_layer",
+          .heads = "n_head",
+          .kv = "",
+          .max_pos = "n_positions",
+          .act = "activation_function",
+          .eps = "layer_norm_epsilon"};
+}
+
+Names Gpt2Names() {
+  return {.head_base = "transformer.",
+          .embed = "wte",
+          .pos = "wpe",
+          .layers = "h.",
+          .ln1 = "ln_1",
+          .ln2 = "ln_2",
+          .attn = "attn.",
+          .qkv = "c_attn",
+          .o = "c_proj",
+          .up = "c_fc",
+          .down = "c_proj",
+          .final_norm = "ln_f",
+          .token_cls = "classifier"};
+}
+
 DecoderFamily Gpt2() {
   return {
       .model_type = "gpt2",
-      .fields = {.hidden = "n_embd",
-                 .inter = "n_inner",
-                 .layers = "n_layer",
-                 .heads = "n_head",
-                 .kv = "",
-                 .max_pos = "n_positions",
-                 .act = "activation_function",
-                 .eps = "layer_norm_epsilon"},
+      .fields = Gpt2Fields(),
       .defaults = {.inter_mult = 4, .max_pos = 1024, .act = "gelu_new", .eps = 1e-5, .tie = true},
-      .names = {.head_base = "transformer.",
-                .embed = "wte",
-                .pos = "wpe",
-                .layers = "h.",
-                .ln1 = "ln_1",
-                .ln2 = "ln_2",
-                .attn = "attn.",
-                .qkv = "c_attn",
-                .o = "c_proj",
-                .up = "c_fc",
-                .down = "c_proj",
-                .final_norm = "ln_f",
-                .token_cls = "classifier"},
+      .names = Gpt2Names(),
       .llama_biases = false,
       .classic = true,
       .parse = [](const ConfigReader&, const json&, Recipe& c) -> Status {

@@ -55,6 +55,15 @@ Status GptNeoLayers(const ConfigReader& r, const json& config, Recipe& c) {
 
 }  // namespace
 
+// GPT-2's names with attn.attention.{q,k,v,out}_proj.
+Names GptNeoNames() {
+  Names n = Gpt2Names();
+  n.attn = "attn.attention.";
+  n.qkv = "";
+  n.o = "out_proj";
+  return n;
+}
+
 DecoderFamily GptNeo() {
   return {
       .model_type = "gpt_neo",
@@ -64,18 +73,7 @@ DecoderFamily GptNeo() {
                  .act = "activation_function",
                  .eps = "layer_norm_epsilon"},
       .defaults = {.inter_mult = 4, .act = "gelu_new", .eps = 1e-5, .tie = true},
-      .names = {.head_base = "transformer.",
-                .embed = "wte",
-                .pos = "wpe",
-                .layers = "h.",
-                .ln1 = "ln_1",
-                .ln2 = "ln_2",
-                .attn = "attn.attention.",
-                .o = "out_proj",
-                .up = "c_fc",
-                .down = "c_proj",
-                .final_norm = "ln_f",
-                .token_cls = "classifier"},
+      .names = GptNeoNames(),
       .llama_biases = false,
       .parse = GptNeoLayers,
       .scale_extra = [](const json& real, const Recipe& rc, json& t) {

@@ -32,14 +32,7 @@ void ScaleRotaryDim(const json& real, const Recipe& rc, json& t) {
 DecoderFamily Gptj() {
   return {
       .model_type = "gptj",
-      .fields = {.hidden = "n_embd",
-                 .inter = "n_inner",
-                 .layers = "n_layer",
-                 .heads = "n_head",
-                 .kv = "",
-                 .max_pos = "n_positions",
-                 .act = "activation_function",
-                 .eps = "layer_norm_epsilon"},
+      .fields = Gpt2Fields(),
       .defaults = {.inter_mult = 4, .act = "gelu_new", .eps = 1e-5},
       .names = {.head_base = "transformer.",
                 .embed = "wte",

@@ -30,11 +30,7 @@ nlohmann::json Mt5Example() {  // google/mt5-small
 }  // namespace
 
 std::vector<ArchEntry> Mt5Archs() {
-  using H = Seq2SeqHead;
-  return {T5Entry("MT5ForTokenClassification", "mt5", H::kTokenClassification, Mt5Example()),
-          T5Entry("MT5ForConditionalGeneration", "mt5", H::kConditionalGeneration, Mt5Example()),
-          T5Entry("MT5Model", "mt5", H::kModel, Mt5Example()),
-          T5Entry("MT5EncoderModel", "mt5", H::kEncoderModel, Mt5Example())};
+  return T5StyleArchs("MT5", "mt5", Mt5Example(), Mt5Example());
 }
 
 }  // namespace ts::zoo::internal

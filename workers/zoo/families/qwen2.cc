@@ -3,6 +3,12 @@
 
 namespace ts::zoo::internal::decoder {
 
+Status ReadQwen2Attention(const ConfigReader& r, const json& config, Recipe& c) {
+  TS_RETURN_IF_ERROR(ReadClassicRotary(r, config, "", 1.0, false, c));
+  c.q_bias = c.k_bias = c.v_bias = true;
+  return OkStatus();
+}
+
 DecoderFamily Qwen2() {
   return {
       .model_type = "qwen2",
@@ -10,11 +16,7 @@ DecoderFamily Qwen2() {
       .llama_biases = false,
       .classic = true,
       .windows = WindowPattern::kQwen,
-      .parse = [](const ConfigReader& r, const json& config, Recipe& c) -> Status {
-        TS_RETURN_IF_ERROR(ReadClassicRotary(r, config, "", 1.0, false, c));
-        c.q_bias = c.k_bias = c.v_bias = true;
-        return OkStatus();
-      },
+      .parse = ReadQwen2Attention,
       .classes = {"", "", "Qwen2ForTokenClassification", "Qwen2ForQuestionAnswering", "Qwen2Model"},
       // Qwen/Qwen2-7B
       .example = R"({"model_type":"qwen2","hidden_size":3584,"intermediate_size":18944,

@@ -48,11 +48,7 @@ DecoderFamily Qwen2Moe() {
       .llama_biases = false,
       .classic = true,
       .windows = WindowPattern::kQwen,
-      .parse = [](const ConfigReader& r, const json& config, Recipe& c) -> Status {
-        TS_RETURN_IF_ERROR(ReadClassicRotary(r, config, "", 1.0, false, c));
-        c.q_bias = c.k_bias = c.v_bias = true;
-        return OkStatus();
-      },
+      .parse = ReadQwen2Attention,
       .parse_layers = ReadQwen2Moe,
       .scale_extra = [](const json& real, const Recipe& rc, json& t) {
         ScaleExperts(rc, "num_experts", t);

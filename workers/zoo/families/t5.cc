@@ -91,10 +91,7 @@ StatusOr<T5Cfg> ParseT5(const json& config) {
   auto parsed = ParseActivation(act, r.Name("feed_forward_proj"));
   if (!parsed.ok()) return r.Error("feed_forward_proj", "unknown '" + ff + "'");
   c.act = *parsed;
-  TS_ASSIGN_OR_RETURN(c.tie, r.Bool("tie_word_embeddings", true));
-  TS_ASSIGN_OR_RETURN(c.pad, TokenIdField(r, "pad_token_id", 0, c.vocab));
-  TS_ASSIGN_OR_RETURN(c.eos, TokenIdField(r, "eos_token_id", 1, c.vocab));
-  TS_ASSIGN_OR_RETURN(c.start, TokenIdField(r, "decoder_start_token_id", c.pad, c.vocab));
+  TS_RETURN_IF_ERROR(ReadSeq2SeqTokens(r, /*pad_def=*/0, /*eos_def=*/1, /*start_is_eos=*/false, c));
   TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
   return c;
 }
@@ -225,12 +222,18 @@ ArchEntry T5Entry(const std::string& arch, const std::string& family, Seq2SeqHea
   return e;
 }
 
-std::vector<ArchEntry> T5Archs() {
+std::vector<ArchEntry> T5StyleArchs(const std::string& prefix, const std::string& family,
+                                    const json& lm_example, const json& example) {
   using H = Seq2SeqHead;
-  return {T5Entry("T5ForConditionalGeneration", "t5", H::kConditionalGeneration, T5SmallExample()),
-          T5Entry("T5Model", "t5", H::kModel, T5V11Example()),
-          T5Entry("T5EncoderModel", "t5", H::kEncoderModel, T5V11Example()),
-          T5Entry("T5ForTokenClassification", "t5", H::kTokenClassification, T5V11Example())};
+  return {T5Entry(prefix + "ForConditionalGeneration", family, H::kConditionalGeneration,
+                  lm_example),
+          T5Entry(prefix + "Model", family, H::kModel, example),
+          T5Entry(prefix + "EncoderModel", family, H::kEncoderModel, example),
+          T5Entry(prefix + "ForTokenClassification", family, H::kTokenClassification, example)};
+}
+
+std::vector<ArchEntry> T5Archs() {
+  return T5StyleArchs("T5", "t5", T5SmallExample(), T5V11Example());
 }
 
 }  // namespace ts::zoo::internal

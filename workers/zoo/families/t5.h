@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/heads/encoder_decoder_heads.h"
@@ -14,5 +15,10 @@ namespace ts::zoo::internal {
 // kConditionalGeneration, kModel, kEncoderModel, kTokenClassification.
 ArchEntry T5Entry(const std::string& arch, const std::string& family, Seq2SeqHead head,
                   nlohmann::json example);
+// The four classes of a T5-style family: `prefix`ForConditionalGeneration (from `lm_example`),
+// `prefix`Model, `prefix`EncoderModel and `prefix`ForTokenClassification (from `example`).
+std::vector<ArchEntry> T5StyleArchs(const std::string& prefix, const std::string& family,
+                                    const nlohmann::json& lm_example,
+                                    const nlohmann::json& example);
 
 }  // namespace ts::zoo::internal

@@ -98,12 +98,7 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config) {
 StatusOr<json> ScaleWav2Vec2(const json& config) {
   TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(config));
   json t = config;
-  const int64_t heads = std::min(c.heads, P::kHeads);
-  const int64_t h = heads * (P::kHidden / P::kHeads);
-  t["hidden_size"] = h;
-  t["num_attention_heads"] = heads;
-  t["intermediate_size"] = ScaleRatio(c.intermediate, c.hidden, h, 8);
-  t["num_hidden_layers"] = TinyDepth(c.layers, false);
+  const int64_t h = ScaleEncoderWidth(t, c.heads, c.hidden, c.intermediate, c.layers);
   std::vector<int64_t> dims;
   for (int64_t d : c.conv_dim) dims.push_back(ScaleRatio(d, c.conv_dim.back(), 32, 8));
   t["conv_dim"] = dims;

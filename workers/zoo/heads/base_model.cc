@@ -1,5 +1,6 @@
-// The base model (no head): last_hidden_state [B, S, H]. HF has no loss for it; training
-// regresses it onto a seeded random target (MSE).
+// The base model (no head): last_hidden_state [B, S, H], and an encoder's pooler_output [B, H]
+// (tanh pooler over token 0) where the spec names a pooler. HF has no loss for it; training
+// regresses them onto a seeded random target (MSE; the pooler onto the target's first position).
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/heads/text_head.h"
 
@@ -10,16 +11,24 @@ class BaseModelHead : public TextHead {
  public:
   using TextHead::TextHead;
 
-  WeightShapeList Weights() const override { return {}; }
-  std::vector<std::string> OutputNames() const override { return {"last_hidden_state"}; }
+  WeightShapeList Weights() const override { return FirstTokenWeights(); }
+  std::vector<std::string> OutputNames() const override {
+    if (!spec_.pooler.empty()) return {"last_hidden_state", "pooler_output"};
+    return {"last_hidden_state"};
+  }
 
-  std::vector<at::Tensor> Forward(const WeightMap&, const at::Tensor& hidden,
+  std::vector<at::Tensor> Forward(const WeightMap& w, const at::Tensor& hidden,
                                   const at::Tensor&) const override {
-    return {hidden};
+    if (spec_.pooler.empty()) return {hidden};
+    return {hidden, FirstTokenFeatures(w, hidden)};
   }
 
   at::Tensor Loss(const std::vector<at::Tensor>& out, const TensorMap& labels) const override {
-    return at::mse_loss(out[0], GetInput(labels, "labels").to(out[0].scalar_type()));
+    const at::Tensor& target = GetInput(labels, "labels");
+    at::Tensor loss = at::mse_loss(out[0], target.to(out[0].scalar_type()));
+    if (out.size() > 1)
+      loss = loss + at::mse_loss(out[1], target.select(1, 0).to(out[1].scalar_type()));
+    return loss;
   }
 
   void AddLabels(at::Generator& gen, const at::Tensor& ids, const at::Tensor&,

@@ -1,5 +1,9 @@
-// CausalLM head: logits [B, S, V] over the vocabulary (tied to the embedding or its own
-// lm_head), optionally scaled (granite, cohere) or soft-capped (gemma2); shifted cross entropy.
+// The LM heads: logits [B, S, V] over the vocabulary (tied to the embedding or its own
+// lm_head), after the encoders' LM transform where the spec has one. CausalLM: optionally scaled
+// (granite, cohere) or soft-capped (gemma2); shifted cross entropy. MaskedLM (encoders): cross
+// entropy over the ~15% of attended positions that carry a label (position 1 always).
+#include <algorithm>
+
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/heads/text_head.h"
 
@@ -10,12 +14,16 @@ class CausalLmHead : public TextHead {
  public:
   using TextHead::TextHead;
 
-  WeightShapeList Weights() const override { return LinearWeights(spec_.vocab); }
+  WeightShapeList Weights() const override {
+    WeightShapeList out = TransformWeights();
+    for (auto& weight : LinearWeights(spec_.vocab)) out.push_back(std::move(weight));
+    return out;
+  }
   std::vector<std::string> OutputNames() const override { return {"logits"}; }
 
   std::vector<at::Tensor> Forward(const WeightMap& w, const at::Tensor& hidden,
                                   const at::Tensor&) const override {
-    at::Tensor logits = Project(w, hidden);
+    at::Tensor logits = Project(w, Transform(w, hidden));
     if (spec_.final_softcap > 0)
       logits = at::tanh(logits / spec_.final_softcap) * spec_.final_softcap;
     if (spec_.logit_mult != 1.0) logits = logits * spec_.logit_mult;
@@ -39,7 +47,29 @@ class CausalLmHead : public TextHead {
   }
 };
 
+class MaskedLmHead : public CausalLmHead {
+ public:
+  using CausalLmHead::CausalLmHead;
+
+  at::Tensor Loss(const std::vector<at::Tensor>& out, const TensorMap& labels) const override {
+    return PerTokenCrossEntropy(out[0], GetInput(labels, "labels"));
+  }
+
+  void AddLabels(at::Generator& gen, const at::Tensor& ids, const at::Tensor& mask,
+                 TensorMap& labels) const override {
+    const int64_t b = ids.size(0), s = ids.size(1);
+    at::Tensor pick = at::rand({b, s}, gen, at::TensorOptions().dtype(at::kFloat)).lt(0.15);
+    pick.narrow(1, std::min<int64_t>(1, s - 1), 1).fill_(true);
+    pick = at::logical_and(pick, mask.ne(0));
+    labels["labels"] = ids.masked_fill(pick.logical_not(), -100);
+  }
+};
+
 }  // namespace
+
+std::unique_ptr<TextHead> MakeMaskedLmHead(TextHeadSpec spec) {
+  return std::make_unique<MaskedLmHead>(std::move(spec));
+}
 
 std::unique_ptr<TextHead> MakeCausalLmHead(TextHeadSpec spec) {
   return std::make_unique<CausalLmHead>(std::move(spec));

@@ -1,5 +1,8 @@
 // SequenceClassification head: per-token scores [B, S, L] pooled at the last attended token
-// (HF pools at the last non-pad token of input_ids); cross entropy, MSE when num_labels == 1.
+// (decoders; HF pools at the last non-pad token of input_ids), or the classifier over token 0's
+// features (encoders: pooler or dense layer); cross entropy, MSE when num_labels == 1. The
+// encoders' MultipleChoice head: one score per choice row over token 0's features, cross entropy
+// over the choices.
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/heads/text_head.h"
 
@@ -10,11 +13,16 @@ class SequenceClassificationHead : public TextHead {
  public:
   using TextHead::TextHead;
 
-  WeightShapeList Weights() const override { return LinearWeights(spec_.num_labels); }
+  WeightShapeList Weights() const override {
+    WeightShapeList out = FirstTokenWeights();
+    for (auto& weight : LinearWeights(Rows())) out.push_back(std::move(weight));
+    return out;
+  }
   std::vector<std::string> OutputNames() const override { return {"logits"}; }
 
   std::vector<at::Tensor> Forward(const WeightMap& w, const at::Tensor& hidden,
                                   const at::Tensor& mask) const override {
+    if (spec_.first_token) return {Project(w, FirstTokenFeatures(w, hidden))};
     at::Tensor logits = Project(w, hidden);
     if (spec_.final_softcap > 0)
       logits = at::tanh(logits / spec_.final_softcap) * spec_.final_softcap;
@@ -52,12 +60,40 @@ class SequenceClassificationHead : public TextHead {
             ? at::randn({b}, gen, at::TensorOptions().dtype(at::kFloat))
             : at::randint(0, spec_.num_labels, {b}, gen, at::TensorOptions().dtype(at::kLong));
   }
+
+ protected:
+  virtual int64_t Rows() const { return spec_.num_labels; }
+};
+
+// Rows of [B * C] choices scored one by one (the trunk folds them back into [B, C]).
+class MultipleChoiceHead : public SequenceClassificationHead {
+ public:
+  using SequenceClassificationHead::SequenceClassificationHead;
+
+  at::Tensor Loss(const std::vector<at::Tensor>& out, const TensorMap& labels) const override {
+    return CrossEntropy(out[0], GetInput(labels, "labels"));
+  }
+
+  // `ids` [B, C, S]: the right choice of each example.
+  void AddLabels(at::Generator& gen, const at::Tensor& ids, const at::Tensor&,
+                 TensorMap& labels) const override {
+    labels["labels"] = at::randint(0, ids.size(1), {ids.size(0)}, gen,
+                                   at::TensorOptions().dtype(at::kLong));
+  }
+
+ protected:
+  int64_t Rows() const override { return 1; }
 };
 
 }  // namespace
 
 std::unique_ptr<TextHead> MakeSequenceClassificationHead(TextHeadSpec spec) {
   return std::make_unique<SequenceClassificationHead>(std::move(spec));
+}
+
+std::unique_ptr<TextHead> MakeMultipleChoiceHead(TextHeadSpec spec) {
+  spec.first_token = true;
+  return std::make_unique<MultipleChoiceHead>(std::move(spec));
 }
 
 }  // namespace ts::zoo::internal

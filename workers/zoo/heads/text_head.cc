@@ -15,6 +15,10 @@ const char* TextHeadTask(TextHeadKind kind) {
       return "token-classification";
     case TextHeadKind::kQuestionAnswering:
       return "question-answering";
+    case TextHeadKind::kMaskedLM:
+      return "fill-mask";
+    case TextHeadKind::kMultipleChoice:
+      return "multiple-choice";
     case TextHeadKind::kBase:
       break;
   }
@@ -34,6 +38,53 @@ WeightShapeList TextHead::LinearWeights(int64_t rows) const {
   return out;
 }
 
+WeightShapeList TextHead::FirstTokenWeights() const {
+  WeightShapeList out;
+  const int64_t h = spec_.hidden;
+  for (const std::string& name : {spec_.pooler, spec_.dense}) {
+    if (name.empty()) continue;
+    out.emplace_back(name + ".weight", std::vector<int64_t>{h, h});
+    out.emplace_back(name + ".bias", std::vector<int64_t>{h});
+  }
+  return out;
+}
+
+at::Tensor TextHead::FirstTokenFeatures(const WeightMap& w, const at::Tensor& hidden) const {
+  at::Tensor first = hidden.select(1, 0);
+  if (!spec_.pooler.empty()) {
+    return at::tanh(nn::Linear(first, GetWeight(w, spec_.pooler + ".weight"),
+                               GetWeight(w, spec_.pooler + ".bias")));
+  }
+  if (spec_.dense.empty()) return first;
+  at::Tensor d =
+      nn::Linear(first, GetWeight(w, spec_.dense + ".weight"), GetWeight(w, spec_.dense + ".bias"));
+  return spec_.dense_act ? nn::Activate(d, *spec_.dense_act) : at::tanh(d);
+}
+
+WeightShapeList TextHead::TransformWeights() const {
+  WeightShapeList out;
+  if (spec_.transform.empty()) return out;
+  const int64_t t = spec_.transform_width;
+  out.emplace_back(spec_.transform + ".weight", std::vector<int64_t>{t, spec_.hidden});
+  out.emplace_back(spec_.transform + ".bias", std::vector<int64_t>{t});
+  out.emplace_back(spec_.transform_norm + ".weight", std::vector<int64_t>{t});
+  out.emplace_back(spec_.transform_norm + ".bias", std::vector<int64_t>{t});
+  return out;
+}
+
+at::Tensor TextHead::Transform(const WeightMap& w, const at::Tensor& hidden) const {
+  if (spec_.transform.empty()) return hidden;
+  at::Tensor t = nn::Activate(nn::Linear(hidden, GetWeight(w, spec_.transform + ".weight"),
+                                         GetWeight(w, spec_.transform + ".bias")),
+                              spec_.transform_act);
+  return nn::LayerNorm(t, GetWeight(w, spec_.transform_norm + ".weight"),
+                       GetWeight(w, spec_.transform_norm + ".bias"), spec_.norm_eps);
+}
+
+at::Tensor PerTokenCrossEntropy(const at::Tensor& logits, const at::Tensor& labels) {
+  return CrossEntropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}));
+}
+
 std::unique_ptr<TextHead> MakeTextHead(TextHeadSpec spec) {
   switch (spec.kind) {
     case TextHeadKind::kCausalLM:
@@ -44,6 +95,10 @@ std::unique_ptr<TextHead> MakeTextHead(TextHeadSpec spec) {
       return MakeTokenClassificationHead(std::move(spec));
     case TextHeadKind::kQuestionAnswering:
       return MakeQuestionAnsweringHead(std::move(spec));
+    case TextHeadKind::kMaskedLM:
+      return MakeMaskedLmHead(std::move(spec));
+    case TextHeadKind::kMultipleChoice:
+      return MakeMultipleChoiceHead(std::move(spec));
     case TextHeadKind::kBase:
       break;
   }

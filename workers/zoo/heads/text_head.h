@@ -1,5 +1,5 @@
 // Task heads over a text trunk's final hidden states [B, S, H]: their weights, output names,
-// loss and labels (README.md "Heads"). A trunk (decoder today, encoder later) builds one head
+// loss and labels (README.md "Heads"). A trunk (decoder or encoder) builds one head
 // from a TextHeadSpec whose weight names come from its recipe, appends the head's weights after
 // its own, and hands it the hidden states. Private to the zoo.
 //
@@ -10,10 +10,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "workers/zoo/config.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo::internal {
@@ -24,6 +26,8 @@ enum class TextHeadKind {
   kTokenClassification,
   kQuestionAnswering,
   kBase,  // no head: last_hidden_state, regressed onto a random target
+  kMaskedLM,        // logits [B, S, V] (encoders), cross entropy over the labelled positions
+  kMultipleChoice,  // one score per choice row (encoders; the trunk folds [B, C] rows)
 };
 
 // The transformers pipeline tag a head serves ("text-generation", ...).
@@ -45,6 +49,21 @@ struct TextHeadSpec {
   // Sequence classification: cast the mask before the positions' arange (the recipe decoder
   // families' op order; the llama-style lineage casts after).
   bool cast_mask_first = false;
+
+  // Encoders. Sequence classification and multiple choice classify token 0's features
+  // (`first_token`): the base model's tanh pooler when `pooler` is set (its weights are the
+  // head's first: "bert.pooler.dense"), else a dense layer over token 0 when `dense` is set
+  // (`dense_act`; nullopt: tanh), else token 0 itself. The base model adds pooler_output when
+  // `pooler` is set.
+  bool first_token = false;
+  std::string pooler = "", dense = "";
+  std::optional<Activation> dense_act = std::nullopt;
+  // Masked / causal LM: a transform before the vocabulary projection when `transform` is set:
+  // Linear `transform` [transform_width, hidden], `transform_act`, LayerNorm `transform_norm`.
+  std::string transform = "", transform_norm = "";
+  int64_t transform_width = 0;
+  Activation transform_act = Activation::kGeluErf;
+  double norm_eps = 1e-12;
 };
 
 class TextHead {
@@ -73,11 +92,21 @@ class TextHead {
   std::string BiasName() const { return spec_.bias ? spec_.name + ".bias" : ""; }
   // name.weight [rows, hidden] and, with a bias, name.bias [rows].
   WeightShapeList LinearWeights(int64_t rows) const;
+  // The pooler's and the dense layer's weights (first_token heads), in state_dict order.
+  WeightShapeList FirstTokenWeights() const;
+  // Token 0's features: the pooler, else the dense layer, else token 0 (see TextHeadSpec).
+  at::Tensor FirstTokenFeatures(const WeightMap& w, const at::Tensor& hidden) const;
+  // The LM transform's weights and forward (identity when the spec has none).
+  WeightShapeList TransformWeights() const;
+  at::Tensor Transform(const WeightMap& w, const at::Tensor& hidden) const;
 
   TextHeadSpec spec_;
 };
 
 std::unique_ptr<TextHead> MakeTextHead(TextHeadSpec spec);
+
+// Cross entropy of per-token logits [B, S, C] against labels [B, S] (-100 ignored).
+at::Tensor PerTokenCrossEntropy(const at::Tensor& logits, const at::Tensor& labels);
 
 // One head per file (heads/<head>.cc).
 std::unique_ptr<TextHead> MakeCausalLmHead(TextHeadSpec spec);
@@ -85,5 +114,7 @@ std::unique_ptr<TextHead> MakeSequenceClassificationHead(TextHeadSpec spec);
 std::unique_ptr<TextHead> MakeTokenClassificationHead(TextHeadSpec spec);
 std::unique_ptr<TextHead> MakeQuestionAnsweringHead(TextHeadSpec spec);
 std::unique_ptr<TextHead> MakeBaseModelHead(TextHeadSpec spec);
+std::unique_ptr<TextHead> MakeMaskedLmHead(TextHeadSpec spec);  // heads/causal_lm.cc
+std::unique_ptr<TextHead> MakeMultipleChoiceHead(TextHeadSpec spec);
 
 }  // namespace ts::zoo::internal

@@ -94,5 +94,52 @@ TEST(TextHeadTest, BaseModelReturnsTheHiddenStatesAndRegressesOntoItsTarget) {
               1e-12);
 }
 
+TEST(TextHeadTest, EncoderClassifiersReadTokenZeroThroughThePoolerOrADenseLayer) {
+  TextHeadSpec pooled = Spec(TextHeadKind::kSequenceClassification, "classifier", true);
+  pooled.first_token = true;
+  pooled.pooler = "bert.pooler.dense";
+  HeadUnderTest p = Make(pooled);
+  ASSERT_EQ(p.head->Weights().size(), 4u);
+  EXPECT_EQ(p.head->Weights()[0].first, "bert.pooler.dense.weight");  // the pooler first
+  EXPECT_EQ(p.head->Weights()[2].first, "classifier.weight");
+  at::Tensor first = p.hidden.select(1, 0);
+  at::Tensor feat = at::tanh(at::linear(first, p.w.at("bert.pooler.dense.weight"),
+                                        p.w.at("bert.pooler.dense.bias")));
+  at::Tensor want = at::linear(feat, p.w.at("classifier.weight"), p.w.at("classifier.bias"));
+  EXPECT_TRUE(at::allclose(p.head->Forward(p.w, p.hidden, p.mask)[0], want));
+  // Multiple choice: one score per row, labels pick one of ids.size(1) choices.
+  TextHeadSpec choice = Spec(TextHeadKind::kMultipleChoice, "classifier", true);
+  choice.dense = "pre_classifier";
+  choice.dense_act = Activation::kRelu;
+  HeadUnderTest c = Make(choice);
+  EXPECT_EQ(c.head->Forward(c.w, c.hidden, c.mask)[0].sizes().vec(),
+            (std::vector<int64_t>{kB, 1}));
+  TensorMap labels;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  c.head->AddLabels(gen, at::zeros({kB, 3, kS}, at::kLong), c.mask, labels);
+  EXPECT_EQ(labels.at("labels").sizes().vec(), (std::vector<int64_t>{kB}));
+  EXPECT_LT(labels.at("labels").max().item<int64_t>(), 3);
+}
+
+TEST(TextHeadTest, MaskedLmTransformsThenLabelsOnlyAttendedPositions) {
+  TextHeadSpec spec = Spec(TextHeadKind::kMaskedLM, "cls.predictions", true);
+  spec.tied_weight = "embed.weight";
+  spec.transform = "cls.predictions.transform.dense";
+  spec.transform_norm = "cls.predictions.transform.LayerNorm";
+  spec.transform_width = kH;
+  HeadUnderTest s = Make(spec);
+  const auto weights = s.head->Weights();
+  ASSERT_EQ(weights.size(), 5u);  // transform dense, LayerNorm, then the decoder's bias
+  EXPECT_EQ(weights.back().first, "cls.predictions.bias");
+  s.w["embed.weight"] = at::randn({5, kH}, at::kDouble);
+  EXPECT_EQ(s.head->Forward(s.w, s.hidden, s.mask)[0].sizes().vec(),
+            (std::vector<int64_t>{kB, kS, 5}));
+  TensorMap labels;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  s.head->AddLabels(gen, at::ones({kB, kS}, at::kLong), s.mask, labels);
+  EXPECT_EQ(labels.at("labels")[0][1].item<int64_t>(), 1);  // position 1 always labelled
+  EXPECT_EQ(labels.at("labels")[1][5].item<int64_t>(), -100);  // padding never
+}
+
 }  // namespace
 }  // namespace ts::zoo::internal

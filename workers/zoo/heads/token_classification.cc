@@ -19,9 +19,7 @@ class TokenClassificationHead : public TextHead {
   }
 
   at::Tensor Loss(const std::vector<at::Tensor>& out, const TensorMap& labels) const override {
-    const at::Tensor& logits = out[0];
-    return CrossEntropy(logits.reshape({-1, logits.size(-1)}),
-                        GetInput(labels, "labels").reshape({-1}));
+    return PerTokenCrossEntropy(out[0], GetInput(labels, "labels"));
   }
 
   void AddLabels(at::Generator& gen, const at::Tensor& ids, const at::Tensor& mask,

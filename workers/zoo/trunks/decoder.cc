@@ -65,6 +65,8 @@ TextHeadSpec DecoderModel::HeadSpec(TextHeadKind head) const {
       h.bias = true;
       break;
     case TextHeadKind::kBase:
+    case TextHeadKind::kMaskedLM:  // encoder heads
+    case TextHeadKind::kMultipleChoice:
       break;
   }
   return h;

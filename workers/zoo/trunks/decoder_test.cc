@@ -126,6 +126,9 @@ TEST(DecoderTrunkTest, RealConfigsScaleKeepingStructure) {
     EXPECT_TRUE(HasWeight(*m, "lm_head.bias"));
     EXPECT_FALSE(HasWeight(*m, "model.layers.0.post_attention_layernorm.weight"));
   }
+}
+
+TEST(DecoderTrunkTest, RealConfigsScaleKeepingNormsFusedProjectionsAndExperts) {
   // phi-3.5: longrope factors subsampled to the tiny rotary width, fused projections.
   auto phi3 = MustBuild(Real("phi-3_5.json"));
   ASSERT_NE(phi3, nullptr);

@@ -16,6 +16,17 @@ using testing::Build;
 using testing::HasWeight;
 using testing::RelDiff;
 
+// The first output for the batch as drawn and with decoder token 10 set to 7 (a causal decoder
+// leaves positions 0..9 as they were).
+std::pair<at::Tensor, at::Tensor> DecoderTokenMoved(const Model& m, const WeightMap& w,
+                                                    const Batch& b) {
+  at::Tensor base = m.Forward(w, b.inputs)[0];
+  TensorMap in = b.inputs;
+  in["decoder_input_ids"] = b.inputs.at("decoder_input_ids").clone();
+  in["decoder_input_ids"].select(1, 10).fill_(7);
+  return {base, m.Forward(w, in)[0]};
+}
+
 TEST(Seq2SeqTest, T5TinyKeepsStructureAndRelativeBiasOnlyInBlockZero) {
   auto m = Build("T5ForConditionalGeneration");
   ASSERT_TRUE(m);
@@ -85,11 +96,7 @@ TEST(Seq2SeqTest, DecoderIsCausalAndRelativeBiasMatters) {
   auto m = Build("T5ForConditionalGeneration");
   Batch b = m->MakeBatch(1, 2);
   auto w = m->InitWeights(1);
-  at::Tensor base = m->Forward(w, b.inputs)[0];
-  TensorMap in = b.inputs;
-  in["decoder_input_ids"] = b.inputs.at("decoder_input_ids").clone();
-  in["decoder_input_ids"].select(1, 10).fill_(7);
-  at::Tensor changed = m->Forward(w, in)[0];
+  auto [base, changed] = DecoderTokenMoved(*m, w, b);
   EXPECT_TRUE(at::equal(changed.narrow(1, 0, 10), base.narrow(1, 0, 10)));
   EXPECT_FALSE(at::equal(changed.narrow(1, 10, 6), base.narrow(1, 10, 6)));
   WeightMap w2 = w;
@@ -140,15 +147,7 @@ TEST(Seq2SeqTest, EncoderTokenClassificationAndDecoderOnlyCausalLmHeads) {
 
 TEST(Seq2SeqTest, BadConfigsNameTheField) {
   auto expect_err = [](const char* field, const nlohmann::json& value, const std::string& needle) {
-    auto cfg = *ExampleConfig("T5ForConditionalGeneration");
-    if (value.is_null())
-      cfg.erase(field);
-    else
-      cfg[field] = value;
-    auto r = BuildModel(cfg, BuildOptions());
-    ASSERT_FALSE(r.ok()) << field;
-    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+    testing::ExpectConfigError("T5ForConditionalGeneration", field, value, needle);
   };
   expect_err("d_model", nullptr, "d_model: missing");
   expect_err("feed_forward_proj", "gated-foo", "feed_forward_proj: unknown 'gated-foo'");
@@ -218,11 +217,7 @@ TEST(Seq2SeqTest, BartDecoderCausalTiedHeadAndEmbeddingScale) {
     ASSERT_TRUE(m);
     Batch b = m->MakeBatch(1, 2);
     auto w = m->InitWeights(1);
-    at::Tensor base = m->Forward(w, b.inputs)[0];
-    TensorMap in = b.inputs;
-    in["decoder_input_ids"] = b.inputs.at("decoder_input_ids").clone();
-    in["decoder_input_ids"].select(1, 10).fill_(7);
-    at::Tensor changed = m->Forward(w, in)[0];
+    auto [base, changed] = DecoderTokenMoved(*m, w, b);
     EXPECT_TRUE(at::allclose(changed.narrow(1, 0, 10), base.narrow(1, 0, 10)));
     EXPECT_FALSE(at::allclose(changed.narrow(1, 10, 6), base.narrow(1, 10, 6)));
     // Tied head: logits move when shared moves; final_logits_bias adds per token.
@@ -259,18 +254,7 @@ TEST(Seq2SeqTest, BartSequenceClassificationPoolsAtLastEos) {
 }
 
 TEST(Seq2SeqTest, BartBadConfigsNameTheField) {
-  auto expect_err = [](const char* arch, const char* field, const nlohmann::json& value,
-                       const std::string& needle) {
-    auto cfg = *ExampleConfig(arch);
-    if (value.is_null())
-      cfg.erase(field);
-    else
-      cfg[field] = value;
-    auto r = BuildModel(cfg, BuildOptions());
-    ASSERT_FALSE(r.ok()) << field;
-    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
-  };
+  auto expect_err = testing::ExpectConfigError;
   expect_err("BartForConditionalGeneration", "d_model", nullptr, "d_model: missing");
   expect_err("BartForConditionalGeneration", "encoder_attention_heads", 7,
              "encoder_attention_heads: must divide d_model");

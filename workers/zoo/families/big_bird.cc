@@ -1,0 +1,69 @@
+// big_bird: BERT names; full attention as HF runs it when the sequence is no longer than
+// (5 + 2 * num_random_blocks) * block_size (always at the run's length); its classification
+// head is classifier.dense (hidden_act) + out_proj; BigBirdForQuestionAnswering (own QA
+// classifier) is not built. google/bigbird-roberta-base.
+#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/scaling.h"
+
+namespace ts::zoo::internal::encoder {
+namespace {
+
+Status ParseBigBird(const ConfigReader& r, const json&, Recipe& c) {
+  TS_ASSIGN_OR_RETURN(std::string at, r.String("attention_type", "block_sparse"));
+  if (at != "block_sparse" && at != "original_full") {
+    return r.Error("attention_type", "unknown '" + at + "'");
+  }
+  TS_ASSIGN_OR_RETURN(int64_t block, r.Int("block_size", 64));
+  TS_ASSIGN_OR_RETURN(int64_t random, r.Int("num_random_blocks", 3));
+  if (at == "block_sparse" && (5 + 2 * random) * block < TinyProfile::kSeqLen) {
+    return r.Error("block_size", "block-sparse attention at the run's length is unsupported");
+  }
+  TS_ASSIGN_OR_RETURN(c.rescale_embeddings, r.Bool("rescale_embeddings", false));
+  TS_ASSIGN_OR_RETURN(bool bias, r.Bool("use_bias", true));
+  if (!bias) return r.Error("use_bias", "false is not supported by the zoo");
+  return OkStatus();
+}
+
+}  // namespace
+
+EncoderFamily BigBird() {
+  HeadNames names = BertHeadNames();
+  names.seq_pooled = false;
+  names.seq_dense = "classifier.dense";
+  names.seq_act = DenseAct::kHiddenAct;
+  names.seq_out = "classifier.out_proj";
+  json example = {{"model_type", "big_bird"},
+                  {"attention_probs_dropout_prob", 0.1},
+                  {"attention_type", "block_sparse"},
+                  {"block_size", 64},
+                  {"bos_token_id", 1},
+                  {"eos_token_id", 2},
+                  {"hidden_act", "gelu_new"},
+                  {"hidden_dropout_prob", 0.1},
+                  {"hidden_size", 768},
+                  {"initializer_range", 0.02},
+                  {"intermediate_size", 3072},
+                  {"layer_norm_eps", 1e-12},
+                  {"max_position_embeddings", 4096},
+                  {"num_attention_heads", 12},
+                  {"num_hidden_layers", 12},
+                  {"num_random_blocks", 3},
+                  {"pad_token_id", 0},
+                  {"rescale_embeddings", false},
+                  {"sep_token_id", 66},
+                  {"type_vocab_size", 2},
+                  {"use_bias", true},
+                  {"vocab_size", 50358}};
+  return {
+      .model_type = "big_bird",
+      .defaults = {.act = "gelu_new"},
+      .structure = {.base = "bert."},
+      .names = names,
+      .absolute_positions = true,
+      .parse = ParseBigBird,
+      .classes = AllHeads("BigBird", /*causal=*/true, /*nsp=*/false, /*qa=*/false),
+      .example = example,
+  };
+}
+
+}  // namespace ts::zoo::internal::encoder

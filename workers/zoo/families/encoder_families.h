@@ -1,0 +1,40 @@
+// The encoder families (one file each, families/<model_type>.cc) and the pieces the BERT and
+// RoBERTa lineages share. Private to the zoo.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "workers/zoo/trunks/encoder_family.h"
+
+namespace ts::zoo::internal::encoder {
+
+// families/bert.cc: BERT's head names (pooler.dense, cls.predictions.*) and example
+// (bert-base-uncased).
+HeadNames BertHeadNames();
+json BertExample();
+
+// families/roberta.cc: a RoBERTa-lineage family (positions after the pad id, lm_head.*,
+// classifier.dense + out_proj) named `model_type`, classes `prefix`*, base model `base`.
+EncoderFamily RobertaLineage(const std::string& model_type, const std::string& prefix,
+                             const std::string& base, json example);
+// roberta-base / xlm-roberta-base / camembert-base shapes.
+json RobertaExample(const char* model_type, int64_t vocab, int64_t bos, int64_t eos);
+
+EncoderFamily Bert();
+EncoderFamily Roberta();
+EncoderFamily XlmRoberta();
+EncoderFamily Camembert();
+EncoderFamily Data2VecText();
+EncoderFamily RobertaPreLayerNorm();
+EncoderFamily XlmRobertaXl();
+EncoderFamily DistilBert();
+EncoderFamily Albert();
+EncoderFamily Electra();
+EncoderFamily DebertaV2();
+EncoderFamily Ernie();
+EncoderFamily MegatronBert();
+EncoderFamily BigBird();
+EncoderFamily BertGeneration();
+
+}  // namespace ts::zoo::internal::encoder

@@ -1,0 +1,393 @@
+#include "workers/zoo/trunks/encoder.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "workers/zoo/families_internal.h"
+#include "workers/zoo/nn.h"
+#include "workers/zoo/scaling.h"
+#include "workers/zoo/trunks/encoder_model.h"
+
+namespace ts::zoo::internal::encoder {
+namespace {
+
+TextHeadKind KindOf(Head head) {
+  switch (head) {
+    case Head::kBase:
+      return TextHeadKind::kBase;
+    case Head::kSeqCls:
+    case Head::kNextSentence:
+      return TextHeadKind::kSequenceClassification;
+    case Head::kTokenCls:
+      return TextHeadKind::kTokenClassification;
+    case Head::kQA:
+      return TextHeadKind::kQuestionAnswering;
+    case Head::kMaskedLM:
+      return TextHeadKind::kMaskedLM;
+    case Head::kMultipleChoice:
+      return TextHeadKind::kMultipleChoice;
+    case Head::kCausalLM:
+      break;
+  }
+  return TextHeadKind::kCausalLM;
+}
+
+std::optional<Activation> DenseActivation(DenseAct act, const Recipe& r) {
+  switch (act) {
+    case DenseAct::kTanh:
+      return std::nullopt;
+    case DenseAct::kGelu:
+      return Activation::kGeluErf;
+    case DenseAct::kRelu:
+      return Activation::kRelu;
+    case DenseAct::kHiddenAct:
+      return r.act;
+    case DenseAct::kPoolerAct:
+      break;
+  }
+  return r.pooler_act;
+}
+
+}  // namespace
+
+int64_t MaxSeq(const Recipe& r) {
+  if (r.positions == Positions::kAfterPad) return std::max<int64_t>(1, r.max_pos - *r.pad - 1);
+  return r.max_pos;
+}
+
+EncoderModel::EncoderModel(ModelSpec spec, Recipe r, const HeadNames& names, Head head)
+    : Model(std::move(spec)), r_(std::move(r)), head_kind_(head) {
+  const std::string p = head_kind_ == Head::kBase ? "" : r_.base;
+  AddEmbeddings(p);
+  const int64_t blocks = r_.layout == Layout::kAlbert ? r_.groups * r_.inner : r_.layers;
+  for (int64_t i = 0; i < blocks; ++i) AddLayer(p, i);
+  if (!r_.final_norm.empty()) {
+    final_ln_ = Add(p + r_.final_norm + ".weight", {r_.hidden});
+    final_lnb_ = Add(p + r_.final_norm + ".bias", {r_.hidden});
+  }
+  head_ = MakeTextHead(HeadSpec(names));
+  for (auto& weight : head_->Weights()) shapes_.push_back(std::move(weight));
+  for (int64_t li = 0; li < r_.layers; ++li) {
+    if (r_.layout != Layout::kAlbert) {
+      order_.push_back(li);
+      continue;
+    }
+    // HF AlbertTransformer: group_idx = int(i / (num_hidden_layers / num_hidden_groups)).
+    const int64_t g = li * r_.groups / r_.layers;
+    for (int64_t j = 0; j < r_.inner; ++j) order_.push_back(g * r_.inner + j);
+  }
+  seq_len_ = std::min(RunSeqLen(this->spec().tiny_config), MaxSeq(r_));
+}
+
+std::string EncoderModel::Add(const std::string& name, std::vector<int64_t> shape) {
+  shapes_.emplace_back(name, std::move(shape));
+  return name;
+}
+
+void EncoderModel::AddEmbeddings(const std::string& p) {
+  const int64_t h = r_.hidden, e = r_.embedding;
+  const bool deb = r_.layout == Layout::kDeberta;
+  word_ = Add(p + "embeddings.word_embeddings.weight", {r_.vocab, e});
+  if (!deb || r_.pos_biased_input)
+    pos_ = Add(p + "embeddings.position_embeddings.weight", {r_.max_pos, e});
+  if (r_.type_vocab > 0)
+    type_ = Add(p + "embeddings.token_type_embeddings.weight", {r_.type_vocab, e});
+  if (r_.task_types > 0)
+    task_ = Add(p + "embeddings.task_type_embeddings.weight", {r_.task_types, e});
+  const bool project = e != h || r_.projection == Projection::kAlbert;
+  if (project && r_.projection == Projection::kDeberta)
+    proj_ = Add(p + "embeddings.embed_proj.weight", {h, e});
+  if (r_.embedding_norm) {
+    const int64_t width = project && r_.projection == Projection::kDeberta ? h : e;
+    emb_ln_ = Add(p + "embeddings.LayerNorm.weight", {width});
+    emb_lnb_ = Add(p + "embeddings.LayerNorm.bias", {width});
+  }
+  std::string name;
+  if (project && r_.projection == Projection::kElectra) name = "embeddings_project";
+  if (r_.projection == Projection::kAlbert) name = "encoder.embedding_hidden_mapping_in";
+  if (!name.empty()) {
+    proj_ = Add(p + name + ".weight", {h, e});
+    projb_ = Add(p + name + ".bias", {h});
+  }
+  if (deb && r_.relative) {
+    rel_ = Add(p + "encoder.rel_embeddings.weight", {r_.AttSpan() * 2, h});
+    if (r_.norm_rel) {
+      rel_ln_ = Add(p + "encoder.LayerNorm.weight", {h});
+      rel_lnb_ = Add(p + "encoder.LayerNorm.bias", {h});
+    }
+  }
+}
+
+void EncoderModel::AddLayer(const std::string& p, int64_t i) {
+  const int64_t h = r_.hidden, im = r_.inter;
+  // HF module names per layout: q, k, v, attention output, its LayerNorm, MLP in and out, the
+  // output LayerNorm.
+  struct Naming {
+    const char *q, *k, *v, *o, *ln1, *fi, *fo, *ln2;
+  };
+  Naming n = {"attention.self.query",
+              "attention.self.key",
+              "attention.self.value",
+              "attention.output.dense",
+              "attention.output.LayerNorm",
+              "intermediate.dense",
+              "output.dense",
+              "output.LayerNorm"};
+  std::string lp = p + "encoder.layer." + std::to_string(i) + ".";
+  switch (r_.layout) {
+    case Layout::kDistilBert:
+      n = {"attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
+           "sa_layer_norm",   "ffn.lin1",        "ffn.lin2",        "output_layer_norm"};
+      lp = p + "transformer.layer." + std::to_string(i) + ".";
+      break;
+    case Layout::kAlbert:
+      n = {"attention.query",     "attention.key", "attention.value", "attention.dense",
+           "attention.LayerNorm", "ffn",           "ffn_output",      "full_layer_layer_norm"};
+      lp = p + "encoder.albert_layer_groups." + std::to_string(i / r_.inner) + ".albert_layers." +
+           std::to_string(i % r_.inner) + ".";
+      break;
+    case Layout::kDeberta:
+      n.q = "attention.self.query_proj";
+      n.k = "attention.self.key_proj";
+      n.v = "attention.self.value_proj";
+      break;
+    case Layout::kBert:
+      break;
+  }
+  LayerW l;
+  auto lin = [&](const std::string& name, std::string& w, std::string& b, int64_t out, int64_t in) {
+    w = Add(lp + name + ".weight", {out, in});
+    b = Add(lp + name + ".bias", {out});
+  };
+  auto norm = [&](const std::string& name, std::string& w, std::string& b) {
+    w = Add(lp + name + ".weight", {h});
+    b = Add(lp + name + ".bias", {h});
+  };
+  lin(n.q, l.q, l.qb, h, h);
+  lin(n.k, l.k, l.kb, h, h);
+  lin(n.v, l.v, l.vb, h, h);
+  if (r_.layout == Layout::kDeberta && r_.relative && !r_.share_att_key) {
+    if (r_.c2p) lin("attention.self.pos_key_proj", l.pk, l.pkb, h, h);
+    if (r_.p2c) lin("attention.self.pos_query_proj", l.pq, l.pqb, h, h);
+  }
+  lin(n.o, l.o, l.ob, h, h);
+  if (r_.PreLn()) {
+    norm(r_.pre_attn_norm, l.pre1, l.pre1b);
+    norm(r_.pre_mlp_norm, l.pre2, l.pre2b);
+  } else {
+    norm(n.ln1, l.ln1, l.ln1b);
+  }
+  lin(n.fi, l.fi, l.fib, im, h);
+  lin(n.fo, l.fo, l.fob, h, im);
+  if (!r_.PreLn()) norm(n.ln2, l.ln2, l.ln2b);
+  layers_.push_back(std::move(l));
+}
+
+TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names) const {
+  TextHeadSpec hs;
+  hs.kind = KindOf(head_kind_);
+  hs.hidden = r_.hidden;
+  hs.vocab = r_.vocab;
+  hs.num_labels = r_.num_labels;
+  hs.norm_eps = r_.eps;
+  hs.bias = true;
+  const std::string pooler =
+      names.pooler.empty() ? "" : (head_kind_ == Head::kBase ? "" : r_.base) + names.pooler;
+  auto classify = [&](bool pooled, const std::string& dense, DenseAct act) {
+    hs.first_token = true;
+    if (pooled) hs.pooler = pooler;
+    if (!pooled && !dense.empty()) {
+      hs.dense = dense;
+      hs.dense_act = DenseActivation(act, r_);
+    }
+  };
+  switch (head_kind_) {
+    case Head::kBase:
+      hs.pooler = pooler;
+      break;
+    case Head::kSeqCls:
+      classify(names.seq_pooled, names.seq_dense, names.seq_act);
+      hs.name = names.seq_out;
+      break;
+    case Head::kMultipleChoice:
+      classify(names.choice_pooled, names.choice_dense, names.choice_act);
+      hs.name = "classifier";
+      break;
+    case Head::kNextSentence:
+      classify(true, "", DenseAct::kTanh);
+      hs.name = "cls.seq_relationship";
+      hs.num_labels = 2;
+      break;
+    case Head::kTokenCls:
+      hs.name = "classifier";
+      break;
+    case Head::kQA:
+      hs.name = "qa_outputs";
+      break;
+    case Head::kMaskedLM:
+    case Head::kCausalLM:
+      hs.name = names.lm_bias;
+      hs.tied_weight = word_;
+      hs.transform = names.lm_dense;
+      hs.transform_norm = names.lm_norm;
+      hs.transform_width = names.lm_embedding_width ? r_.embedding : r_.hidden;
+      hs.transform_act = names.lm_hidden_act ? r_.act : Activation::kGeluErf;
+      break;
+  }
+  return hs;
+}
+
+at::Tensor EncoderModel::BertEmbed(const WeightMap& w, const at::Tensor& ids,
+                                   at::Tensor types) const {
+  at::Tensor pos =
+      at::arange(ids.size(1), at::TensorOptions().dtype(at::kLong).device(ids.device()));
+  if (!types.defined()) types = at::zeros_like(ids);
+  at::Tensor h = nn::Embedding(GetWeight(w, word_), ids, r_.pad.value_or(-1)) +
+                 nn::Embedding(GetWeight(w, pos_), pos) + nn::Embedding(GetWeight(w, type_), types);
+  return nn::LayerNorm(h, GetWeight(w, emb_ln_), GetWeight(w, emb_lnb_), r_.eps);
+}
+
+at::Tensor EncoderModel::Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
+                               at::Tensor types) const {
+  if (r_.lineage == Lineage::kBert) return BertEmbed(w, ids, std::move(types));
+  const int64_t pad = r_.pad.value_or(-1);
+  const bool after_pad = r_.positions == Positions::kAfterPad;
+  at::Tensor x = nn::Embedding(GetWeight(w, word_), ids, pad);
+  const at::ScalarType dt = x.scalar_type();
+  if (r_.rescale_embeddings) x = x * std::sqrt(static_cast<double>(r_.hidden));
+  if (!pos_.empty()) {
+    at::Tensor pos;
+    if (after_pad) {
+      at::Tensor keep = ids.ne(pad).to(at::kLong);
+      pos = at::cumsum(keep, 1) * keep + pad;
+    } else {
+      pos = at::arange(ids.size(1), at::TensorOptions().dtype(at::kLong).device(ids.device()));
+    }
+    x = x + nn::Embedding(GetWeight(w, pos_), pos, after_pad ? pad : -1);
+  }
+  if (!type_.empty()) {
+    if (!types.defined()) types = at::zeros_like(ids);
+    x = x + nn::Embedding(GetWeight(w, type_), types);
+  }
+  if (!task_.empty()) x = x + nn::Embedding(GetWeight(w, task_), at::zeros_like(ids));  // task 0
+  if (r_.layout == Layout::kDeberta) {
+    if (!proj_.empty()) x = nn::Linear(x, GetWeight(w, proj_));
+    x = nn::LayerNorm(x, GetWeight(w, emb_ln_), GetWeight(w, emb_lnb_), r_.eps);
+    if (mask.defined()) x = x * mask.unsqueeze(-1).to(dt);
+    return x;
+  }
+  if (!emb_ln_.empty()) x = nn::LayerNorm(x, GetWeight(w, emb_ln_), GetWeight(w, emb_lnb_), r_.eps);
+  if (!proj_.empty()) x = nn::Linear(x, GetWeight(w, proj_), GetWeight(w, projb_));
+  return x;
+}
+
+at::Tensor EncoderModel::Layer(const WeightMap& w, const LayerW& l, const at::Tensor& x,
+                               const at::Tensor& blocked, const RelativeTables& rt) const {
+  const int64_t n = x.size(0), s = x.size(1);
+  const int64_t nh = r_.heads, hd = r_.hidden / nh;
+  auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
+  const at::Tensor a_in =
+      l.pre1.empty() ? x : nn::LayerNorm(x, GetWeight(w, l.pre1), GetWeight(w, l.pre1b), r_.eps);
+  at::Tensor q = heads(nn::Linear(a_in, GetWeight(w, l.q), GetWeight(w, l.qb)));
+  at::Tensor k = heads(nn::Linear(a_in, GetWeight(w, l.k), GetWeight(w, l.kb)));
+  at::Tensor v = heads(nn::Linear(a_in, GetWeight(w, l.v), GetWeight(w, l.vb)));
+  at::Tensor ctx = r_.layout == Layout::kDeberta
+                       ? DisentangledAttention(w, l, q, k, v, blocked, rt)
+                       : nn::Attention(q, k, v, blocked, 1.0 / std::sqrt(static_cast<double>(hd)));
+  ctx = ctx.transpose(1, 2).reshape({n, s, r_.hidden});
+  if (!l.pre1.empty()) {
+    // Pre-LN: x + attn(LN(x)), then x + mlp(LN(x)).
+    at::Tensor y = x + nn::Linear(ctx, GetWeight(w, l.o), GetWeight(w, l.ob));
+    at::Tensor f_in = nn::LayerNorm(y, GetWeight(w, l.pre2), GetWeight(w, l.pre2b), r_.eps);
+    at::Tensor f = nn::Activate(nn::Linear(f_in, GetWeight(w, l.fi), GetWeight(w, l.fib)), r_.act);
+    return y + nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob));
+  }
+  at::Tensor y = nn::LayerNorm(nn::Linear(ctx, GetWeight(w, l.o), GetWeight(w, l.ob)) + x,
+                               GetWeight(w, l.ln1), GetWeight(w, l.ln1b), r_.eps);
+  at::Tensor f = nn::Activate(nn::Linear(y, GetWeight(w, l.fi), GetWeight(w, l.fib)), r_.act);
+  return nn::LayerNorm(nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob)) + y,
+                       GetWeight(w, l.ln2), GetWeight(w, l.ln2b), r_.eps);
+}
+
+at::Tensor EncoderModel::Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
+                                at::Tensor types) const {
+  const int64_t n = ids.size(0), s = ids.size(1);
+  const at::Device dev = ids.device();
+  at::Tensor x = Embed(w, ids, mask, std::move(types));
+  // The CausalLM heads run the encoder as a decoder (is_decoder): causal self-attention.
+  at::Tensor blocked = nn::BlockedKeys(mask, s, head_kind_ == Head::kCausalLM, std::nullopt, dev);
+  RelativeTables rt;
+  if (r_.layout == Layout::kDeberta) rt = MakeRelativeTables(w, mask, n, s, x.scalar_type(), dev);
+  for (int64_t bi : order_) x = Layer(w, layers_[static_cast<size_t>(bi)], x, blocked, rt);
+  if (!final_ln_.empty())
+    x = nn::LayerNorm(x, GetWeight(w, final_ln_), GetWeight(w, final_lnb_), r_.eps);
+  return x;
+}
+
+std::vector<at::Tensor> EncoderModel::Forward(const WeightMap& w, const TensorMap& inputs) const {
+  at::Tensor ids = GetInput(inputs, "input_ids");
+  at::Tensor mask = GetOptionalInput(inputs, "attention_mask");
+  at::Tensor types = GetOptionalInput(inputs, "token_type_ids");
+  int64_t choices = 0;
+  if (head_kind_ == Head::kMultipleChoice) {  // [B, C, S] -> [B * C, S]
+    choices = ids.size(1);
+    const int64_t s = ids.size(2);
+    ids = ids.reshape({-1, s});
+    if (mask.defined()) mask = mask.reshape({-1, s});
+    if (types.defined()) types = types.reshape({-1, s});
+  }
+  at::Tensor h = Encode(w, ids, mask, types);
+  // The generic lineage viewed token 0 before every head; heads that pool it take the view.
+  const TextHeadSpec& hs = head_->spec();
+  if (r_.lineage == Lineage::kGeneric && !hs.first_token && hs.pooler.empty()) h.select(1, 0);
+  std::vector<at::Tensor> out = head_->Forward(w, h, mask);
+  if (choices > 0) out[0] = out[0].reshape({-1, choices});
+  return out;
+}
+
+at::Tensor EncoderModel::Loss(const WeightMap& w, const Batch& batch) const {
+  return head_->Loss(Forward(w, batch.inputs), batch.labels);
+}
+
+Batch EncoderModel::MakeBatch(uint64_t seed, int64_t batch_size) const {
+  if (batch_size <= 0) batch_size = RunBatchSize(spec().tiny_config);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto lopts = at::TensorOptions().dtype(at::kLong);
+  const int64_t s = seq_len_;
+  const bool choice = head_kind_ == Head::kMultipleChoice;
+  const int64_t rows = choice ? batch_size * kNumChoices : batch_size;
+  at::Tensor ids = at::randint(0, r_.vocab, {rows, s}, gen, lopts);
+  if (r_.pad && r_.lineage == Lineage::kGeneric)  // no stray pads
+    ids = ids.masked_fill(ids.eq(*r_.pad), (*r_.pad + 1) % r_.vocab);
+  at::Tensor mask = MakeAttentionMask(rows, s);
+  if (r_.pad) ids = ids.masked_fill(mask.eq(0), *r_.pad);
+  at::Tensor types = at::zeros({rows, s}, lopts);
+  if (r_.type_vocab >= 2) types.narrow(1, s / 2, s - s / 2).fill_(1);
+  auto shaped = [&](const at::Tensor& t) {
+    return choice ? t.view({batch_size, kNumChoices, s}) : t;
+  };
+  Batch batch;
+  batch.inputs["input_ids"] = shaped(ids);
+  batch.inputs["attention_mask"] = shaped(mask);
+  if (r_.type_vocab > 0) batch.inputs["token_type_ids"] = shaped(types);
+  head_->AddLabels(gen, shaped(ids), shaped(mask), batch.labels);
+  return batch;
+}
+
+void EncoderModel::InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const {
+  // The base policy spots norms by "norm" in the name: "roberta_prelayernorm." is no norm.
+  const std::string pre = "roberta_prelayernorm.";
+  Model::InitWeight(name.rfind(pre, 0) == 0 ? name.substr(pre.size()) : name, t, gen);
+  const bool pos_pad = r_.positions == Positions::kAfterPad && name == pos_;
+  if (r_.pad && (name == word_ || pos_pad)) t[*r_.pad].zero_();
+}
+
+StatusOr<std::unique_ptr<Model>> BuildEncoderModel(ModelSpec spec, Recipe recipe,
+                                                   const HeadNames& names, Head head) {
+  return std::unique_ptr<Model>(
+      std::make_unique<EncoderModel>(std::move(spec), std::move(recipe), names, head));
+}
+
+}  // namespace ts::zoo::internal::encoder

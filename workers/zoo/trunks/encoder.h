@@ -1,0 +1,130 @@
+// The encoder trunk (README.md "Encoder trunk"): one BERT-style encoder driven by a Recipe that
+// its family file fills from the config. Post-LN or pre-LN layers, BERT / DistilBERT / ALBERT /
+// DeBERTa-v2 layer naming, arange or RoBERTa (after-pad) positions, factorised embeddings
+// (ALBERT, ELECTRA, DeBERTa), ALBERT's shared layer groups, DeBERTa-v2's disentangled attention;
+// the heads are TextHeads (heads/text_head.h) named from the family's EncoderHeadNames.
+//
+// DeBERTa-v2 simplifications (documented): no conv layer (conv_kernel_size > 0 is rejected),
+// relative positions computed for the run's sequence length with tensor ops, the 2D XSoftmax
+// mask modelled as key masking plus zeroing padded query rows (identical for attended rows),
+// attention_head_size must equal hidden_size / heads.
+//
+// Thread-safety: recipes are values; a built model is immutable. Private to the zoo.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "workers/zoo/config.h"
+#include "workers/zoo/model.h"
+
+namespace ts::zoo::internal::encoder {
+
+// Layer naming and attention kind.
+enum class Layout {
+  kBert,        // encoder.layer.i.attention.self.query, attention.output.dense, ...
+  kDistilBert,  // transformer.layer.i.attention.q_lin, sa_layer_norm, ffn.lin1 / lin2
+  kAlbert,      // encoder.albert_layer_groups.g.albert_layers.j.attention.query, ffn, ...
+  kDeberta,     // BERT names with query_proj / key_proj / value_proj; disentangled attention
+};
+
+// Position ids: arange(S), or RoBERTa's cumsum(ids != pad) * (ids != pad) + pad.
+enum class Positions { kArange, kAfterPad };
+
+// The embedding projection to the hidden width, when the embedding width differs.
+enum class Projection {
+  kNone,
+  kElectra,  // embeddings_project (after the embedding LayerNorm), only when E != H
+  kAlbert,   // encoder.embedding_hidden_mapping_in (after the LayerNorm), always
+  kDeberta,  // embeddings.embed_proj without bias (before the LayerNorm), only when E != H
+};
+
+// Op order of the two encoder implementations the trunk replaced, kept so that traced op
+// sequences and batches stay what they were. kBert (BertModel, BertForSequenceClassification,
+// BertForMaskedLM): the embeddings summed in one expression after defaulting token types, token 0
+// read only by heads that pool it, stray pad ids left in batches. kGeneric (every other class):
+// embeddings added one by one, token 0's view taken before every head, stray pads replaced.
+enum class Lineage { kBert, kGeneric };
+
+// Everything the trunk needs: sizes and options from the config, naming from the family.
+struct Recipe {
+  // Sizes.
+  int64_t vocab = 0, hidden = 0, inter = 0, layers = 0, heads = 0;
+  int64_t max_pos = 512, type_vocab = 2, embedding = 0;
+  int64_t task_types = 0;         // ernie use_task_id: task_type_vocab_size (task 0 embedded)
+  int64_t groups = 1, inner = 1;  // albert num_hidden_groups, inner_group_num
+  Activation act = Activation::kGeluErf;
+  Activation pooler_act = Activation::kGeluErf;  // deberta ContextPooler
+  double eps = 1e-12, init_range = 0.02;
+  std::optional<int64_t> pad = std::nullopt;
+  int64_t num_labels = 2;
+  // DeBERTa-v2 relative attention.
+  bool relative = false, share_att_key = false, c2p = false, p2c = false;
+  bool pos_biased_input = true, norm_rel = false;
+  int64_t buckets = -1, max_rel = -1;
+  int64_t AttSpan() const { return buckets > 0 ? buckets : max_rel; }
+  bool rescale_embeddings = false;  // big_bird: word embeddings * sqrt(hidden)
+  bool decoder = false;             // is_decoder (read; the CausalLM heads run causally)
+
+  // Structure (from the family).
+  Layout layout = Layout::kBert;
+  Positions positions = Positions::kArange;
+  Projection projection = Projection::kNone;
+  bool embedding_norm = true;  // embeddings.LayerNorm (megatron-bert, xlm-roberta-xl: none)
+  // Pre-LN families: the norms before attention and before the MLP (relative to the layer) and
+  // the final one (relative to the base model); all empty for post-LN.
+  std::string pre_attn_norm = "", pre_mlp_norm = "", final_norm = "";
+  std::string base = "";  // state_dict prefix of the base model under a head ("bert.")
+  Lineage lineage = Lineage::kGeneric;
+
+  bool PreLn() const { return !pre_attn_norm.empty(); }
+};
+
+// Activation of a dense layer over token 0 in a classification head.
+enum class DenseAct { kTanh, kGelu, kRelu, kHiddenAct, kPoolerAct };
+
+// The family's HF head names (README.md "Encoder trunk").
+struct HeadNames {
+  // The base model's tanh pooler over token 0, relative to the base prefix ("" = none).
+  std::string pooler = "";
+  // Sequence classification: on the pooler (`seq_pooled`), else a dense layer and activation
+  // over token 0 ("" = none), then the classifier.
+  bool seq_pooled = true;
+  std::string seq_dense = "";
+  DenseAct seq_act = DenseAct::kTanh;
+  std::string seq_out = "classifier";
+  // Multiple choice, likewise (its classifier is always "classifier").
+  bool choice_pooled = true;
+  std::string choice_dense = "";
+  DenseAct choice_act = DenseAct::kTanh;
+  // Masked / causal LM: transform dense and LayerNorm ("" = no transform), the decoder's bias
+  // prefix (its weight is tied to the word embeddings), the transform's width (the embedding
+  // width or the hidden one) and activation (hidden_act or GELU).
+  std::string lm_dense = "", lm_norm = "", lm_bias = "";
+  bool lm_embedding_width = true;
+  bool lm_hidden_act = true;
+};
+
+enum class Head {
+  kBase,
+  kSeqCls,
+  kTokenCls,
+  kQA,
+  kMaskedLM,
+  kMultipleChoice,
+  kCausalLM,
+  kNextSentence
+};
+
+// Multiple-choice batches: choices per example.
+constexpr int64_t kNumChoices = 2;
+
+// Sequence length a recipe can run at (RoBERTa positions start at pad + 1).
+int64_t MaxSeq(const Recipe& r);
+
+StatusOr<std::unique_ptr<Model>> BuildEncoderModel(ModelSpec spec, Recipe recipe,
+                                                   const HeadNames& names, Head head);
+
+}  // namespace ts::zoo::internal::encoder

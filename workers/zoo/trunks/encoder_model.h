@@ -1,0 +1,79 @@
+// The encoder trunk's model class, shared by its files: encoder.cc (weights, embeddings, the
+// layer loop, heads, batches) and encoder_attention.cc (DeBERTa-v2's disentangled attention).
+// Private to the trunk.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "workers/zoo/heads/text_head.h"
+#include "workers/zoo/trunks/encoder.h"
+
+namespace ts::zoo::internal::encoder {
+
+// Weight names of one stored layer ("" where the recipe has no such weight).
+struct LayerW {
+  std::string q, qb, k, kb, v, vb, o, ob, ln1, ln1b, fi, fib, fo, fob, ln2, ln2b;
+  std::string pk, pkb, pq, pqb;          // deberta without share_att_key
+  std::string pre1, pre1b, pre2, pre2b;  // pre-LN: before attention, before the MLP
+};
+
+// DeBERTa-v2's relative tables for one forward: rel embeddings [2 span, H], the c2p / p2c
+// gather indices [N, heads, S, S] and the padded-query mask [N, 1, S, 1].
+struct RelativeTables {
+  at::Tensor rel, c2p_idx, p2c_idx, qmask;
+};
+
+class EncoderModel : public Model {
+ public:
+  EncoderModel(ModelSpec spec, Recipe r, const HeadNames& names, Head head);
+
+  std::vector<std::pair<std::string, std::vector<int64_t>>> WeightShapes() const override {
+    return shapes_;
+  }
+  std::vector<std::string> OutputNames() const override { return head_->OutputNames(); }
+  std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override;
+  at::Tensor Loss(const WeightMap& w, const Batch& batch) const override;
+  Batch MakeBatch(uint64_t seed, int64_t batch_size) const override;
+
+ protected:
+  void InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const override;
+
+ private:
+  std::string Add(const std::string& name, std::vector<int64_t> shape);
+  void AddEmbeddings(const std::string& p);
+  void AddLayer(const std::string& p, int64_t i);
+  TextHeadSpec HeadSpec(const HeadNames& names) const;
+
+  // [N, S] ids -> [N, S, H] hidden states.
+  at::Tensor Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
+                    at::Tensor types) const;
+  at::Tensor Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
+                   at::Tensor types) const;
+  at::Tensor BertEmbed(const WeightMap& w, const at::Tensor& ids, at::Tensor types) const;
+  at::Tensor Layer(const WeightMap& w, const LayerW& l, const at::Tensor& x,
+                   const at::Tensor& blocked, const RelativeTables& rt) const;
+
+  // encoder_attention.cc.
+  RelativeTables MakeRelativeTables(const WeightMap& w, const at::Tensor& mask, int64_t n,
+                                    int64_t s, at::ScalarType dt, const at::Device& dev) const;
+  at::Tensor RelativePositions(int64_t s, const at::Device& dev) const;
+  // [N, heads, S, hd] q, k, v -> context [N, heads, S, hd].
+  at::Tensor DisentangledAttention(const WeightMap& w, const LayerW& l, const at::Tensor& q,
+                                   const at::Tensor& k, const at::Tensor& v,
+                                   const at::Tensor& blocked, const RelativeTables& rt) const;
+
+  Recipe r_;
+  Head head_kind_;
+  std::unique_ptr<TextHead> head_;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes_;
+  std::vector<LayerW> layers_;
+  std::string word_, pos_, type_, task_, emb_ln_, emb_lnb_, proj_, projb_, rel_, rel_ln_, rel_lnb_;
+  std::string final_ln_, final_lnb_;
+  std::vector<int64_t> order_;  // stored layers in execution order (albert repeats groups)
+  int64_t seq_len_ = 32;
+};
+
+}  // namespace ts::zoo::internal::encoder
