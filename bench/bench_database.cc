@@ -94,9 +94,9 @@ absl::StatusOr<DatabaseSize> MeasureDatabase(const std::string& url,
       pqxx::result s = w.exec_params(
           "SELECT coalesce(pg_total_relation_size(to_regclass($1)), 0) + "
           "       coalesce(pg_total_relation_size(to_regclass($2)), 0), "
-          "       (SELECT reltuples::bigint FROM pg_class WHERE relname = $1), "
-          "       (SELECT reltuples::bigint FROM pg_class WHERE relname = $2)",
-          r, m);
+          "       (SELECT count(*) FROM results WHERE sweep_id = $3), "
+          "       (SELECT count(*) FROM model_runs WHERE sweep_id = $3)",
+          r, m, id);
       SweepSize z;
       z.sweep_id = id;
       z.partitions_bytes = s[0][0].as<int64_t>();

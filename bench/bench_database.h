@@ -44,7 +44,7 @@ absl::StatusOr<std::vector<FillSweep>> FillSweeps(const std::string& url);
 struct SweepSize {
   int64_t sweep_id = 0;
   int64_t partitions_bytes = 0;  // results_<id> + model_runs_<id>, indexes and TOAST included
-  int64_t results_rows = 0;      // estimated (pg_class.reltuples)
+  int64_t results_rows = 0;      // counted
   int64_t runs_rows = 0;
   int64_t state_bytes = 0;       // its share of jobs, shards and regressions (by row count)
 };

@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "touchstone/v1/query.grpc.pb.h"
+#include "touchstone/v1/scheduler.grpc.pb.h"
 
 namespace ts::bench {
 
@@ -21,6 +22,7 @@ using Check = std::string;
 
 struct Ctx {
   pb::Query::Stub& stub;
+  pb::Scheduler::Stub& scheduler;
   const ReaderWorld& w;
   std::mt19937_64& rng;
   size_t Pick(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); }
@@ -122,6 +124,25 @@ grpc::Status Gate(Ctx& c, Check& bad) {
   return st;
 }
 
+// What release tooling reads today (Scheduler.ListResults): the first page of a sweep's stream.
+grpc::Status FirstPage(Ctx& c, Check& bad) {
+  pb::ListResultsRequest q;
+  q.set_sweep_id(c.AnySweep());
+  q.set_page_size(1000);
+  auto ctx = Deadline();
+  auto reader = c.scheduler.ListResults(ctx.get(), q);
+  pb::ResultPage page;
+  const bool got = reader->Read(&page);
+  ctx->TryCancel();
+  grpc::Status st = reader->Finish();
+  if (got && st.error_code() == grpc::StatusCode::CANCELLED) st = grpc::Status::OK;
+  if (st.ok() && page.rows_size() != 1000) {
+    bad = "sweep " + std::to_string(q.sweep_id()) + ": first page has " +
+          std::to_string(page.rows_size()) + " rows";
+  }
+  return st;
+}
+
 struct Rpc {
   const char* name;
   std::function<grpc::Status(Ctx&, Check&)> call;
@@ -136,6 +157,7 @@ const std::vector<Rpc>& Mix() {
       {"OpDemand(compile)", [](Ctx& c, Check& b) { return Ops(c, pb::MODE_COMPILE, b); }},
       {"CompareSweeps", Compare},
       {"Gate", Gate},
+      {"ListResults(first page)", FirstPage},
   };
   return kMix;
 }
@@ -185,10 +207,11 @@ void Readers::Loop(int index) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per reader
   args.SetMaxReceiveMessageSize(256 << 20);
-  auto stub = pb::Query::NewStub(
-      grpc::CreateCustomChannel(world_.target, grpc::InsecureChannelCredentials(), args));
+  auto channel = grpc::CreateCustomChannel(world_.target, grpc::InsecureChannelCredentials(), args);
+  auto stub = pb::Query::NewStub(channel);
+  auto scheduler = pb::Scheduler::NewStub(channel);
   std::mt19937_64 rng(world_.seed * 1000003 + static_cast<uint64_t>(index));
-  Ctx c{*stub, world_, rng};
+  Ctx c{*stub, *scheduler, world_, rng};
   const auto& mix = Mix();
   // Each reader starts at a different RPC, then takes them in turn: equal calls per RPC.
   for (size_t i = static_cast<size_t>(index); !stop_; ++i) {

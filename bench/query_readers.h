@@ -1,7 +1,8 @@
 // The query benchmark's readers: N threads, each with its own gRPC channel to the scheduler,
 // looping over the Query RPC mix (GetSummary by task and by arch, GetModel of a random model's
 // last 30 sweeps, OpDemand in eager and compile, CompareSweeps of two consecutive sweeps, Gate
-// of a sweep against the one before with realistic rules) until stopped, timing each call on
+// of a sweep against the one before with realistic rules, and the first 1000-row page of
+// Scheduler.ListResults, what release tooling reads today) until stopped, timing each call on
 // the client (channel to answer, response parsed).
 //
 // Every answer is also checked for what the filled database implies (a summary counts the
