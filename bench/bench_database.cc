@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-
 #include <pqxx/pqxx>
 
 #include "services/store/store.h"
@@ -15,7 +14,8 @@ namespace {
 
 // The bench's own reads: any pqxx failure becomes INTERNAL with what was asked.
 template <typename F>
-auto Read(const std::string& url, const char* what, F&& f) -> decltype(f(std::declval<pqxx::work&>())) {
+auto Read(const std::string& url, const char* what, F&& f)
+    -> decltype(f(std::declval<pqxx::work&>())) {
   try {
     pqxx::connection c(url);
     pqxx::work w(c);
@@ -29,9 +29,12 @@ auto Read(const std::string& url, const char* what, F&& f) -> decltype(f(std::de
 
 bool ParseDatabaseArg(const std::string& flag, const char* value, DatabaseArgs& out) {
   if (value == nullptr) return false;
-  if (flag == "--state-dir") out.state_dir = value;
-  else if (flag == "--db") out.url = value;
-  else return false;
+  if (flag == "--state-dir")
+    out.state_dir = value;
+  else if (flag == "--db")
+    out.url = value;
+  else
+    return false;
   return true;
 }
 
@@ -63,10 +66,10 @@ absl::StatusOr<std::vector<FillSweep>> FillSweeps(const std::string& url) {
   return Read(url, "listing the fill's sweeps",
               [](pqxx::work& w) -> absl::StatusOr<std::vector<FillSweep>> {
                 std::vector<FillSweep> out;
-                for (const auto& row : w.exec(
-                         "SELECT sweep_id, name, state FROM sweeps "
-                         "WHERE name LIKE 'query-bench-fill-%' AND state IN ('running', 'done') "
-                         "ORDER BY sweep_id")) {
+                for (const auto& row :
+                     w.exec("SELECT sweep_id, name, state FROM sweeps "
+                            "WHERE name LIKE 'query-bench-fill-%' AND state IN ('running', 'done') "
+                            "ORDER BY sweep_id")) {
                   out.push_back({row[0].as<int64_t>(), row[1].c_str(), row[2].c_str()});
                 }
                 return out;
@@ -81,8 +84,10 @@ absl::StatusOr<DatabaseSize> MeasureDatabase(const std::string& url,
     // Sweep state rows (jobs, shards, regressions) are shared tables: each sweep's share is
     // their size times its fraction of their rows.
     const int64_t state_bytes =
-        w.exec("SELECT pg_total_relation_size('jobs') + pg_total_relation_size('shards') + "
-               "pg_total_relation_size('regressions')")[0][0].as<int64_t>();
+        w.exec(
+             "SELECT pg_total_relation_size('jobs') + pg_total_relation_size('shards') + "
+             "pg_total_relation_size('regressions')")[0][0]
+            .as<int64_t>();
     std::map<int64_t, int64_t> jobs;
     int64_t all_jobs = 0;
     for (const auto& row : w.exec("SELECT sweep_id, count(*) FROM jobs GROUP BY sweep_id")) {
@@ -103,17 +108,17 @@ absl::StatusOr<DatabaseSize> MeasureDatabase(const std::string& url,
       z.results_rows = s[0][1].is_null() ? 0 : s[0][1].as<int64_t>();
       z.runs_rows = s[0][2].is_null() ? 0 : s[0][2].as<int64_t>();
       if (all_jobs > 0) {
-        z.state_bytes = static_cast<int64_t>(static_cast<double>(state_bytes) *
-                                             static_cast<double>(jobs[id]) /
-                                             static_cast<double>(all_jobs));
+        z.state_bytes =
+            static_cast<int64_t>(static_cast<double>(state_bytes) * static_cast<double>(jobs[id]) /
+                                 static_cast<double>(all_jobs));
       }
       out.sweeps.push_back(z);
     }
-    for (const auto& row : w.exec(
-             "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
-             "JOIN pg_namespace n ON n.oid = c.relnamespace "
-             "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm') "
-             "  AND c.relname !~ '^(results|model_runs)_[0-9]+$' ORDER BY 2 DESC")) {
+    for (const auto& row :
+         w.exec("SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm') "
+                "  AND c.relname !~ '^(results|model_runs)_[0-9]+$' ORDER BY 2 DESC")) {
       out.other_tables.emplace_back(row[0].c_str(), row[1].as<int64_t>());
     }
     return out;

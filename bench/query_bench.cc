@@ -22,10 +22,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "bench/bench_database.h"
 #include "bench/query_readers.h"
@@ -66,16 +65,26 @@ int Parse(int argc, char** argv, BenchArgs& a) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     const bool has = i + 1 < argc;
-    if (ts::bench::ParseDatabaseArg(k, has ? argv[i + 1] : nullptr, a.db)) ++i;
-    else if (k == "--catalog" && has) a.catalog = argv[++i];
-    else if (k == "--readers" && has) a.readers = std::atoi(argv[++i]);
-    else if (k == "--ingest-sample" && has) a.ingest_sample = std::atoll(argv[++i]);
-    else if (k == "--connections" && has) a.connections = std::atoi(argv[++i]);
-    else if (k == "--quiet-seconds" && has) a.quiet_seconds = std::atoi(argv[++i]);
-    else if (k == "--query-threads" && has) a.query_threads = std::atoi(argv[++i]);
-    else if (k == "--db-threads" && has) a.db_threads = std::atoi(argv[++i]);
-    else if (k == "--seed" && has) a.seed = std::strtoull(argv[++i], nullptr, 10);
-    else return Usage("unknown argument '" + k + "'");
+    if (ts::bench::ParseDatabaseArg(k, has ? argv[i + 1] : nullptr, a.db))
+      ++i;
+    else if (k == "--catalog" && has)
+      a.catalog = argv[++i];
+    else if (k == "--readers" && has)
+      a.readers = std::atoi(argv[++i]);
+    else if (k == "--ingest-sample" && has)
+      a.ingest_sample = std::atoll(argv[++i]);
+    else if (k == "--connections" && has)
+      a.connections = std::atoi(argv[++i]);
+    else if (k == "--quiet-seconds" && has)
+      a.quiet_seconds = std::atoi(argv[++i]);
+    else if (k == "--query-threads" && has)
+      a.query_threads = std::atoi(argv[++i]);
+    else if (k == "--db-threads" && has)
+      a.db_threads = std::atoi(argv[++i]);
+    else if (k == "--seed" && has)
+      a.seed = std::strtoull(argv[++i], nullptr, 10);
+    else
+      return Usage("unknown argument '" + k + "'");
   }
   if (a.catalog.empty()) return Usage("--catalog is required");
   if (a.readers < 1) return Usage("--readers: must be >= 1");
@@ -144,16 +153,18 @@ const char* Target(const std::string& rpc) {
 }
 
 void PrintLatencies(const char* title, const Stats& stats, double seconds) {
-  std::printf("\n%s (%.0f s)\n\n| RPC | calls | p50 ms | p99 ms | max ms | errors | wrong | "
-              "p99 target ms |\n|---|---|---|---|---|---|---|---|\n",
-              title, seconds);
+  std::printf(
+      "\n%s (%.0f s)\n\n| RPC | calls | p50 ms | p99 ms | max ms | errors | wrong | "
+      "p99 target ms |\n|---|---|---|---|---|---|---|---|\n",
+      title, seconds);
   for (const auto& [name, s] : stats) {
     std::printf("| %s | %zu | %.1f | **%.1f** | %.1f | %lld | %lld | %s |\n", name.c_str(),
                 s.ms.size(), s.P(0.5), s.P(0.99), s.Max(), static_cast<long long>(s.errors),
                 static_cast<long long>(s.wrong), Target(name));
   }
   for (const auto& [name, s] : stats) {
-    if (!s.first_error.empty()) std::printf("\n%s first error: %s\n", name.c_str(), s.first_error.c_str());
+    if (!s.first_error.empty())
+      std::printf("\n%s first error: %s\n", name.c_str(), s.first_error.c_str());
   }
 }
 
@@ -161,7 +172,7 @@ nlohmann::json StatsJson(const Stats& stats) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [name, s] : stats) {
     j[name] = {{"calls", s.ms.size()}, {"p50_ms", s.P(0.5)}, {"p99_ms", s.P(0.99)},
-               {"max_ms", s.Max()}, {"errors", s.errors}, {"wrong", s.wrong}};
+               {"max_ms", s.Max()},    {"errors", s.errors}, {"wrong", s.wrong}};
   }
   return j;
 }
@@ -191,26 +202,30 @@ nlohmann::json PrintSizes(const std::string& url, const std::vector<int64_t>& sw
   std::printf("\n| database size | value |\n|---|---|\n");
   std::printf("| database (pg_database_size) | %.0f MiB for %zu fill sweeps |\n",
               static_cast<double>(size->database_bytes) / mib, sweeps.size());
-  std::printf("| **per sweep**: results + model_runs partitions (indexes, TOAST) | **%.0f MiB** "
-              "(%.0f results rows, %.0f model_runs rows) |\n",
-              static_cast<double>(parts) / n / mib, static_cast<double>(rows) / n,
-              static_cast<double>(runs) / n);
+  std::printf(
+      "| **per sweep**: results + model_runs partitions (indexes, TOAST) | **%.0f MiB** "
+      "(%.0f results rows, %.0f model_runs rows) |\n",
+      static_cast<double>(parts) / n / mib, static_cast<double>(rows) / n,
+      static_cast<double>(runs) / n);
   std::printf("| per sweep: its share of jobs, shards, regressions | %.0f MiB |\n",
               static_cast<double>(state) / n / mib);
   for (const auto& [name, bytes] : size->other_tables) {
-    if (bytes >= 1 << 20) std::printf("| table %s | %.1f MiB |\n", name.c_str(), static_cast<double>(bytes) / mib);
+    if (bytes >= 1 << 20)
+      std::printf("| table %s | %.1f MiB |\n", name.c_str(), static_cast<double>(bytes) / mib);
   }
-  return {{"database_bytes", size->database_bytes}, {"sweeps", sweeps.size()},
+  return {{"database_bytes", size->database_bytes},
+          {"sweeps", sweeps.size()},
           {"partitions_bytes_per_sweep", static_cast<double>(parts) / n},
           {"state_bytes_per_sweep", static_cast<double>(state) / n},
           {"other_tables_bytes", other}};
 }
 
 void PrintIngest(const char* what, const IngestStats& s) {
-  std::printf("| ingest %s | %lld models + %lld reruns in %.1f s: **%.0f models/s** (report p50 "
-              "%.0f ms, p99 %.0f ms) |\n",
-              what, static_cast<long long>(s.models), static_cast<long long>(s.reruns), s.seconds,
-              static_cast<double>(s.models) / s.seconds, s.report_p50_ms, s.report_p99_ms);
+  std::printf(
+      "| ingest %s | %lld models + %lld reruns in %.1f s: **%.0f models/s** (report p50 "
+      "%.0f ms, p99 %.0f ms) |\n",
+      what, static_cast<long long>(s.models), static_cast<long long>(s.reruns), s.seconds,
+      static_cast<double>(s.models) / s.seconds, s.report_p50_ms, s.report_p99_ms);
 }
 
 // Prunes the bench's own ingest sweeps, leaving the fill's. Returns the seconds it took.
@@ -260,11 +275,13 @@ int main(int argc, char** argv) {
   const std::string target = "127.0.0.1:" + std::to_string((*sched)->grpc_port());
   const ts::bench::IngestOptions io{db->url, a.connections};
 
-  auto alone = ts::bench::IngestSweep(io, IngestRequest(a, "query-bench-ingest-alone", sweeps.back()), gen);
+  auto alone =
+      ts::bench::IngestSweep(io, IngestRequest(a, "query-bench-ingest-alone", sweeps.back()), gen);
   if (!alone.ok()) return ts::bench::Fail(alone.status());
   ts::bench::Readers readers(World(a, target, sweeps, *catalog, gen), a.readers);
   readers.Start();
-  auto loaded = ts::bench::IngestSweep(io, IngestRequest(a, "query-bench-ingest-readers", sweeps.back()), gen);
+  auto loaded = ts::bench::IngestSweep(
+      io, IngestRequest(a, "query-bench-ingest-readers", sweeps.back()), gen);
   const Stats during = readers.Stop();
   if (!loaded.ok()) return ts::bench::Fail(loaded.status());
   readers.Start();
@@ -278,8 +295,9 @@ int main(int argc, char** argv) {
   const double drop = 100.0 * (1 - rate_loaded / rate_alone);
   std::printf("| setting | value |\n|---|---|\n");
   std::printf("| fill sweeps / models per sweep | %zu / %zu |\n", sweeps.size(), catalog->size());
-  std::printf("| readers / scheduler query + db threads / ingest connections | %d / %d + %d / %d |\n",
-              a.readers, a.query_threads, a.db_threads, a.connections);
+  std::printf(
+      "| readers / scheduler query + db threads / ingest connections | %d / %d + %d / %d |\n",
+      a.readers, a.query_threads, a.db_threads, a.connections);
   PrintIngest("alone", *alone);
   PrintIngest("with readers", *loaded);
   std::printf("| **ingest drop with readers** | **%.1f%%** (target <= 10%%) |\n", drop);
@@ -287,10 +305,13 @@ int main(int argc, char** argv) {
   PrintLatencies("Latency while a sweep ingests", during, loaded->seconds);
   PrintLatencies("Latency without ingest", quiet, a.quiet_seconds);
   nlohmann::json sizes = PrintSizes(db->url, sweeps);
-  nlohmann::json j = {{"bench", "query_bench"}, {"readers", a.readers},
+  nlohmann::json j = {{"bench", "query_bench"},
+                      {"readers", a.readers},
                       {"ingest_alone_models_per_s", rate_alone},
-                      {"ingest_with_readers_models_per_s", rate_loaded}, {"ingest_drop_pct", drop},
-                      {"during_ingest", StatsJson(during)}, {"quiet", StatsJson(quiet)},
+                      {"ingest_with_readers_models_per_s", rate_loaded},
+                      {"ingest_drop_pct", drop},
+                      {"during_ingest", StatsJson(during)},
+                      {"quiet", StatsJson(quiet)},
                       {"size", sizes}};
   std::printf("\njson: %s\n", j.dump().c_str());
   return 0;

@@ -58,13 +58,14 @@ pb::CreateSweepRequest FillSweep(const FillArgs& a, int number, int64_t baseline
 }
 
 void PrintSweep(const char* what, const IngestStats& s) {
-  std::printf("sweep %lld %s: %lld models + %lld reruns in %.1f s (%.0f models/s), "
-              "%lld reports, report p50 %.0f ms p99 %.0f ms, regressions %lld deterministic "
-              "%lld flaky\n",
-              static_cast<long long>(s.sweep_id), what, static_cast<long long>(s.models),
-              static_cast<long long>(s.reruns), s.seconds, static_cast<double>(s.models) / s.seconds,
-              static_cast<long long>(s.reports), s.report_p50_ms, s.report_p99_ms,
-              static_cast<long long>(s.deterministic), static_cast<long long>(s.flaky));
+  std::printf(
+      "sweep %lld %s: %lld models + %lld reruns in %.1f s (%.0f models/s), "
+      "%lld reports, report p50 %.0f ms p99 %.0f ms, regressions %lld deterministic "
+      "%lld flaky\n",
+      static_cast<long long>(s.sweep_id), what, static_cast<long long>(s.models),
+      static_cast<long long>(s.reruns), s.seconds, static_cast<double>(s.models) / s.seconds,
+      static_cast<long long>(s.reports), s.report_p50_ms, s.report_p99_ms,
+      static_cast<long long>(s.deterministic), static_cast<long long>(s.flaky));
   std::fflush(stdout);
 }
 
@@ -75,13 +76,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     const bool has = i + 1 < argc;
-    if (ts::bench::ParseDatabaseArg(k, has ? argv[i + 1] : nullptr, a.db)) ++i;
-    else if (k == "--catalog" && has) a.catalog = argv[++i];
-    else if (k == "--sweeps" && has) a.sweeps = std::atoi(argv[++i]);
-    else if (k == "--connections" && has) a.connections = std::atoi(argv[++i]);
-    else if (k == "--shard" && has) a.shard = std::atoi(argv[++i]);
-    else if (k == "--seed" && has) a.seed = std::strtoull(argv[++i], nullptr, 10);
-    else return Usage("unknown argument '" + k + "'");
+    if (ts::bench::ParseDatabaseArg(k, has ? argv[i + 1] : nullptr, a.db))
+      ++i;
+    else if (k == "--catalog" && has)
+      a.catalog = argv[++i];
+    else if (k == "--sweeps" && has)
+      a.sweeps = std::atoi(argv[++i]);
+    else if (k == "--connections" && has)
+      a.connections = std::atoi(argv[++i]);
+    else if (k == "--shard" && has)
+      a.shard = std::atoi(argv[++i]);
+    else if (k == "--seed" && has)
+      a.seed = std::strtoull(argv[++i], nullptr, 10);
+    else
+      return Usage("unknown argument '" + k + "'");
   }
   if (a.catalog.empty()) return Usage("--catalog is required");
   if (a.sweeps < 1) return Usage("--sweeps: must be >= 1");

@@ -1,12 +1,12 @@
 // The query benchmark's reader threads: see the header.
 #include "bench/query_readers.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <functional>
 #include <random>
-
-#include <grpcpp/grpcpp.h>
 
 #include "touchstone/v1/query.grpc.pb.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
@@ -59,8 +59,8 @@ grpc::Status Model(Ctx& c, Check& bad) {
   const int want = static_cast<int>(std::min<size_t>(30, c.w.sweeps.size()));
   if (st.ok() && (a.model_id() != q.model_id() || a.sweeps_size() < want || a.sweeps_size() > 30 ||
                   a.sweeps(0).result().modes_size() != 3)) {
-    bad = q.model_id() + ": " + std::to_string(a.sweeps_size()) + " sweeps, want >= " +
-          std::to_string(want);
+    bad = q.model_id() + ": " + std::to_string(a.sweeps_size()) +
+          " sweeps, want >= " + std::to_string(want);
   }
   return st;
 }
@@ -115,8 +115,9 @@ grpc::Status Gate(Ctx& c, Check& bad) {
   pb::GateResponse a;
   grpc::Status st = c.stub.Gate(Deadline().get(), q, &a);
   // Every fill sweep has crashes and timeouts, so the forbid rule alone fails the gate.
-  const bool names_forbid = std::any_of(a.failures().begin(), a.failures().end(),
-                                        [](const pb::GateCheck& g) { return g.rule() == "forbid"; });
+  const bool names_forbid =
+      std::any_of(a.failures().begin(), a.failures().end(),
+                  [](const pb::GateCheck& g) { return g.rule() == "forbid"; });
   if (st.ok() && (a.pass() || !names_forbid)) {
     bad = "sweep " + std::to_string(q.sweep_id()) + ": pass " + (a.pass() ? "true" : "false") +
           " with " + std::to_string(a.failures_size()) + " failures, none on 'forbid'";

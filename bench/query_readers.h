@@ -26,9 +26,9 @@
 namespace ts::bench {
 
 struct ReaderWorld {
-  std::string target;                  // host:port of the scheduler
-  std::vector<int64_t> sweeps;         // the fill's done sweeps, oldest first (at least 2)
-  int64_t models_per_sweep = 0;        // every fill sweep records the whole catalog
+  std::string target;            // host:port of the scheduler
+  std::vector<int64_t> sweeps;   // the fill's done sweeps, oldest first (at least 2)
+  int64_t models_per_sweep = 0;  // every fill sweep records the whole catalog
   const std::vector<CatalogEntry>* catalog = nullptr;
   std::vector<std::string> gate_tasks;    // min_by_task keys (the largest tasks)
   std::vector<std::string> gate_classes;  // min_by_class keys

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "proto/names.h"
@@ -18,8 +17,8 @@ namespace {
 // commonly lacks, most often lacking first.
 constexpr const char* kOps[] = {
     "aten::addmm", "aten::mm", "aten::bmm", "aten::matmul", "aten::linear", "aten::add",
-    "aten::mul", "aten::view", "aten::reshape", "aten::permute", "aten::transpose",
-    "aten::softmax", "aten::layer_norm", "aten::embedding", "aten::_to_copy",
+    "aten::mul", "aten::view", "aten::reshape", "aten::permute", "aten::transpose", "aten::softmax",
+    "aten::layer_norm", "aten::embedding", "aten::_to_copy",
     // every class uses the 15 above
     "aten::conv1d", "aten::conv2d", "aten::convolution", "aten::sub", "aten::div", "aten::neg",
     "aten::pow", "aten::sqrt", "aten::rsqrt", "aten::exp", "aten::log", "aten::tanh",
@@ -33,16 +32,16 @@ constexpr const char* kOps[] = {
     "aten::clamp_min", "aten::abs", "aten::sign", "aten::floor", "aten::ceil", "aten::round",
     "aten::erf", "aten::sin", "aten::arange", "aten::zeros", "aten::ones", "aten::full",
     "aten::empty", "aten::fill_", "aten::copy_", "aten::dropout", "aten::native_dropout",
-    "aten::bernoulli", "aten::rand", "aten::randn", "aten::tril", "aten::triu",
-    "aten::baddbmm", "aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::eq", "aten::ne",
-    "aten::lt", "aten::gt", "aten::le", "aten::ge", "aten::logical_and", "aten::logical_or",
-    "aten::logical_not", "aten::bitwise_and", "aten::upsample_nearest2d", "aten::avg_pool2d",
-    "aten::max_pool2d", "aten::adaptive_avg_pool2d", "aten::pad", "aten::constant_pad_nd",
-    "aten::unfold", "aten::repeat", "aten::one_hot", "aten::einsum",
-    "aten::scaled_dot_product_attention", "aten::rms_norm", "aten::hardtanh",
-    "aten::leaky_relu", "aten::elu", "aten::mish", "aten::softplus", "aten::glu", "aten::var",
-    "aten::std", "aten::norm", "aten::linalg_vector_norm", "aten::index_add", "aten::nll_loss",
-    "aten::mse_loss", "aten::_log_softmax_backward_data", "aten::threshold_backward",
+    "aten::bernoulli", "aten::rand", "aten::randn", "aten::tril", "aten::triu", "aten::baddbmm",
+    "aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::eq", "aten::ne", "aten::lt", "aten::gt",
+    "aten::le", "aten::ge", "aten::logical_and", "aten::logical_or", "aten::logical_not",
+    "aten::bitwise_and", "aten::upsample_nearest2d", "aten::avg_pool2d", "aten::max_pool2d",
+    "aten::adaptive_avg_pool2d", "aten::pad", "aten::constant_pad_nd", "aten::unfold",
+    "aten::repeat", "aten::one_hot", "aten::einsum", "aten::scaled_dot_product_attention",
+    "aten::rms_norm", "aten::hardtanh", "aten::leaky_relu", "aten::elu", "aten::mish",
+    "aten::softplus", "aten::glu", "aten::var", "aten::std", "aten::norm",
+    "aten::linalg_vector_norm", "aten::index_add", "aten::nll_loss", "aten::mse_loss",
+    "aten::_log_softmax_backward_data", "aten::threshold_backward",
     "aten::embedding_dense_backward", "aten::cos",
     // kFirstFallback: ops a device commonly lacks, most often first
     "aten::cumsum", "aten::nonzero", "aten::erfinv", "aten::topk", "aten::masked_select",
@@ -50,9 +49,8 @@ constexpr const char* kOps[] = {
     "aten::repeat_interleave", "aten::_scaled_dot_product_flash_attention", "aten::roll",
     "aten::flip", "aten::logsumexp", "aten::index_put_", "aten::reflection_pad2d",
     "aten::grid_sampler_2d", "aten::bucketize", "aten::searchsorted", "aten::im2col",
-    "aten::col2im", "aten::histc", "aten::stft", "aten::fft_rfft", "aten::fft_irfft",
-    "aten::cdist", "aten::masked_scatter", "aten::pixel_shuffle", "aten::adaptive_avg_pool1d",
-    "aten::_unique2"};
+    "aten::col2im", "aten::histc", "aten::stft", "aten::fft_rfft", "aten::fft_irfft", "aten::cdist",
+    "aten::masked_scatter", "aten::pixel_shuffle", "aten::adaptive_avg_pool1d", "aten::_unique2"};
 constexpr int kNumOps = sizeof(kOps) / sizeof(kOps[0]);
 constexpr int kCoreOps = 15;
 constexpr int kFirstFallback = kNumOps - 30;
@@ -83,37 +81,58 @@ uint64_t HashString(const std::string& s) {
 
 // Salts, one per use, so that draws for different purposes are independent.
 enum Salt : uint64_t {
-  kSaltBase = 1, kSaltKind, kSaltDrift, kSaltFlipKind, kSaltFlaky, kSaltModel, kSaltOps,
-  kSaltNumbers, kSaltClass, kSaltFix, kSaltErrorOp,
+  kSaltBase = 1,
+  kSaltKind,
+  kSaltDrift,
+  kSaltFlipKind,
+  kSaltFlaky,
+  kSaltModel,
+  kSaltOps,
+  kSaltNumbers,
+  kSaltClass,
+  kSaltFix,
+  kSaltErrorOp,
 };
 
 constexpr double kPassRate[] = {0, 0.80, 0.70, 0.75};  // by Mode: eager, compile, train
-constexpr double kFlipForGood = 0.0010;  // per (model, mode, sweep)
-constexpr double kFlipOnce = 0.0008;     // reverted in the next sweep
-constexpr double kFlaky = 0.2;           // of flips, rerun as they were before
+constexpr double kFlipForGood = 0.0010;                // per (model, mode, sweep)
+constexpr double kFlipOnce = 0.0008;                   // reverted in the next sweep
+constexpr double kFlaky = 0.2;                         // of flips, rerun as they were before
 
 // A failure of `mode` drawn from u in [0, 1): the realistic mix per mode.
 pb::Verdict FailureKind(pb::Mode mode, double u) {
-  struct Share { double upto; pb::Verdict v; };
-  static const Share kEager[] = {{0.58, pb::VERDICT_FAIL_ACCURACY}, {0.82, pb::VERDICT_DEVICE_ERROR},
-                                 {0.90, pb::VERDICT_UNSUPPORTED_DTYPE}, {0.96, pb::VERDICT_OOM},
-                                 {0.985, pb::VERDICT_CRASH}, {1.0, pb::VERDICT_TIMEOUT}};
-  static const Share kCompile[] = {{0.45, pb::VERDICT_FAIL_ACCURACY}, {0.75, pb::VERDICT_COMPILE_FAIL},
-                                   {0.82, pb::VERDICT_COMPILE_TIMEOUT}, {0.94, pb::VERDICT_DEVICE_ERROR},
-                                   {0.975, pb::VERDICT_OOM}, {0.99, pb::VERDICT_CRASH},
+  struct Share {
+    double upto;
+    pb::Verdict v;
+  };
+  static const Share kEager[] = {{0.58, pb::VERDICT_FAIL_ACCURACY},
+                                 {0.82, pb::VERDICT_DEVICE_ERROR},
+                                 {0.90, pb::VERDICT_UNSUPPORTED_DTYPE},
+                                 {0.96, pb::VERDICT_OOM},
+                                 {0.985, pb::VERDICT_CRASH},
+                                 {1.0, pb::VERDICT_TIMEOUT}};
+  static const Share kCompile[] = {{0.45, pb::VERDICT_FAIL_ACCURACY},
+                                   {0.75, pb::VERDICT_COMPILE_FAIL},
+                                   {0.82, pb::VERDICT_COMPILE_TIMEOUT},
+                                   {0.94, pb::VERDICT_DEVICE_ERROR},
+                                   {0.975, pb::VERDICT_OOM},
+                                   {0.99, pb::VERDICT_CRASH},
                                    {1.0, pb::VERDICT_TIMEOUT}};
-  static const Share kTrain[] = {{0.62, pb::VERDICT_FAIL_ACCURACY}, {0.80, pb::VERDICT_DEVICE_ERROR},
-                                 {0.92, pb::VERDICT_OOM}, {0.96, pb::VERDICT_UNSUPPORTED_DTYPE},
-                                 {0.985, pb::VERDICT_CRASH}, {1.0, pb::VERDICT_TIMEOUT}};
-  const Share* table = mode == pb::MODE_EAGER ? kEager : mode == pb::MODE_COMPILE ? kCompile : kTrain;
+  static const Share kTrain[] = {
+      {0.62, pb::VERDICT_FAIL_ACCURACY}, {0.80, pb::VERDICT_DEVICE_ERROR},
+      {0.92, pb::VERDICT_OOM},           {0.96, pb::VERDICT_UNSUPPORTED_DTYPE},
+      {0.985, pb::VERDICT_CRASH},        {1.0, pb::VERDICT_TIMEOUT}};
+  const Share* table = mode == pb::MODE_EAGER     ? kEager
+                       : mode == pb::MODE_COMPILE ? kCompile
+                                                  : kTrain;
   for (int i = 0;; ++i) {
     if (u < table[i].upto || table[i].upto >= 1.0) return table[i].v;
   }
 }
 
 int LayersOf(const nlohmann::json& config) {
-  for (const char* k : {"num_hidden_layers", "n_layers", "num_layers", "n_layer",
-                        "encoder_layers"}) {
+  for (const char* k :
+       {"num_hidden_layers", "n_layers", "num_layers", "n_layer", "encoder_layers"}) {
     auto it = config.find(k);
     if (it != config.end() && it->is_number_integer()) return std::max(1, it->get<int>());
   }
@@ -137,7 +156,8 @@ absl::StatusOr<std::vector<CatalogEntry>> LoadCatalog(const std::string& path) {
     if (line.empty()) continue;
     const std::string at = path + ":" + std::to_string(n) + ": ";
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(at + "not a JSON object");
+    if (j.is_discarded() || !j.is_object())
+      return absl::InvalidArgumentError(at + "not a JSON object");
     for (const char* k : {"id", "task", "arch"}) {
       if (!j.contains(k) || !j[k].is_string() || j[k].get<std::string>().empty()) {
         return absl::InvalidArgumentError(at + k + ": missing or not a non-empty string");
@@ -264,7 +284,8 @@ std::string ErrorFor(pb::Verdict v, pb::Mode mode, const std::string& op, const 
       return "compile_fail: a device segment has " + std::to_string(5000 + Hash(d.key, 42) % 4000) +
              " nodes, more than 4096 (segment ending at " + op + ")";
     case pb::VERDICT_COMPILE_TIMEOUT:
-      return Fmt("compile_timeout: simulated compile %.0f ms > budget 60000 ms", 60000 + d.Next(43) * 1e5);
+      return Fmt("compile_timeout: simulated compile %.0f ms > budget 60000 ms",
+                 60000 + d.Next(43) * 1e5);
     case pb::VERDICT_CRASH:
       return "runner child killed by signal 11 (SIGSEGV) while running " + op;
     case pb::VERDICT_TIMEOUT:
@@ -281,8 +302,8 @@ std::string ErrorFor(pb::Verdict v, pb::Mode mode, const std::string& op, const 
 // Accuracy numbers of an eager or compile run: within tolerance on pass, off on fail_accuracy.
 void FillAccuracy(pb::ModeVerdict& m, pb::Verdict v, const Draw& d, uint64_t salt) {
   const double ref = 1e-3 * (0.3 + 2 * d.Next(salt + 1));
-  const double ratio = v == pb::VERDICT_FAIL_ACCURACY ? 3.2 + 40 * d.Next(salt + 2)
-                                                      : 0.8 + 0.6 * d.Next(salt + 2);
+  const double ratio =
+      v == pb::VERDICT_FAIL_ACCURACY ? 3.2 + 40 * d.Next(salt + 2) : 0.8 + 0.6 * d.Next(salt + 2);
   m.set_has_accuracy(true);
   m.set_rmse_reference(ref);
   m.set_rmse_device(ref * ratio);
@@ -363,7 +384,8 @@ pb::ModelResult RecordGenerator::Make(const CatalogEntry& e, int64_t sweep, int 
     pb::OpUse u;
     u.set_op(kOps[op]);
     u.set_calls(static_cast<int64_t>((1 + Hash(mk, op, kSaltOps) % 8) * e.layers));
-    u.set_ms(static_cast<double>(u.calls()) * (0.01 + 0.2 * d.Next(100 + op)) * (is_native ? 1 : 20));
+    u.set_ms(static_cast<double>(u.calls()) * (0.01 + 0.2 * d.Next(100 + op)) *
+             (is_native ? 1 : 20));
     u.set_native(is_native);
     all_calls += u.calls();
     if (is_native) native_calls += u.calls();

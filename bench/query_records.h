@@ -65,10 +65,10 @@ class RecordGenerator {
   pb::Verdict Status(const CatalogEntry& e, pb::Mode mode, int64_t sweep) const;
 
   struct ClassProfile {
-    std::vector<int> ops;            // vocabulary indices, native ones and fallback ones
-    std::vector<int> fallback;       // the ops this class runs through the CPU fallback
-    std::vector<int64_t> fixed_from; // per fallback op: the sweep it turns native (0: never)
-    double shift = 0;                // added to each mode's pass rate
+    std::vector<int> ops;             // vocabulary indices, native ones and fallback ones
+    std::vector<int> fallback;        // the ops this class runs through the CPU fallback
+    std::vector<int64_t> fixed_from;  // per fallback op: the sweep it turns native (0: never)
+    double shift = 0;                 // added to each mode's pass rate
   };
 
  private:

@@ -2,14 +2,14 @@
 // the figures measured on them describe a realistic database.
 #include "bench/query_records.h"
 
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
-
-#include <google/protobuf/util/message_differencer.h>
-#include <gtest/gtest.h>
 
 namespace ts::bench {
 namespace {
@@ -19,10 +19,11 @@ std::string WriteCatalog(const std::string& name, int models) {
   const std::string path = (std::filesystem::temp_directory_path() / name).string();
   std::ofstream out(path);
   for (int i = 0; i < models; ++i) {
-    out << R"({"id":"org/m-)" << i << R"(","task":"task-)" << i % 4 << R"(","arch":"Arch)"
-        << i % 40 << R"(ForX","family":"fam)" << i % 40 << R"(","config_hash":"h)" << i
+    out << R"({"id":"org/m-)" << i << R"(","task":"task-)" << i % 4 << R"(","arch":"Arch)" << i % 40
+        << R"(ForX","family":"fam)" << i % 40 << R"(","config_hash":"h)" << i
         << R"(","config":{"num_hidden_layers":)" << 2 + i % 30
-        << R"(},"tiny_config":{"num_hidden_layers":1}})" << "\n";
+        << R"(},"tiny_config":{"num_hidden_layers":1}})"
+        << "\n";
   }
   return path;
 }
@@ -151,8 +152,10 @@ TEST_F(QueryRecordsTest, OpsCoverageAndBreaksAgree) {
 TEST(QueryCatalogTest, MalformedRowIsNamedByLineAndField) {
   const std::string path =
       (std::filesystem::temp_directory_path() / "query_records_bad.jsonl").string();
-  std::ofstream(path) << R"({"id":"a","task":"t","arch":"A","config":{}})" << "\n"
-                      << R"({"id":"b","task":"","arch":"A","config":{}})" << "\n";
+  std::ofstream(path) << R"({"id":"a","task":"t","arch":"A","config":{}})"
+                      << "\n"
+                      << R"({"id":"b","task":"","arch":"A","config":{}})"
+                      << "\n";
   auto c = LoadCatalog(path);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);

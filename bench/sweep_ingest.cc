@@ -123,10 +123,10 @@ absl::StatusOr<IngestStats> Settle(const std::string& url, int64_t sweep_id, con
     return absl::FailedPreconditionError(id + " is '" + p->state() + "' after the ingest");
   }
   if (p->models_recorded() != p->models_expected() || p->duplicates() != 0) {
-    return absl::FailedPreconditionError(
-        id + ": " + std::to_string(p->models_recorded()) + " of " +
-        std::to_string(p->models_expected()) + " models recorded, " +
-        std::to_string(p->duplicates()) + " duplicates");
+    return absl::FailedPreconditionError(id + ": " + std::to_string(p->models_recorded()) + " of " +
+                                         std::to_string(p->models_expected()) +
+                                         " models recorded, " + std::to_string(p->duplicates()) +
+                                         " duplicates");
   }
   out.sweep_id = sweep_id;
   out.models = t.models;
@@ -158,7 +158,8 @@ absl::StatusOr<int64_t> UpsertCatalog(const std::string& db_url,
   return n;
 }
 
-absl::StatusOr<IngestStats> IngestSweep(const IngestOptions& opts, const pb::CreateSweepRequest& req,
+absl::StatusOr<IngestStats> IngestSweep(const IngestOptions& opts,
+                                        const pb::CreateSweepRequest& req,
                                         const RecordGenerator& gen) {
   auto st = Connect(opts.db_url);
   if (!st.ok()) return st.status();

@@ -26,11 +26,11 @@ struct IngestOptions {
 
 struct IngestStats {
   int64_t sweep_id = 0;
-  int64_t models = 0;         // primary results stored
-  int64_t reruns = 0;         // confirmation results stored
-  int64_t reports = 0;        // ReportResults calls
-  double seconds = 0;         // first lease to the sweep done and summarized
-  double report_p50_ms = 0;   // ReportResults latency
+  int64_t models = 0;        // primary results stored
+  int64_t reruns = 0;        // confirmation results stored
+  int64_t reports = 0;       // ReportResults calls
+  double seconds = 0;        // first lease to the sweep done and summarized
+  double report_p50_ms = 0;  // ReportResults latency
   double report_p99_ms = 0;
   int64_t deterministic = 0;  // confirmed regressions when the sweep ended
   int64_t flaky = 0;
@@ -43,7 +43,8 @@ absl::StatusOr<int64_t> UpsertCatalog(const std::string& db_url,
 // Creates the sweep `req` and ingests it. FAILED_PRECONDITION when the sweep does not end done
 // with every model recorded once (models_recorded != models_expected or duplicates); any store
 // error is returned as is.
-absl::StatusOr<IngestStats> IngestSweep(const IngestOptions& opts, const pb::CreateSweepRequest& req,
+absl::StatusOr<IngestStats> IngestSweep(const IngestOptions& opts,
+                                        const pb::CreateSweepRequest& req,
                                         const RecordGenerator& gen);
 
 // Finishes a sweep that an interrupted fill left running: waits out its leases, then ingests

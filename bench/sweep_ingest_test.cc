@@ -3,11 +3,11 @@
 // count the rows the store wrote.
 #include "bench/sweep_ingest.h"
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
-
-#include <gtest/gtest.h>
 
 #include "bench/bench_database.h"
 #include "tests/fixtures/postgres_fixture.h"
@@ -22,7 +22,8 @@ std::vector<CatalogEntry> Catalog(int models) {
     std::ofstream out(path);
     for (int i = 0; i < models; ++i) {
       out << R"({"id":"org/m-)" << i << R"(","task":"task-)" << i % 3 << R"(","arch":"Arch)"
-          << i % 25 << R"(","family":"f","config":{"num_hidden_layers":4}})" << "\n";
+          << i % 25 << R"(","family":"f","config":{"num_hidden_layers":4}})"
+          << "\n";
     }
   }
   auto c = LoadCatalog(path);
