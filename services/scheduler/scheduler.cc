@@ -15,6 +15,7 @@
 #include "services/common/grpc_status.h"
 #include "services/common/http_server.h"
 #include "services/common/metrics.h"
+#include "services/scheduler/query_service.h"
 #include "services/scheduler/store_pool.h"
 #include "services/scheduler/validate.h"
 #include "proto/names.h"
@@ -70,6 +71,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   std::unique_ptr<StorePool> pool;        // reports, upserts, sweep creation
   std::unique_ptr<StorePool> lease_pool;  // register, lease, heartbeat: never behind a report
   std::unique_ptr<StorePool> query_pool;  // progress and results queries: never behind one either
+  std::unique_ptr<QueryService> query;    // touchstone.v1.Query, on query_pool
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<common::HttpServer> http;
   int grpc_port = 0;
@@ -479,9 +481,14 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   impl->query_pool = std::make_unique<StorePool>(impl->store_opts, std::max(1, opts.query_threads),
                                                  opts.queue_limit);
 
+  Impl* self = impl.get();
+  impl->query = std::make_unique<QueryService>(
+      impl->query_pool.get(), [self](grpc::CallbackServerContext* ctx) { return self->Auth(ctx); });
+
   grpc::ServerBuilder builder;
   builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(), &impl->grpc_port);
   builder.RegisterService(impl.get());
+  builder.RegisterService(impl->query.get());
   builder.SetMaxReceiveMessageSize(64 << 20);
   impl->server = builder.BuildAndStart();
   if (!impl->server || impl->grpc_port == 0) {
@@ -518,7 +525,8 @@ void Scheduler::Shutdown() {
   impl_->tick_cv.notify_all();
   if (impl_->ticker.joinable()) impl_->ticker.join();
   if (impl_->http) impl_->http->Stop();
-  // In-flight RPCs are answered by the pool, which is still running.
+  // In-flight RPCs are answered by the pool, which is still running; watch streams end first.
+  impl_->query->Shutdown();
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   impl_->pool->Stop();
   impl_->lease_pool->Stop();

@@ -33,8 +33,9 @@ struct SchedulerOptions {
   int db_threads = 4;     // reports, catalog upserts, sweep creation
   int lease_threads = 2;  // register, lease, heartbeat (their own pool: leases never queue
                           // behind reports)
-  int query_threads = 1;  // GetSweep, CancelSweep, ListResults (their own pool: progress and
-                          // result queries never queue behind reports either)
+  int query_threads = 8;  // GetSweep, CancelSweep, ListResults and the Query service (their own
+                          // pool: progress and result queries never queue behind reports, and
+                          // 8 concurrent readers do not queue behind each other)
   int queue_limit = 4096;       // requests waiting for a database thread
   double tick_s = 0;            // 0: min(1 s, lease_ttl_s / 4)
   double db_wait_s = 60;        // how long start-up waits for the database to come up

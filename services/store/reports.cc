@@ -92,45 +92,45 @@ struct RowKey {
   std::string worker;
 };
 
-constexpr std::array<const char*, 22> kResultColumns = {
-    "sweep_id",        "model_id",       "mode",         "run",         "status",
-    "error",           "error_signature", "worker_id",   "ms",          "rmse_device",
-    "rmse_reference",  "rmse_ratio",     "max_abs_err",  "cosine",      "graph_breaks",
-    "break_reasons",   "device_segments", "compile_ms",  "first_run_ms", "loss_reference",
-    "loss_device",     "max_loss_gap_ratio"};
+constexpr std::array<const char*, 30> kResultColumns = {
+    "sweep_id",        "model_id",       "mode",          "run",           "status",
+    "error",           "error_signature", "worker_id",    "ms",            "has_accuracy",
+    "rmse_device",     "rmse_reference", "rmse_ratio",    "max_abs_err",   "cosine",
+    "rmse_vs_declared", "max_rel_err",   "allclose",      "graph_breaks",  "break_reasons",
+    "device_segments", "graph_nodes",    "compile_ms",    "compile_wall_ms", "first_run_ms",
+    "loss_reference",  "loss_device",    "loss_declared", "loss_band",     "max_loss_gap_ratio"};
 
-// A results row: accuracy columns for eager and compile (unless skipped), compile's graph
-// columns, train's loss columns; NULL where the mode has none.
-std::array<Cell, 22> ResultRow(const RowKey& key, const pb::ModeVerdict& m) {
+std::string Bool(bool b) { return b ? "t" : "f"; }
+
+// A results row: the verdict as reported, every field (GetModel gives the record back whole;
+// a value that was not measured is the NaN the worker sent). Break reasons and loss curves are
+// NULL when empty.
+std::array<Cell, 30> ResultRow(const RowKey& key, const pb::ModeVerdict& m) {
   const VerdictText v = StoredVerdict(m);
   std::vector<std::string> reasons(m.break_reasons().begin(), m.break_reasons().end());
-  const bool has_acc = v.mode != "train" && v.status != "skipped";
-  const bool compile = v.mode == "compile";
-  const bool train = v.mode == "train";
+  const auto curve = [](const google::protobuf::RepeatedField<double>& c) {
+    return c.empty() ? Cell() : Cell(DoubleArray(c));
+  };
   return {key.sweep, key.model_id, v.mode, key.run, v.status, m.error(),
-          common::ErrorSignature(m.error()), key.worker, Num(m.ms()),
-          has_acc ? Cell(Num(m.rmse_device())) : Cell(),
-          has_acc ? Cell(Num(m.rmse_reference())) : Cell(),
-          has_acc ? Cell(Num(m.rmse_ratio())) : Cell(),
-          has_acc ? Cell(Num(m.max_abs_err())) : Cell(),
-          has_acc ? Cell(Num(m.cosine())) : Cell(),
-          compile ? Cell(std::to_string(m.graph_breaks())) : Cell(),
-          compile ? Cell(TextArray(reasons)) : Cell(),
-          compile ? Cell(std::to_string(m.device_segments())) : Cell(),
-          compile ? Cell(Num(m.compile_ms())) : Cell(),
-          compile ? Cell(Num(m.first_run_ms())) : Cell(),
-          train ? Cell(DoubleArray(m.loss_reference())) : Cell(),
-          train ? Cell(DoubleArray(m.loss_device())) : Cell(),
-          train ? Cell(Num(m.max_loss_gap_ratio())) : Cell()};
+          common::ErrorSignature(m.error()), key.worker, Num(m.ms()), Bool(m.has_accuracy()),
+          Num(m.rmse_device()), Num(m.rmse_reference()), Num(m.rmse_ratio()),
+          Num(m.max_abs_err()), Num(m.cosine()), Num(m.rmse_vs_declared()), Num(m.max_rel_err()),
+          Bool(m.allclose()), std::to_string(m.graph_breaks()),
+          reasons.empty() ? Cell() : Cell(TextArray(reasons)),
+          std::to_string(m.device_segments()), std::to_string(m.graph_nodes()),
+          Num(m.compile_ms()), Num(m.compile_wall_ms()), Num(m.first_run_ms()),
+          curve(m.loss_reference()), curve(m.loss_device()), curve(m.loss_declared()),
+          curve(m.loss_band()), Num(m.max_loss_gap_ratio())};
 }
 
-constexpr std::array<const char*, 14> kRunColumns = {
+constexpr std::array<const char*, 21> kRunColumns = {
     "sweep_id",  "model_id", "run",     "worker_id", "distinct_ops", "native_ops", "opcov_ratio",
     "total_ms",  "peak_device_bytes",   "ops",       "op_calls",     "op_ms",      "op_native",
-    "tiny_config"};
+    "tiny_config", "call_ratio", "family", "arch",   "task",         "config_hash", "timing_names",
+    "timing_ms"};
 
-// A model_runs row: the model's run with its op use as parallel arrays.
-std::array<Cell, 14> RunRow(const RowKey& key, const pb::ModelResult& res) {
+// A model_runs row: the model's run with its op use and timings as parallel arrays.
+std::array<Cell, 21> RunRow(const RowKey& key, const pb::ModelResult& res) {
   std::vector<std::string> ops;
   std::string calls = "{", ms = "{", native = "{";
   for (int k = 0; k < res.ops_size(); ++k) {
@@ -141,26 +141,36 @@ std::array<Cell, 14> RunRow(const RowKey& key, const pb::ModelResult& res) {
     ms += sep + Num(op.ms());
     native += std::string(sep) + (op.native() ? "t" : "f");
   }
+  // Sorted by name: the map's order is unspecified, the stored one is not.
+  const std::map<std::string, double> timings(res.timings_ms().begin(), res.timings_ms().end());
+  std::vector<std::string> timing_names;
+  std::string timing_ms = "{";
+  for (const auto& [name, t] : timings) {
+    timing_ms += (timing_names.empty() ? "" : ",") + Num(t);
+    timing_names.push_back(name);
+  }
   return {key.sweep, key.model_id, key.run, key.worker, std::to_string(res.distinct_ops()),
           std::to_string(res.native_ops()), Num(res.opcov_ratio()), Num(res.total_ms()),
           std::to_string(res.peak_device_bytes()), TextArray(ops), calls + "}", ms + "}",
           native + "}",
-          res.tiny_config_json().empty() ? Cell() : Cell(res.tiny_config_json())};
+          res.tiny_config_json().empty() ? Cell() : Cell(res.tiny_config_json()),
+          Num(res.call_ratio()), res.family(), res.arch(), res.task(), res.config_hash(),
+          TextArray(timing_names), timing_ms + "}"};
 }
 
 // COPY of the fresh results (one row per mode) and their model_runs rows.
 void StoreResults(pqxx::transaction_base& w, int64_t sweep_id, int64_t worker_id,
                   const std::vector<const pb::ModelResult*>& fresh, const JobRows& jobs) {
-  std::vector<std::array<Cell, 22>> result_rows;
-  std::vector<std::array<Cell, 14>> run_rows;
+  std::vector<std::array<Cell, 30>> result_rows;
+  std::vector<std::array<Cell, 21>> run_rows;
   for (const pb::ModelResult* res : fresh) {
     const RowKey key{std::to_string(sweep_id), res->model_id(),
                      std::to_string(jobs.at(res->job_id()).run), std::to_string(worker_id)};
     for (const auto& m : res->modes()) result_rows.push_back(ResultRow(key, m));
     run_rows.push_back(RunRow(key, *res));
   }
-  Copy<22>(w, "results", kResultColumns, result_rows);
-  Copy<14>(w, "model_runs", kRunColumns, run_rows);
+  Copy<30>(w, "results", kResultColumns, result_rows);
+  Copy<21>(w, "model_runs", kRunColumns, run_rows);
 }
 
 // Marks the fresh results' jobs done and adds them to the shard's tallies. Returns the models

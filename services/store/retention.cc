@@ -117,6 +117,7 @@ absl::Status Tombstone(Store::Impl& impl, PruneResult& out) {
     w.exec_params("DELETE FROM regressions WHERE sweep_id = $1", p.sweep_id);
     w.exec_params("DELETE FROM jobs WHERE sweep_id = $1", p.sweep_id);
     w.exec_params("DELETE FROM shards WHERE sweep_id = $1", p.sweep_id);
+    DropMaterialized(w, p.sweep_id);
     w.commit();
     impl.sweeps.erase(p.sweep_id);
     done.push_back(p);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "touchstone/v1/query.pb.h"
 #include "touchstone/v1/scheduler.pb.h"
 
 namespace ts::store {
@@ -66,6 +67,23 @@ struct PruneResult {
   std::vector<int64_t> already;     // named sweeps that had been pruned before
 };
 
+// A sweep's models of one (task, family, arch): how many, their opcov_ratio sum, and how many
+// had each verdict per mode.
+struct GroupTally {
+  std::string task, family, arch;
+  int64_t models = 0;
+  double opcov_sum = 0;
+  struct Status {
+    std::string mode, status;
+    int64_t models = 0;
+  };
+  std::vector<Status> statuses;
+};
+
+struct RegressionRow {
+  std::string model_id, mode, confirmation;  // pending | deterministic | flaky
+};
+
 struct QueueStats {
   int64_t shards_queued = 0;
   int64_t shards_leased = 0;
@@ -110,10 +128,11 @@ class Store {
   absl::StatusOr<pb::CreateSweepResponse> CreateSweep(const pb::CreateSweepRequest& r);
   // Progress counts; a pruned sweep answers with the counts it had when it was pruned.
   absl::StatusOr<pb::SweepProgress> GetSweep(int64_t sweep_id);
-  // Takes and keeps the final counts of up to `max` done sweeps that have none yet, oldest
-  // first (the scheduler's ticker calls it with 1 each tick, so that the first GetSweep after a
-  // sweep ends is as cheap as the rest, and an upgraded database's old sweeps are done one at a
-  // time without holding up lease expiry). Returns how many.
+  // Takes and keeps the final counts and the query answers (queries.cc: group counters, one
+  // compact row per model, op-demand and graph-break rankings) of up to `max` done sweeps that
+  // lack them, oldest first (the scheduler's ticker calls it with 1 each tick, so that the first
+  // GetSweep or query after a sweep ends is as cheap as the rest, and an upgraded database's old
+  // sweeps are done one at a time without holding up lease expiry). Returns how many.
   absl::StatusOr<int> SummarizeDoneSweeps(int max = 1);
   // Running -> cancelled; its queued shards end. Leased ones end at FinishShard or expiry.
   absl::StatusOr<pb::SweepProgress> CancelSweep(int64_t sweep_id);
@@ -132,6 +151,35 @@ class Store {
   absl::StatusOr<PruneResult> PruneSweeps(const PruneRequest& r);
   absl::StatusOr<QueueStats> Queue();
   absl::Status Ping();
+
+  // ---- Read queries for the Query service (queries.cc) ----
+  // Done sweeps are answered from the answers kept when they were summarized (a few rows),
+  // running and cancelled ones (and done ones not summarized yet) live, by the same statements.
+  // Every sweep-scoped call: NOT_FOUND "sweep_id: no sweep N" for no such sweep,
+  // FAILED_PRECONDITION naming it for a pruned one (`field` names the request field).
+
+  // Sweeps matching r's filters with sweep_id < before_id (0: no bound), newest first.
+  absl::StatusOr<std::vector<pb::SweepInfo>> ListSweeps(const pb::ListSweepsRequest& r,
+                                                        int64_t before_id, int limit);
+  // One sweep's identity and counts (a pruned one too).
+  absl::StatusOr<pb::SweepInfo> GetSweepInfo(int64_t sweep_id, const std::string& field);
+  // The sweep's per (task, family, arch) counters.
+  absl::StatusOr<std::vector<GroupTally>> SweepGroups(int64_t sweep_id, const std::string& field);
+  // Every primary record of the sweep, compact (statuses, opcov, total_ms; confirmation
+  // unset), ordered by model_id.
+  absl::StatusOr<std::vector<pb::ResultRow>> SweepRecords(int64_t sweep_id,
+                                                          const std::string& field);
+  // The sweep's regressions: (model_id, mode, confirmation).
+  absl::StatusOr<std::vector<RegressionRow>> Regressions(int64_t sweep_id);
+  // A model's full record in its last `last` sweeps, newest first. NOT_FOUND "model_id: ..."
+  // when no sweep recorded it and the catalog lacks it.
+  absl::StatusOr<pb::ModelHistory> ModelHistory(const std::string& model_id, int last);
+  // The op-demand ranking for mode "eager" or "compile": ops[offset, offset + limit).
+  absl::StatusOr<pb::OpDemandResponse> OpDemand(int64_t sweep_id, const std::string& mode,
+                                                int64_t offset, int limit);
+  // Graph-break reasons ranked: reasons[offset, offset + limit).
+  absl::StatusOr<pb::GraphBreaksResponse> GraphBreaks(int64_t sweep_id, int64_t offset,
+                                                      int limit);
 
   struct Impl;
 

@@ -135,4 +135,11 @@ absl::Status StaleToken(pqxx::transaction_base& txn, int64_t shard_id);
 int FinishLeasedShard(pqxx::transaction_base& txn, int64_t shard_id, int64_t sweep_id,
                       bool release);
 
+// queries.cc: takes and keeps a done sweep's query answers (sweep_groups, sweep_verdicts,
+// sweep_op_demand, sweep_breaks, then sweep_facts) with the statements that answer a running
+// sweep live. A no-op when they are there already.
+void MaterializeSweep(pqxx::transaction_base& w, int64_t sweep_id);
+// queries.cc: drops them (a pruned sweep).
+void DropMaterialized(pqxx::transaction_base& w, int64_t sweep_id);
+
 }  // namespace ts::store

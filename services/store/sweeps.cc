@@ -401,8 +401,9 @@ absl::StatusOr<int> Store::SummarizeDoneSweeps(int max) {
     {
       pqxx::nontransaction n(*impl_->conn);
       for (const auto& row : n.exec_params(
-               "SELECT sweep_id FROM sweeps WHERE state = 'done' AND summary IS NULL "
-               "ORDER BY sweep_id LIMIT $1",
+               "SELECT s.sweep_id FROM sweeps s WHERE s.state = 'done' AND (s.summary IS NULL "
+               "OR NOT EXISTS (SELECT 1 FROM sweep_facts f WHERE f.sweep_id = s.sweep_id)) "
+               "ORDER BY s.sweep_id LIMIT $1",
                std::max(0, max))) {
         ids.push_back(row[0].as<int64_t>());
       }
@@ -411,6 +412,7 @@ absl::StatusOr<int> Store::SummarizeDoneSweeps(int max) {
       pqxx::work w(*impl_->conn);
       auto p = Progress(w, id);  // counts and keeps them
       if (!p.ok()) return p.status();
+      MaterializeSweep(w, id);   // the query answers
       w.commit();
     }
     return static_cast<int>(ids.size());

@@ -1,0 +1,31 @@
+// The release gate as pure rules over measured inputs: GateRules -> GateResponse with every
+// check made (rule, group, measured, limit, ok, detail), failed ones also in `failures`.
+//
+// Checks, in order: sweep.state (the sweep must be done), min.<mode> over the Total row,
+// min_by_task.<mode> / min_by_class.<mode> per named group (a group the sweep lacks fails),
+// max_new_failures (deterministic flips vs the baseline; flaky and pending flips are listed,
+// not counted), forbid (per status: the models' verdicts with it, over every mode), must_pass
+// (per model: every requested mode passes). Rules are validated first (CheckGateRules).
+//
+// Thread-safety: pure function.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "services/query/summary_builder.h"
+
+namespace ts::query {
+
+struct GateInputs {
+  int64_t sweep_id = 0;
+  std::string sweep_state;             // running | done | cancelled
+  std::vector<std::string> modes;      // the sweep's requested modes
+  const std::vector<pb::ResultRow>* rows = nullptr;  // the sweep's primary records
+  // Flips vs rules.baseline_sweep_id (Compare's KIND_REGRESSED changes, confirmation set).
+  std::vector<pb::ModelChange> regressed;
+};
+
+pb::GateResponse EvaluateGate(const pb::GateRules& rules, const GateInputs& in);
+
+}  // namespace ts::query

@@ -1,0 +1,196 @@
+#include "services/query/gate.h"
+
+#include <gtest/gtest.h>
+
+#include "services/query/compare.h"
+#include "services/query/request_checks.h"
+
+namespace ts::query {
+namespace {
+
+pb::ResultRow Model(const std::string& id, const std::string& task, const std::string& arch,
+                    const std::string& eager) {
+  pb::ResultRow r;
+  r.set_model_id(id);
+  r.set_task(task);
+  r.set_arch(arch);
+  (*r.mutable_status())["eager"] = eager;
+  return r;
+}
+
+const pb::GateCheck* Find(const pb::GateResponse& g, const std::string& rule,
+                          const std::string& group) {
+  for (const auto& c : g.checks()) {
+    if (c.rule() == rule && c.group() == group) return &c;
+  }
+  return nullptr;
+}
+
+TEST(GateTest, EveryCheckNamesRuleGroupMeasuredAndLimit) {
+  const std::vector<pb::ResultRow> rows = {Model("a", "text-generation", "Llama", "pass"),
+                                           Model("b", "text-generation", "Llama", "crash"),
+                                           Model("c", "fill-mask", "Bert", "pass"),
+                                           Model("d", "fill-mask", "Bert", "pass")};
+  pb::GateRules rules;
+  rules.mutable_min()->set_eager(70);
+  (*rules.mutable_min_by_task())["text-generation"].set_eager(90);
+  (*rules.mutable_min_by_task())["fill-mask"].set_eager(90);
+  (*rules.mutable_min_by_task())["image-classification"].set_eager(10);
+  rules.add_forbid("crash");
+  rules.add_forbid("timeout");
+  rules.add_must_pass("c");
+  rules.add_must_pass("b");
+  rules.set_baseline_sweep_id(1);
+  rules.set_max_new_failures(0);
+  ASSERT_TRUE(CheckGateRules(rules, "rules").ok());
+  GateInputs in;
+  in.sweep_id = 2;
+  in.sweep_state = "done";
+  in.modes = {"eager"};
+  in.rows = &rows;
+  pb::ModelChange flip;
+  flip.set_model_id("b");
+  flip.set_kind(pb::ModelChange::KIND_REGRESSED);
+  flip.set_base_status("pass");
+  flip.set_head_status("crash");
+  flip.set_confirmation("deterministic");
+  in.regressed.push_back(flip);
+  flip.set_model_id("x");
+  flip.set_confirmation("flaky");
+  in.regressed.push_back(flip);
+  const pb::GateResponse g = EvaluateGate(rules, in);
+  EXPECT_FALSE(g.pass());
+  EXPECT_TRUE(Find(g, "sweep.state", "")->ok());
+  const auto* min = Find(g, "min.eager", "");
+  ASSERT_NE(min, nullptr);
+  EXPECT_DOUBLE_EQ(min->measured(), 75.0);
+  EXPECT_DOUBLE_EQ(min->limit(), 70.0);
+  EXPECT_TRUE(min->ok());
+  const auto* tg = Find(g, "min_by_task.eager", "text-generation");
+  EXPECT_DOUBLE_EQ(tg->measured(), 50.0);
+  EXPECT_FALSE(tg->ok());
+  EXPECT_TRUE(Find(g, "min_by_task.eager", "fill-mask")->ok());
+  EXPECT_FALSE(Find(g, "min_by_task.eager", "image-classification")->ok());
+  const auto* flips = Find(g, "max_new_failures", "");
+  EXPECT_DOUBLE_EQ(flips->measured(), 1);
+  EXPECT_FALSE(flips->ok());
+  ASSERT_EQ(g.flaky_size(), 1);
+  EXPECT_EQ(g.flaky(0).model_id(), "x");
+  const auto* crash = Find(g, "forbid", "crash");
+  EXPECT_DOUBLE_EQ(crash->measured(), 1);
+  EXPECT_NE(crash->detail().find("b (eager)"), std::string::npos);
+  EXPECT_TRUE(Find(g, "forbid", "timeout")->ok());
+  EXPECT_TRUE(Find(g, "must_pass", "c")->ok());
+  EXPECT_EQ(Find(g, "must_pass", "b")->detail(), "eager=crash");
+  // Failures: text-generation, image-classification, max_new_failures, forbid crash, must_pass b.
+  EXPECT_EQ(g.failures_size(), 5);
+  EXPECT_EQ(g.checks_size(), 10);
+}
+
+TEST(GateTest, SweepNotDoneFailsTheStateCheck) {
+  const std::vector<pb::ResultRow> rows = {Model("a", "t", "A", "pass")};
+  GateInputs in;
+  in.sweep_id = 3;
+  in.sweep_state = "running";
+  in.modes = {"eager"};
+  in.rows = &rows;
+  const pb::GateResponse g = EvaluateGate(pb::GateRules(), in);
+  EXPECT_FALSE(g.pass());
+  ASSERT_EQ(g.failures_size(), 1);
+  EXPECT_EQ(g.failures(0).rule(), "sweep.state");
+  EXPECT_EQ(g.failures(0).detail(), "sweep 3 is running, not done");
+}
+
+TEST(GateTest, BadRulesNameTheField) {
+  pb::GateRules r;
+  (*r.mutable_min_by_task())["text-generation"].set_eager(101);
+  EXPECT_EQ(CheckGateRules(r, "rules").message(),
+            "rules.min_by_task[\"text-generation\"].eager: must be in [0, 100]");
+  r.Clear();
+  r.add_forbid("crash");
+  r.add_forbid("crashh");
+  EXPECT_EQ(CheckGateRules(r, "rules").message(), "rules.forbid[1]: unknown status 'crashh'");
+  r.Clear();
+  r.set_max_new_failures(0);
+  EXPECT_EQ(CheckGateRules(r, "rules").message(),
+            "rules.max_new_failures: needs baseline_sweep_id");
+  r.Clear();
+  r.mutable_min()->set_compile(-1);
+  EXPECT_EQ(CheckGateRules(r, "rules").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckGateRules(r, "rules").message(), "rules.min.compile: must be in [0, 100]");
+}
+
+TEST(CompareTest, FlipsAppearedDisappearedAndConfirmation) {
+  std::vector<pb::ResultRow> base = {Model("a", "t", "A", "pass"), Model("b", "t", "A", "crash"),
+                                     Model("c", "t", "A", "pass"), Model("gone", "t", "A", "pass")};
+  std::vector<pb::ResultRow> head = {Model("new", "t", "A", "pass"), Model("c", "t", "A", "pass"),
+                                     Model("b", "t", "A", "pass"), Model("a", "t", "A", "oom")};
+  CompareInput in;
+  in.base = &base;
+  in.head = &head;
+  in.base_modes = in.head_modes = {"eager"};
+  in.confirmations[{"a", "eager"}] = "deterministic";
+  const pb::CompareSweepsResponse r = Compare(in);
+  EXPECT_EQ(r.common_models(), 3);
+  EXPECT_EQ(r.regressed(), 1);
+  EXPECT_EQ(r.fixed(), 1);
+  EXPECT_EQ(r.appeared(), 1);
+  EXPECT_EQ(r.disappeared(), 1);
+  ASSERT_EQ(r.changes_size(), 4);
+  EXPECT_EQ(r.changes(0).model_id(), "a");
+  EXPECT_EQ(r.changes(0).kind(), pb::ModelChange::KIND_REGRESSED);
+  EXPECT_EQ(r.changes(0).head_status(), "oom");
+  EXPECT_EQ(r.changes(0).confirmation(), "deterministic");
+  EXPECT_EQ(r.changes(1).model_id(), "b");
+  EXPECT_EQ(r.changes(1).kind(), pb::ModelChange::KIND_FIXED);
+  EXPECT_EQ(r.changes(2).model_id(), "gone");
+  EXPECT_EQ(r.changes(3).model_id(), "new");
+  // Groups over the 3 common models: t, Total, Class-weighted; eager 2/3 -> 2/3.
+  ASSERT_EQ(r.groups_size(), 3);
+  EXPECT_NEAR(r.groups(0).base().eager_pct(), 200.0 / 3, 1e-9);
+  EXPECT_NEAR(r.groups(0).eager_delta(), 0.0, 1e-9);
+}
+
+TEST(RequestChecksTest, PageTokensRoundTripAndRefuseOthers) {
+  const std::string t = EncodePageToken("OpDemand", 150);
+  EXPECT_EQ(*DecodePageToken("OpDemand", t), 150);
+  EXPECT_EQ(*DecodePageToken("OpDemand", ""), 0);
+  EXPECT_EQ(DecodePageToken("GraphBreaks", t).status().message().substr(0, 11), "page_token:");
+  EXPECT_EQ(DecodePageToken("OpDemand", "%%%").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodePageToken("OpDemand", "bm9wZQ").status().code(),  // "nope"
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*PageSize(0, 50, 1000), 50);
+  EXPECT_EQ(*PageSize(5000, 50, 1000), 1000);
+  EXPECT_EQ(PageSize(-1, 50, 1000).status().message(), "page_size: must be >= 0");
+}
+
+TEST(RequestChecksTest, RequestsNameTheirFields) {
+  pb::GetSummaryRequest s;
+  EXPECT_EQ(Check(s).message(), "sweep_id: required (a sweep id > 0)");
+  s.set_sweep_id(1);
+  s.set_group_by(static_cast<pb::GroupBy>(9));
+  EXPECT_EQ(Check(s).message(), "group_by: unknown value 9 (task, family or arch)");
+  s.set_group_by(pb::GROUP_BY_ARCH);
+  s.mutable_filter()->add_families("");
+  EXPECT_EQ(Check(s).message(), "filter.families[0]: empty");
+  pb::OpDemandRequest o;
+  o.set_sweep_id(1);
+  o.set_mode(pb::MODE_TRAIN);
+  EXPECT_EQ(Check(o).message().substr(0, 5), "mode:");
+  o.set_mode(pb::MODE_COMPILE);
+  o.set_page_token("garbage!");
+  EXPECT_EQ(Check(o).message().substr(0, 11), "page_token:");
+  pb::ListSweepsRequest l;
+  l.set_state("finished");
+  EXPECT_EQ(Check(l).message().substr(0, 6), "state:");
+  pb::WatchSweepRequest w;
+  w.set_sweep_id(1);
+  w.set_interval_ms(5);
+  EXPECT_EQ(Check(w).message().substr(0, 12), "interval_ms:");
+  pb::GetModelRequest m;
+  EXPECT_EQ(Check(m).message(), "model_id: required");
+}
+
+}  // namespace
+}  // namespace ts::query

@@ -1,0 +1,175 @@
+#include "services/query/summary_builder.h"
+
+#include <algorithm>
+
+#include "proto/names.h"
+
+namespace ts::query {
+
+namespace {
+
+bool InList(const google::protobuf::RepeatedPtrField<std::string>& list, const std::string& v) {
+  return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
+}
+
+const std::string& GroupOf(pb::GroupBy by, const GroupKey& key) {
+  if (by == pb::GROUP_BY_FAMILY) return key.family;
+  if (by == pb::GROUP_BY_ARCH) return key.arch;
+  return key.task;
+}
+
+double Pct(int64_t part, int64_t whole) {
+  return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
+void SetPct(pb::SummaryRow* row, pb::Mode mode, double pct) {
+  if (mode == pb::MODE_EAGER) row->set_eager_pct(pct);
+  if (mode == pb::MODE_COMPILE) row->set_compile_pct(pct);
+  if (mode == pb::MODE_TRAIN) row->set_train_pct(pct);
+}
+
+}  // namespace
+
+bool FilterMatches(const pb::ResultFilter& f, const GroupKey& key) {
+  return InList(f.tasks(), key.task) && InList(f.families(), key.family) &&
+         InList(f.archs(), key.arch);
+}
+
+SummaryBuilder::SummaryBuilder(pb::GroupBy group_by, std::vector<std::string> modes,
+                               pb::ResultFilter filter)
+    : group_by_(group_by), modes_(std::move(modes)), filter_(std::move(filter)) {}
+
+std::array<SummaryBuilder::Acc*, 3> SummaryBuilder::Targets(const GroupKey& key) {
+  seen_tasks_.insert(key.task);
+  seen_families_.insert(key.family);
+  seen_archs_.insert(key.arch);
+  if (!FilterMatches(filter_, key)) return {nullptr, nullptr, nullptr};
+  return {&rows_[GroupOf(group_by_, key)], &classes_[key.arch], &total_};
+}
+
+void SummaryBuilder::Add(const pb::ResultRow& row) {
+  const GroupKey key{row.task(), row.family(), row.arch()};
+  AddGroup(key, 1, row.opcov_ratio());
+  for (const auto& [mode, status] : row.status()) AddStatus(key, mode, status, 1);
+}
+
+void SummaryBuilder::AddGroup(const GroupKey& key, int64_t models, double opcov_sum) {
+  for (Acc* a : Targets(key)) {
+    if (!a) continue;
+    a->models += models;
+    a->opcov_sum += opcov_sum;
+  }
+}
+
+void SummaryBuilder::AddStatus(const GroupKey& key, const std::string& mode,
+                               const std::string& status, int64_t models) {
+  const auto m = proto::ModeFromName(mode);
+  const auto v = proto::VerdictFromName(status);
+  if (!m || !v) return;  // the store writes only known names (StoredVerdict)
+  for (Acc* a : Targets(key)) {
+    if (a) a->counts[*m - 1][*v] += models;
+  }
+}
+
+absl::Status SummaryBuilder::CheckFilterMatched(int64_t sweep_id) const {
+  struct List {
+    const char* field;
+    const char* what;
+    const google::protobuf::RepeatedPtrField<std::string>* values;
+    const std::set<std::string>* seen;
+  };
+  const List lists[] = {{"tasks", "task", &filter_.tasks(), &seen_tasks_},
+                        {"families", "family", &filter_.families(), &seen_families_},
+                        {"archs", "arch", &filter_.archs(), &seen_archs_}};
+  for (const List& l : lists) {
+    for (int i = 0; i < l.values->size(); ++i) {
+      if (l.seen->count(l.values->Get(i))) continue;
+      return absl::InvalidArgumentError(
+          std::string("filter.") + l.field + "[" + std::to_string(i) + "]: no model of sweep " +
+          std::to_string(sweep_id) + " has " + l.what + " '" + l.values->Get(i) + "'");
+    }
+  }
+  return absl::OkStatus();
+}
+
+pb::SummaryRow SummaryBuilder::Row(const std::string& group, const Acc& a) const {
+  pb::SummaryRow row;
+  row.set_group(group);
+  row.set_models(a.models);
+  row.set_opcov_pct(a.models == 0 ? 0.0 : 100.0 * a.opcov_sum / static_cast<double>(a.models));
+  for (const std::string& name : modes_) {
+    const auto mode = proto::ModeFromName(name);
+    if (!mode) continue;
+    const auto& counts = a.counts[*mode - 1];
+    SetPct(&row, *mode, Pct(counts[pb::VERDICT_PASS], a.models));
+    pb::ModeCounts* mc = row.add_modes();
+    mc->set_mode(*mode);
+    for (pb::Verdict v : proto::AllVerdicts()) {
+      if (v == pb::VERDICT_SKIPPED || counts[v] == 0) continue;
+      pb::StatusCount* sc = mc->add_statuses();
+      sc->set_status(proto::VerdictName(v));
+      sc->set_models(counts[v]);
+    }
+  }
+  return row;
+}
+
+pb::Summary SummaryBuilder::Build() const {
+  pb::Summary out;
+  out.set_group_by(group_by_ == pb::GROUP_BY_UNSPECIFIED ? pb::GROUP_BY_TASK : group_by_);
+  for (const auto& m : modes_) out.add_modes(m);
+  for (const auto& [group, acc] : rows_) *out.add_rows() = Row(group, acc);
+  *out.mutable_total() = Row("Total", total_);
+  pb::SummaryRow* cw = out.mutable_class_weighted();
+  cw->set_group("Class-weighted");
+  cw->set_models(total_.models);
+  out.set_classes(static_cast<int64_t>(classes_.size()));
+  if (classes_.empty()) return out;
+  for (const auto& [arch, acc] : classes_) {
+    const pb::SummaryRow c = Row(arch, acc);
+    cw->set_eager_pct(cw->eager_pct() + c.eager_pct());
+    cw->set_opcov_pct(cw->opcov_pct() + c.opcov_pct());
+    cw->set_compile_pct(cw->compile_pct() + c.compile_pct());
+    cw->set_train_pct(cw->train_pct() + c.train_pct());
+  }
+  const double k = static_cast<double>(classes_.size());
+  cw->set_eager_pct(cw->eager_pct() / k);
+  cw->set_opcov_pct(cw->opcov_pct() / k);
+  cw->set_compile_pct(cw->compile_pct() / k);
+  cw->set_train_pct(cw->train_pct() / k);
+  return out;
+}
+
+namespace {
+
+pb::GroupDelta Delta(const std::string& group, const pb::SummaryRow& base,
+                     const pb::SummaryRow& head) {
+  pb::GroupDelta d;
+  d.set_group(group);
+  *d.mutable_base() = base;
+  *d.mutable_head() = head;
+  d.set_eager_delta(head.eager_pct() - base.eager_pct());
+  d.set_opcov_delta(head.opcov_pct() - base.opcov_pct());
+  d.set_compile_delta(head.compile_pct() - base.compile_pct());
+  d.set_train_delta(head.train_pct() - base.train_pct());
+  return d;
+}
+
+}  // namespace
+
+std::vector<pb::GroupDelta> Deltas(const pb::Summary& base, const pb::Summary& head) {
+  std::map<std::string, std::pair<pb::SummaryRow, pb::SummaryRow>> by_group;
+  for (const auto& r : base.rows()) by_group[r.group()].first = r;
+  for (const auto& r : head.rows()) by_group[r.group()].second = r;
+  std::vector<pb::GroupDelta> out;
+  for (auto& [group, pair] : by_group) {
+    pair.first.set_group(group);
+    pair.second.set_group(group);
+    out.push_back(Delta(group, pair.first, pair.second));
+  }
+  out.push_back(Delta("Total", base.total(), head.total()));
+  out.push_back(Delta("Class-weighted", base.class_weighted(), head.class_weighted()));
+  return out;
+}
+
+}  // namespace ts::query

@@ -1,0 +1,91 @@
+// The conformance table's arithmetic, one code path for every reader: the Query service's
+// GetSummary, CompareSweeps and Gate, and the CLI's `touchstone sweep` / `run-catalog` tables.
+//
+// Definitions (query.proto, Summary):
+//   Eager % / Compile % / Train %  the share of a row's models whose primary verdict in that
+//                                  mode is pass (a mode the sweep did not request: 0);
+//   Mean OpCov %                   the mean of the models' opcov_ratio, x100;
+//   Total                          the same over every model (model-weighted);
+//   Class-weighted                 the mean of the per-class (transformers arch) rates: every
+//                                  class counts once whatever its number of models;
+//   status counts                  per requested mode, non-zero, in Verdict order; `skipped`
+//                                  is not counted.
+//
+// Fed one primary record at a time (Add) or one pre-aggregated (task, family, arch) group at a
+// time (AddGroup + AddStatus): both sum the same counters, so a summary read from materialized
+// groups equals one built from the records.
+//
+// Thread-safety: a value; not synchronised.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "touchstone/v1/query.pb.h"
+
+namespace ts::query {
+
+namespace pb = ::touchstone::v1;
+
+// The catalog identity a model is grouped by.
+struct GroupKey {
+  std::string task;
+  std::string family;
+  std::string arch;
+};
+
+// Whether the model passes `filter` (OR within a list, AND across lists; empty lists match).
+bool FilterMatches(const pb::ResultFilter& filter, const GroupKey& key);
+
+class SummaryBuilder {
+ public:
+  // `modes`: the sweep's requested modes by name ("eager", ...), as stored.
+  SummaryBuilder(pb::GroupBy group_by, std::vector<std::string> modes,
+                 pb::ResultFilter filter = {});
+
+  // One primary record (ResultRow: its catalog identity, statuses by mode name, opcov_ratio).
+  void Add(const pb::ResultRow& row);
+  // A pre-aggregated group: `models` models with opcov_ratio summing to `opcov_sum`; then
+  // AddStatus once per (mode, status) with the number of its models that had it.
+  void AddGroup(const GroupKey& key, int64_t models, double opcov_sum);
+  void AddStatus(const GroupKey& key, const std::string& mode, const std::string& status,
+                 int64_t models);
+
+  // INVALID_ARGUMENT "filter.tasks[i]: ..." for a filter value that matched no model added: a
+  // typo would otherwise select nothing silently.
+  absl::Status CheckFilterMatched(int64_t sweep_id) const;
+
+  pb::Summary Build() const;
+
+ private:
+  static constexpr int kModes = 3;                    // eager, compile, train
+  static constexpr int kVerdicts = pb::Verdict_ARRAYSIZE;
+  struct Acc {
+    int64_t models = 0;
+    double opcov_sum = 0;
+    std::array<std::array<int64_t, kVerdicts>, kModes> counts{};  // [mode - 1][verdict]
+  };
+  // The accumulators a model of `key` adds to (its row, its class, the total); null when the
+  // filter leaves it out.
+  std::array<Acc*, 3> Targets(const GroupKey& key);
+  pb::SummaryRow Row(const std::string& group, const Acc& a) const;
+
+  pb::GroupBy group_by_;
+  std::vector<std::string> modes_;
+  pb::ResultFilter filter_;
+  std::map<std::string, Acc> rows_;
+  std::map<std::string, Acc> classes_;
+  Acc total_;
+  std::set<std::string> seen_tasks_, seen_families_, seen_archs_;
+};
+
+// The Summary rows' percentages for two summaries of the same grouping, paired by group:
+// per-group deltas, then Total and Class-weighted (CompareSweeps).
+std::vector<pb::GroupDelta> Deltas(const pb::Summary& base, const pb::Summary& head);
+
+}  // namespace ts::query

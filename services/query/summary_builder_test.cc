@@ -1,0 +1,176 @@
+// The table arithmetic against numbers computed by hand (not by the code under test).
+#include "services/query/summary_builder.h"
+
+#include <gtest/gtest.h>
+
+#include "services/query/text_tables.h"
+
+namespace ts::query {
+namespace {
+
+pb::ResultRow Model(const std::string& id, const std::string& task, const std::string& arch,
+                    const std::string& eager, const std::string& compile, double opcov) {
+  pb::ResultRow r;
+  r.set_model_id(id);
+  r.set_task(task);
+  r.set_arch(arch);
+  r.set_family(arch.substr(0, 4));
+  (*r.mutable_status())["eager"] = eager;
+  (*r.mutable_status())["compile"] = compile;
+  r.set_opcov_ratio(opcov);
+  return r;
+}
+
+// Six models over two tasks and three classes; the sweep ran eager and compile.
+std::vector<pb::ResultRow> Handful() {
+  return {Model("m1", "text-generation", "LlamaForCausalLM", "pass", "pass", 1.0),
+          Model("m2", "text-generation", "LlamaForCausalLM", "pass", "compile_fail", 0.8),
+          Model("m3", "text-generation", "LlamaForCausalLM", "crash", "skipped", 0.5),
+          Model("m4", "text-generation", "GPT2LMHeadModel", "pass", "pass", 0.9),
+          Model("m5", "fill-mask", "BertForMaskedLM", "pass", "compile_fail", 0.6),
+          Model("m6", "fill-mask", "BertForMaskedLM", "fail_accuracy", "fail_accuracy", 0.4)};
+}
+
+void ExpectRow(const pb::SummaryRow& r, const std::string& group, int64_t models, double eager,
+               double opcov, double compile) {
+  EXPECT_EQ(r.group(), group);
+  EXPECT_EQ(r.models(), models) << group;
+  EXPECT_NEAR(r.eager_pct(), eager, 1e-9) << group;
+  EXPECT_NEAR(r.opcov_pct(), opcov, 1e-9) << group;
+  EXPECT_NEAR(r.compile_pct(), compile, 1e-9) << group;
+  EXPECT_EQ(r.train_pct(), 0) << group;
+}
+
+// Expected values, by hand:
+//   text-generation: 4 models, eager pass m1 m2 m4 = 3/4, opcov (1.0+0.8+0.5+0.9)/4 = 0.8,
+//                    compile pass m1 m4 = 2/4
+//   fill-mask:       2 models, eager 1/2, opcov (0.6+0.4)/2 = 0.5, compile 0/2
+//   Total:           6 models, eager 4/6, opcov 4.2/6 = 0.7, compile 2/6
+//   classes:         Llama eager 2/3 opcov 2.3/3 compile 1/3; GPT2 1, 0.9, 1; Bert 1/2, 0.5, 0
+//   Class-weighted:  eager (2/3+1+1/2)/3 = 13/18, opcov (23/30+27/30+15/30)/3 = 65/90,
+//                    compile (1/3+1+0)/3 = 4/9
+void ExpectHandTable(const pb::Summary& s) {
+  ASSERT_EQ(s.rows_size(), 2);
+  ExpectRow(s.rows(0), "fill-mask", 2, 50.0, 50.0, 0.0);
+  ExpectRow(s.rows(1), "text-generation", 4, 75.0, 80.0, 50.0);
+  ExpectRow(s.total(), "Total", 6, 400.0 / 6, 70.0, 200.0 / 6);
+  ExpectRow(s.class_weighted(), "Class-weighted", 6, 1300.0 / 18, 6500.0 / 90, 400.0 / 9);
+  EXPECT_EQ(s.classes(), 3);
+  // Status counts per requested mode, in Verdict order, skipped left out.
+  ASSERT_EQ(s.total().modes_size(), 2);
+  const auto& eager = s.total().modes(0);
+  EXPECT_EQ(eager.mode(), pb::MODE_EAGER);
+  ASSERT_EQ(eager.statuses_size(), 3);
+  EXPECT_EQ(eager.statuses(0).status(), "crash");
+  EXPECT_EQ(eager.statuses(0).models(), 1);
+  EXPECT_EQ(eager.statuses(1).status(), "fail_accuracy");
+  EXPECT_EQ(eager.statuses(2).status(), "pass");
+  EXPECT_EQ(eager.statuses(2).models(), 4);
+  const auto& compile = s.total().modes(1);
+  ASSERT_EQ(compile.statuses_size(), 3);
+  EXPECT_EQ(compile.statuses(0).status(), "compile_fail");
+  EXPECT_EQ(compile.statuses(0).models(), 2);
+  EXPECT_EQ(compile.statuses(1).status(), "fail_accuracy");
+  EXPECT_EQ(compile.statuses(2).models(), 2);
+  EXPECT_EQ(s.class_weighted().modes_size(), 0);
+}
+
+TEST(SummaryBuilderTest, HandComputedTableFromRecords) {
+  SummaryBuilder b(pb::GROUP_BY_TASK, {"eager", "compile"});
+  for (const auto& r : Handful()) b.Add(r);
+  ExpectHandTable(b.Build());
+}
+
+TEST(SummaryBuilderTest, PreAggregatedGroupsGiveTheSameTable) {
+  SummaryBuilder b(pb::GROUP_BY_UNSPECIFIED, {"eager", "compile"});
+  // The same six models as (task, family, arch) groups.
+  const GroupKey llama{"text-generation", "Llam", "LlamaForCausalLM"};
+  const GroupKey gpt2{"text-generation", "GPT2", "GPT2LMHeadModel"};
+  const GroupKey bert{"fill-mask", "Bert", "BertForMaskedLM"};
+  b.AddGroup(llama, 3, 2.3);
+  b.AddStatus(llama, "eager", "pass", 2);
+  b.AddStatus(llama, "eager", "crash", 1);
+  b.AddStatus(llama, "compile", "pass", 1);
+  b.AddStatus(llama, "compile", "compile_fail", 1);
+  b.AddStatus(llama, "compile", "skipped", 1);
+  b.AddGroup(gpt2, 1, 0.9);
+  b.AddStatus(gpt2, "eager", "pass", 1);
+  b.AddStatus(gpt2, "compile", "pass", 1);
+  b.AddGroup(bert, 2, 1.0);
+  b.AddStatus(bert, "eager", "pass", 1);
+  b.AddStatus(bert, "eager", "fail_accuracy", 1);
+  b.AddStatus(bert, "compile", "compile_fail", 1);
+  b.AddStatus(bert, "compile", "fail_accuracy", 1);
+  ExpectHandTable(b.Build());
+}
+
+TEST(SummaryBuilderTest, GroupByClassAndFilter) {
+  pb::ResultFilter f;
+  f.add_tasks("text-generation");
+  SummaryBuilder b(pb::GROUP_BY_ARCH, {"eager", "compile"}, f);
+  for (const auto& r : Handful()) b.Add(r);
+  const pb::Summary s = b.Build();
+  ASSERT_EQ(s.rows_size(), 2);
+  // Llama: eager 2/3, opcov 2.3/3, compile 1/3; GPT2: 1, 0.9, 1.
+  ExpectRow(s.rows(0), "GPT2LMHeadModel", 1, 100.0, 90.0, 100.0);
+  ExpectRow(s.rows(1), "LlamaForCausalLM", 3, 200.0 / 3, 230.0 / 3, 100.0 / 3);
+  ExpectRow(s.total(), "Total", 4, 75.0, 80.0, 50.0);
+  // (2/3 + 1) / 2 = 5/6; (23/30 + 27/30) / 2 = 50/60; (1/3 + 1) / 2 = 2/3
+  ExpectRow(s.class_weighted(), "Class-weighted", 4, 500.0 / 6, 5000.0 / 60, 200.0 / 3);
+  EXPECT_EQ(s.classes(), 2);
+  EXPECT_TRUE(b.CheckFilterMatched(7).ok());
+}
+
+TEST(SummaryBuilderTest, FilterValueNoModelHasIsNamed) {
+  pb::ResultFilter f;
+  f.add_tasks("text-generation");
+  f.add_archs("BertForMaskedLM");
+  f.add_archs("BertForMaskedLMM");
+  SummaryBuilder b(pb::GROUP_BY_TASK, {"eager"}, f);
+  for (const auto& r : Handful()) b.Add(r);
+  const absl::Status st = b.CheckFilterMatched(7);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "filter.archs[1]: no model of sweep 7 has arch 'BertForMaskedLMM'");
+}
+
+TEST(SummaryBuilderTest, ModeNotRequestedCountsAsNotPassing) {
+  SummaryBuilder b(pb::GROUP_BY_TASK, {"eager"});
+  for (const auto& r : Handful()) b.Add(r);
+  const pb::Summary s = b.Build();
+  EXPECT_EQ(s.total().compile_pct(), 0);
+  EXPECT_NEAR(s.total().eager_pct(), 400.0 / 6, 1e-9);
+  ASSERT_EQ(s.total().modes_size(), 1);
+}
+
+TEST(SummaryBuilderTest, TextTableHasTheSweepColumnsAndFits100Columns) {
+  SummaryBuilder b(pb::GROUP_BY_TASK, {"eager", "compile"});
+  for (const auto& r : Handful()) b.Add(r);
+  const std::string text = FormatSummary(b.Build());
+  EXPECT_EQ(text,
+            "Task                              Models  Eager % Mean OpCov %  Compile %  Train %\n"
+            "fill-mask                              2     50.0         50.0        0.0      0.0\n"
+            "text-generation                        4     75.0         80.0       50.0      0.0\n"
+            "Total                                  6     66.7         70.0       33.3      0.0\n"
+            "Class-weighted (3 classes)             6     72.2         72.2       44.4      0.0\n"
+            "statuses: compile_fail=2 crash=1 fail_accuracy=2 pass=6\n");
+}
+
+TEST(SummaryBuilderTest, DeltasPairGroupsAndTotals) {
+  SummaryBuilder base(pb::GROUP_BY_TASK, {"eager"}), head(pb::GROUP_BY_TASK, {"eager"});
+  auto rows = Handful();
+  for (const auto& r : rows) base.Add(r);
+  (*rows[4].mutable_status())["eager"] = "crash";  // m5 (fill-mask) regresses
+  for (const auto& r : rows) head.Add(r);
+  const auto d = Deltas(base.Build(), head.Build());
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_EQ(d[0].group(), "fill-mask");
+  EXPECT_NEAR(d[0].eager_delta(), -50.0, 1e-9);
+  EXPECT_NEAR(d[1].eager_delta(), 0.0, 1e-9);
+  EXPECT_EQ(d[2].group(), "Total");
+  EXPECT_NEAR(d[2].eager_delta(), -100.0 / 6, 1e-9);
+  EXPECT_EQ(d[3].group(), "Class-weighted");
+  EXPECT_NEAR(d[3].eager_delta(), -50.0 / 3, 1e-9);  // Bert 1/2 -> 0 over 3 classes
+}
+
+}  // namespace
+}  // namespace ts::query

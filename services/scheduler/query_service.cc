@@ -1,0 +1,378 @@
+#include "services/scheduler/query_service.h"
+
+#include <chrono>
+#include <memory>
+
+#include <grpcpp/alarm.h>
+
+#include "proto/names.h"
+#include "services/common/grpc_status.h"
+#include "services/query/compare.h"
+#include "services/query/gate.h"
+#include "services/query/request_checks.h"
+#include "services/query/summary_builder.h"
+
+namespace ts::scheduler {
+
+namespace {
+
+// ---- The methods, on a pool thread ----
+
+absl::Status ListSweeps(store::Store& s, const pb::ListSweepsRequest& r,
+                        pb::ListSweepsResponse* out) {
+  auto size = query::PageSize(r.page_size(), 50, 1000);
+  auto before = query::DecodePageToken("ListSweeps", r.page_token());
+  if (!size.ok()) return size.status();
+  if (!before.ok()) return before.status();
+  auto sweeps = s.ListSweeps(r, *before, *size + 1);
+  if (!sweeps.ok()) return sweeps.status();
+  const bool more = static_cast<int>(sweeps->size()) > *size;
+  if (more) sweeps->resize(*size);
+  for (auto& sw : *sweeps) *out->add_sweeps() = std::move(sw);
+  if (more) {
+    const int64_t last = out->sweeps(out->sweeps_size() - 1).sweep_id();
+    out->set_next_page_token(query::EncodePageToken("ListSweeps", last));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GetSummary(store::Store& s, const pb::GetSummaryRequest& r, pb::Summary* out) {
+  auto groups = s.SweepGroups(r.sweep_id(), "sweep_id");
+  if (!groups.ok()) return groups.status();
+  auto info = s.GetSweepInfo(r.sweep_id(), "sweep_id");
+  if (!info.ok()) return info.status();
+  query::SummaryBuilder b(r.group_by(), {info->modes().begin(), info->modes().end()},
+                          r.filter());
+  for (const auto& g : *groups) {
+    const query::GroupKey key{g.task, g.family, g.arch};
+    b.AddGroup(key, g.models, g.opcov_sum);
+    for (const auto& st : g.statuses) b.AddStatus(key, st.mode, st.status, st.models);
+  }
+  if (auto st = b.CheckFilterMatched(r.sweep_id()); !st.ok()) return st;
+  *out = b.Build();
+  out->set_sweep_id(r.sweep_id());
+  out->set_state(info->state());
+  return absl::OkStatus();
+}
+
+absl::Status GetModel(store::Store& s, const pb::GetModelRequest& r, pb::ModelHistory* out) {
+  const int last = r.last() == 0 ? 10 : std::min(r.last(), 100);
+  auto h = s.ModelHistory(r.model_id(), last);
+  if (!h.ok()) return h.status();
+  *out = std::move(*h);
+  return absl::OkStatus();
+}
+
+std::string OpDemandMode(pb::Mode m) { return m == pb::MODE_COMPILE ? "compile" : "eager"; }
+
+absl::Status OpDemand(store::Store& s, const pb::OpDemandRequest& r, pb::OpDemandResponse* out) {
+  auto size = query::PageSize(r.page_size(), 50, 1000);
+  auto offset = query::DecodePageToken("OpDemand", r.page_token());
+  if (!size.ok()) return size.status();
+  if (!offset.ok()) return offset.status();
+  auto d = s.OpDemand(r.sweep_id(), OpDemandMode(r.mode()), *offset, *size + 1);
+  if (!d.ok()) return d.status();
+  *out = std::move(*d);
+  if (out->ops_size() > *size) {
+    out->mutable_ops()->RemoveLast();
+    out->set_next_page_token(query::EncodePageToken("OpDemand", *offset + *size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphBreaks(store::Store& s, const pb::GraphBreaksRequest& r,
+                         pb::GraphBreaksResponse* out) {
+  auto size = query::PageSize(r.page_size(), 50, 1000);
+  auto offset = query::DecodePageToken("GraphBreaks", r.page_token());
+  if (!size.ok()) return size.status();
+  if (!offset.ok()) return offset.status();
+  auto b = s.GraphBreaks(r.sweep_id(), *offset, *size + 1);
+  if (!b.ok()) return b.status();
+  *out = std::move(*b);
+  if (out->reasons_size() > *size) {
+    out->mutable_reasons()->RemoveLast();
+    out->set_next_page_token(query::EncodePageToken("GraphBreaks", *offset + *size));
+  }
+  return absl::OkStatus();
+}
+
+// The head sweep's confirmations of its flips, when its baseline is `base`.
+absl::StatusOr<query::Confirmations> ConfirmationsVs(store::Store& s, const pb::SweepInfo& head,
+                                                     int64_t base) {
+  query::Confirmations out;
+  if (head.baseline_sweep_id() != base) return out;
+  auto regs = s.Regressions(head.sweep_id());
+  if (!regs.ok()) return regs.status();
+  for (auto& g : *regs) out[{g.model_id, g.mode}] = g.confirmation;
+  return out;
+}
+
+// Records and identity of two sweeps, compared.
+absl::StatusOr<pb::CompareSweepsResponse> CompareOf(store::Store& s, int64_t base_id,
+                                                    const char* base_field, int64_t head_id,
+                                                    const char* head_field, pb::GroupBy by,
+                                                    const pb::ResultFilter& filter,
+                                                    const std::vector<pb::ResultRow>* head_rows) {
+  auto base = s.SweepRecords(base_id, base_field);
+  if (!base.ok()) return base.status();
+  std::vector<pb::ResultRow> own_head;
+  if (!head_rows) {
+    auto h = s.SweepRecords(head_id, head_field);
+    if (!h.ok()) return h.status();
+    own_head = std::move(*h);
+    head_rows = &own_head;
+  }
+  auto base_info = s.GetSweepInfo(base_id, base_field);
+  if (!base_info.ok()) return base_info.status();
+  auto head_info = s.GetSweepInfo(head_id, head_field);
+  if (!head_info.ok()) return head_info.status();
+  query::CompareInput in;
+  in.base = &*base;
+  in.head = head_rows;
+  in.base_modes.assign(base_info->modes().begin(), base_info->modes().end());
+  in.head_modes.assign(head_info->modes().begin(), head_info->modes().end());
+  auto conf = ConfirmationsVs(s, *head_info, base_id);
+  if (!conf.ok()) return conf.status();
+  in.confirmations = std::move(*conf);
+  in.group_by = by;
+  in.filter = filter;
+  pb::CompareSweepsResponse out = query::Compare(in);
+  out.set_base_sweep_id(base_id);
+  out.set_head_sweep_id(head_id);
+  return out;
+}
+
+absl::Status CompareSweeps(store::Store& s, const pb::CompareSweepsRequest& r,
+                           pb::CompareSweepsResponse* out) {
+  auto size = query::PageSize(r.page_size(), 1000, 10000);
+  auto offset = query::DecodePageToken("CompareSweeps", r.page_token());
+  if (!size.ok()) return size.status();
+  if (!offset.ok()) return offset.status();
+  auto c = CompareOf(s, r.base_sweep_id(), "base_sweep_id", r.head_sweep_id(), "head_sweep_id",
+                     r.group_by(), r.filter(), nullptr);
+  if (!c.ok()) return c.status();
+  *out = std::move(*c);
+  if (*offset > 0) out->clear_groups();
+  auto* changes = out->mutable_changes();
+  const int n = changes->size();
+  const int from = static_cast<int>(std::min<int64_t>(*offset, n));
+  const int to = std::min(n, from + *size);
+  changes->DeleteSubrange(to, n - to);
+  changes->DeleteSubrange(0, from);
+  if (to < n) out->set_next_page_token(query::EncodePageToken("CompareSweeps", to));
+  return absl::OkStatus();
+}
+
+absl::Status Gate(store::Store& s, const pb::GateRequest& r, pb::GateResponse* out) {
+  auto rows = s.SweepRecords(r.sweep_id(), "sweep_id");
+  if (!rows.ok()) return rows.status();
+  auto info = s.GetSweepInfo(r.sweep_id(), "sweep_id");
+  if (!info.ok()) return info.status();
+  query::GateInputs in;
+  in.sweep_id = r.sweep_id();
+  in.sweep_state = info->state();
+  in.modes.assign(info->modes().begin(), info->modes().end());
+  in.rows = &*rows;
+  const int64_t base = r.rules().baseline_sweep_id();
+  if (base > 0) {
+    auto c = CompareOf(s, base, "rules.baseline_sweep_id", r.sweep_id(), "sweep_id",
+                       pb::GROUP_BY_TASK, {}, &*rows);
+    if (!c.ok()) return c.status();
+    for (auto& ch : *c->mutable_changes()) {
+      if (ch.kind() == pb::ModelChange::KIND_REGRESSED) in.regressed.push_back(std::move(ch));
+    }
+  }
+  *out = query::EvaluateGate(r.rules(), in);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// ---- WatchSweep ----
+
+// One stream: poll (pool thread), write, wait on an alarm, poll again, until the sweep is not
+// running. Exactly one of poll, write or alarm is in flight at a time, and only it ends the
+// stream; a client cancel or the service's Shutdown only sets `ending_` and cancels the alarm.
+class QueryService::Watch final : public grpc::ServerWriteReactor<pb::SweepProgress> {
+ public:
+  Watch(QueryService* svc, pb::WatchSweepRequest req) : svc_(svc), req_(std::move(req)) {}
+
+  void Start() { Poll(); }
+
+  // Called with svc_->mu_ held (the stream cannot be deleted meanwhile).
+  void Stop(grpc::Status why) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!ending_) end_status_ = std::move(why);
+    ending_ = true;
+    if (alarm_) alarm_->Cancel();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) return End(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+    if (last_) return End(grpc::Status::OK);
+    std::unique_lock<std::mutex> l(mu_);
+    if (ending_) {
+      const grpc::Status why = end_status_;
+      l.unlock();
+      return End(why);
+    }
+    alarm_ = std::make_unique<grpc::Alarm>();
+    alarm_->Set(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(query::WatchIntervalMs(req_)),
+                [this](bool fired) {
+                  if (!fired || Ending()) return End(EndStatus());
+                  Poll();
+                });
+  }
+
+  void OnCancel() override {
+    Stop(grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled"));
+  }
+
+  void OnDone() override {
+    svc_->Forget(this);
+    delete this;
+  }
+
+ private:
+  bool Ending() {
+    std::lock_guard<std::mutex> l(mu_);
+    return ending_;
+  }
+  grpc::Status EndStatus() {
+    std::lock_guard<std::mutex> l(mu_);
+    return end_status_;
+  }
+  void End(grpc::Status st) { Finish(st); }
+
+  void Poll() {
+    const bool queued = svc_->pool_->Submit([this](store::Store* s) {
+      if (Ending()) return End(EndStatus());
+      if (!s) return End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "database unreachable"));
+      auto p = s->GetSweep(req_.sweep_id());
+      if (!p.ok()) return End(common::ToGrpcStatus(p.status()));
+      msg_ = std::move(*p);
+      last_ = msg_.state() != "running";
+      StartWrite(&msg_);
+    });
+    if (!queued) {
+      End(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "query queue full or stopping"));
+    }
+  }
+
+  QueryService* svc_;
+  pb::WatchSweepRequest req_;
+  pb::SweepProgress msg_;
+  bool last_ = false;  // msg_ is the final message
+  std::mutex mu_;
+  bool ending_ = false;
+  grpc::Status end_status_;
+  std::unique_ptr<grpc::Alarm> alarm_;
+};
+
+// ---- The service ----
+
+QueryService::QueryService(StorePool* pool, Admit admit)
+    : pool_(pool), admit_(std::move(admit)) {}
+
+QueryService::~QueryService() { Shutdown(); }
+
+void QueryService::Shutdown() {
+  std::lock_guard<std::mutex> l(mu_);
+  stopping_ = true;
+  for (Watch* w : watches_) {
+    w->Stop(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down; retry"));
+  }
+}
+
+void QueryService::Forget(Watch* w) {
+  std::lock_guard<std::mutex> l(mu_);
+  watches_.erase(w);
+}
+
+template <typename Req, typename Resp, typename Fn>
+grpc::ServerUnaryReactor* QueryService::Handle(const char* method,
+                                               grpc::CallbackServerContext* ctx, const Req* req,
+                                               Resp* resp, Fn fn) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::Status st = admit_ ? admit_(ctx) : absl::OkStatus();
+  if (st.ok()) st = query::Check(*req);
+  if (!st.ok()) {
+    reactor->Finish(common::ToGrpcStatus(st));
+    return reactor;
+  }
+  const bool queued = pool_->Submit([method, req, resp, reactor, fn](store::Store* s) {
+    reactor->Finish(common::ToGrpcStatus(
+        s ? fn(*s, *req, resp)
+          : absl::UnavailableError(std::string(method) + ": database unreachable; retry")));
+  });
+  if (!queued) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 "query queue is full; retry with backoff"));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* QueryService::ListSweeps(grpc::CallbackServerContext* ctx,
+                                                   const pb::ListSweepsRequest* req,
+                                                   pb::ListSweepsResponse* resp) {
+  return Handle("ListSweeps", ctx, req, resp, &scheduler::ListSweeps);
+}
+
+grpc::ServerUnaryReactor* QueryService::GetSummary(grpc::CallbackServerContext* ctx,
+                                                   const pb::GetSummaryRequest* req,
+                                                   pb::Summary* resp) {
+  return Handle("GetSummary", ctx, req, resp, &scheduler::GetSummary);
+}
+
+grpc::ServerUnaryReactor* QueryService::GetModel(grpc::CallbackServerContext* ctx,
+                                                 const pb::GetModelRequest* req,
+                                                 pb::ModelHistory* resp) {
+  return Handle("GetModel", ctx, req, resp, &scheduler::GetModel);
+}
+
+grpc::ServerUnaryReactor* QueryService::OpDemand(grpc::CallbackServerContext* ctx,
+                                                 const pb::OpDemandRequest* req,
+                                                 pb::OpDemandResponse* resp) {
+  return Handle("OpDemand", ctx, req, resp, &scheduler::OpDemand);
+}
+
+grpc::ServerUnaryReactor* QueryService::GraphBreaks(grpc::CallbackServerContext* ctx,
+                                                    const pb::GraphBreaksRequest* req,
+                                                    pb::GraphBreaksResponse* resp) {
+  return Handle("GraphBreaks", ctx, req, resp, &scheduler::GraphBreaks);
+}
+
+grpc::ServerUnaryReactor* QueryService::CompareSweeps(grpc::CallbackServerContext* ctx,
+                                                      const pb::CompareSweepsRequest* req,
+                                                      pb::CompareSweepsResponse* resp) {
+  return Handle("CompareSweeps", ctx, req, resp, &scheduler::CompareSweeps);
+}
+
+grpc::ServerUnaryReactor* QueryService::Gate(grpc::CallbackServerContext* ctx,
+                                             const pb::GateRequest* req, pb::GateResponse* resp) {
+  return Handle("Gate", ctx, req, resp, &scheduler::Gate);
+}
+
+grpc::ServerWriteReactor<pb::SweepProgress>* QueryService::WatchSweep(
+    grpc::CallbackServerContext* ctx, const pb::WatchSweepRequest* req) {
+  absl::Status st = admit_ ? admit_(ctx) : absl::OkStatus();
+  if (st.ok()) st = query::Check(*req);
+  std::unique_lock<std::mutex> l(mu_);
+  if (st.ok() && stopping_) st = absl::UnavailableError("scheduler shutting down; retry");
+  if (!st.ok()) {
+    l.unlock();
+    struct Refuse final : grpc::ServerWriteReactor<pb::SweepProgress> {
+      explicit Refuse(const absl::Status& s) { Finish(common::ToGrpcStatus(s)); }
+      void OnDone() override { delete this; }
+    };
+    return new Refuse(st);
+  }
+  auto* w = new Watch(this, *req);
+  watches_.insert(w);
+  l.unlock();
+  w->Start();
+  return w;
+}
+
+}  // namespace ts::scheduler
