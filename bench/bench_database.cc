@@ -76,24 +76,49 @@ absl::StatusOr<std::vector<FillSweep>> FillSweeps(const std::string& url) {
               });
 }
 
+namespace {
+
+// A shared table's bytes split among sweeps by their share of its rows.
+std::map<int64_t, int64_t> SharePerSweep(pqxx::work& w, const std::string& table) {
+  const std::string t = w.quote_name(table);
+  const double bytes =
+      w.exec("SELECT pg_total_relation_size('" + w.esc(table) + "')")[0][0].as<double>();
+  std::map<int64_t, int64_t> rows;
+  int64_t all = 0;
+  for (const auto& row : w.exec("SELECT sweep_id, count(*) FROM " + t + " GROUP BY sweep_id")) {
+    rows[row[0].as<int64_t>()] = row[1].as<int64_t>();
+    all += row[1].as<int64_t>();
+  }
+  for (auto& [id, n] : rows) {
+    n = static_cast<int64_t>(bytes * static_cast<double>(n) / static_cast<double>(all));
+  }
+  return rows;
+}
+
+// Tables other than the results partitions and the sweep state that hold rows per sweep: what
+// the store materializes for a done sweep (schema/0004 and later).
+std::vector<std::string> MaterializedTables(pqxx::work& w) {
+  std::vector<std::string> out;
+  for (const auto& row :
+       w.exec("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+              "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'sweep_id' "
+              "WHERE n.nspname = 'public' AND c.relkind = 'r' AND NOT c.relispartition "
+              "  AND c.relname NOT IN ('sweeps', 'jobs', 'shards', 'regressions') ORDER BY 1")) {
+    out.push_back(row[0].c_str());
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<DatabaseSize> MeasureDatabase(const std::string& url,
                                              const std::vector<int64_t>& sweep_ids) {
   return Read(url, "measuring the database", [&](pqxx::work& w) -> absl::StatusOr<DatabaseSize> {
     DatabaseSize out;
     out.database_bytes = w.exec("SELECT pg_database_size(current_database())")[0][0].as<int64_t>();
-    // Sweep state rows (jobs, shards, regressions) are shared tables: each sweep's share is
-    // their size times its fraction of their rows.
-    const int64_t state_bytes =
-        w.exec(
-             "SELECT pg_total_relation_size('jobs') + pg_total_relation_size('shards') + "
-             "pg_total_relation_size('regressions')")[0][0]
-            .as<int64_t>();
-    std::map<int64_t, int64_t> jobs;
-    int64_t all_jobs = 0;
-    for (const auto& row : w.exec("SELECT sweep_id, count(*) FROM jobs GROUP BY sweep_id")) {
-      jobs[row[0].as<int64_t>()] = row[1].as<int64_t>();
-      all_jobs += row[1].as<int64_t>();
-    }
+    std::vector<std::map<int64_t, int64_t>> state, kept;
+    for (const char* t : {"jobs", "shards", "regressions"}) state.push_back(SharePerSweep(w, t));
+    for (const auto& t : MaterializedTables(w)) kept.push_back(SharePerSweep(w, t));
     for (int64_t id : sweep_ids) {
       const std::string r = "results_" + std::to_string(id), m = "model_runs_" + std::to_string(id);
       pqxx::result s = w.exec_params(
@@ -105,13 +130,10 @@ absl::StatusOr<DatabaseSize> MeasureDatabase(const std::string& url,
       SweepSize z;
       z.sweep_id = id;
       z.partitions_bytes = s[0][0].as<int64_t>();
-      z.results_rows = s[0][1].is_null() ? 0 : s[0][1].as<int64_t>();
-      z.runs_rows = s[0][2].is_null() ? 0 : s[0][2].as<int64_t>();
-      if (all_jobs > 0) {
-        z.state_bytes =
-            static_cast<int64_t>(static_cast<double>(state_bytes) * static_cast<double>(jobs[id]) /
-                                 static_cast<double>(all_jobs));
-      }
+      z.results_rows = s[0][1].as<int64_t>();
+      z.runs_rows = s[0][2].as<int64_t>();
+      for (auto& share : state) z.state_bytes += share[id];
+      for (auto& share : kept) z.materialized_bytes += share[id];
       out.sweeps.push_back(z);
     }
     for (const auto& row :

@@ -46,7 +46,9 @@ struct SweepSize {
   int64_t partitions_bytes = 0;  // results_<id> + model_runs_<id>, indexes and TOAST included
   int64_t results_rows = 0;      // counted
   int64_t runs_rows = 0;
-  int64_t state_bytes = 0;  // its share of jobs, shards and regressions (by row count)
+  int64_t state_bytes = 0;         // its share of jobs, shards and regressions (by row count)
+  int64_t materialized_bytes = 0;  // its share of the other tables keyed by sweep_id: the
+                                   // query answers the store keeps for a done sweep
 };
 struct DatabaseSize {
   int64_t database_bytes = 0;  // pg_database_size

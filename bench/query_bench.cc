@@ -188,10 +188,11 @@ nlohmann::json PrintSizes(const std::string& url, const std::vector<int64_t>& sw
     std::fprintf(stderr, "sizes: %s\n", size.status().ToString().c_str());
     return nullptr;
   }
-  int64_t parts = 0, state = 0, rows = 0, runs = 0;
+  int64_t parts = 0, state = 0, kept = 0, rows = 0, runs = 0;
   for (const auto& s : size->sweeps) {
     parts += s.partitions_bytes;
     state += s.state_bytes;
+    kept += s.materialized_bytes;
     rows += s.results_rows;
     runs += s.runs_rows;
   }
@@ -209,6 +210,8 @@ nlohmann::json PrintSizes(const std::string& url, const std::vector<int64_t>& sw
       static_cast<double>(runs) / n);
   std::printf("| per sweep: its share of jobs, shards, regressions | %.0f MiB |\n",
               static_cast<double>(state) / n / mib);
+  std::printf("| per sweep: its share of the kept query answers (sweep_* tables) | %.1f MiB |\n",
+              static_cast<double>(kept) / n / mib);
   for (const auto& [name, bytes] : size->other_tables) {
     if (bytes >= 1 << 20)
       std::printf("| table %s | %.1f MiB |\n", name.c_str(), static_cast<double>(bytes) / mib);
@@ -217,6 +220,7 @@ nlohmann::json PrintSizes(const std::string& url, const std::vector<int64_t>& sw
           {"sweeps", sweeps.size()},
           {"partitions_bytes_per_sweep", static_cast<double>(parts) / n},
           {"state_bytes_per_sweep", static_cast<double>(state) / n},
+          {"materialized_bytes_per_sweep", static_cast<double>(kept) / n},
           {"other_tables_bytes", other}};
 }
 

@@ -94,6 +94,7 @@ TEST(SweepIngestTest, SweepsEndDoneWithTheirConfirmationRerunsAndSizesCountTheRo
   EXPECT_EQ(size->sweeps[1].results_rows, 3 * (3000 + second->reruns));
   EXPECT_GT(size->sweeps[0].partitions_bytes, 3000 * 1000);  // ~40 ops and a loss curve a model
   EXPECT_GT(size->sweeps[1].state_bytes, 0);
+  EXPECT_GT(size->sweeps[0].materialized_bytes, 0);  // the answers kept when it was done
 }
 
 TEST(SweepIngestTest, OpenDatabaseWantsExactlyOneOfStateDirAndUrl) {
