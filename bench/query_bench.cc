@@ -4,7 +4,7 @@
 //
 //   build/bench/query_fill --catalog catalog.jsonl --state-dir DIR        (30 sweeps, once)
 //   build/bench/query_bench --catalog catalog.jsonl --state-dir DIR [--readers 8]
-//       [--ingest-sample 0] [--connections 3] [--quiet-seconds 20] [--query-threads 4]
+//       [--ingest-sample 0] [--connections 3] [--quiet-seconds 20] [--query-threads 0]
 //       [--db-threads 4] [--seed 1]
 //   build/bench/query_bench --catalog catalog.jsonl --db URL ...
 //
@@ -47,7 +47,7 @@ struct BenchArgs {
   int64_t ingest_sample = 0;  // 0: a full sweep of the catalog
   int connections = 3;
   int quiet_seconds = 20;
-  int query_threads = 4;
+  int query_threads = 0;  // 0: the scheduler's default
   int db_threads = 4;
   uint64_t seed = 1;
 };
@@ -91,7 +91,8 @@ int Parse(int argc, char** argv, BenchArgs& a) {
   if (a.readers < 1) return Usage("--readers: must be >= 1");
   if (a.ingest_sample < 0) return Usage("--ingest-sample: must be >= 0");
   if (a.connections < 1) return Usage("--connections: must be >= 1");
-  if (a.query_threads < 1 || a.db_threads < 1) return Usage("--query-threads / --db-threads: >= 1");
+  if (a.query_threads < 0 || a.db_threads < 1)
+    return Usage("--query-threads >= 0, --db-threads >= 1");
   return 0;
 }
 
@@ -274,7 +275,8 @@ int main(int argc, char** argv) {
   so.db_url = db->url;
   so.http_port = -1;
   so.db_threads = a.db_threads;
-  so.query_threads = a.query_threads;
+  if (a.query_threads > 0) so.query_threads = a.query_threads;
+  a.query_threads = so.query_threads;
   auto sched = ts::scheduler::Scheduler::Start(so);
   if (!sched.ok()) return ts::bench::Fail(sched.status());
   const std::string target = "127.0.0.1:" + std::to_string((*sched)->grpc_port());
