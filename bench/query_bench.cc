@@ -1,0 +1,327 @@
+// The query API under load (issue 16's must-show): p50/p99/max of GetSummary (task, arch),
+// GetModel (30-sweep history), OpDemand, CompareSweeps and Gate from 8 concurrent readers
+// while a sweep ingests, and the ingest rate with and without the readers.
+//
+//   build/bench/query_fill --catalog catalog.jsonl --state-dir DIR        (30 sweeps, once)
+//   build/bench/query_bench --catalog catalog.jsonl --state-dir DIR [--readers 8]
+//       [--ingest-sample 0] [--connections 3] [--quiet-seconds 20] [--query-threads 0]
+//       [--db-threads 4] [--seed 1]
+//   build/bench/query_bench --catalog catalog.jsonl --db URL ...
+//
+// Steps, on a database that query_fill filled (same --catalog and --seed):
+//   1. a scheduler in-process over the database (the Scheduler and Query services);
+//   2. ingest alone: a sweep of --ingest-sample models (task-stratified; 0: the whole catalog)
+//      through the store path query_fill uses, with the last fill sweep as baseline;
+//   3. the same size of sweep again, with --readers readers looping over the RPC mix
+//      (bench/query_readers.h) for as long as it ingests;
+//   4. the readers alone for --quiet-seconds (latency without ingest, for comparison);
+//   5. the database size per fill sweep;
+//   6. the two ingest sweeps are pruned, so the database is left with the fill's sweeps (last:
+//      on a database with many sweeps a prune takes minutes).
+// Prints Markdown tables and one JSON line (prefix "json: ").
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "bench/bench_database.h"
+#include "bench/query_readers.h"
+#include "bench/sweep_ingest.h"
+#include "services/scheduler/scheduler.h"
+#include "services/store/store.h"
+
+namespace {
+
+namespace pb = ::touchstone::v1;
+using ts::bench::IngestStats;
+using ts::bench::RpcStats;
+using Stats = std::map<std::string, RpcStats>;
+
+struct BenchArgs {
+  ts::bench::DatabaseArgs db;
+  std::string catalog;
+  int readers = 8;
+  int64_t ingest_sample = 0;  // 0: a full sweep of the catalog
+  int connections = 3;
+  int quiet_seconds = 20;
+  int query_threads = 0;  // 0: the scheduler's default
+  int db_threads = 4;
+  uint64_t seed = 1;
+};
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr,
+               "query_bench: %s\nusage: query_bench --catalog FILE (--state-dir DIR | --db URL) "
+               "[--readers N] [--ingest-sample N] [--connections N] [--quiet-seconds N] "
+               "[--query-threads N] [--db-threads N] [--seed N]\n",
+               why.c_str());
+  return 2;
+}
+
+// Parses argv; returns 0 when the arguments are good, else the exit code.
+int Parse(int argc, char** argv, BenchArgs& a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    const bool has = i + 1 < argc;
+    if (ts::bench::ParseDatabaseArg(k, has ? argv[i + 1] : nullptr, a.db))
+      ++i;
+    else if (k == "--catalog" && has)
+      a.catalog = argv[++i];
+    else if (k == "--readers" && has)
+      a.readers = std::atoi(argv[++i]);
+    else if (k == "--ingest-sample" && has)
+      a.ingest_sample = std::atoll(argv[++i]);
+    else if (k == "--connections" && has)
+      a.connections = std::atoi(argv[++i]);
+    else if (k == "--quiet-seconds" && has)
+      a.quiet_seconds = std::atoi(argv[++i]);
+    else if (k == "--query-threads" && has)
+      a.query_threads = std::atoi(argv[++i]);
+    else if (k == "--db-threads" && has)
+      a.db_threads = std::atoi(argv[++i]);
+    else if (k == "--seed" && has)
+      a.seed = std::strtoull(argv[++i], nullptr, 10);
+    else
+      return Usage("unknown argument '" + k + "'");
+  }
+  if (a.catalog.empty()) return Usage("--catalog is required");
+  if (a.readers < 1) return Usage("--readers: must be >= 1");
+  if (a.ingest_sample < 0) return Usage("--ingest-sample: must be >= 0");
+  if (a.connections < 1) return Usage("--connections: must be >= 1");
+  if (a.query_threads < 0 || a.db_threads < 1)
+    return Usage("--query-threads >= 0, --db-threads >= 1");
+  return 0;
+}
+
+pb::CreateSweepRequest IngestRequest(const BenchArgs& a, const std::string& name,
+                                     int64_t baseline) {
+  pb::CreateSweepRequest cs;
+  cs.set_name(name);
+  cs.mutable_profile()->set_name("query-bench");
+  cs.mutable_profile()->set_body(R"({"name": "query-bench"})");
+  cs.set_shard_max_models(500);
+  cs.set_shard_target_s(1e9);
+  cs.set_baseline_sweep_id(baseline);
+  cs.set_sample(a.ingest_sample);
+  cs.set_seed(a.seed);
+  return cs;
+}
+
+// The readers' world: the fill's sweeps, gate rules over the largest tasks and classes, and
+// models that pass every mode in every fill sweep.
+ts::bench::ReaderWorld World(const BenchArgs& a, const std::string& target,
+                             const std::vector<int64_t>& sweeps,
+                             const std::vector<ts::bench::CatalogEntry>& catalog,
+                             const ts::bench::RecordGenerator& gen) {
+  ts::bench::ReaderWorld w;
+  w.target = target;
+  w.sweeps = sweeps;
+  w.models_per_sweep = static_cast<int64_t>(catalog.size());
+  w.catalog = &catalog;
+  w.seed = a.seed;
+  std::map<std::string, int> tasks, classes;
+  for (const auto& e : catalog) {
+    ++tasks[e.model.task()];
+    ++classes[e.model.arch()];
+  }
+  auto largest = [](const std::map<std::string, int>& m, size_t n) {
+    std::vector<std::pair<int, std::string>> v;
+    for (const auto& [k, c] : m) v.emplace_back(-c, k);
+    std::sort(v.begin(), v.end());
+    std::vector<std::string> out;
+    for (size_t i = 0; i < std::min(n, v.size()); ++i) out.push_back(v[i].second);
+    return out;
+  };
+  w.gate_tasks = largest(tasks, 3);
+  w.gate_classes = largest(classes, 2);
+  for (size_t i = 0; i < catalog.size() && w.must_pass.size() < 5; i += 97) {
+    bool all = true;
+    for (int64_t s : sweeps) {
+      for (pb::Mode m : {pb::MODE_EAGER, pb::MODE_COMPILE, pb::MODE_TRAIN}) {
+        all = all && gen.Status(catalog[i], m, s) == pb::VERDICT_PASS;
+      }
+    }
+    if (all) w.must_pass.push_back(catalog[i].model.id());
+  }
+  return w;
+}
+
+const char* Target(const std::string& rpc) {
+  if (rpc.rfind("ListResults", 0) == 0) return "";
+  return rpc.rfind("CompareSweeps", 0) == 0 || rpc.rfind("Gate", 0) == 0 ? "<= 500" : "<= 50";
+}
+
+void PrintLatencies(const char* title, const Stats& stats, double seconds) {
+  std::printf(
+      "\n%s (%.0f s)\n\n| RPC | calls | p50 ms | p99 ms | max ms | errors | wrong | "
+      "p99 target ms |\n|---|---|---|---|---|---|---|---|\n",
+      title, seconds);
+  for (const auto& [name, s] : stats) {
+    std::printf("| %s | %zu | %.1f | **%.1f** | %.1f | %lld | %lld | %s |\n", name.c_str(),
+                s.ms.size(), s.P(0.5), s.P(0.99), s.Max(), static_cast<long long>(s.errors),
+                static_cast<long long>(s.wrong), Target(name));
+  }
+  for (const auto& [name, s] : stats) {
+    if (!s.first_error.empty())
+      std::printf("\n%s first error: %s\n", name.c_str(), s.first_error.c_str());
+  }
+}
+
+nlohmann::json StatsJson(const Stats& stats) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, s] : stats) {
+    j[name] = {{"calls", s.ms.size()}, {"p50_ms", s.P(0.5)}, {"p99_ms", s.P(0.99)},
+               {"max_ms", s.Max()},    {"errors", s.errors}, {"wrong", s.wrong}};
+  }
+  return j;
+}
+
+}  // namespace
+
+namespace {
+
+// The database size per fill sweep: partitions, its share of the job tables, and the rest.
+nlohmann::json PrintSizes(const std::string& url, const std::vector<int64_t>& sweeps) {
+  auto size = ts::bench::MeasureDatabase(url, sweeps);
+  if (!size.ok()) {
+    std::fprintf(stderr, "sizes: %s\n", size.status().ToString().c_str());
+    return nullptr;
+  }
+  int64_t parts = 0, state = 0, kept = 0, rows = 0, runs = 0;
+  for (const auto& s : size->sweeps) {
+    parts += s.partitions_bytes;
+    state += s.state_bytes;
+    kept += s.materialized_bytes;
+    rows += s.results_rows;
+    runs += s.runs_rows;
+  }
+  const double n = static_cast<double>(std::max<size_t>(1, sweeps.size()));
+  int64_t other = 0;
+  for (const auto& [name, bytes] : size->other_tables) other += bytes;
+  const double mib = 1024.0 * 1024.0;
+  std::printf("\n| database size | value |\n|---|---|\n");
+  std::printf("| database (pg_database_size) | %.0f MiB for %zu fill sweeps |\n",
+              static_cast<double>(size->database_bytes) / mib, sweeps.size());
+  std::printf(
+      "| **per sweep**: results + model_runs partitions (indexes, TOAST) | **%.0f MiB** "
+      "(%.0f results rows, %.0f model_runs rows) |\n",
+      static_cast<double>(parts) / n / mib, static_cast<double>(rows) / n,
+      static_cast<double>(runs) / n);
+  std::printf("| per sweep: its share of jobs, shards, regressions | %.0f MiB |\n",
+              static_cast<double>(state) / n / mib);
+  std::printf("| per sweep: its share of the kept query answers (sweep_* tables) | %.1f MiB |\n",
+              static_cast<double>(kept) / n / mib);
+  for (const auto& [name, bytes] : size->other_tables) {
+    if (bytes >= 1 << 20)
+      std::printf("| table %s | %.1f MiB |\n", name.c_str(), static_cast<double>(bytes) / mib);
+  }
+  return {{"database_bytes", size->database_bytes},
+          {"sweeps", sweeps.size()},
+          {"partitions_bytes_per_sweep", static_cast<double>(parts) / n},
+          {"state_bytes_per_sweep", static_cast<double>(state) / n},
+          {"materialized_bytes_per_sweep", static_cast<double>(kept) / n},
+          {"other_tables_bytes", other}};
+}
+
+void PrintIngest(const char* what, const IngestStats& s) {
+  std::printf(
+      "| ingest %s | %lld models + %lld reruns in %.1f s: **%.0f models/s** (report p50 "
+      "%.0f ms, p99 %.0f ms) |\n",
+      what, static_cast<long long>(s.models), static_cast<long long>(s.reruns), s.seconds,
+      static_cast<double>(s.models) / s.seconds, s.report_p50_ms, s.report_p99_ms);
+}
+
+// Prunes the bench's own ingest sweeps, leaving the fill's. Returns the seconds it took.
+double PruneIngests(const std::string& url, const std::vector<int64_t>& ids) {
+  ts::store::StoreOptions so;
+  so.url = url;
+  auto st = ts::store::Store::Connect(so);
+  if (!st.ok()) return -1;
+  ts::store::PruneRequest pr;
+  pr.sweep_ids = ids;
+  const auto a = std::chrono::steady_clock::now();
+  auto p = (*st)->PruneSweeps(pr);
+  if (!p.ok()) {
+    std::fprintf(stderr, "prune: %s\n", p.status().ToString().c_str());
+    return -1;
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BenchArgs a;
+  if (int rc = Parse(argc, argv, a); rc != 0) return rc;
+  auto db = ts::bench::OpenDatabase(a.db);
+  if (!db.ok()) return ts::bench::Fail(db.status());
+  auto catalog = ts::bench::LoadCatalog(a.catalog);
+  if (!catalog.ok()) return ts::bench::Fail(catalog.status());
+  const ts::bench::RecordGenerator gen(*catalog, a.seed);
+  auto fills = ts::bench::FillSweeps(db->url);
+  if (!fills.ok()) return ts::bench::Fail(fills.status());
+  std::vector<int64_t> sweeps;
+  for (const auto& s : *fills) {
+    if (s.state == "done") sweeps.push_back(s.sweep_id);
+  }
+  if (sweeps.size() < 2) {
+    return ts::bench::Fail(absl::FailedPreconditionError(
+        "the database has " + std::to_string(sweeps.size()) + " done fill sweeps; run query_fill"));
+  }
+  ts::scheduler::SchedulerOptions so;
+  so.db_url = db->url;
+  so.http_port = -1;
+  so.db_threads = a.db_threads;
+  if (a.query_threads > 0) so.query_threads = a.query_threads;
+  a.query_threads = so.query_threads;
+  auto sched = ts::scheduler::Scheduler::Start(so);
+  if (!sched.ok()) return ts::bench::Fail(sched.status());
+  const std::string target = "127.0.0.1:" + std::to_string((*sched)->grpc_port());
+  const ts::bench::IngestOptions io{db->url, a.connections};
+
+  auto alone =
+      ts::bench::IngestSweep(io, IngestRequest(a, "query-bench-ingest-alone", sweeps.back()), gen);
+  if (!alone.ok()) return ts::bench::Fail(alone.status());
+  ts::bench::Readers readers(World(a, target, sweeps, *catalog, gen), a.readers);
+  readers.Start();
+  auto loaded = ts::bench::IngestSweep(
+      io, IngestRequest(a, "query-bench-ingest-readers", sweeps.back()), gen);
+  const Stats during = readers.Stop();
+  if (!loaded.ok()) return ts::bench::Fail(loaded.status());
+  readers.Start();
+  std::this_thread::sleep_for(std::chrono::seconds(a.quiet_seconds));
+  const Stats quiet = readers.Stop();
+  (*sched)->Shutdown();
+
+  const double rate_alone = static_cast<double>(alone->models) / alone->seconds;
+  const double rate_loaded = static_cast<double>(loaded->models) / loaded->seconds;
+  const double drop = 100.0 * (1 - rate_loaded / rate_alone);
+  std::printf("| setting | value |\n|---|---|\n");
+  std::printf("| fill sweeps / models per sweep | %zu / %zu |\n", sweeps.size(), catalog->size());
+  std::printf(
+      "| readers / scheduler query + db threads / ingest connections | %d / %d + %d / %d |\n",
+      a.readers, a.query_threads, a.db_threads, a.connections);
+  PrintIngest("alone", *alone);
+  PrintIngest("with readers", *loaded);
+  std::printf("| **ingest drop with readers** | **%.1f%%** (target <= 10%%) |\n", drop);
+  PrintLatencies("Latency while a sweep ingests", during, loaded->seconds);
+  PrintLatencies("Latency without ingest", quiet, a.quiet_seconds);
+  nlohmann::json sizes = PrintSizes(db->url, sweeps);
+  nlohmann::json j = {{"bench", "query_bench"},
+                      {"readers", a.readers},
+                      {"ingest_alone_models_per_s", rate_alone},
+                      {"ingest_with_readers_models_per_s", rate_loaded},
+                      {"ingest_drop_pct", drop},
+                      {"during_ingest", StatsJson(during)},
+                      {"quiet", StatsJson(quiet)},
+                      {"size", sizes}};
+  std::printf("\njson: %s\n", j.dump().c_str());
+  std::fflush(stdout);
+  // Last, so that a slow prune never holds up the figures above.
+  const double prune_s = PruneIngests(db->url, {alone->sweep_id, loaded->sweep_id});
+  std::printf("\n| prune of the two ingest sweeps | %.1f s |\n", prune_s);
+  return 0;
+}
