@@ -227,6 +227,12 @@ void QueueConfirmations(pqxx::transaction_base& w, int64_t sweep_id, const Sweep
 
 // Regressions whose confirmation runs are all in settle: deterministic when the three runs agree
 // on each mode's status, else flaky.
+//
+// Runs 2 and 3 sit in separate shards, so two workers may report them at once. Each report
+// first locks the model's regressions rows (models in sorted order, so two reports cannot
+// deadlock), then checks in a new statement: the second report to get the lock waits for the
+// first to commit, and its check (a new snapshot, READ COMMITTED) sees both runs done. Without
+// the lock, each would see only its own run done and the regression stayed `pending`.
 void SettleConfirmations(pqxx::transaction_base& w, int64_t sweep_id,
                          const std::vector<const pb::ModelResult*>& fresh, const JobRows& jobs) {
   std::set<std::string> confirmed;
@@ -234,6 +240,8 @@ void SettleConfirmations(pqxx::transaction_base& w, int64_t sweep_id,
     if (jobs.at(res->job_id()).run > 1) confirmed.insert(res->model_id());
   }
   for (const auto& model : confirmed) {
+    w.exec_params("SELECT 1 FROM regressions WHERE sweep_id = $1 AND model_id = $2 FOR UPDATE",
+                  sweep_id, model);
     w.exec_params(R"(
       UPDATE regressions g SET confirmation = CASE WHEN (
           SELECT count(DISTINCT r.status) FROM results r
