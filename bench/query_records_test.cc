@@ -5,6 +5,8 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,7 +18,10 @@ namespace {
 
 // 20,000 models over 40 classes of 4 tasks, written as `touchstone catalog generate` does.
 std::string WriteCatalog(const std::string& name, int models) {
-  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  // One file per process: ctest runs each test of this suite in its own process, in parallel.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            (std::to_string(::getpid()) + "-" + name))
+                               .string();
   std::ofstream out(path);
   for (int i = 0; i < models; ++i) {
     out << R"({"id":"org/m-)" << i << R"(","task":"task-)" << i % 4 << R"(","arch":"Arch)" << i % 40
@@ -31,7 +36,9 @@ std::string WriteCatalog(const std::string& name, int models) {
 class QueryRecordsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto c = LoadCatalog(WriteCatalog("query_records_test.jsonl", 20000));
+    const std::string path = WriteCatalog("query_records_test.jsonl", 20000);
+    auto c = LoadCatalog(path);
+    std::filesystem::remove(path);
     ASSERT_TRUE(c.ok()) << c.status();
     catalog_ = new std::vector<CatalogEntry>(std::move(*c));
     gen_ = new RecordGenerator(*catalog_, 7);
