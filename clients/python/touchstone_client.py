@@ -169,6 +169,8 @@ class Client:
 
     def compare(self, base_sweep_id, head_sweep_id, group_by="task"):
         """Every change between two sweeps: (first page's response, all changes)."""
+        if group_by not in _GROUP_BY:
+            raise ValueError("group_by: one of " + ", ".join(_GROUP_BY))
         req = query_pb2.CompareSweepsRequest(base_sweep_id=base_sweep_id,
                                              head_sweep_id=head_sweep_id,
                                              group_by=_GROUP_BY[group_by])
