@@ -142,7 +142,6 @@ int LoadProfile(const std::string& path, Profile* out) {
 struct SweepOutcome {
   int64_t sweep_id = 0;
   cluster::FollowResult followed;
-  cluster::ResultTally tally;
   pb::Summary table;  // GetSummary's answer
 };
 
@@ -192,8 +191,9 @@ void PrintTable(const SweepFlags& o, const SweepOutcome& s) {
               sweep_s, sweep_s > 0 ? p.models_recorded() / sweep_s : 0.0);
   if (o.baseline > 0) {
     std::printf("new failures vs sweep %lld: %lld deterministic, %lld flaky\n",
-                static_cast<long long>(o.baseline), static_cast<long long>(s.tally.deterministic),
-                static_cast<long long>(s.tally.flaky));
+                static_cast<long long>(o.baseline),
+                static_cast<long long>(p.confirmed_deterministic()),
+                static_cast<long long>(p.confirmed_flaky()));
   }
 }
 
@@ -204,7 +204,7 @@ void WriteJson(const SweepFlags& o, const SweepOutcome& s, const std::string& pr
   j["sweep_id"] = s.sweep_id;
   j["models_expected"] = p.models_expected();
   j["models_recorded"] = p.models_recorded();
-  j["models_listed"] = s.tally.listed;
+  j["models_listed"] = s.table.total().models();  // the models the table counted
   j["duplicates"] = p.duplicates();
   j["failures"] = p.failures();
   j["confirmed_deterministic"] = p.confirmed_deterministic();
@@ -233,8 +233,8 @@ void Serve(cluster::LocalCluster* cluster) {
   }
 }
 
-// Follows the sweep to its end, supervising the cluster, and lists its results. Returns 0 or
-// the exit code (the message already printed).
+// Follows the sweep to its end, supervising the cluster, and takes its table (GetSummary).
+// Returns 0 or the exit code (the message already printed).
 int FollowAndSummarize(cluster::LocalCluster* cluster, cluster::SweepDriver* driver,
                        SweepOutcome* s) {
   cluster::FollowOptions fo;
@@ -256,9 +256,6 @@ int FollowAndSummarize(cluster::LocalCluster* cluster, cluster::SweepDriver* dri
                  static_cast<long long>(followed->progress.models_expected()));
     return 1;
   }
-  auto tally = driver->Summarize(s->sweep_id, [](const pb::ResultRow&) {});
-  if (!tally.ok()) return Fail(kSweep, "ListResults: " + std::string(tally.status().message()));
-  s->tally = *tally;
   // The table is the Query service's answer, the one `touchstone summary` prints.
   auto table = driver->Table(s->sweep_id);
   if (!table.ok()) return Fail(kSweep, "GetSummary: " + std::string(table.status().message()));

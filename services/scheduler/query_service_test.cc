@@ -23,6 +23,7 @@
 #include "services/query/summary_builder.h"
 #include "services/scheduler/scheduler.h"
 #include "services/store/store.h"
+#include "services/scheduler/scheduler_test_util.h"
 #include "tests/fixtures/postgres_fixture.h"
 #include "touchstone/v1/query.grpc.pb.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
@@ -153,10 +154,8 @@ pb::ModelResult Record(const pb::Job& job, const std::vector<std::string>& modes
 class QueryServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto* cluster = testing::PostgresCluster::Get();
-    ASSERT_NE(cluster, nullptr);
-    opts_.db_url =
-        cluster->NewDatabase(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    opts_.db_url = TestDatabaseUrl();
+    ASSERT_FALSE(opts_.db_url.empty());
     ASSERT_TRUE(opts_.tokens.Add(common::Role::kAdmin, "test-token").ok());
     opts_.tick_s = 3600;  // the ticker runs once: tests summarize done sweeps themselves
     auto s = Scheduler::Start(opts_);
@@ -185,9 +184,7 @@ class QueryServiceTest : public ::testing::Test {
   }
 
   std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token = "test-token") {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
-    return ctx;
+    return BearerContext(token);
   }
 
   int64_t CreateSweep(const std::string& name, const std::vector<std::string>& modes,

@@ -14,6 +14,7 @@
 #include "services/common/process.h"
 #include "services/common/tls.h"
 #include "services/scheduler/scheduler.h"
+#include "services/scheduler/scheduler_test_util.h"
 #include "tests/fixtures/postgres_fixture.h"
 #include "tests/fixtures/subprocess.h"
 #include "touchstone/v1/query.grpc.pb.h"
@@ -31,8 +32,7 @@ constexpr char kReader[] = "reader-token-1";
 constexpr char kAdmin[] = "admin-token-1";
 
 std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token) {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+  auto ctx = BearerContext(token);
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   return ctx;
 }
@@ -57,10 +57,8 @@ class TempDir {
 class SchedulerAuthTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto* cluster = testing::PostgresCluster::Get();
-    ASSERT_NE(cluster, nullptr);
-    opts_.db_url =
-        cluster->NewDatabase(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    opts_.db_url = TestDatabaseUrl();
+    ASSERT_FALSE(opts_.db_url.empty());
     ASSERT_TRUE(opts_.tokens.Add(Role::kWorker, kWorker).ok());
     ASSERT_TRUE(opts_.tokens.Add(Role::kReader, kReader).ok());
     ASSERT_TRUE(opts_.tokens.Add(Role::kAdmin, kAdmin).ok());

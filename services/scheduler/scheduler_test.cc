@@ -12,6 +12,7 @@
 #include <pqxx/pqxx>
 
 #include "services/common/http_server.h"
+#include "services/scheduler/scheduler_test_util.h"
 #include "tests/fixtures/postgres_fixture.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 
@@ -23,10 +24,8 @@ namespace pb = ::touchstone::v1;
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto* cluster = testing::PostgresCluster::Get();
-    ASSERT_NE(cluster, nullptr);
-    opts_.db_url =
-        cluster->NewDatabase(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    opts_.db_url = TestDatabaseUrl();
+    ASSERT_FALSE(opts_.db_url.empty());
     ASSERT_TRUE(opts_.tokens.Add(common::Role::kAdmin, "test-token").ok());
     auto s = Scheduler::Start(opts_);
     ASSERT_TRUE(s.ok()) << s.status();
@@ -37,9 +36,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token = "test-token") {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
-    return ctx;
+    return BearerContext(token);
   }
 
   void LoadModels(int n) {
