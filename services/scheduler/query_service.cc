@@ -177,8 +177,8 @@ absl::Status Gate(store::Store& s, const pb::GateRequest& r, pb::GateResponse* o
   // own baseline: that is the one it counts against.
   pb::GateRules rules = r.rules();
   const int64_t own = info->baseline_sweep_id();
+  if (rules.baseline_sweep_id() == 0) rules.set_baseline_sweep_id(own);
   if (rules.has_max_new_failures()) {
-    if (rules.baseline_sweep_id() == 0) rules.set_baseline_sweep_id(own);
     if (own == 0) {
       return absl::InvalidArgumentError(
           "rules.max_new_failures: sweep " + std::to_string(r.sweep_id()) +
