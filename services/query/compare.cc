@@ -9,23 +9,6 @@ namespace ts::query {
 
 namespace {
 
-using Rows = std::vector<const pb::ResultRow*>;
-
-// The rows the filter keeps, by model_id (already sorted when they come from the store: the
-// sort is then a check).
-Rows Sorted(const std::vector<pb::ResultRow>& rows, const pb::ResultFilter& filter) {
-  Rows out;
-  out.reserve(rows.size());
-  for (const auto& r : rows) {
-    if (FilterMatches(filter, {r.task(), r.family(), r.arch()})) out.push_back(&r);
-  }
-  const auto by_id = [](const pb::ResultRow* a, const pb::ResultRow* b) {
-    return a->model_id() < b->model_id();
-  };
-  if (!std::is_sorted(out.begin(), out.end(), by_id)) std::sort(out.begin(), out.end(), by_id);
-  return out;
-}
-
 pb::ModelChange Change(const pb::ResultRow& r, pb::ModelChange::Kind kind) {
   pb::ModelChange c;
   c.set_model_id(r.model_id());
@@ -62,29 +45,27 @@ void Flips(const pb::ResultRow& base, const pb::ResultRow& head, const Confirmat
 }  // namespace
 
 pb::CompareSweepsResponse Compare(const CompareInput& in) {
-  const Rows base = Sorted(*in.base, in.filter);
-  const Rows head = Sorted(*in.head, in.filter);
   pb::CompareSweepsResponse out;
-  SummaryBuilder bsum(in.group_by, in.base_modes), hsum(in.group_by, in.head_modes);
+  // Each sweep's tallies, less its models the other lacks: the groups of the common models.
+  SummaryBuilder bsum(in.group_by, in.base_modes, in.filter),
+      hsum(in.group_by, in.head_modes, in.filter);
+  for (const auto& g : *in.base_groups) bsum.AddTally(g);
+  for (const auto& g : *in.head_groups) hsum.AddTally(g);
   std::vector<pb::ModelChange> changes;
-  // A merge of the two sorted lists: both, base only (disappeared), head only (appeared).
-  size_t i = 0, j = 0;
-  while (i < base.size() || j < head.size()) {
-    const int cmp = i == base.size()   ? 1
-                    : j == head.size() ? -1
-                                       : base[i]->model_id().compare(head[j]->model_id());
-    if (cmp < 0) {
-      changes.push_back(Change(*base[i++], pb::ModelChange::KIND_DISAPPEARED));
-    } else if (cmp > 0) {
-      changes.push_back(Change(*head[j++], pb::ModelChange::KIND_APPEARED));
+  for (const ModelPair& p : *in.differing) {
+    const pb::ResultRow& any = p.Any();
+    if (!FilterMatches(in.filter, {any.task(), any.family(), any.arch()})) continue;
+    if (!p.head) {
+      changes.push_back(Change(*p.base, pb::ModelChange::KIND_DISAPPEARED));
+      bsum.Remove(*p.base);
+    } else if (!p.base) {
+      changes.push_back(Change(*p.head, pb::ModelChange::KIND_APPEARED));
+      hsum.Remove(*p.head);
     } else {
-      out.set_common_models(out.common_models() + 1);
-      bsum.Add(*base[i]);
-      hsum.Add(*head[j]);
-      Flips(*base[i++], *head[j++], in.confirmations, &changes);
+      Flips(*p.base, *p.head, in.confirmations, &changes);
     }
   }
-  // Already by model_id (the merge); within a model by kind, then mode.
+  // By model_id; within a model by kind, then mode.
   std::sort(changes.begin(), changes.end(), [](const pb::ModelChange& a, const pb::ModelChange& b) {
     if (const int c = a.model_id().compare(b.model_id()); c != 0) return c < 0;
     return std::make_pair(static_cast<int>(a.kind()), static_cast<int>(a.mode())) <
@@ -97,7 +78,9 @@ pb::CompareSweepsResponse Compare(const CompareInput& in) {
     if (c.kind() == pb::ModelChange::KIND_DISAPPEARED) out.set_disappeared(out.disappeared() + 1);
     *out.add_changes() = std::move(c);
   }
-  for (auto& d : Deltas(bsum.Build(), hsum.Build())) *out.add_groups() = std::move(d);
+  const pb::Summary base = bsum.Build(), head = hsum.Build();
+  out.set_common_models(base.total().models());
+  for (auto& d : Deltas(base, head)) *out.add_groups() = std::move(d);
   return out;
 }
 

@@ -1,14 +1,18 @@
-// CompareSweeps as pure rules over two sweeps' primary records (pb::ResultRow, as ListResults
-// streams them): per model and mode the pass -> not-pass (regressed) and not-pass -> pass
-// (fixed) flips, the models that appeared or disappeared, and per-group deltas over the models
-// both sweeps recorded (SummaryBuilder, so the percentages are the summary's).
+// CompareSweeps as pure rules over what the store reads of two sweeps: each sweep's group
+// tallies (GroupTally) and the models where they differ (ModelPair: a model recorded by one sweep
+// only, or whose pass/not-pass differs in a mode both recorded). It yields per model and mode
+// the pass -> not-pass (regressed) and not-pass -> pass (fixed) flips, the models that appeared
+// or disappeared, and per-group deltas over the models both sweeps recorded: each sweep's tallies
+// less its models the other lacks (SummaryBuilder, so the percentages are the summary's).
 //
-// A flip is counted for a mode that both records carry (both sweeps requested it).
+// A flip is counted for a mode that both records carry (both sweeps requested it). Pairs that
+// do not differ may be given too: they change nothing.
 //
 // Thread-safety: pure functions.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,9 +25,16 @@ namespace ts::query {
 // regressions when its baseline is the base sweep (empty otherwise).
 using Confirmations = std::map<std::pair<std::string, std::string>, std::string>;
 
+// One model's primary records in the base and head sweeps (at least one present).
+struct ModelPair {
+  std::optional<pb::ResultRow> base, head;
+  const pb::ResultRow& Any() const { return head ? *head : *base; }
+};
+
 struct CompareInput {
-  const std::vector<pb::ResultRow>* base = nullptr;  // any order
-  const std::vector<pb::ResultRow>* head = nullptr;
+  const std::vector<GroupTally>* base_groups = nullptr;
+  const std::vector<GroupTally>* head_groups = nullptr;
+  const std::vector<ModelPair>* differing = nullptr;  // any order
   std::vector<std::string> base_modes;
   std::vector<std::string> head_modes;
   Confirmations confirmations;

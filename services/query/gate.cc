@@ -7,7 +7,7 @@ namespace ts::query {
 
 namespace {
 
-constexpr int kExamples = 5;
+constexpr size_t kExamples = kGateExamples;
 
 class Checks {
  public:
@@ -80,7 +80,7 @@ void CheckFlips(Checks& checks, const pb::GateRules& rules, const GateInputs& in
   std::string detail;
   for (const auto& c : in.regressed) {
     if (c.confirmation() == "deterministic") {
-      if (deterministic++ < kExamples) {
+      if (deterministic++ < static_cast<int64_t>(kExamples)) {
         detail += (detail.empty() ? "" : ", ") + c.model_id() + " (" + c.base_status() + " -> " +
                   c.head_status() + ")";
       }
@@ -101,11 +101,14 @@ void CheckFlips(Checks& checks, const pb::GateRules& rules, const GateInputs& in
 void CheckForbid(Checks& checks, const pb::GateRules& rules, const GateInputs& in) {
   for (const std::string& status : rules.forbid()) {
     int64_t n = 0;
+    for (const GroupTally& g : *in.groups) {
+      for (const auto& st : g.statuses) n += st.status == status ? st.models : 0;
+    }
     std::string detail;
-    for (const auto& r : *in.rows) {
-      for (const auto& [mode, s] : r.status()) {
-        if (s != status) continue;
-        if (n++ < kExamples) detail += (detail.empty() ? "" : ", ") + r.model_id() + " (" + mode + ")";
+    auto ex = in.forbid_examples.find(status);
+    if (ex != in.forbid_examples.end()) {
+      for (size_t k = 0; k < ex->second.size() && k < kExamples; ++k) {
+        detail += (detail.empty() ? "" : ", ") + ex->second[k];
       }
     }
     checks.Add("forbid", status, static_cast<double>(n), 0, n == 0,
@@ -116,7 +119,7 @@ void CheckForbid(Checks& checks, const pb::GateRules& rules, const GateInputs& i
 void CheckMustPass(Checks& checks, const pb::GateRules& rules, const GateInputs& in) {
   std::map<std::string, const pb::ResultRow*> wanted;
   for (const auto& id : rules.must_pass()) wanted[id] = nullptr;
-  for (const auto& r : *in.rows) {
+  for (const auto& r : in.must_pass) {
     auto it = wanted.find(r.model_id());
     if (it != wanted.end()) it->second = &r;
   }
@@ -141,9 +144,9 @@ pb::GateResponse EvaluateGate(const pb::GateRules& rules, const GateInputs& in) 
   checks.Add("sweep.state", "", in.sweep_state == "done" ? 1 : 0, 1, in.sweep_state == "done",
              "sweep " + std::to_string(in.sweep_id) + " is " + in.sweep_state + ", not done");
   SummaryBuilder by_task(pb::GROUP_BY_TASK, in.modes), by_arch(pb::GROUP_BY_ARCH, in.modes);
-  for (const auto& r : *in.rows) {
-    by_task.Add(r);
-    by_arch.Add(r);
+  for (const auto& g : *in.groups) {
+    by_task.AddTally(g);
+    by_arch.AddTally(g);
   }
   const pb::Summary tasks = by_task.Build();
   if (rules.has_min()) CheckRow(checks, "min", "", &tasks.total(), rules.min());

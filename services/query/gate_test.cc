@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <tuple>
+
 #include "services/query/compare.h"
 #include "services/query/request_checks.h"
 
@@ -16,6 +19,34 @@ pb::ResultRow Model(const std::string& id, const std::string& task, const std::s
   r.set_arch(arch);
   (*r.mutable_status())["eager"] = eager;
   return r;
+}
+
+// What the store reads, computed here from whole records: per-group tallies...
+std::vector<GroupTally> TallyRows(const std::vector<pb::ResultRow>& rows) {
+  std::map<std::tuple<std::string, std::string, std::string>, GroupTally> by;
+  for (const auto& r : rows) {
+    GroupTally& g = by[{r.task(), r.family(), r.arch()}];
+    g.task = r.task();
+    g.family = r.family();
+    g.arch = r.arch();
+    ++g.models;
+    g.opcov_sum += r.opcov_ratio();
+    for (const auto& [mode, status] : r.status()) g.statuses.push_back({mode, status, 1});
+  }
+  std::vector<GroupTally> out;
+  for (auto& [k, g] : by) out.push_back(g);
+  return out;
+}
+
+// ...and every model of either sweep as a pair (pairs that do not differ change nothing).
+std::vector<ModelPair> AllPairs(const std::vector<pb::ResultRow>& base,
+                                const std::vector<pb::ResultRow>& head) {
+  std::map<std::string, ModelPair> by;
+  for (const auto& r : base) by[r.model_id()].base = r;
+  for (const auto& r : head) by[r.model_id()].head = r;
+  std::vector<ModelPair> out;
+  for (auto& [id, p] : by) out.push_back(p);
+  return out;
 }
 
 const pb::GateCheck* Find(const pb::GateResponse& g, const std::string& rule,
@@ -47,7 +78,10 @@ TEST(GateTest, EveryCheckNamesRuleGroupMeasuredAndLimit) {
   in.sweep_id = 2;
   in.sweep_state = "done";
   in.modes = {"eager"};
-  in.rows = &rows;
+  const std::vector<GroupTally> groups = TallyRows(rows);
+  in.groups = &groups;
+  in.must_pass = {rows[1], rows[2]};  // b and c, as the store reads them
+  in.forbid_examples["crash"] = {"b (eager)"};
   pb::ModelChange flip;
   flip.set_model_id("b");
   flip.set_kind(pb::ModelChange::KIND_REGRESSED);
@@ -93,7 +127,8 @@ TEST(GateTest, SweepNotDoneFailsTheStateCheck) {
   in.sweep_id = 3;
   in.sweep_state = "running";
   in.modes = {"eager"};
-  in.rows = &rows;
+  const std::vector<GroupTally> groups = TallyRows(rows);
+  in.groups = &groups;
   const pb::GateResponse g = EvaluateGate(pb::GateRules(), in);
   EXPECT_FALSE(g.pass());
   ASSERT_EQ(g.failures_size(), 1);
@@ -123,12 +158,15 @@ TEST(GateTest, BadRulesNameTheField) {
 
 TEST(CompareTest, FlipsAppearedDisappearedAndConfirmation) {
   std::vector<pb::ResultRow> base = {Model("a", "t", "A", "pass"), Model("b", "t", "A", "crash"),
-                                     Model("c", "t", "A", "pass"), Model("gone", "t", "A", "pass")};
-  std::vector<pb::ResultRow> head = {Model("new", "t", "A", "pass"), Model("c", "t", "A", "pass"),
+                                     Model("c", "t", "A", "pass"), Model("gone", "u", "G", "pass")};
+  std::vector<pb::ResultRow> head = {Model("new", "v", "N", "crash"), Model("c", "t", "A", "pass"),
                                      Model("b", "t", "A", "pass"), Model("a", "t", "A", "oom")};
+  const std::vector<GroupTally> bg = TallyRows(base), hg = TallyRows(head);
+  const std::vector<ModelPair> pairs = AllPairs(base, head);
   CompareInput in;
-  in.base = &base;
-  in.head = &head;
+  in.base_groups = &bg;
+  in.head_groups = &hg;
+  in.differing = &pairs;
   in.base_modes = in.head_modes = {"eager"};
   in.confirmations[{"a", "eager"}] = "deterministic";
   const pb::CompareSweepsResponse r = Compare(in);
@@ -146,10 +184,18 @@ TEST(CompareTest, FlipsAppearedDisappearedAndConfirmation) {
   EXPECT_EQ(r.changes(1).kind(), pb::ModelChange::KIND_FIXED);
   EXPECT_EQ(r.changes(2).model_id(), "gone");
   EXPECT_EQ(r.changes(3).model_id(), "new");
-  // Groups over the 3 common models: t, Total, Class-weighted; eager 2/3 -> 2/3.
+  // Groups over the 3 common models only: t, Total, Class-weighted (the tallies' u and v rows
+  // and classes G and N are taken out with "gone" and "new"); eager 2/3 -> 2/3.
   ASSERT_EQ(r.groups_size(), 3);
+  EXPECT_EQ(r.groups(0).group(), "t");
   EXPECT_NEAR(r.groups(0).base().eager_pct(), 200.0 / 3, 1e-9);
   EXPECT_NEAR(r.groups(0).eager_delta(), 0.0, 1e-9);
+  EXPECT_EQ(r.groups(1).group(), "Total");
+  EXPECT_EQ(r.groups(1).base().models(), 3);
+  EXPECT_EQ(r.groups(1).head().models(), 3);
+  EXPECT_EQ(r.groups(2).group(), "Class-weighted");
+  EXPECT_NEAR(r.groups(2).base().eager_pct(), 200.0 / 3, 1e-9);
+  EXPECT_NEAR(r.groups(2).head().eager_pct(), 200.0 / 3, 1e-9);
 }
 
 TEST(RequestChecksTest, PageTokensRoundTripAndRefuseOthers) {

@@ -53,6 +53,18 @@ void SummaryBuilder::Add(const pb::ResultRow& row) {
   for (const auto& [mode, status] : row.status()) AddStatus(key, mode, status, 1);
 }
 
+void SummaryBuilder::AddTally(const GroupTally& g) {
+  const GroupKey key{g.task, g.family, g.arch};
+  AddGroup(key, g.models, g.opcov_sum);
+  for (const auto& st : g.statuses) AddStatus(key, st.mode, st.status, st.models);
+}
+
+void SummaryBuilder::Remove(const pb::ResultRow& row) {
+  const GroupKey key{row.task(), row.family(), row.arch()};
+  AddGroup(key, -1, -row.opcov_ratio());
+  for (const auto& [mode, status] : row.status()) AddStatus(key, mode, status, -1);
+}
+
 void SummaryBuilder::AddGroup(const GroupKey& key, int64_t models, double opcov_sum) {
   for (Acc* a : Targets(key)) {
     if (!a) continue;
@@ -118,21 +130,26 @@ pb::Summary SummaryBuilder::Build() const {
   pb::Summary out;
   out.set_group_by(group_by_ == pb::GROUP_BY_UNSPECIFIED ? pb::GROUP_BY_TASK : group_by_);
   for (const auto& m : modes_) out.add_modes(m);
-  for (const auto& [group, acc] : rows_) *out.add_rows() = Row(group, acc);
+  for (const auto& [group, acc] : rows_) {
+    if (acc.models != 0) *out.add_rows() = Row(group, acc);
+  }
   *out.mutable_total() = Row("Total", total_);
   pb::SummaryRow* cw = out.mutable_class_weighted();
   cw->set_group("Class-weighted");
   cw->set_models(total_.models);
-  out.set_classes(static_cast<int64_t>(classes_.size()));
-  if (classes_.empty()) return out;
+  int64_t classes = 0;
+  for (const auto& [arch, acc] : classes_) classes += acc.models != 0;
+  out.set_classes(classes);
+  if (classes == 0) return out;
   for (const auto& [arch, acc] : classes_) {
+    if (acc.models == 0) continue;
     const pb::SummaryRow c = Row(arch, acc);
     cw->set_eager_pct(cw->eager_pct() + c.eager_pct());
     cw->set_opcov_pct(cw->opcov_pct() + c.opcov_pct());
     cw->set_compile_pct(cw->compile_pct() + c.compile_pct());
     cw->set_train_pct(cw->train_pct() + c.train_pct());
   }
-  const double k = static_cast<double>(classes_.size());
+  const double k = static_cast<double>(classes);
   cw->set_eager_pct(cw->eager_pct() / k);
   cw->set_opcov_pct(cw->opcov_pct() / k);
   cw->set_compile_pct(cw->compile_pct() / k);

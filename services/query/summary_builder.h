@@ -39,6 +39,19 @@ struct GroupKey {
   std::string arch;
 };
 
+// A sweep's models of one (task, family, arch): how many, their opcov_ratio sum, and how many
+// had each verdict per mode (the store's kept or live group counters).
+struct GroupTally {
+  std::string task, family, arch;
+  int64_t models = 0;
+  double opcov_sum = 0;
+  struct Status {
+    std::string mode, status;
+    int64_t models = 0;
+  };
+  std::vector<Status> statuses;
+};
+
 // Whether the model passes `filter` (OR within a list, AND across lists; empty lists match).
 bool FilterMatches(const pb::ResultFilter& filter, const GroupKey& key);
 
@@ -55,6 +68,11 @@ class SummaryBuilder {
   void AddGroup(const GroupKey& key, int64_t models, double opcov_sum);
   void AddStatus(const GroupKey& key, const std::string& mode, const std::string& status,
                  int64_t models);
+  // AddGroup + AddStatus of one tally.
+  void AddTally(const GroupTally& g);
+  // Takes one primary record out again (a model of a sweep's tallies that a comparison leaves
+  // out). A row or class left with no model is not built.
+  void Remove(const pb::ResultRow& row);
 
   // INVALID_ARGUMENT "filter.tasks[i]: ..." for a filter value that matched no model added: a
   // typo would otherwise select nothing silently.

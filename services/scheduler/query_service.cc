@@ -107,28 +107,22 @@ absl::StatusOr<query::Confirmations> ConfirmationsVs(store::Store& s, const pb::
   return out;
 }
 
-// Records and identity of two sweeps, compared.
+// Two sweeps compared: their counters and differing models (SQL), their modes, the head's
+// confirmations.
 absl::StatusOr<pb::CompareSweepsResponse> CompareOf(store::Store& s, int64_t base_id,
                                                     const char* base_field, int64_t head_id,
                                                     const char* head_field, pb::GroupBy by,
-                                                    const pb::ResultFilter& filter,
-                                                    const std::vector<pb::ResultRow>* head_rows) {
-  auto base = s.SweepRecords(base_id, base_field);
-  if (!base.ok()) return base.status();
-  std::vector<pb::ResultRow> own_head;
-  if (!head_rows) {
-    auto h = s.SweepRecords(head_id, head_field);
-    if (!h.ok()) return h.status();
-    own_head = std::move(*h);
-    head_rows = &own_head;
-  }
+                                                    const pb::ResultFilter& filter) {
+  auto reads = s.SweepPair(base_id, base_field, head_id, head_field);
+  if (!reads.ok()) return reads.status();
   auto base_info = s.GetSweepInfo(base_id, base_field);
   if (!base_info.ok()) return base_info.status();
   auto head_info = s.GetSweepInfo(head_id, head_field);
   if (!head_info.ok()) return head_info.status();
   query::CompareInput in;
-  in.base = &*base;
-  in.head = head_rows;
+  in.base_groups = &reads->base_groups;
+  in.head_groups = &reads->head_groups;
+  in.differing = &reads->differing;
   in.base_modes.assign(base_info->modes().begin(), base_info->modes().end());
   in.head_modes.assign(head_info->modes().begin(), head_info->modes().end());
   auto conf = ConfirmationsVs(s, *head_info, base_id);
@@ -149,7 +143,7 @@ absl::Status CompareSweeps(store::Store& s, const pb::CompareSweepsRequest& r,
   if (!size.ok()) return size.status();
   if (!offset.ok()) return offset.status();
   auto c = CompareOf(s, r.base_sweep_id(), "base_sweep_id", r.head_sweep_id(), "head_sweep_id",
-                     r.group_by(), r.filter(), nullptr);
+                     r.group_by(), r.filter());
   if (!c.ok()) return c.status();
   *out = std::move(*c);
   if (*offset > 0) out->clear_groups();
@@ -164,15 +158,20 @@ absl::Status CompareSweeps(store::Store& s, const pb::CompareSweepsRequest& r,
 }
 
 absl::Status Gate(store::Store& s, const pb::GateRequest& r, pb::GateResponse* out) {
-  auto rows = s.SweepRecords(r.sweep_id(), "sweep_id");
-  if (!rows.ok()) return rows.status();
+  auto reads = s.ReadForGate(r.sweep_id(), "sweep_id",
+                             {r.rules().must_pass().begin(), r.rules().must_pass().end()},
+                             {r.rules().forbid().begin(), r.rules().forbid().end()},
+                             query::kGateExamples);
+  if (!reads.ok()) return reads.status();
   auto info = s.GetSweepInfo(r.sweep_id(), "sweep_id");
   if (!info.ok()) return info.status();
   query::GateInputs in;
   in.sweep_id = r.sweep_id();
   in.sweep_state = info->state();
   in.modes.assign(info->modes().begin(), info->modes().end());
-  in.rows = &*rows;
+  in.groups = &reads->groups;
+  in.must_pass = std::move(reads->must_pass);
+  in.forbid_examples = std::move(reads->forbid_examples);
   // max_new_failures counts confirmed flips, and reruns confirm them only against the sweep's
   // own baseline: that is the one it counts against.
   pb::GateRules rules = r.rules();
@@ -195,7 +194,7 @@ absl::Status Gate(store::Store& s, const pb::GateRequest& r, pb::GateResponse* o
   const int64_t base = rules.baseline_sweep_id();
   if (base > 0) {
     auto c = CompareOf(s, base, "rules.baseline_sweep_id", r.sweep_id(), "sweep_id",
-                       pb::GROUP_BY_TASK, {}, &*rows);
+                       pb::GROUP_BY_TASK, {});
     if (!c.ok()) return c.status();
     for (auto& ch : *c->mutable_changes()) {
       if (ch.kind() == pb::ModelChange::KIND_REGRESSED) in.regressed.push_back(std::move(ch));

@@ -553,6 +553,89 @@ TEST_F(QueryServiceTest, CompareFlipsMatchTheTwoListResultsStreamsAndGateCountsD
   EXPECT_EQ(st.error_message().rfind("rules.max_new_failures: ", 0), 0u) << st.error_message();
 }
 
+// Two sweeps over different samples (9 of 12 models in the base, all 12 in the head, the
+// other way round for a second pair): the comparison's flips, appeared/disappeared models and
+// group deltas equal a recount from the two ListResults streams, whether answered live or from
+// the kept answers (packed verdict codes).
+TEST_F(QueryServiceTest, CompareOfDifferentSamplesMatchesARecountLiveAndKept) {
+  const int64_t small = CreateSweep("small", kEagerCompile, 0, 9);
+  RunSweep(kEagerCompile, Flavor());
+  const int64_t full = CreateSweep("full", kEagerCompile);
+  RunSweep(kEagerCompile, HeadFlavor());
+  DefaultFieldComparator approx;
+  approx.set_float_comparison(DefaultFieldComparator::APPROXIMATE);
+  approx.SetDefaultFractionAndMargin(1e-12, 1e-12);  // group sums less the others' models
+  std::map<std::pair<int64_t, int64_t>, pb::CompareSweepsResponse> live;
+  for (auto [base, head] : {std::pair(small, full), std::pair(full, small)}) {
+    std::map<std::string, pb::ResultRow> b, h;
+    for (auto& r : ListAll(base)) b[r.model_id()] = r;
+    for (auto& r : ListAll(head)) h[r.model_id()] = r;
+    // The recount: flips per mode of the common models, the others by kind.
+    std::vector<std::tuple<std::string, int, int>> want;  // model, kind, mode
+    query::SummaryBuilder bsum(pb::GROUP_BY_ARCH, kEagerCompile),
+        hsum(pb::GROUP_BY_ARCH, kEagerCompile);
+    for (const auto& [id, br] : b) {
+      auto it = h.find(id);
+      if (it == h.end()) {
+        want.emplace_back(id, pb::ModelChange::KIND_DISAPPEARED, pb::MODE_UNSPECIFIED);
+        continue;
+      }
+      bsum.Add(br);
+      hsum.Add(it->second);
+      for (const std::string mode : kEagerCompile) {
+        const bool bp = br.status().at(mode) == "pass";
+        const bool hp = it->second.status().at(mode) == "pass";
+        if (bp != hp) {
+          want.emplace_back(id, bp ? pb::ModelChange::KIND_REGRESSED : pb::ModelChange::KIND_FIXED,
+                            *proto::ModeFromName(mode));
+        }
+      }
+    }
+    for (const auto& [id, hr] : h) {
+      if (!b.count(id)) want.emplace_back(id, pb::ModelChange::KIND_APPEARED, pb::MODE_UNSPECIFIED);
+    }
+    std::sort(want.begin(), want.end());
+    pb::CompareSweepsRequest r;
+    r.set_base_sweep_id(base);
+    r.set_head_sweep_id(head);
+    r.set_group_by(pb::GROUP_BY_ARCH);
+    r.set_page_size(1000);
+    pb::CompareSweepsResponse got;
+    auto st = query_->CompareSweeps(Ctx().get(), r, &got);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    std::vector<std::tuple<std::string, int, int>> changes;
+    for (const auto& c : got.changes()) changes.emplace_back(c.model_id(), c.kind(), c.mode());
+    EXPECT_EQ(changes, want);
+    EXPECT_EQ(got.common_models(), 9);
+    EXPECT_EQ(got.appeared() + got.disappeared(), 3);
+    const auto deltas = query::Deltas(bsum.Build(), hsum.Build());
+    ASSERT_EQ(got.groups_size(), static_cast<int>(deltas.size()));
+    for (size_t k = 0; k < deltas.size(); ++k) {
+      MessageDifferencer d;
+      d.set_field_comparator(&approx);
+      std::string diff;
+      d.ReportDifferencesToString(&diff);
+      EXPECT_TRUE(d.Compare(deltas[k], got.groups(static_cast<int>(k)))) << diff;
+    }
+    live[{base, head}] = got;
+  }
+  ASSERT_EQ(Summarize(), 2);
+  for (const auto& [pair, want] : live) {
+    pb::CompareSweepsRequest r;
+    r.set_base_sweep_id(pair.first);
+    r.set_head_sweep_id(pair.second);
+    r.set_group_by(pb::GROUP_BY_ARCH);
+    r.set_page_size(1000);
+    pb::CompareSweepsResponse kept;
+    ASSERT_TRUE(query_->CompareSweeps(Ctx().get(), r, &kept).ok());
+    MessageDifferencer d;
+    d.set_field_comparator(&approx);
+    std::string diff;
+    d.ReportDifferencesToString(&diff);
+    EXPECT_TRUE(d.Compare(want, kept)) << diff;
+  }
+}
+
 TEST_F(QueryServiceTest, ModelHistoryRoundTripsEveryFieldAcrossThreeSweeps) {
   const std::vector<std::string> all = {"eager", "compile", "train"};
   std::vector<std::map<std::string, pb::ModelResult>> sent;

@@ -88,21 +88,51 @@ GroupTally TallyOf(const pqxx::row& row) {
   return g;
 }
 
-pb::ResultRow RecordOf(const pqxx::row& row) {
+// A compact record from 9 columns at `at`: model_id, task, arch, family, opcov_ratio, total_ms,
+// then the modes' statuses in Mode order (eager, compile, train; NULL: not recorded).
+pb::ResultRow RecordOf(const pqxx::row& row, int at = 0) {
   pb::ResultRow r;
-  r.set_model_id(row[0].c_str());
-  r.set_task(row[1].c_str());
-  r.set_arch(row[2].c_str());
-  r.set_family(row[3].c_str());
-  r.set_opcov_ratio(Double(row[4]));
-  r.set_total_ms(Double(row[5]));
-  // Columns 6.. are the modes' statuses in Mode order (eager, compile, train).
+  r.set_model_id(row[at].c_str());
+  r.set_task(row[at + 1].c_str());
+  r.set_arch(row[at + 2].c_str());
+  r.set_family(row[at + 3].c_str());
+  r.set_opcov_ratio(Double(row[at + 4]));
+  r.set_total_ms(Double(row[at + 5]));
   auto& status = *r.mutable_status();
   for (size_t k = 0; k < proto::AllModes().size(); ++k) {
-    const pqxx::field f = row[static_cast<int>(6 + k)];
+    const pqxx::field f = row[at + 6 + static_cast<int>(k)];
     if (!f.is_null()) status[proto::ModeName(proto::AllModes()[k])] = f.c_str();
   }
   return r;
+}
+
+// The sweep's compact per-model rows (RecordOf's columns) as a subquery with the sweep as $n:
+// kept for a summarized sweep, else live.
+std::string VerdictRows(pqxx::transaction_base& t, int64_t sweep_id, int n) {
+  const std::string param = "$" + std::to_string(n);
+  if (Materialized(t, sweep_id)) {
+    return "SELECT model_id, task, arch, family, opcov_ratio, total_ms, eager, compile, train "
+           "FROM sweep_verdicts WHERE sweep_id = " + param;
+  }
+  std::string live = sql::kVerdicts;
+  for (size_t at = live.find("$1"); at != std::string::npos;
+       at = live.find("$1", at + param.size())) {
+    live.replace(at, 2, param);
+  }
+  return live;
+}
+
+std::vector<GroupTally> Tallies(pqxx::transaction_base& t, int64_t sweep_id) {
+  pqxx::result rows =
+      Materialized(t, sweep_id)
+          ? t.exec_params("SELECT task, family, arch, models, opcov_sum, statuses, counts "
+                          "FROM sweep_groups WHERE sweep_id = $1",
+                          sweep_id)
+          : t.exec_params(sql::kGroups, sweep_id);
+  std::vector<GroupTally> out;
+  out.reserve(rows.size());
+  for (const auto& row : rows) out.push_back(TallyOf(row));
+  return out;
 }
 
 pb::OpDemandRow OpRowOf(const pqxx::row& row) {
@@ -153,8 +183,8 @@ void MaterializeSweep(pqxx::transaction_base& w, int64_t sweep_id) {
                             "FROM (") +
                     sql::kBreaks + ") q",
                 sweep_id);
-  w.exec_params(std::string("INSERT INTO sweep_facts SELECT $1, q.* FROM (") + sql::kFacts +
-                    ") q",
+  w.exec_params(std::string("INSERT INTO sweep_facts SELECT $1, q.*, ts_verdict_codes($1) "
+                            "FROM (") + sql::kFacts + ") q",
                 sweep_id);
 }
 
@@ -237,34 +267,145 @@ absl::StatusOr<std::vector<GroupTally>> Store::SweepGroups(int64_t sweep_id,
     ReadTxn t(*impl_->conn);
     auto state = Readable(t, sweep_id, field);
     if (!state.ok()) return state.status();
-    pqxx::result rows =
-        Materialized(t, sweep_id)
-            ? t.exec_params("SELECT task, family, arch, models, opcov_sum, statuses, counts "
-                            "FROM sweep_groups WHERE sweep_id = $1",
-                            sweep_id)
-            : t.exec_params(sql::kGroups, sweep_id);
-    std::vector<GroupTally> out;
-    for (const auto& row : rows) out.push_back(TallyOf(row));
+    return Tallies(t, sweep_id);
+  });
+}
+
+namespace {
+
+// A kept sweep's verdict_codes (migration 0006): model_no * 64 + per mode 0 / 1 pass / 2 other.
+std::vector<int64_t> VerdictCodes(pqxx::transaction_base& t, int64_t sweep_id) {
+  pqxx::result r =
+      t.exec_params("SELECT verdict_codes FROM sweep_facts WHERE sweep_id = $1", sweep_id);
+  std::vector<int64_t> out;
+  const char* p = r[0][0].c_str();
+  while (*p && *p != '{') ++p;
+  while (*p && *p != '}') {
+    char* end = nullptr;
+    const long long v = std::strtoll(p + 1, &end, 10);
+    if (end == p + 1) break;  // "{}"
+    out.push_back(v);
+    p = end;
+  }
+  return out;
+}
+
+// The model_nos where two kept sweeps differ: in one only, or pass in one and not the other in a
+// mode both recorded.
+std::vector<int64_t> DifferingModels(const std::vector<int64_t>& base,
+                                     const std::vector<int64_t>& head) {
+  std::vector<int64_t> out;
+  size_t i = 0, j = 0;
+  while (i < base.size() || j < head.size()) {
+    const int64_t b = i < base.size() ? base[i] >> 6 : INT64_MAX;
+    const int64_t h = j < head.size() ? head[j] >> 6 : INT64_MAX;
+    if (b != h) {
+      out.push_back(std::min(b, h));
+      (b < h ? i : j)++;
+      continue;
+    }
+    for (int k = 0; k < 3; ++k) {
+      const int64_t x = (base[i] >> (2 * k)) & 3, y = (head[j] >> (2 * k)) & 3;
+      if (x != 0 && y != 0 && x != y) {
+        out.push_back(b);
+        break;
+      }
+    }
+    ++i;
+    ++j;
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<SweepPairReads> Store::SweepPair(int64_t base_id, const std::string& base_field,
+                                                int64_t head_id, const std::string& head_field) {
+  return impl_->Run("SweepPair", [&]() -> absl::StatusOr<SweepPairReads> {
+    ReadTxn t(*impl_->conn);
+    auto base_state = Readable(t, base_id, base_field);
+    if (!base_state.ok()) return base_state.status();
+    auto head_state = Readable(t, head_id, head_field);
+    if (!head_state.ok()) return head_state.status();
+    SweepPairReads out;
+    out.base_groups = Tallies(t, base_id);
+    out.head_groups = Tallies(t, head_id);
+    if (Materialized(t, base_id) && Materialized(t, head_id)) {
+      // Both kept: merge their packed codes, then read the few records that differ.
+      const std::vector<int64_t> nos =
+          DifferingModels(VerdictCodes(t, base_id), VerdictCodes(t, head_id));
+      std::map<int64_t, query::ModelPair> by_no;
+      for (const auto& [id, side] : {std::pair<int64_t, int>{base_id, 0}, {head_id, 1}}) {
+        for (const auto& row : t.exec_params(
+                 "SELECT v.model_id, v.task, v.arch, v.family, v.opcov_ratio, v.total_ms, "
+                 "v.eager, v.compile, v.train, m.model_no FROM sweep_verdicts v "
+                 "JOIN models m USING (model_id) "
+                 "WHERE v.sweep_id = $1 AND m.model_no = ANY($2::bigint[])",
+                 id, IdArray(nos))) {
+          (side == 0 ? by_no[row[9].as<int64_t>()].base : by_no[row[9].as<int64_t>()].head) =
+              RecordOf(row);
+        }
+      }
+      for (auto& [no, p] : by_no) out.differing.push_back(std::move(p));
+      return out;
+    }
+    // A full join on model_id keeping only what differs; NULL = 'pass' is NULL, so a mode one
+    // side lacks never flips.
+    std::string q = "WITH b AS (" + VerdictRows(t, base_id, 1) + "), h AS (" +
+                    VerdictRows(t, head_id, 2) + ") SELECT b.*, h.* FROM b FULL JOIN h ON "
+                    "b.model_id = h.model_id WHERE b.model_id IS NULL OR h.model_id IS NULL";
+    for (pb::Mode m : proto::AllModes()) {
+      const std::string& c = proto::ModeName(m);
+      q += " OR (b." + c + " = 'pass') <> (h." + c + " = 'pass')";
+    }
+    for (const auto& row : t.exec_params(q, base_id, head_id)) {
+      query::ModelPair p;
+      if (!row[0].is_null()) p.base = RecordOf(row, 0);
+      if (!row[9].is_null()) p.head = RecordOf(row, 9);
+      out.differing.push_back(std::move(p));
+    }
     return out;
   });
 }
 
-absl::StatusOr<std::vector<pb::ResultRow>> Store::SweepRecords(int64_t sweep_id,
-                                                               const std::string& field) {
-  return impl_->Run("SweepRecords", [&]() -> absl::StatusOr<std::vector<pb::ResultRow>> {
+absl::StatusOr<GateReads> Store::ReadForGate(int64_t sweep_id, const std::string& field,
+                                             const std::vector<std::string>& must_pass,
+                                             const std::vector<std::string>& forbid,
+                                             size_t examples) {
+  return impl_->Run("ReadForGate", [&]() -> absl::StatusOr<GateReads> {
     ReadTxn t(*impl_->conn);
     auto state = Readable(t, sweep_id, field);
     if (!state.ok()) return state.status();
-    pqxx::result rows =
-        Materialized(t, sweep_id)
-            ? t.exec_params("SELECT model_id, task, arch, family, opcov_ratio, total_ms, "
-                            "eager, compile, train FROM sweep_verdicts WHERE sweep_id = $1 "
-                            "ORDER BY model_id",
-                            sweep_id)
-            : t.exec_params(std::string(sql::kVerdicts) + " ORDER BY mr.model_id", sweep_id);
-    std::vector<pb::ResultRow> out;
-    out.reserve(rows.size());
-    for (const auto& row : rows) out.push_back(RecordOf(row));
+    GateReads out;
+    out.groups = Tallies(t, sweep_id);
+    const std::string rows = VerdictRows(t, sweep_id, 1);
+    if (!must_pass.empty()) {
+      for (const auto& row : t.exec_params("SELECT * FROM (" + rows +
+                                               ") v WHERE model_id = ANY($2::text[])",
+                                           sweep_id, TextArray(must_pass))) {
+        out.must_pass.push_back(RecordOf(row));
+      }
+    }
+    for (const std::string& status : forbid) {
+      int64_t n = 0;
+      for (const auto& g : out.groups) {
+        for (const auto& st : g.statuses) n += st.status == status ? st.models : 0;
+      }
+      if (n == 0) continue;  // the common case: no scan
+      auto& ex = out.forbid_examples[status];
+      for (const auto& row : t.exec_params("SELECT * FROM (" + rows +
+                                               ") v WHERE $2 IN (eager, compile, train) "
+                                               "ORDER BY model_id LIMIT $3",
+                                           sweep_id, status, examples)) {
+        const pb::ResultRow r = RecordOf(row);
+        for (pb::Mode m : proto::AllModes()) {
+          auto it = r.status().find(proto::ModeName(m));
+          if (it != r.status().end() && it->second == status && ex.size() < examples) {
+            ex.push_back(r.model_id() + " (" + it->first + ")");
+          }
+        }
+      }
+    }
     return out;
   });
 }

@@ -13,11 +13,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "services/query/compare.h"
 #include "touchstone/v1/query.pb.h"
 #include "touchstone/v1/scheduler.pb.h"
 
@@ -67,17 +69,20 @@ struct PruneResult {
   std::vector<int64_t> already;     // named sweeps that had been pruned before
 };
 
-// A sweep's models of one (task, family, arch): how many, their opcov_ratio sum, and how many
-// had each verdict per mode.
-struct GroupTally {
-  std::string task, family, arch;
-  int64_t models = 0;
-  double opcov_sum = 0;
-  struct Status {
-    std::string mode, status;
-    int64_t models = 0;
-  };
-  std::vector<Status> statuses;
+using query::GroupTally;
+
+// What CompareSweeps reads of two sweeps, in one snapshot.
+struct SweepPairReads {
+  std::vector<GroupTally> base_groups, head_groups;
+  std::vector<query::ModelPair> differing;  // appeared, disappeared or flipped, by model_id
+};
+
+// What Gate reads of one sweep, in one snapshot.
+struct GateReads {
+  std::vector<GroupTally> groups;
+  std::vector<pb::ResultRow> must_pass;  // the named models the sweep recorded
+  // Per asked status that the tallies count: up to `examples` verdicts "model_id (mode)".
+  std::map<std::string, std::vector<std::string>> forbid_examples;
 };
 
 struct RegressionRow {
@@ -166,10 +171,16 @@ class Store {
   absl::StatusOr<pb::SweepInfo> GetSweepInfo(int64_t sweep_id, const std::string& field);
   // The sweep's per (task, family, arch) counters.
   absl::StatusOr<std::vector<GroupTally>> SweepGroups(int64_t sweep_id, const std::string& field);
-  // Every primary record of the sweep, compact (statuses, opcov, total_ms; confirmation
-  // unset), ordered by model_id.
-  absl::StatusOr<std::vector<pb::ResultRow>> SweepRecords(int64_t sweep_id,
-                                                          const std::string& field);
+  // Both sweeps' counters and the models where they differ: recorded by one only, or pass in
+  // one and not in the other for a mode both recorded (compact records: statuses, opcov,
+  // total_ms). Computed in SQL: a comparison reads its flips, not two sweeps.
+  absl::StatusOr<SweepPairReads> SweepPair(int64_t base_id, const std::string& base_field,
+                                           int64_t head_id, const std::string& head_field);
+  // The sweep's counters, the compact records of `must_pass`, and examples of the verdicts
+  // with each status of `forbid` (by model_id, then mode).
+  absl::StatusOr<GateReads> ReadForGate(int64_t sweep_id, const std::string& field,
+                                        const std::vector<std::string>& must_pass,
+                                        const std::vector<std::string>& forbid, size_t examples);
   // The sweep's regressions: (model_id, mode, confirmation).
   absl::StatusOr<std::vector<RegressionRow>> Regressions(int64_t sweep_id);
   // A model's full record in its last `last` sweeps, newest first. NOT_FOUND "model_id: ..."
