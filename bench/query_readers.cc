@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <random>
+#include <thread>
 
 #include "touchstone/v1/query.grpc.pb.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
@@ -230,6 +231,14 @@ void Readers::Loop(int index) {
       continue;
     }
     Record(rpc.name, ms, bad, !bad.empty());
+    if (world_.think_ms > 0) {
+      const auto until = Clock::now() + std::chrono::microseconds(static_cast<int64_t>(
+          1000.0 * world_.think_ms * std::uniform_real_distribution<double>(0.5, 1.5)(rng)));
+      while (!stop_ && Clock::now() < until) {
+        std::this_thread::sleep_for(std::min<Clock::duration>(until - Clock::now(),
+                                                              std::chrono::milliseconds(20)));
+      }
+    }
   }
 }
 

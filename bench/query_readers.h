@@ -34,6 +34,9 @@ struct ReaderWorld {
   std::vector<std::string> gate_classes;  // min_by_class keys
   std::vector<std::string> must_pass;     // models that pass every mode in every fill sweep
   uint64_t seed = 1;
+  // Each reader waits think_ms x U(0.5, 1.5) between calls (0: back to back, a closed loop
+  // that takes every CPU it can).
+  int think_ms = 0;
 };
 
 struct RpcStats {
