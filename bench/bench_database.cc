@@ -1,10 +1,12 @@
 // The benchmark's database: opening it, the fill's sweeps, sizes. See the header.
 #include "bench/bench_database.h"
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <pqxx/pqxx>
+#include <thread>
 
 #include "services/store/store.h"
 
@@ -74,6 +76,34 @@ absl::StatusOr<std::vector<FillSweep>> FillSweeps(const std::string& url) {
                 }
                 return out;
               });
+}
+
+absl::StatusOr<std::vector<FillSweep>> LeftoverIngestSweeps(const std::string& url) {
+  return Read(url, "listing leftover ingest sweeps",
+              [](pqxx::work& w) -> absl::StatusOr<std::vector<FillSweep>> {
+                std::vector<FillSweep> out;
+                for (const auto& row :
+                     w.exec("SELECT sweep_id, name, state FROM sweeps "
+                            "WHERE name LIKE 'query-bench-ingest-%' "
+                            "AND state IN ('done', 'cancelled') ORDER BY sweep_id")) {
+                  out.push_back({row[0].as<int64_t>(), row[1].c_str(), row[2].c_str()});
+                }
+                return out;
+              });
+}
+
+bool WaitKept(const std::string& url, int64_t sweep_id, double timeout_s) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  pqxx::connection c(url);
+  for (;;) {
+    pqxx::nontransaction n(c);
+    if (!n.exec_params("SELECT 1 FROM sweep_facts WHERE sweep_id = $1", sweep_id).empty()) {
+      return true;
+    }
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
 }
 
 namespace {

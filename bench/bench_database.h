@@ -40,6 +40,11 @@ struct FillSweep {
 };
 // The fill's sweeps (named query-bench-fill-N), oldest first, pruned and cancelled ones left out.
 absl::StatusOr<std::vector<FillSweep>> FillSweeps(const std::string& url);
+// query_bench's own finished, unpruned sweeps (an interrupted run leaves them), by sweep_id.
+absl::StatusOr<std::vector<FillSweep>> LeftoverIngestSweeps(const std::string& url);
+// Waits (up to timeout_s) until the sweep's query answers are kept (its sweep_facts row);
+// false when they are not by then.
+bool WaitKept(const std::string& url, int64_t sweep_id, double timeout_s);
 
 struct SweepSize {
   int64_t sweep_id = 0;

@@ -30,7 +30,8 @@ constexpr const char* kRunQuery = R"(
          (SELECT j.job_id FROM jobs j
           WHERE j.sweep_id = mr.sweep_id AND j.model_id = mr.model_id AND j.run = 1)
   FROM model_runs mr
-  WHERE mr.sweep_id = ANY($1::bigint[]) AND mr.model_id = $2 AND mr.run = 1)";
+  WHERE mr.sweep_id = ANY($1::bigint[]) AND mr.model_id = $2 AND mr.run = 1
+  ORDER BY mr.sweep_id DESC LIMIT $3)";
 
 void RunFields(const pqxx::row& row, const std::string& model_id, pb::ModelResult* r) {
   r->set_job_id(I(row[18]));
@@ -113,11 +114,16 @@ absl::StatusOr<pb::ModelHistory> Store::ModelHistory(const std::string& model_id
   out.set_model_id(model_id);
   absl::Status st = impl_->Run("ModelHistory", [&]() -> absl::Status {
     pqxx::read_transaction t(*impl_->conn);
-    for (const auto& row : t.exec_params(
-             "SELECT DISTINCT sweep_id FROM results WHERE model_id = $1 AND run = 1 "
-             "ORDER BY sweep_id DESC LIMIT $2",
-             model_id, last)) {
+    // The model's last `last` runs, probed by primary key in each sweep that has results (the
+    // list lets the planner prune partitions); their sweeps are the history.
+    std::vector<int64_t> live;
+    for (const auto& row : t.exec("SELECT sweep_id FROM sweeps WHERE state <> 'pruned'")) {
+      live.push_back(row[0].as<int64_t>());
+    }
+    std::map<int64_t, pb::ModelSweepRecord> by_sweep;
+    for (const auto& row : t.exec_params(kRunQuery, IdArray(live), model_id, last)) {
       ids.push_back(row[0].as<int64_t>());
+      RunFields(row, model_id, by_sweep[ids.back()].mutable_result());
     }
     pqxx::result cat =
         t.exec_params("SELECT task, arch, family FROM models WHERE model_id = $1", model_id);
@@ -128,10 +134,6 @@ absl::StatusOr<pb::ModelHistory> Store::ModelHistory(const std::string& model_id
       out.set_task(cat[0][0].c_str());
       out.set_arch(cat[0][1].c_str());
       out.set_family(cat[0][2].c_str());
-    }
-    std::map<int64_t, pb::ModelSweepRecord> by_sweep;
-    for (const auto& row : t.exec_params(kRunQuery, IdArray(ids), model_id)) {
-      RunFields(row, model_id, by_sweep[row[0].as<int64_t>()].mutable_result());
     }
     std::vector<std::pair<int64_t, pb::ModeVerdict>> verdicts;
     for (const auto& row : t.exec_params(kVerdictQuery, IdArray(ids), model_id)) {

@@ -26,7 +26,7 @@ void SetTime(const pqxx::field& micros, google::protobuf::Timestamp* t) {
 constexpr const char* kSweepColumns = R"(
   s.sweep_id, s.name, s.state, p.name, p.sha, s.modes, s.sample, coalesce(s.baseline_sweep, 0),
   (extract(epoch FROM s.created_at) * 1000000)::bigint,
-  (extract(epoch FROM s.finished_at) * 1000000)::bigint)";
+  (extract(epoch FROM s.finished_at) * 1000000)::bigint, s.summary::text)";
 
 // A SweepInfo from a kSweepColumns row, with the counts of its progress.
 absl::StatusOr<pb::SweepInfo> SweepInfoOf(pqxx::transaction_base& w, const pqxx::row& row) {
@@ -41,8 +41,14 @@ absl::StatusOr<pb::SweepInfo> SweepInfoOf(pqxx::transaction_base& w, const pqxx:
   s.set_baseline_sweep_id(row[7].as<int64_t>());
   SetTime(row[8], s.mutable_created_at());
   if (!row[9].is_null()) SetTime(row[9], s.mutable_finished_at());
-  auto p = Progress(w, s.sweep_id());
-  if (!p.ok()) return p.status();
+  // A finished sweep's kept counts are in the row; else they are counted (Progress).
+  absl::StatusOr<pb::SweepProgress> p = pb::SweepProgress();
+  if (!row[10].is_null()) {
+    if (auto st = ParseSummary(row[10], s.sweep_id(), &*p); !st.ok()) return st;
+  } else {
+    p = Progress(w, s.sweep_id());
+    if (!p.ok()) return p.status();
+  }
   s.set_models_expected(p->models_expected());
   s.set_models_recorded(p->models_recorded());
   s.set_failures(p->failures());

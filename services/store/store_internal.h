@@ -124,6 +124,8 @@ int SettleSweep(pqxx::transaction_base& txn, int64_t sweep_id);
 absl::StatusOr<pb::SweepProgress> Progress(pqxx::transaction_base& w, int64_t sweep_id);
 // sweeps.cc: sweeps.summary, the SweepProgress in protobuf's JSON (proto field names).
 std::string SummaryJson(const pb::SweepProgress& p);
+// A sweeps.summary (SummaryJson's text) into `out`; DATA_LOSS naming the sweep when it is not.
+absl::Status ParseSummary(const pqxx::field& summary, int64_t sweep_id, pb::SweepProgress* out);
 // sweeps.cc: the sweep's state, "" for no such sweep.
 std::string SweepState(pqxx::transaction_base& txn, int64_t sweep_id);
 

@@ -326,6 +326,16 @@ std::string SummaryJson(const pb::SweepProgress& p) {
 //   cancelled (late reports may still land): counted from the tables.
 // The summary holds the SweepProgress itself (proto field names); its state is the one the
 // counts were taken in (done, or cancelled for a pruned sweep).
+absl::Status ParseSummary(const pqxx::field& summary, int64_t sweep_id, pb::SweepProgress* out) {
+  google::protobuf::util::JsonParseOptions o;
+  o.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(summary.c_str(), out, o).ok()) {
+    return absl::DataLossError("sweeps.summary of sweep " + std::to_string(sweep_id) +
+                               ": not a SweepProgress");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<pb::SweepProgress> Progress(pqxx::transaction_base& w, int64_t sweep_id) {
   pqxx::result s = w.exec_params(R"(
     SELECT state, extract(epoch FROM coalesce(finished_at, now()) - created_at), summary::text
@@ -334,12 +344,7 @@ absl::StatusOr<pb::SweepProgress> Progress(pqxx::transaction_base& w, int64_t sw
   if (s.empty()) return absl::NotFoundError("sweep_id: no sweep " + std::to_string(sweep_id));
   pb::SweepProgress out;
   if (!s[0][2].is_null()) {
-    google::protobuf::util::JsonParseOptions o;
-    o.ignore_unknown_fields = true;
-    if (!google::protobuf::util::JsonStringToMessage(s[0][2].c_str(), &out, o).ok()) {
-      return absl::DataLossError("sweeps.summary of sweep " + std::to_string(sweep_id) +
-                                 ": not a SweepProgress");
-    }
+    if (auto st = ParseSummary(s[0][2], sweep_id, &out); !st.ok()) return st;
   }
   // Identity and state from the row (counts, if kept, from the summary).
   out.set_sweep_id(sweep_id);
@@ -371,11 +376,17 @@ absl::StatusOr<pb::CreateSweepResponse> Store::CreateSweep(const pb::CreateSweep
             {"shard_id", "sweep_id", "priority", "estimated_ms", "jobs_total", "primary_total"},
             packed.shard_rows);
     Copy<4>(w, "jobs", {"sweep_id", "model_id", "run", "shard_id"}, packed.job_rows);
-    // Last, right before commit: creating a partition locks the parent table, which would stall
-    // other sweeps' reports for as long as this transaction runs.
+    // The partitions: made alone, then attached. CREATE TABLE ... PARTITION OF would take ACCESS
+    // EXCLUSIVE on the parent: it would wait for any running reader of results (a summary being
+    // kept, a long comparison) while every new reader and report queued behind it. ATTACH
+    // PARTITION takes SHARE UPDATE EXCLUSIVE, which neither readers nor writers conflict with;
+    // the copied indexes are attached, not rebuilt. Last, right before commit, all the same.
     const std::string id = std::to_string(sweep_id);
-    w.exec("CREATE TABLE results_" + id + " PARTITION OF results FOR VALUES IN (" + id + ")");
-    w.exec("CREATE TABLE model_runs_" + id + " PARTITION OF model_runs FOR VALUES IN (" + id + ")");
+    for (const std::string parent : {"results", "model_runs"}) {
+      w.exec("CREATE TABLE " + parent + "_" + id + " (LIKE " + parent + " INCLUDING ALL)");
+      w.exec("ALTER TABLE " + parent + " ATTACH PARTITION " + parent + "_" + id +
+             " FOR VALUES IN (" + id + ")");
+    }
     w.commit();
     pb::CreateSweepResponse out;
     out.set_sweep_id(sweep_id);
@@ -456,7 +467,7 @@ absl::StatusOr<std::vector<pb::ResultRow>> Store::ListResults(int64_t sweep_id,
     pqxx::result rows = w.exec_params(R"(
       SELECT mr.model_id, m.task, m.arch, m.family, mr.opcov_ratio, mr.total_ms,
              (SELECT array_agg(r.mode || '=' || r.status) FROM results r
-              WHERE r.sweep_id = mr.sweep_id AND r.model_id = mr.model_id AND r.run = 1),
+              WHERE r.sweep_id = $1 AND r.model_id = mr.model_id AND r.run = 1),
              -- A model is flaky when any of its regressed modes is; '' when none regressed
              -- (the aggregate still returns one row then, so count it).
              (SELECT CASE WHEN count(*) = 0 THEN ''
@@ -464,7 +475,7 @@ absl::StatusOr<std::vector<pb::ResultRow>> Store::ListResults(int64_t sweep_id,
                           WHEN bool_or(g.confirmation = 'pending') THEN 'pending'
                           ELSE 'deterministic' END
               FROM regressions g
-              WHERE g.sweep_id = mr.sweep_id AND g.model_id = mr.model_id)
+              WHERE g.sweep_id = $1 AND g.model_id = mr.model_id)
       FROM model_runs mr JOIN models m USING (model_id)
       WHERE mr.sweep_id = $1 AND mr.run = 1 AND mr.model_id > $2
       ORDER BY mr.model_id LIMIT $3)",
