@@ -92,6 +92,20 @@ absl::StatusOr<std::vector<FillSweep>> LeftoverIngestSweeps(const std::string& u
               });
 }
 
+std::string Settle(const std::string& url, int64_t sweep_id) {
+  try {
+    pqxx::connection c(url);
+    pqxx::nontransaction n(c);
+    const std::string id = std::to_string(sweep_id);
+    n.exec("VACUUM (ANALYZE) jobs, shards, regressions, sweeps, results_" + id +
+           ", model_runs_" + id);
+    n.exec("CHECKPOINT");
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 bool WaitKept(const std::string& url, int64_t sweep_id, double timeout_s) {
   const auto until = std::chrono::steady_clock::now() +
                      std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));

@@ -45,6 +45,11 @@ absl::StatusOr<std::vector<FillSweep>> LeftoverIngestSweeps(const std::string& u
 // Waits (up to timeout_s) until the sweep's query answers are kept (its sweep_facts row);
 // false when they are not by then.
 bool WaitKept(const std::string& url, int64_t sweep_id, double timeout_s);
+// Settles the database after a sweep ingested, so that the next measured phase does not pay
+// for the last one: VACUUM (ANALYZE) of the state tables and the sweep's partitions (what
+// autovacuum would otherwise do during the next phase), then CHECKPOINT (its dirty pages are
+// written now, not then). "" when done, else what failed (e.g. CHECKPOINT needs a superuser).
+std::string Settle(const std::string& url, int64_t sweep_id);
 
 struct SweepSize {
   int64_t sweep_id = 0;

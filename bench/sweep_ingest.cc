@@ -36,7 +36,7 @@ struct Tally {
 
 // One fake worker: lease, report the shard's records with finish, until the queue is empty.
 void ReportUntilEmpty(store::Store& st, int64_t worker_id, const RecordGenerator& gen,
-                      int64_t sweep_id, Tally& t) {
+                      int64_t records_as, Tally& t) {
   std::vector<double> my_ms;
   int64_t models = 0, reruns = 0;
   absl::Status error;
@@ -59,7 +59,7 @@ void ReportUntilEmpty(store::Store& st, int64_t worker_id, const RecordGenerator
                                               j.model_id() + "' is not in --catalog");
         break;
       }
-      pb::ModelResult r = gen.Make(*e, sweep_id, j.run());
+      pb::ModelResult r = gen.Make(*e, records_as, j.run());
       r.set_job_id(j.job_id());
       *rep.add_results() = std::move(r);
       (j.run() == 1 ? models : reruns) += 1;
@@ -85,6 +85,7 @@ void ReportUntilEmpty(store::Store& st, int64_t worker_id, const RecordGenerator
 // the last reports queued (confirmation reruns) after another worker had found it empty.
 absl::Status Drain(const IngestOptions& opts, const RecordGenerator& gen, int64_t sweep_id,
                    Tally& t) {
+  const int64_t records_as = opts.records_as_sweep > 0 ? opts.records_as_sweep : sweep_id;
   std::vector<std::unique_ptr<store::Store>> stores;
   std::vector<int64_t> workers;
   for (int i = 0; i < std::max(1, opts.connections); ++i) {
@@ -99,11 +100,11 @@ absl::Status Drain(const IngestOptions& opts, const RecordGenerator& gen, int64_
   }
   std::vector<std::thread> threads;
   for (size_t i = 0; i < stores.size(); ++i) {
-    threads.emplace_back([&, i] { ReportUntilEmpty(*stores[i], workers[i], gen, sweep_id, t); });
+    threads.emplace_back([&, i] { ReportUntilEmpty(*stores[i], workers[i], gen, records_as, t); });
   }
   for (auto& th : threads) th.join();
   if (!t.error.ok()) return t.error;
-  ReportUntilEmpty(*stores[0], workers[0], gen, sweep_id, t);
+  ReportUntilEmpty(*stores[0], workers[0], gen, records_as, t);
   return t.error;
 }
 

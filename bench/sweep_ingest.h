@@ -22,6 +22,9 @@ namespace ts::bench {
 struct IngestOptions {
   std::string db_url;
   int connections = 3;  // store connections reporting in parallel
+  // The sweep number the records are generated for (0: the sweep's own id). The query bench
+  // gives both of its ingest sweeps the same one, so that they store the same records.
+  int64_t records_as_sweep = 0;
 };
 
 struct IngestStats {

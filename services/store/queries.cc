@@ -41,17 +41,18 @@ absl::StatusOr<pb::SweepInfo> SweepInfoOf(pqxx::transaction_base& w, const pqxx:
   s.set_baseline_sweep_id(row[7].as<int64_t>());
   SetTime(row[8], s.mutable_created_at());
   if (!row[9].is_null()) SetTime(row[9], s.mutable_finished_at());
-  // A finished sweep's kept counts are in the row; else they are counted (Progress).
-  absl::StatusOr<pb::SweepProgress> p = pb::SweepProgress();
+  // A finished sweep's kept counts are in the row; else they are summed from its shards'
+  // tallies (a reader never scans a sweep's results for them: GetSweep and the keeping of a
+  // done sweep's answers count and keep them).
+  pb::SweepProgress p;
   if (!row[10].is_null()) {
-    if (auto st = ParseSummary(row[10], s.sweep_id(), &*p); !st.ok()) return st;
+    if (auto st = ParseSummary(row[10], s.sweep_id(), &p); !st.ok()) return st;
   } else {
-    p = Progress(w, s.sweep_id());
-    if (!p.ok()) return p.status();
+    SumTallies(w, s.sweep_id(), &p);
   }
-  s.set_models_expected(p->models_expected());
-  s.set_models_recorded(p->models_recorded());
-  s.set_failures(p->failures());
+  s.set_models_expected(p.models_expected());
+  s.set_models_recorded(p.models_recorded());
+  s.set_failures(p.failures());
   return s;
 }
 
@@ -248,7 +249,7 @@ absl::StatusOr<std::vector<pb::SweepInfo>> Store::ListSweeps(const pb::ListSweep
       if (!s.ok()) return s.status();
       out.push_back(std::move(*s));
     }
-    w.commit();  // Progress may have kept a done sweep's counts
+    w.commit();
     return out;
   });
 }

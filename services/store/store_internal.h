@@ -122,6 +122,9 @@ int SettleSweep(pqxx::transaction_base& txn, int64_t sweep_id);
 // sweeps.cc: the sweep's progress counts in `w`'s snapshot (kept, summed or counted: see the
 // definition). Keeps a done sweep's counts in sweeps.summary the first time.
 absl::StatusOr<pb::SweepProgress> Progress(pqxx::transaction_base& w, int64_t sweep_id);
+// A sweep's counts summed from its shards' tallies (cheap: no scan of its results), as Progress
+// gives them for a running sweep.
+void SumTallies(pqxx::transaction_base& w, int64_t sweep_id, pb::SweepProgress* out);
 // sweeps.cc: sweeps.summary, the SweepProgress in protobuf's JSON (proto field names).
 std::string SummaryJson(const pb::SweepProgress& p);
 // A sweeps.summary (SummaryJson's text) into `out`; DATA_LOSS naming the sweep when it is not.

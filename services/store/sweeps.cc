@@ -252,6 +252,9 @@ void CountFromTables(pqxx::transaction_base& w, int64_t sweep_id, pb::SweepProgr
 }
 
 // A running sweep's counts: its shards' tallies, summed (O(shards), not O(models)).
+
+}  // namespace
+
 void SumTallies(pqxx::transaction_base& w, int64_t sweep_id, pb::SweepProgress* out) {
   pqxx::result t = w.exec_params(R"(
     SELECT coalesce(sum(primary_total), 0), coalesce(sum(jobs_total), 0),
@@ -269,8 +272,6 @@ void SumTallies(pqxx::transaction_base& w, int64_t sweep_id, pb::SweepProgress* 
   out->set_shards_leased(t[0][6].as<int64_t>());
   Confirmations(w, sweep_id, out);
 }
-
-}  // namespace
 
 absl::StatusOr<SweepInfo> Store::Impl::Sweep(pqxx::transaction_base& txn, int64_t sweep_id) {
   auto it = sweeps.find(sweep_id);
@@ -356,9 +357,15 @@ absl::StatusOr<pb::SweepProgress> Progress(pqxx::transaction_base& w, int64_t sw
     return out;
   }
   CountFromTables(w, sweep_id, &out);
-  if (out.state() == "done") {
-    w.exec_params("UPDATE sweeps SET summary = $2::jsonb WHERE sweep_id = $1 AND summary IS NULL",
-                  sweep_id, SummaryJson(out));
+  // Kept for the next reader, unless another transaction holds the row (keeping the sweep's
+  // answers, settling it): a read never waits for a write; that one keeps the counts instead.
+  if (out.state() == "done" &&
+      !w.exec_params("SELECT 1 FROM sweeps WHERE sweep_id = $1 AND summary IS NULL "
+                     "FOR UPDATE SKIP LOCKED",
+                     sweep_id)
+           .empty()) {
+    w.exec_params("UPDATE sweeps SET summary = $2::jsonb WHERE sweep_id = $1", sweep_id,
+                  SummaryJson(out));
   }
   return out;
 }
@@ -421,9 +428,9 @@ absl::StatusOr<int> Store::SummarizeDoneSweeps(int max) {
     }
     for (int64_t id : ids) {
       pqxx::work w(*impl_->conn);
-      auto p = Progress(w, id);  // counts and keeps them
+      MaterializeSweep(w, id);   // the query answers (seconds for a full sweep)...
+      auto p = Progress(w, id);  // ...then the counts, kept: the sweep's row is locked only now
       if (!p.ok()) return p.status();
-      MaterializeSweep(w, id);   // the query answers
       w.commit();
     }
     return static_cast<int>(ids.size());
