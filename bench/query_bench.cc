@@ -5,7 +5,7 @@
 //   build/bench/query_fill --catalog catalog.jsonl --state-dir DIR        (30 sweeps, once)
 //   build/bench/query_bench --catalog catalog.jsonl --state-dir DIR [--readers 8]
 //       [--ingest-sample 0] [--connections 3] [--quiet-seconds 20] [--query-threads 0]
-//       [--db-threads 4] [--think-ms 0] [--query-nice 0] [--seed 1]
+//       [--db-threads 4] [--think-ms 0] [--seed 1]
 //   build/bench/query_bench --catalog catalog.jsonl --db URL ...
 //
 // Steps, on a database that query_fill filled (same --catalog and --seed):
@@ -57,7 +57,6 @@ struct BenchArgs {
   int query_threads = 0;  // 0: the scheduler's default
   int db_threads = 4;
   int think_ms = 0;
-  int query_nice = 0;
   uint64_t seed = 1;
 };
 
@@ -65,7 +64,7 @@ int Usage(const std::string& why) {
   std::fprintf(stderr,
                "query_bench: %s\nusage: query_bench --catalog FILE (--state-dir DIR | --db URL) "
                "[--readers N] [--ingest-sample N] [--connections N] [--quiet-seconds N] "
-               "[--query-threads N] [--db-threads N] [--think-ms N] [--query-nice N] [--seed N]\n",
+               "[--query-threads N] [--db-threads N] [--think-ms N] [--seed N]\n",
                why.c_str());
   return 2;
 }
@@ -91,8 +90,6 @@ int Parse(int argc, char** argv, BenchArgs& a) {
       a.query_threads = std::atoi(argv[++i]);
     else if (k == "--db-threads" && has)
       a.db_threads = std::atoi(argv[++i]);
-    else if (k == "--query-nice" && has)
-      a.query_nice = std::atoi(argv[++i]);
     else if (k == "--think-ms" && has)
       a.think_ms = std::atoi(argv[++i]);
     else if (k == "--seed" && has)
@@ -103,7 +100,6 @@ int Parse(int argc, char** argv, BenchArgs& a) {
   if (a.catalog.empty()) return Usage("--catalog is required");
   if (a.readers < 1) return Usage("--readers: must be >= 1");
   if (a.think_ms < 0) return Usage("--think-ms: must be >= 0");
-  if (a.query_nice < 0 || a.query_nice > 19) return Usage("--query-nice: must be in [0, 19]");
   if (a.ingest_sample < 0) return Usage("--ingest-sample: must be >= 0");
   if (a.connections < 1) return Usage("--connections: must be >= 1");
   if (a.query_threads < 0 || a.db_threads < 1)
@@ -307,7 +303,6 @@ int main(int argc, char** argv) {
   so.http_port = -1;
   so.db_threads = a.db_threads;
   if (a.query_threads > 0) so.query_threads = a.query_threads;
-  so.query_nice = a.query_nice;
   a.query_threads = so.query_threads;
   auto sched = ts::scheduler::Scheduler::Start(so);
   if (!sched.ok()) return ts::bench::Fail(sched.status());
@@ -355,8 +350,6 @@ int main(int argc, char** argv) {
   std::printf(
       "| readers / scheduler query + db threads / ingest connections | %d / %d + %d / %d |\n",
       a.readers, a.query_threads, a.db_threads, a.connections);
-  std::printf("| scheduler query pool nice (threads and their PostgreSQL processes) | %d |\n",
-              a.query_nice);
   std::printf("| reader think time | %s |\n",
               a.think_ms == 0 ? "none (back to back)"
                               : ("U(0.5, 1.5) x " + std::to_string(a.think_ms) + " ms").c_str());
@@ -371,7 +364,6 @@ int main(int argc, char** argv) {
   nlohmann::json j = {{"bench", "query_bench"},
                       {"readers", a.readers},
                       {"think_ms", a.think_ms},
-                      {"query_nice", a.query_nice},
                       {"ingest_alone_models_per_s", rate_alone},
                       {"ingest_with_readers_models_per_s", rate_loaded},
                       {"ingest_drop_pct", drop},

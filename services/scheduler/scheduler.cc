@@ -508,10 +508,8 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   store::StoreOptions lease_opts = impl->store_opts;
   lease_opts.generic_plans = true;  // register, lease, heartbeat: a few short statements
   impl->lease_pool = std::make_unique<StorePool>(lease_opts, opts.lease_threads, opts.queue_limit);
-  store::StoreOptions query_opts = impl->store_opts;
-  query_opts.backend_nice = opts.query_nice;
-  impl->query_pool = std::make_unique<StorePool>(query_opts, std::max(1, opts.query_threads),
-                                                 opts.queue_limit, opts.query_nice);
+  impl->query_pool = std::make_unique<StorePool>(impl->store_opts, std::max(1, opts.query_threads),
+                                                 opts.queue_limit);
 
   // Every Query method reads results: reader (or admin).
   impl->query = std::make_unique<QueryService>(

@@ -46,10 +46,6 @@ struct SchedulerOptions {
   int query_threads = 8;  // GetSweep, CancelSweep, ListResults and the Query service (their own
                           // pool: progress and result queries never queue behind reports, and
                           // 8 concurrent readers do not queue behind each other)
-  // The query pool's CPU priority: its threads and, for a database on this machine, their
-  // PostgreSQL server processes run at this nice value (StoreOptions::backend_nice), so that
-  // readers take the CPU that ingest and leasing leave. 0: the same priority as they.
-  int query_nice = 0;
   int queue_limit = 4096;       // requests waiting for a database thread
   double tick_s = 0;            // 0: min(1 s, lease_ttl_s / 4)
   double db_wait_s = 60;        // how long start-up waits for the database to come up

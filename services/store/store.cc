@@ -2,31 +2,11 @@
 // own file (README.md).
 #include "services/store/store.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
-#include <fstream>
 
 #include "services/store/store_internal.h"
 
 namespace ts::store {
-
-namespace {
-
-// StoreOptions::backend_nice: renices the connection's server process when it is a local
-// postgres process; otherwise (another host, no such process, no permission) leaves it.
-void LowerBackendPriority(pqxx::connection& c, int nice) {
-  const char* host = c.hostname();
-  const std::string h = host ? host : "";
-  if (!(h.empty() || h[0] == '/' || h == "localhost" || h == "127.0.0.1" || h == "::1")) return;
-  const int pid = c.backendpid();
-  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-  std::string name;
-  if (pid <= 0 || !std::getline(comm, name) || name.rfind("postgres", 0) != 0) return;
-  ::setpriority(PRIO_PROCESS, static_cast<id_t>(pid), nice);
-}
-
-}  // namespace
 
 absl::Status Store::Impl::Ensure() {
   if (conn && conn->is_open()) return absl::OkStatus();
@@ -41,7 +21,6 @@ absl::Status Store::Impl::Ensure() {
       pqxx::nontransaction n(*conn);
       n.exec("SET plan_cache_mode = force_generic_plan");
     }
-    if (opts.backend_nice > 0) LowerBackendPriority(*conn, opts.backend_nice);
     PrepareLeaseStatements(*conn);
     PrepareReportStatements(*conn);
     return absl::OkStatus();

@@ -38,11 +38,6 @@ struct StoreOptions {
   // otherwise re-plan the lease statement (~0.9 ms) on every call. Not for connections that
   // run queries over the partitioned results, whose custom plans prune partitions.
   bool generic_plans = false;
-  // > 0: run this connection's server process at this nice value (Linux), when it is a
-  // postgres process on this machine (a local socket or a loopback host, and /proc names it
-  // postgres): the Query pool's connections, so that readers yield the CPU to ingest on a
-  // saturated machine. Not possible (another host, no permission): nothing changes.
-  int backend_nice = 0;
 };
 
 struct ExpiryStats {
