@@ -582,7 +582,7 @@ TEST_F(QueryServiceTest, CompareOfDifferentSamplesMatchesARecountLiveAndKept) {
       }
       bsum.Add(br);
       hsum.Add(it->second);
-      for (const std::string mode : kEagerCompile) {
+      for (const std::string& mode : kEagerCompile) {
         const bool bp = br.status().at(mode) == "pass";
         const bool hp = it->second.status().at(mode) == "pass";
         if (bp != hp) {
