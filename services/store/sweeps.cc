@@ -251,10 +251,9 @@ void CountFromTables(pqxx::transaction_base& w, int64_t sweep_id, pb::SweepProgr
   out->set_duplicates(d[0][0].as<int64_t>());
 }
 
-// A running sweep's counts: its shards' tallies, summed (O(shards), not O(models)).
-
 }  // namespace
 
+// A running sweep's counts: its shards' tallies, summed (O(shards), not O(models)).
 void SumTallies(pqxx::transaction_base& w, int64_t sweep_id, pb::SweepProgress* out) {
   pqxx::result t = w.exec_params(R"(
     SELECT coalesce(sum(primary_total), 0), coalesce(sum(jobs_total), 0),
@@ -319,14 +318,6 @@ std::string SummaryJson(const pb::SweepProgress& p) {
   return json;
 }
 
-// The sweep's progress counts, read in `w`'s snapshot:
-//   done or pruned: the counts kept in sweeps.summary. A done sweep's are taken from the
-//     tables (duplicate check included) by the first call after it settled, or by the
-//     scheduler's ticker (SummarizeDoneSweeps), and kept: nothing writes to a done sweep;
-//   running: the shards' tallies, summed (O(shards), not O(models));
-//   cancelled (late reports may still land): counted from the tables.
-// The summary holds the SweepProgress itself (proto field names); its state is the one the
-// counts were taken in (done, or cancelled for a pruned sweep).
 absl::Status ParseSummary(const pqxx::field& summary, int64_t sweep_id, pb::SweepProgress* out) {
   google::protobuf::util::JsonParseOptions o;
   o.ignore_unknown_fields = true;
@@ -337,6 +328,15 @@ absl::Status ParseSummary(const pqxx::field& summary, int64_t sweep_id, pb::Swee
   return absl::OkStatus();
 }
 
+// The sweep's progress counts, read in `w`'s snapshot:
+//   done or pruned: the counts kept in sweeps.summary. A done sweep's are taken from the
+//     tables (duplicate check included) by the first call after it settled, or by the
+//     scheduler's ticker (SummarizeDoneSweeps), and kept (unless another transaction holds
+//     the sweep's row: then the next call keeps them): nothing writes to a done sweep;
+//   running: the shards' tallies, summed (O(shards), not O(models));
+//   cancelled (late reports may still land): counted from the tables.
+// The summary holds the SweepProgress itself (proto field names); its state is the one the
+// counts were taken in (done, or cancelled for a pruned sweep).
 absl::StatusOr<pb::SweepProgress> Progress(pqxx::transaction_base& w, int64_t sweep_id) {
   pqxx::result s = w.exec_params(R"(
     SELECT state, extract(epoch FROM coalesce(finished_at, now()) - created_at), summary::text
