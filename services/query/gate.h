@@ -5,7 +5,8 @@
 // min_by_task.<mode> / min_by_class.<mode> per named group (a group the sweep lacks fails),
 // max_new_failures (deterministic flips vs the baseline; flaky and pending flips are listed,
 // not counted), forbid (per status: the models' verdicts with it, over every mode, counted from
-// the tallies), must_pass (per model: every requested mode passes). Rules are validated first (CheckGateRules).
+// the tallies), must_pass (per model: every requested mode passes). Rules are validated first
+// (CheckGateRules).
 //
 // Thread-safety: pure function.
 #pragma once
