@@ -64,32 +64,33 @@ absl::StatusOr<Database> OpenDatabase(const DatabaseArgs& args) {
   return db;
 }
 
+namespace {
+
+// Sweeps whose name starts with `prefix` in one of `states` (a SQL list), oldest first.
+absl::StatusOr<std::vector<FillSweep>> SweepsNamed(const std::string& url, const char* what,
+                                                   const std::string& prefix,
+                                                   const std::string& states) {
+  return Read(url, what, [&](pqxx::work& w) -> absl::StatusOr<std::vector<FillSweep>> {
+    std::vector<FillSweep> out;
+    for (const auto& row : w.exec_params("SELECT sweep_id, name, state FROM sweeps "
+                                         "WHERE starts_with(name, $1) AND state = ANY($2::text[]) "
+                                         "ORDER BY sweep_id",
+                                         prefix, states)) {
+      out.push_back({row[0].as<int64_t>(), row[1].c_str(), row[2].c_str()});
+    }
+    return out;
+  });
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<FillSweep>> FillSweeps(const std::string& url) {
-  return Read(url, "listing the fill's sweeps",
-              [](pqxx::work& w) -> absl::StatusOr<std::vector<FillSweep>> {
-                std::vector<FillSweep> out;
-                for (const auto& row :
-                     w.exec("SELECT sweep_id, name, state FROM sweeps "
-                            "WHERE name LIKE 'query-bench-fill-%' AND state IN ('running', 'done') "
-                            "ORDER BY sweep_id")) {
-                  out.push_back({row[0].as<int64_t>(), row[1].c_str(), row[2].c_str()});
-                }
-                return out;
-              });
+  return SweepsNamed(url, "listing the fill's sweeps", "query-bench-fill-", "{running,done}");
 }
 
 absl::StatusOr<std::vector<FillSweep>> LeftoverIngestSweeps(const std::string& url) {
-  return Read(url, "listing leftover ingest sweeps",
-              [](pqxx::work& w) -> absl::StatusOr<std::vector<FillSweep>> {
-                std::vector<FillSweep> out;
-                for (const auto& row :
-                     w.exec("SELECT sweep_id, name, state FROM sweeps "
-                            "WHERE name LIKE 'query-bench-ingest-%' "
-                            "AND state IN ('done', 'cancelled') ORDER BY sweep_id")) {
-                  out.push_back({row[0].as<int64_t>(), row[1].c_str(), row[2].c_str()});
-                }
-                return out;
-              });
+  return SweepsNamed(url, "listing leftover ingest sweeps", "query-bench-ingest-",
+                     "{done,cancelled}");
 }
 
 std::string Settle(const std::string& url, int64_t sweep_id) {
