@@ -233,23 +233,43 @@ StatusOr<int64_t> ParseNumLabels(const nlohmann::json& config) {
   return n;
 }
 
-StatusOr<RopeConfig> ParseRope(const nlohmann::json& config, int64_t max_position_embeddings) {
-  ConfigReader r(config);
-  RopeConfig rope;
-  TS_ASSIGN_OR_RETURN(rope.theta, r.Double("rope_theta", 10000.0));
-  TS_RETURN_IF_ERROR(CheckPositive(r, "rope_theta", rope.theta));
-  rope.max_position_embeddings = max_position_embeddings;
-  rope.original_max_position_embeddings = max_position_embeddings;
-  if (!r.Has("rope_scaling")) return rope;
-  const nlohmann::json& rs = config.at("rope_scaling");
-  if (!rs.is_object()) {
-    return r.Error("rope_scaling", std::string("expected object, got ") + JsonTypeName(rs));
+std::optional<RopeParamsRef> FindRopeParams(const nlohmann::json& config,
+                                            const std::string& layer_type) {
+  if (!config.is_object()) return std::nullopt;
+  RopeParamsRef ref;
+  auto rs = config.find("rope_scaling");
+  auto rp = config.find("rope_parameters");
+  if (rs != config.end() && rs->is_object() && !rs->empty()) {
+    ref.field = "rope_scaling";  // transformers 5: `rope_scaling or rope_parameters`
+  } else if (rp != config.end() && rp->is_object()) {
+    ref.field = "rope_parameters";
+  } else {
+    return std::nullopt;
   }
-  ConfigReader s(rs, "rope_scaling.");
+  const nlohmann::json& params = config.at(ref.field);
+  auto nested = params.find(layer_type);
+  if (nested != params.end() && nested->is_object()) ref.sub = layer_type;
+  return ref;
+}
+
+const nlohmann::json& RopeParams(const nlohmann::json& config, const RopeParamsRef& ref) {
+  const nlohmann::json& params = config.at(ref.field);
+  return ref.sub.empty() ? params : params.at(ref.sub);
+}
+
+nlohmann::json& RopeParams(nlohmann::json& config, const RopeParamsRef& ref) {
+  nlohmann::json& params = config.at(ref.field);
+  return ref.sub.empty() ? params : params.at(ref.sub);
+}
+
+namespace {
+
+// The kind-specific parameters of `s` (the RoPE object) into `rope`.
+Status ParseRopeKind(const ConfigReader& s, int64_t max_position_embeddings, RopeConfig& rope) {
   // transformers accepts both keys; "rope_type" wins (modeling_rope_utils).
   std::string key = s.Has("rope_type") ? "rope_type" : "type";
   TS_ASSIGN_OR_RETURN(std::string kind, s.String(key, "default"));
-  if (kind == "default") return rope;
+  if (kind == "default") return OkStatus();
   if (kind == "linear") {
     rope.kind = RopeKind::kLinear;
   } else if (kind == "dynamic") {
@@ -263,14 +283,9 @@ StatusOr<RopeConfig> ParseRope(const nlohmann::json& config, int64_t max_positio
   }
   TS_ASSIGN_OR_RETURN(rope.factor, s.Double("factor"));
   TS_RETURN_IF_ERROR(CheckPositive(s, "factor", rope.factor));
-  if (rope.kind == RopeKind::kLinear) return rope;
-  if (rope.kind == RopeKind::kDynamic) {
-    TS_ASSIGN_OR_RETURN(rope.max_position_embeddings,
-                        s.Int("original_max_position_embeddings", max_position_embeddings));
-    TS_RETURN_IF_ERROR(
-        CheckPositive(s, "original_max_position_embeddings", rope.max_position_embeddings));
-    return rope;
-  }
+  // Dynamic NTK scales past the config's max_position_embeddings whatever the dict says
+  // (transformers' _compute_dynamic_ntk_parameters and dynamic_rope_update).
+  if (rope.kind == RopeKind::kLinear || rope.kind == RopeKind::kDynamic) return OkStatus();
   if (rope.kind == RopeKind::kLlama3) {
     TS_ASSIGN_OR_RETURN(rope.low_freq_factor, s.Double("low_freq_factor"));
     TS_ASSIGN_OR_RETURN(rope.high_freq_factor, s.Double("high_freq_factor"));
@@ -282,7 +297,7 @@ StatusOr<RopeConfig> ParseRope(const nlohmann::json& config, int64_t max_positio
     if (!(rope.high_freq_factor > rope.low_freq_factor)) {
       return s.Error("high_freq_factor", "must exceed low_freq_factor");
     }
-    return rope;
+    return OkStatus();
   }
   // yarn
   TS_ASSIGN_OR_RETURN(rope.original_max_position_embeddings,
@@ -304,6 +319,34 @@ StatusOr<RopeConfig> ParseRope(const nlohmann::json& config, int64_t max_positio
             ? get_mscale(rope.factor, mscale) / get_mscale(rope.factor, mscale_all_dim)
             : get_mscale(rope.factor, 1.0);
   }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<RopeConfig> ParseRope(const nlohmann::json& config, int64_t max_position_embeddings,
+                               const std::string& layer_type) {
+  ConfigReader r(config);
+  for (const char* field : {"rope_scaling", "rope_parameters"}) {
+    if (r.Has(field) && !config.at(field).is_object()) {
+      return r.Error(field, std::string("expected object, got ") + JsonTypeName(config.at(field)));
+    }
+  }
+  RopeConfig rope;
+  rope.max_position_embeddings = max_position_embeddings;
+  rope.original_max_position_embeddings = max_position_embeddings;
+  const std::optional<RopeParamsRef> ref = FindRopeParams(config, layer_type);
+  const nlohmann::json empty = nlohmann::json::object();
+  ConfigReader s(ref ? RopeParams(config, *ref) : empty, ref ? ref->Prefix() : "");
+  if (s.Has("rope_theta")) {
+    TS_ASSIGN_OR_RETURN(rope.theta, s.Double("rope_theta"));
+    TS_RETURN_IF_ERROR(CheckPositive(s, "rope_theta", rope.theta));
+  } else {
+    TS_ASSIGN_OR_RETURN(rope.theta, r.Double("rope_theta", 10000.0));
+    TS_RETURN_IF_ERROR(CheckPositive(r, "rope_theta", rope.theta));
+  }
+  if (!ref) return rope;
+  TS_RETURN_IF_ERROR(ParseRopeKind(s, max_position_embeddings, rope));
   return rope;
 }
 

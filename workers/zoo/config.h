@@ -74,8 +74,9 @@ struct RopeConfig {
   RopeKind kind = RopeKind::kDefault;
   double theta = 10000.0;
   double factor = 1.0;
-  // Dynamic NTK: scaling starts past this many positions (config max_position_embeddings, or
-  // rope_scaling.original_max_position_embeddings when given).
+  // Dynamic NTK: scaling starts past this many positions: the config's max_position_embeddings,
+  // as transformers' _compute_dynamic_ntk_parameters reads it (an
+  // original_max_position_embeddings in the RoPE dict is ignored there).
   int64_t max_position_embeddings = 2048;
   // llama3 / yarn.
   int64_t original_max_position_embeddings = 2048;
@@ -149,8 +150,28 @@ std::string ArchOf(const nlohmann::json& config);
 
 // num_labels as transformers derives it: len(id2label) if present, else num_labels, else 2.
 StatusOr<int64_t> ParseNumLabels(const nlohmann::json& config);
-// Parses rope_theta / rope_scaling. `max_position_embeddings` is the config's.
-StatusOr<RopeConfig> ParseRope(const nlohmann::json& config, int64_t max_position_embeddings);
+// Where a config keeps its RoPE parameters, as transformers 5 reads them
+// (modeling_rope_utils.py RotaryEmbeddingConfigMixin.convert_rope_params_to_dict and
+// standardize_rope_params): `rope_scaling` when it is a non-empty object, else
+// `rope_parameters` when it is an object; `sub` is the per-layer-type entry ("full_attention",
+// "sliding_attention") when that object is nested by layer type, else "".
+struct RopeParamsRef {
+  std::string field, sub;
+  std::string Prefix() const { return field + "." + (sub.empty() ? "" : sub + "."); }
+};
+// nullopt when the config has neither object. `layer_type` picks a nested entry.
+std::optional<RopeParamsRef> FindRopeParams(const nlohmann::json& config,
+                                            const std::string& layer_type = "full_attention");
+// The object `ref` names in `config` (which must hold it).
+const nlohmann::json& RopeParams(const nlohmann::json& config, const RopeParamsRef& ref);
+nlohmann::json& RopeParams(nlohmann::json& config, const RopeParamsRef& ref);
+
+// Parses the RoPE parameters (FindRopeParams): the kind ("rope_type", else "type", else
+// "default"), its factors, and the base: the object's rope_theta, else the config's top-level
+// rope_theta, else 10000 (transformers 5: the dict's value wins). `max_position_embeddings` is
+// the config's. Errors name the field ("rope_parameters.factor: missing").
+StatusOr<RopeConfig> ParseRope(const nlohmann::json& config, int64_t max_position_embeddings,
+                               const std::string& layer_type = "full_attention");
 
 // `family` selects the defaults ("llama", "mistral", "qwen2").
 StatusOr<DecoderConfig> ParseDecoderConfig(const nlohmann::json& config, const std::string& family);

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "workers/zoo/model.h"
+#include "workers/zoo/nn.h"
 #include "workers/zoo/zoo_test_util.h"
 
 namespace ts::zoo {
@@ -176,6 +180,97 @@ TEST(ConfigTest, BertPadTokenDefaultsToZero) {
   EXPECT_EQ(r->pad_token_id, std::optional<int64_t>(0));
   EXPECT_EQ(r->hidden_act, Activation::kGeluErf);
   EXPECT_DOUBLE_EQ(r->layer_norm_eps, 1e-12);
+}
+
+// transformers 5 configs keep RoPE in `rope_parameters` (modeling_rope_utils.py
+// RotaryEmbeddingConfigMixin.convert_rope_params_to_dict: `rope_scaling or rope_parameters`,
+// then setdefault("rope_theta", the top-level rope_theta)).
+TEST(ConfigTest, RopeParametersOfATransformers5ConfigAreRead) {
+  const nlohmann::json real = testing::LoadHfConfig("ministral3_3b_2512.json");
+  ASSERT_TRUE(real.is_object());
+  nlohmann::json text = real["text_config"];
+  text["architectures"] = {"MistralForCausalLM"};
+  text["vocab_size"] = 131072;
+  auto r = ParseDecoderConfig(text, "mistral");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rope.kind, RopeKind::kYarn);
+  EXPECT_DOUBLE_EQ(r->rope.theta, 1e6);
+  EXPECT_DOUBLE_EQ(r->rope.factor, 16.0);
+  EXPECT_EQ(r->rope.original_max_position_embeddings, 16384);
+  EXPECT_DOUBLE_EQ(r->rope.beta_fast, 32.0);
+  // mscale == mscale_all_dim: get_mscale(16, 1) / get_mscale(16, 1).
+  EXPECT_DOUBLE_EQ(r->rope.attention_factor, 1.0);
+  // The tiny config scales the original context inside rope_parameters (16384 / 262144 * 64,
+  // clamped to [16, 64]).
+  auto m = BuildModel(text, BuildOptions());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const nlohmann::json& tiny = (*m)->spec().tiny_config;
+  EXPECT_EQ(tiny["rope_parameters"]["original_max_position_embeddings"], 16);
+  EXPECT_FALSE(tiny.contains("rope_scaling"));
+}
+
+TEST(ConfigTest, RopeDictWinsOverTopLevelThetaAndRopeScalingOverRopeParameters) {
+  nlohmann::json c = SmallLlama();
+  c["rope_theta"] = 5e5;
+  c["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 4.0}, {"rope_theta", 1e6}};
+  auto r = ParseDecoderConfig(c, "llama");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rope.kind, RopeKind::kLinear);
+  EXPECT_DOUBLE_EQ(r->rope.factor, 4.0);
+  EXPECT_DOUBLE_EQ(r->rope.theta, 1e6);
+  c["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
+  r = ParseDecoderConfig(c, "llama");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rope.kind, RopeKind::kDynamic);
+  EXPECT_DOUBLE_EQ(r->rope.theta, 5e5);  // rope_scaling has none: the top-level one
+  c["rope_scaling"] = nlohmann::json::object();  // empty: falsy, rope_parameters again
+  r = ParseDecoderConfig(c, "llama");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->rope.kind, RopeKind::kLinear);
+  c["rope_parameters"] = {{"rope_type", "yarn"}};
+  EXPECT_EQ(ParseDecoderConfig(c, "llama").status().message(), "rope_parameters.factor: missing");
+  c["rope_parameters"] = 3;
+  EXPECT_EQ(ParseDecoderConfig(c, "llama").status().message(),
+            "rope_parameters: expected object, got integer");
+}
+
+TEST(ConfigTest, RopeParametersNestedByLayerTypeArePickedPerLayerType) {
+  nlohmann::json c = SmallLlama();
+  c["rope_parameters"] = {
+      {"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}},
+      {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+  auto full = ParseRope(c, 2048);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_EQ(full->kind, RopeKind::kLinear);
+  EXPECT_DOUBLE_EQ(full->factor, 8.0);
+  EXPECT_DOUBLE_EQ(full->theta, 1e6);
+  auto local = ParseRope(c, 2048, "sliding_attention");
+  ASSERT_TRUE(local.ok());
+  EXPECT_EQ(local->kind, RopeKind::kDefault);
+  EXPECT_DOUBLE_EQ(local->theta, 1e4);
+}
+
+// transformers' _compute_dynamic_ntk_parameters: base * (factor * seq / max_pos - (factor -
+// 1)) ** (dim / (dim - 2)) with max_pos = config.max_position_embeddings, whatever
+// original_max_position_embeddings the RoPE dict carries.
+TEST(ConfigTest, DynamicNtkScalesPastMaxPositionEmbeddings) {
+  nlohmann::json c = SmallLlama();
+  c["max_position_embeddings"] = 16;
+  c["rope_scaling"] = {
+      {"rope_type", "dynamic"}, {"factor", 2.0}, {"original_max_position_embeddings", 8}};
+  auto r = ParseDecoderConfig(c, "llama");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rope.max_position_embeddings, 16);
+  const int64_t dim = 16, seq = 32;
+  const at::Tensor pos = at::arange(seq, at::kLong);
+  const at::Tensor cos = nn::RotaryCosSin(r->rope, dim, pos, at::kDouble).first;
+  const double d = static_cast<double>(dim);
+  const double base = 10000.0 * std::pow(2.0 * seq / 16.0 - 1.0, d / (d - 2.0));
+  const at::Tensor inv =
+      1.0 / at::pow(base, at::arange(0, dim, 2, at::kDouble) / d);  // [dim / 2]
+  const at::Tensor ang = at::outer(pos.to(at::kDouble), inv);
+  const at::Tensor want = at::cos(at::cat({ang, ang}, -1));
+  EXPECT_LT((cos.reshape(want.sizes()) - want).abs().max().item<double>(), 1e-9);
 }
 
 }  // namespace

@@ -91,8 +91,8 @@ StatusOr<nlohmann::json> ScaleDecoder(const nlohmann::json& config, const std::s
   int64_t max_pos = P::kMaxPositions;
   if (c.rope.kind == RopeKind::kDynamic) max_pos = P::kDynamicPositions;
   t["max_position_embeddings"] = max_pos;
-  if (t.contains("rope_scaling") && t["rope_scaling"].is_object()) {
-    nlohmann::json& rs = t["rope_scaling"];
+  if (const std::optional<RopeParamsRef> ref = FindRopeParams(t)) {
+    nlohmann::json& rs = RopeParams(t, *ref);
     if (rs.contains("original_max_position_embeddings")) {
       if (c.rope.kind == RopeKind::kDynamic) {
         rs["original_max_position_embeddings"] = max_pos;

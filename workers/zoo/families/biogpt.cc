@@ -16,6 +16,7 @@ DecoderFamily BioGpt() {
                 .lm_head = "output_projection",
                 .token_cls = "classifier"},
       .llama_biases = false,
+      .reads_rope = false,
       .parse = [](const ConfigReader& r, const json&, Recipe& c) -> Status {
         BartDecoderLayers(c);
         TS_ASSIGN_OR_RETURN(bool scale, r.Bool("scale_embedding", true));

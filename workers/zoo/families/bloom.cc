@@ -37,6 +37,7 @@ DecoderFamily Bloom() {
       .defaults = {.inter_mult = 4, .act = "gelu_pytorch_tanh", .eps = 1e-5, .tie = true},
       .names = BloomNames(/*emb_ln=*/true),
       .llama_biases = false,
+      .reads_rope = false,
       .parse = [](const ConfigReader& r, const json&, Recipe& c) -> Status {
         TS_RETURN_IF_ERROR(RejectPostLnResidual(r));
         c.norm = Norm::kLayerNorm;

@@ -59,7 +59,8 @@ Status ParseDeberta(const ConfigReader& r, const json& config, Recipe& c) {
   TS_ASSIGN_OR_RETURN(std::string norm_rel, r.String("norm_rel_ebd", "none"));
   c.norm_rel = norm_rel.find("layer_norm") != std::string::npos;
   TS_RETURN_IF_ERROR(ParsePosAttType(r, config, c));
-  if (!c.relative) c.c2p = c.p2c = false;
+  c.att_scale_factor = 1 + (c.c2p ? 1 : 0) + (c.p2c ? 1 : 0);
+  if (!c.relative) c.c2p = c.p2c = false;  // no c2p / p2c terms, but the scale stays
   TS_ASSIGN_OR_RETURN(int64_t conv, r.Int("conv_kernel_size", 0));
   if (conv > 0) return r.Error("conv_kernel_size", "unsupported (> 0)");
   TS_ASSIGN_OR_RETURN(int64_t pool_h, r.Int("pooler_hidden_size", c.hidden));

@@ -3,6 +3,8 @@
 
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "workers/zoo/family_test_util.h"
 #include "workers/zoo/model.h"
@@ -217,6 +219,43 @@ TEST(DecoderFamiliesTest, BadFieldsAreNamed) {
   r = BuildModel(n, BuildOptions());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("attention_types"), std::string::npos);
+}
+
+// A field the HF class never reads cannot fail the load or change the model: GPTJAttention's
+// rotary table is create_sinusoidal_positions(max_positions, rotary_dim) with base 10000
+// (transformers/models/gptj/modeling_gptj.py), OPT's positions are learned
+// (OPTLearnedPositionalEmbedding), and only PhiAttention / StableLmAttention read qk_layernorm.
+// A field the class reads with a value it rejects still fails, naming the field.
+TEST(DecoderFamiliesTest, FieldsTheHfClassIgnoresDoNotFailTheLoad) {
+  using Field = std::tuple<std::string, std::string, nlohmann::json>;
+  for (const auto& [arch, field, value] : std::vector<Field>{
+           {"GPTJForCausalLM", "rope_scaling", {{"rope_type", "gptj"}}},
+           {"CodeGenForCausalLM", "rope_parameters", {{"rope_type", "nope"}}},
+           {"OPTForCausalLM", "rope_scaling", {{"rope_type", "nope"}}},
+           {"BloomForCausalLM", "rope_theta", "x"},
+           {"Qwen3ForCausalLM", "qk_layernorm", true},
+           {"GemmaForCausalLM", "qk_layernorm", true}}) {
+    SCOPED_TRACE(arch + " " + field);
+    nlohmann::json cfg = *ExampleConfig(arch);
+    auto plain = Build(arch, cfg);
+    cfg[field] = value;
+    auto with = Build(arch, cfg);
+    ASSERT_TRUE(plain && with);
+    auto w = plain->InitWeights(3);
+    auto in = plain->MakeBatch(3, 2).inputs;
+    EXPECT_TRUE(at::equal(plain->Forward(w, in)[0], with->Forward(w, in)[0]));
+  }
+  for (const auto& [arch, field, value, needle] :
+       std::vector<std::tuple<std::string, std::string, nlohmann::json, std::string>>{
+           {"PhiForCausalLM", "qk_layernorm", true, "qk_layernorm: true is not supported"},
+           {"StableLmForCausalLM", "qk_layernorm", true, "qk_layernorm: true is not supported"},
+           {"Qwen3ForCausalLM", "rope_scaling", {{"rope_type", "nope"}},
+            "rope_scaling.rope_type: unknown 'nope'"},
+           {"FalconForCausalLM", "rope_parameters", {{"rope_type", "linear"}},
+            "rope_parameters.factor: missing"}}) {
+    SCOPED_TRACE(arch);
+    testing::ExpectConfigError(arch, field, value, needle);
+  }
 }
 
 }  // namespace

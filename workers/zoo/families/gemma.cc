@@ -1,4 +1,7 @@
-// gemma: Gemma (1 + w) RMSNorm, sqrt(hidden) embedding scale, GeGLU.
+// gemma: Gemma (1 + w) RMSNorm, sqrt(hidden) embedding scale, GeGLU. The activation is
+// `hidden_act` (transformers 5 GemmaConfig, default "gelu_pytorch_tanh"; GemmaMLP is LlamaMLP,
+// ACT2FN[config.hidden_act], so "gelu" is the exact erf GELU); `hidden_activation`, which the
+// 4.38-era GemmaMLP preferred, is no longer read.
 #include <cmath>
 
 #include "workers/zoo/families/decoder_families.h"
@@ -8,7 +11,7 @@ namespace ts::zoo::internal::decoder {
 DecoderFamily Gemma() {
   return {
       .model_type = "gemma",
-      .fields = {.head_dim = "head_dim", .act = "hidden_activation"},
+      .fields = {.head_dim = "head_dim"},
       .defaults = {.act = "gelu_pytorch_tanh", .eps = 1e-6, .tie = true},
       .llama_biases = false,
       .classic = true,

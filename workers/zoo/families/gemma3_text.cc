@@ -32,6 +32,12 @@ DecoderFamily Gemma3Text() {
             return r.Error(cap, "soft-capping is not supported by the zoo (use gemma2)");
         }
         TS_ASSIGN_OR_RETURN(double local, r.Double("rope_local_base_freq", 10000.0));
+        // transformers 5: rope_parameters.sliding_attention.rope_theta first.
+        const std::optional<RopeParamsRef> ref = FindRopeParams(config, "sliding_attention");
+        if (ref && !ref->sub.empty()) {
+          ConfigReader s(RopeParams(config, *ref), ref->Prefix());
+          TS_ASSIGN_OR_RETURN(local, s.Double("rope_theta", local));
+        }
         c.rope_local = RopeConfig();
         c.rope_local.theta = local;
         c.rope_local.max_position_embeddings = c.max_pos;

@@ -1,4 +1,7 @@
-// gpt2: learned positions, Conv1D weights stored [in, out], fused biased `c_attn`.
+// gpt2: learned positions, Conv1D weights stored [in, out], fused biased `c_attn`, and the
+// scores' scale of GPT2Attention's eager_attention_forward: / sqrt(head_dim) only when
+// `scale_attn_weights` (default true), then / (layer_idx + 1) when
+// `scale_attn_by_inverse_layer_idx` (default false).
 #include "workers/zoo/families/decoder_families.h"
 
 namespace ts::zoo::internal::decoder {
@@ -45,10 +48,14 @@ DecoderFamily Gpt2() {
       .names = Gpt2Names(),
       .llama_biases = false,
       .classic = true,
-      .parse = [](const ConfigReader&, const json&, Recipe& c) -> Status {
+      .parse = [](const ConfigReader& r, const json&, Recipe& c) -> Status {
         GptLayers(c);
         c.conv1d = true;
         c.qkv = Qkv::kFused;
+        TS_ASSIGN_OR_RETURN(bool scaled, r.Bool("scale_attn_weights", true));
+        if (!scaled) c.attn_scale = 1.0;
+        TS_ASSIGN_OR_RETURN(c.attn_scale_by_layer,
+                            r.Bool("scale_attn_by_inverse_layer_idx", false));
         return OkStatus();
       },
       .scale_extra = [](const json&, const Recipe&, json& t) { t["n_ctx"] = t["n_positions"]; },

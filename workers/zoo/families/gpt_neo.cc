@@ -75,6 +75,7 @@ DecoderFamily GptNeo() {
       .defaults = {.inter_mult = 4, .act = "gelu_new", .eps = 1e-5, .tie = true},
       .names = GptNeoNames(),
       .llama_biases = false,
+      .reads_rope = false,
       .parse = GptNeoLayers,
       .scale_extra = [](const json& real, const Recipe& rc, json& t) {
         std::vector<bool> local;

@@ -44,6 +44,7 @@ DecoderFamily Gptj() {
                 .down = "fc_out",
                 .final_norm = "ln_f"},
       .llama_biases = false,
+      .reads_rope = false,
       .parse = GptjLayers,
       .scale_extra = ScaleRotaryDim,
       .classes = {"GPTJForCausalLM",

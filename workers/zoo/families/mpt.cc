@@ -64,6 +64,7 @@ DecoderFamily Mpt() {
                 .final_norm = "norm_f",
                 .token_cls = "classifier"},
       .llama_biases = false,
+      .reads_rope = false,
       .parse = MptLayers,
       .classes = {"MptForCausalLM",
                   "MptForSequenceClassification",

@@ -13,6 +13,7 @@ DecoderFamily Opt() {
                 .pos = "embed_positions",
                 .final_norm = "final_layer_norm"},
       .llama_biases = false,
+      .reads_rope = false,
       .parse = [](const ConfigReader& r, const json&, Recipe& c) -> Status {
         TS_ASSIGN_OR_RETURN(bool before, r.Bool("do_layer_norm_before", true));
         if (!before) return r.Error("do_layer_norm_before", "false is not supported by the zoo");

@@ -36,7 +36,7 @@ DecoderFamily Phi() {
         c.norm = Norm::kLayerNorm;
         c.mlp = Mlp::kPlain;
         c.block = Block::kParallel1;
-        return OkStatus();
+        return RejectQkLayerNorm(r);
       },
       .classes = {"PhiForCausalLM",
                   "PhiForSequenceClassification",

@@ -16,13 +16,18 @@ DecoderFamily Phi3() {
       .windows = WindowPattern::kAll,
       .parse = [](const ConfigReader& r, const json& config, Recipe& c) -> Status {
         json rc = config;
-        if (rc.contains("rope_scaling") && rc["rope_scaling"].is_object()) {
-          ConfigReader s(rc["rope_scaling"], "rope_scaling.");
+        if (const std::optional<RopeParamsRef> ref = FindRopeParams(rc)) {
+          const json& rs = RopeParams(rc, *ref);
+          ConfigReader s(rs, ref->Prefix());
           std::string key = s.Has("rope_type") ? "rope_type" : "type";
           TS_ASSIGN_OR_RETURN(std::string kind, s.String(key, "default"));
           if (kind == "longrope" || kind == "su") {
             c.longrope.on = true;
+            // The base stays the dict's rope_theta when it has one (transformers 5).
+            const json theta = s.Has("rope_theta") ? rs.at("rope_theta") : json();
             rc.erase("rope_scaling");
+            rc.erase("rope_parameters");
+            if (!theta.is_null()) rc["rope_theta"] = theta;
           }
         }
         TS_RETURN_IF_ERROR(ReadClassicRotary(r, rc, "partial_rotary_factor", 1.0, false, c));

@@ -72,11 +72,16 @@ StatusOr<json> ScaleResNet(const json& config) {
   return t;
 }
 
-// A bottleneck (1x1 reduce, 3x3, 1x1 expand) or basic (3x3, 3x3) block.
+// A bottleneck (1x1 reduce, 3x3, 1x1 expand) or basic (3x3, 3x3) block. Its inner convs use
+// relu whatever hidden_act says: transformers' ResNetBasicLayer and ResNetBottleNeckLayer build
+// their ResNetConvLayers with the default activation="relu" and apply hidden_act only after the
+// residual sum (the embedder's conv does use hidden_act).
 ConvBlock ResNetBlock(const ResNetConfig& c, const std::string& lp, int64_t in, int64_t out,
                       int64_t stride) {
   auto conv_bn = [&](const std::string& p, int64_t i, int64_t o, int64_t k, int64_t s, bool act) {
-    return MakeConvBn(lp + p, "convolution", "normalization", i, o, k, s, 1, act);
+    ConvBnLayer l = MakeConvBn(lp + p, "convolution", "normalization", i, o, k, s, 1, act);
+    if (act) l.own_act = VisionActivation{.relu6 = false, .act = Activation::kRelu};
+    return l;
   };
   ConvBlock b;
   b.residual = ConvBlock::Residual::kActOfBranchPlusInput;

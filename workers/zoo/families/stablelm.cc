@@ -17,7 +17,7 @@ DecoderFamily StableLm() {
         TS_ASSIGN_OR_RETURN(bool parallel, r.Bool("use_parallel_residual", false));
         if (parallel) c.block = Block::kParallel1;
         c.norm = Norm::kLayerNorm;
-        return OkStatus();
+        return RejectQkLayerNorm(r);
       },
       .classes = {"StableLmForCausalLM",
                   "StableLmForSequenceClassification",

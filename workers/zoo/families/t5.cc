@@ -87,7 +87,9 @@ StatusOr<T5Cfg> ParseT5(const json& config) {
   } else if (ff.find('-') != std::string::npos) {
     return r.Error("feed_forward_proj", "unknown '" + ff + "'");
   }
-  if (act == "gelu") act = "gelu_new";  // T5Config: gated-gelu means gelu_new
+  // T5Config keeps "gated-gelu" as gelu_new for backward compatibility; any other act_fn,
+  // plain "gelu" included, is ACT2FN[act] (exact erf GELU for "gelu").
+  if (ff == "gated-gelu") act = "gelu_new";
   auto parsed = ParseActivation(act, r.Name("feed_forward_proj"));
   if (!parsed.ok()) return r.Error("feed_forward_proj", "unknown '" + ff + "'");
   c.act = *parsed;

@@ -18,6 +18,7 @@ DecoderFamily Xglm() {
       .defaults = {.act = "gelu", .eps = 1e-5, .tie = true},
       .names = {.final_norm = "layer_norm"},
       .llama_biases = false,
+      .reads_rope = false,
       .parse = [](const ConfigReader& r, const json&, Recipe& c) -> Status {
         BartDecoderLayers(c);
         TS_ASSIGN_OR_RETURN(bool scale, r.Bool("scale_embedding", true));

@@ -24,8 +24,6 @@ class SequenceClassificationHead : public TextHead {
                                   const at::Tensor& mask) const override {
     if (spec_.first_token) return {Project(w, FirstTokenFeatures(w, hidden))};
     at::Tensor logits = Project(w, hidden);
-    if (spec_.final_softcap > 0)
-      logits = at::tanh(logits / spec_.final_softcap) * spec_.final_softcap;
     const int64_t b = hidden.size(0), s = hidden.size(1);
     const auto lopts = at::TensorOptions().dtype(at::kLong).device(hidden.device());
     at::Tensor last;

@@ -45,7 +45,9 @@ struct TextHeadSpec {
   // Causal LM: the embedding's weight name when the head is tied to it (no weight of its own).
   std::string tied_weight;
   double logit_mult = 1.0;     // causal LM: logits * logit_mult (granite, cohere)
-  double final_softcap = 0.0;  // causal LM and sequence classification: cap * tanh(x / cap)
+  // Causal LM: cap * tanh(x / cap) (gemma2 final_logit_softcapping; transformers caps only
+  // Gemma2ForCausalLM's logits, never the classifiers').
+  double final_softcap = 0.0;
   // Sequence classification: cast the mask before the positions' arange (the recipe decoder
   // families' op order; the llama-style lineage casts after).
   bool cast_mask_first = false;

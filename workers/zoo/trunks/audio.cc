@@ -67,14 +67,14 @@ void AddWhisperStem(const std::string& prefix, int64_t d, int64_t mel, const Add
   add(prefix + ".conv2.bias", {d});
 }
 
-at::Tensor WhisperStem(const WeightMap& w, const std::string& prefix, const at::Tensor& features,
-                       Activation act) {
+at::Tensor WhisperStem(const WeightMap& w, const std::string& prefix, const at::Tensor& features) {
+  const Activation gelu = Activation::kGeluErf;
   at::Tensor x = nn::Activate(UnfoldConv1d(features, GetWeight(w, prefix + ".conv1.weight"),
                                            GetWeight(w, prefix + ".conv1.bias"), 1, 1),
-                              act);
+                              gelu);
   x = nn::Activate(UnfoldConv1d(x, GetWeight(w, prefix + ".conv2.weight"),
                                 GetWeight(w, prefix + ".conv2.bias"), 2, 1),
-                   act);
+                   gelu);
   return x.permute({0, 2, 1});
 }
 

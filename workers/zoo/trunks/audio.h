@@ -31,11 +31,12 @@ at::Tensor UnfoldConv1d(const at::Tensor& x, const at::Tensor& w, const at::Tens
 bool InitConvWeight(const std::string& name, at::Tensor& t, at::Generator& gen);
 
 // Whisper's stem under `prefix` ("model.encoder"): conv1 (k 3, stride 1) and conv2 (k 3,
-// stride 2), each followed by `act`; input_features [B, mel, T] -> [B, T / 2, d].
+// stride 2), each followed by the exact erf GELU whatever `activation_function` says
+// (transformers' WhisperEncoder.forward calls nn.functional.gelu); input_features [B, mel, T] ->
+// [B, T / 2, d].
 using AddWeightFn = std::function<void(const std::string&, std::vector<int64_t>)>;
 void AddWhisperStem(const std::string& prefix, int64_t d, int64_t mel, const AddWeightFn& add);
-at::Tensor WhisperStem(const WeightMap& w, const std::string& prefix, const at::Tensor& features,
-                       Activation act);
+at::Tensor WhisperStem(const WeightMap& w, const std::string& prefix, const at::Tensor& features);
 
 // wav2vec2 as its config describes it (families/wav2vec2.cc parses it).
 struct Wav2Vec2Recipe {

@@ -1,4 +1,5 @@
 // Tests for the audio trunk (audio.h) and the whisper and wav2vec2 families (README.md).
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include "workers/zoo/family_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/nn.h"
+#include "workers/zoo/trunks/audio.h"
 
 namespace ts::zoo {
 namespace {
@@ -165,6 +167,32 @@ TEST(AudioTest, Wav2Vec2ModelAndCtcStayUnregistered) {
   }
   EXPECT_TRUE(ExampleConfig("Wav2Vec2ForSequenceClassification").ok());
   EXPECT_TRUE(ExampleConfig("WhisperForAudioClassification").ok());
+}
+
+// transformers' WhisperEncoder.forward: inputs_embeds = gelu(conv1(input_features)), then
+// gelu(conv2(...)) with nn.functional.gelu (exact erf) whatever activation_function says
+// (transformers/models/whisper/modeling_whisper.py); conv1 k 3 pad 1, conv2 k 3 stride 2 pad 1.
+TEST(AudioTest, WhisperStemIsExactGeluWhateverActivationFunction) {
+  const int64_t mel = 4, d = 6, t = 10;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  const auto dbl = at::TensorOptions().dtype(at::kDouble);
+  WeightMap w = {{"enc.conv1.weight", at::randn({d, mel, 3}, gen, dbl)},
+                 {"enc.conv1.bias", at::randn({d}, gen, dbl)},
+                 {"enc.conv2.weight", at::randn({d, d, 3}, gen, dbl)},
+                 {"enc.conv2.bias", at::randn({d}, gen, dbl)}};
+  const at::Tensor features = at::randn({2, mel, t}, gen, dbl);
+  auto stem = [&](auto act) {
+    at::Tensor x = act(at::conv1d(features, w["enc.conv1.weight"], w["enc.conv1.bias"], {1}, {1}));
+    x = act(at::conv1d(x, w["enc.conv2.weight"], w["enc.conv2.bias"], {2}, {1}));
+    return x.permute({0, 2, 1});
+  };
+  const at::Tensor want =
+      stem([](const at::Tensor& x) { return 0.5 * x * (1.0 + at::erf(x / std::sqrt(2.0))); });
+  const at::Tensor relu = stem([](const at::Tensor& x) { return at::relu(x); });
+  ASSERT_GT((want - relu).abs().max().item<double>(), 1e-3);
+  const at::Tensor got = internal::WhisperStem(w, "enc", features);
+  ASSERT_EQ(got.sizes().vec(), (std::vector<int64_t>{2, t / 2, d}));
+  EXPECT_LT((got - want).abs().max().item<double>(), 1e-10);
 }
 
 }  // namespace

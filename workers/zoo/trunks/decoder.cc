@@ -53,7 +53,6 @@ TextHeadSpec DecoderModel::HeadSpec(TextHeadKind head) const {
     case TextHeadKind::kSequenceClassification:
       h.name = c_.n.seq_cls;
       h.bias = c_.seq_cls_bias;
-      h.final_softcap = c_.final_softcap;
       h.cast_mask_first = !c_.classic;
       break;
     case TextHeadKind::kTokenClassification:
@@ -182,6 +181,7 @@ void DecoderModel::AddLayer(const std::string& p, size_t index) {
   l.window = c_.window[index];
   l.rope = c_.pos == Pos::kRotary && c_.rope_on[index];
   l.rope_local = c_.rope_local_on[index];
+  if (c_.attn_scale_by_layer) l.attn_div = static_cast<double>(index + 1);
   layers_.push_back(std::move(l));
 }
 

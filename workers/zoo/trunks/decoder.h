@@ -91,6 +91,9 @@ struct Recipe {
   Alibi alibi = Alibi::kNone;
   double alibi_bias_max = 8.0;
   double attn_scale = 0.0;  // 0: 1/sqrt(head_dim)
+  // GPT-2 scale_attn_by_inverse_layer_idx: layer i's scores also divided by i + 1 (classic
+  // attention).
+  bool attn_scale_by_layer = false;
   double clip_qkv = 0.0;
   bool q_bias = false, k_bias = false, v_bias = false, o_bias = false, mlp_bias = false;
   bool lm_head_bias = false, seq_cls_bias = false, token_cls_bias = true;

@@ -251,8 +251,8 @@ at::Tensor DecoderModel::ClassicAttn(const WeightMap& w, const LayerW& l, const 
     q = ClassicRotate(q, cos, sin);
     k = ClassicRotate(k, cos, sin);
   }
-  const double scale =
-      c_.attn_scale > 0 ? c_.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
+  double scale = c_.attn_scale > 0 ? c_.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
+  if (l.attn_div != 1.0) scale /= l.attn_div;
   at::Tensor a;
   if (c_.attn_softcap > 0) {
     at::Tensor kr = nn::RepeatKv(k, nh / nkv);

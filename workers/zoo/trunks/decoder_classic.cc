@@ -12,8 +12,9 @@ namespace {
 
 using P = TinyProfile;
 
-StatusOr<std::vector<double>> DoubleList(const json& rs, const std::string& field, size_t want) {
-  ConfigReader r(rs, "rope_scaling.");
+StatusOr<std::vector<double>> DoubleList(const json& rs, const std::string& prefix,
+                                         const std::string& field, size_t want) {
+  ConfigReader r(rs, prefix);
   auto it = rs.find(field);
   if (it == rs.end() || it->is_null()) return r.Error(field, "missing");
   if (!it->is_array())
@@ -45,8 +46,9 @@ void ScaleRotary(const Recipe& c, int64_t head_dim, int64_t max_pos, json& t) {
     const int64_t rd = std::max<int64_t>(2, tiny_rot / 2 * 2);
     t[c.partial_field] = static_cast<double>(rd) / static_cast<double>(head_dim);
   }
-  if (!rotary || !t.contains("rope_scaling") || !t["rope_scaling"].is_object()) return;
-  json& rs = t["rope_scaling"];
+  const std::optional<RopeParamsRef> ref = FindRopeParams(t);
+  if (!rotary || !ref) return;
+  json& rs = RopeParams(t, *ref);
   if (c.longrope.on) {
     // The 32-token run uses the long factors once the original context is scaled down.
     const int64_t rd = c.partial_is_dim ? t["rotary_dim"].get<int64_t>() : tiny_rot / 2 * 2;
@@ -133,12 +135,21 @@ Status ReadAttentionBias(const ConfigReader& r, Recipe& c) {
   return OkStatus();
 }
 
+Status RejectQkLayerNorm(const ConfigReader& r) {
+  TS_ASSIGN_OR_RETURN(bool on, r.Bool("qk_layernorm", false));
+  if (on) return r.Error("qk_layernorm", "true is not supported by the zoo");
+  return OkStatus();
+}
+
 Status ReadLongRope(const ConfigReader& r, const json& config, Recipe& c) {
-  const json& rs = config["rope_scaling"];
+  const std::optional<RopeParamsRef> ref = FindRopeParams(config);
+  if (!ref) return r.Error("rope_scaling", "missing");
+  const json& rs = RopeParams(config, *ref);
+  const std::string prefix = ref->Prefix();
   const size_t half = static_cast<size_t>(c.rotary_dim / 2);
-  TS_ASSIGN_OR_RETURN(c.longrope.short_factor, DoubleList(rs, "short_factor", half));
-  TS_ASSIGN_OR_RETURN(c.longrope.long_factor, DoubleList(rs, "long_factor", half));
-  ConfigReader s(rs, "rope_scaling.");
+  TS_ASSIGN_OR_RETURN(c.longrope.short_factor, DoubleList(rs, prefix, "short_factor", half));
+  TS_ASSIGN_OR_RETURN(c.longrope.long_factor, DoubleList(rs, prefix, "long_factor", half));
+  ConfigReader s(rs, prefix);
   if (s.Has("original_max_position_embeddings")) {
     TS_ASSIGN_OR_RETURN(c.longrope.original, s.Int("original_max_position_embeddings"));
     TS_RETURN_IF_ERROR(Positive(s, "original_max_position_embeddings", c.longrope.original));

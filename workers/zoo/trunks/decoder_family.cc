@@ -56,7 +56,7 @@ Status ReadSizes(const ConfigReader& r, const Fields& f, int64_t inter_mult, int
 // Sizes, activation, eps, tie, pad and (but for the classic lineage, whose families read their
 // own) rotary parameters and labels, shared by every family.
 Status ReadCore(const json& config, const Fields& f, const Defaults& d, int64_t inter_mult,
-                Recipe& c) {
+                bool reads_rope, Recipe& c) {
   ConfigReader r(config);
   TS_RETURN_IF_ERROR(ReadSizes(r, f, inter_mult, d.kv, c));
   if (!f.head_dim.empty() && r.Has(f.head_dim)) {
@@ -93,24 +93,25 @@ Status ReadCore(const json& config, const Fields& f, const Defaults& d, int64_t 
   c.rope_on.assign(static_cast<size_t>(c.layers), true);
   c.rope_local_on.assign(static_cast<size_t>(c.layers), false);
   if (c.classic) return OkStatus();
-  json rc = config;
-  if (!r.Has("rope_theta")) rc["rope_theta"] = d.theta;
-  TS_ASSIGN_OR_RETURN(c.rope, ParseRope(rc, c.max_pos));
+  if (reads_rope) {
+    json rc = config;
+    if (!r.Has("rope_theta")) rc["rope_theta"] = d.theta;
+    TS_ASSIGN_OR_RETURN(c.rope, ParseRope(rc, c.max_pos));
+  } else {
+    c.rope.theta = d.theta;  // what ParseRope gives a config without RoPE fields
+    c.rope.max_position_embeddings = c.rope.original_max_position_embeddings = c.max_pos;
+  }
   c.rope_local = c.rope;
   c.rotary_dim = c.head_dim;
   TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
   return OkStatus();
 }
 
-// The classic lineage after the core: the family's rope, attention and bias fields, q/k
-// LayerNorm rejected, the windows, the family's per-layer fields, the labels.
+// The classic lineage after the core: the family's rope, attention and bias fields, the windows,
+// the family's per-layer fields, the labels.
 StatusOr<Recipe> ParseClassic(const DecoderFamily& fam, const ConfigReader& r, const json& config,
                               Recipe c) {
   if (fam.parse) TS_RETURN_IF_ERROR(fam.parse(r, config, c));
-  for (const char* unsupported : {"qk_layernorm"}) {
-    TS_ASSIGN_OR_RETURN(bool on, r.Bool(unsupported, false));
-    if (on) return r.Error(unsupported, "true is not supported by the zoo");
-  }
   TS_RETURN_IF_ERROR(ClassicWindows(r, fam.windows, c));
   if (fam.parse_layers) TS_RETURN_IF_ERROR(fam.parse_layers(r, config, c));
   TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
@@ -138,7 +139,7 @@ StatusOr<Recipe> ParseRecipe(const DecoderFamily& fam, const json& config) {
   c.n = fam.names;
   c.classic = fam.classic;
   const Fields fields = fam.config_fields ? fam.config_fields(config) : fam.fields;
-  TS_RETURN_IF_ERROR(ReadCore(config, fields, fam.defaults, inter_mult, c));
+  TS_RETURN_IF_ERROR(ReadCore(config, fields, fam.defaults, inter_mult, fam.reads_rope, c));
   if (fam.classic) return ParseClassic(fam, r, config, std::move(c));
   if (fam.llama_biases) {
     TS_ASSIGN_OR_RETURN(bool ab, r.Bool("attention_bias", false));

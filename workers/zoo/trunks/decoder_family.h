@@ -67,6 +67,10 @@ struct DecoderFamily {
   Names names = {};  // HF names; parse may still adjust them
   // Llama-style attention_bias / mlp_bias flags, read before `parse`.
   bool llama_biases = true;
+  // The HF class reads rope_theta / rope_scaling / rope_parameters. False (learned, sinusoidal
+  // or ALiBi positions, GPT-J's fixed-base rotary): those fields are not read, so that a value
+  // transformers ignores (GPT-J's `rope_scaling: {"rope_type": "gptj"}`) cannot fail the load.
+  bool reads_rope = true;
   // The llama-style lineage (Recipe::classic): its own config reading (no relu2, rope parsed by
   // the family, qk_layernorm rejected, windows by `windows`, num_labels last) and tiny scaling.
   bool classic = false;
@@ -129,6 +133,9 @@ Status ReadClassicRotary(const ConfigReader& r, const json& rope_config,
                          Recipe& c);
 // Llama-style attention_bias (default false) on q, k, v and o.
 Status ReadAttentionBias(const ConfigReader& r, Recipe& c);
+// `qk_layernorm` true (per-head q/k LayerNorm, read by PhiAttention and StableLmAttention) is not
+// supported by the zoo; the families whose HF class does not read it leave it unread.
+Status RejectQkLayerNorm(const ConfigReader& r);
 // Phi-3 longrope factors (rope_scaling.short_factor / long_factor, rotary_dim / 2 each).
 Status ReadLongRope(const ConfigReader& r, const json& config, Recipe& c);
 // Windows per `pattern` (after the family's parse).

@@ -31,6 +31,7 @@ struct LayerW {
   Expert shared;
   std::optional<int64_t> window;
   bool rope = true, rope_local = false;
+  double attn_div = 1.0;  // the scores' extra divisor (Recipe::attn_scale_by_layer: index + 1)
 };
 
 // Per-forward tensors every layer shares.

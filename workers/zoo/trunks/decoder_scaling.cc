@@ -29,13 +29,14 @@ json LayerTypes(const std::vector<bool>& sliding) {
 
 namespace {
 
-// Positions: max_position_embeddings, and rope_scaling's original context scaled with it.
+// Positions: max_position_embeddings, and the RoPE dict's original context scaled with it.
 void ScalePositions(const DecoderFamily& fam, const Recipe& c, json& t) {
   const bool dynamic = c.pos == Pos::kRotary && c.rope.kind == RopeKind::kDynamic;
   const int64_t max_pos = dynamic ? P::kDynamicPositions : P::kMaxPositions;
   if (!fam.fields.max_pos.empty()) t[fam.fields.max_pos] = max_pos;
-  if (!t.contains("rope_scaling") || !t["rope_scaling"].is_object()) return;
-  json& rs = t["rope_scaling"];
+  const std::optional<RopeParamsRef> ref = FindRopeParams(t);
+  if (!ref) return;
+  json& rs = RopeParams(t, *ref);
   if (!rs.contains("original_max_position_embeddings")) return;
   if (dynamic) {
     rs["original_max_position_embeddings"] = max_pos;

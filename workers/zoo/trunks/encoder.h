@@ -62,6 +62,10 @@ struct Recipe {
   int64_t num_labels = 2;
   // DeBERTa-v2 relative attention.
   bool relative = false, share_att_key = false, c2p = false, p2c = false;
+  // The scores' scale is 1 / sqrt(head_dim * att_scale_factor): 1 + one for each of "c2p" and
+  // "p2c" listed in pos_att_type, even when relative_attention is off and neither term is added
+  // (transformers' DisentangledSelfAttention.forward, scale_factor).
+  int64_t att_scale_factor = 1;
   bool pos_biased_input = true, norm_rel = false;
   int64_t buckets = -1, max_rel = -1;
   int64_t AttSpan() const { return buckets > 0 ? buckets : max_rel; }

@@ -49,7 +49,7 @@ at::Tensor EncoderModel::DisentangledAttention(const WeightMap& w, const LayerW&
                                                const at::Tensor& v, const at::Tensor& blocked,
                                                const RelativeTables& rt) const {
   const int64_t nh = r_.heads, hd = r_.hidden / nh, span = r_.AttSpan();
-  const double sf = 1.0 + (r_.c2p ? 1 : 0) + (r_.p2c ? 1 : 0);
+  const double sf = static_cast<double>(r_.att_scale_factor);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd) * sf);
   at::Tensor scores = nn::Matmul(q, k.transpose(-1, -2)) * scale;
   // [2 span, H] -> [1, nh, 2 span, hd]

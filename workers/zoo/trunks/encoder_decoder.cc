@@ -272,7 +272,7 @@ at::Tensor EncoderDecoderModel::RunStack(const WeightMap& w, const EncDecStack& 
 at::Tensor EncoderDecoderModel::Encode(const WeightMap& w, const TensorMap& inputs,
                                        at::Tensor* blocked) const {
   if (r_.front == EncDecRecipe::Front::kWhisperConv) {
-    at::Tensor x = WhisperStem(w, r_.encoder.prefix, GetInput(inputs, "input_features"), r_.act);
+    at::Tensor x = WhisperStem(w, r_.encoder.prefix, GetInput(inputs, "input_features"));
     return RunStack(w, r_.encoder, at::Tensor(), x, at::Tensor(), at::Tensor(), at::Tensor(),
                     blocked);
   }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "workers/zoo/family_test_util.h"
@@ -273,6 +274,53 @@ TEST(Seq2SeqTest, T5BucketsMatchTransformers) {
   at::Tensor causal = internal::T5Buckets(6, 6, false, 32, 128, at::kCPU);
   EXPECT_EQ(causal[5][0].item<int64_t>(), 5);  // 5 keys back
   EXPECT_EQ(causal[0][5].item<int64_t>(), 0);  // future keys share bucket 0
+}
+
+// T5Config (transformers/models/t5/configuration_t5.py): dense_act_fn is feed_forward_proj's
+// last "-" part, and only "gated-gelu" is remapped to gelu_new; plain "gelu" is ACT2FN["gelu"],
+// the exact erf GELU. With the attention output zeroed (o = 0) and identity wi / wo,
+// T5EncoderModel is final_layer_norm(x + act(layer_norm(x))) with x = shared[ids]
+// (T5LayerFF: hidden + DenseReluDense(layer_norm(hidden))).
+TEST(Seq2SeqTest, T5PlainGeluFeedForwardIsExactErfGelu) {
+  const nlohmann::json cfg = {{"architectures", {"T5EncoderModel"}},
+                              {"model_type", "t5"},
+                              {"vocab_size", 16},
+                              {"d_model", 8},
+                              {"d_kv", 4},
+                              {"num_heads", 2},
+                              {"d_ff", 8},
+                              {"num_layers", 1},
+                              {"relative_attention_num_buckets", 8},
+                              {"relative_attention_max_distance", 16},
+                              {"layer_norm_epsilon", 1e-6},
+                              {"feed_forward_proj", "gelu"}};
+  BuildOptions o;
+  o.tiny = false;
+  auto m = BuildModel(cfg, o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  WeightMap w = (*m)->InitWeights(6, at::kDouble);
+  auto ends = [](const std::string& n, const std::string& suffix) {
+    return n.size() >= suffix.size() &&
+           n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  for (auto& [name, t] : w) {
+    if (name.find("layer_norm") != std::string::npos) t = at::ones_like(t);
+    if (ends(name, "SelfAttention.o.weight")) t = at::zeros_like(t);
+    if (ends(name, "DenseReluDense.wi.weight") || ends(name, "DenseReluDense.wo.weight"))
+      t = at::eye(8, at::kDouble);
+  }
+  const at::Tensor ids = at::arange(2, 9, at::kLong).view({1, 7});
+  const TensorMap in = {{"input_ids", ids}, {"attention_mask", at::ones_like(ids)}};
+  at::Tensor got = (*m)->Forward(w, in)[0];
+  auto rms = [](const at::Tensor& x) {
+    return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + 1e-6);
+  };
+  const at::Tensor x = w.at("shared.weight").index_select(0, ids[0]).unsqueeze(0);
+  const at::Tensor n = rms(x);
+  const at::Tensor erf = rms(x + 0.5 * n * (1.0 + at::erf(n / std::sqrt(2.0))));
+  const at::Tensor tanh = rms(x + at::gelu(n, "tanh"));
+  ASSERT_GT((erf - tanh).abs().max().item<double>(), 1e-6);
+  EXPECT_LT((got - erf).abs().max().item<double>(), 1e-10);
 }
 
 }  // namespace

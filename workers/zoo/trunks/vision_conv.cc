@@ -77,7 +77,8 @@ at::Tensor ConvTrunk::Run(const WeightMap& w, const ConvBnLayer& l, at::Tensor x
   at::Tensor y = BatchNorm2d(
       w, l.bn, nn::Conv2d(x, GetWeight(w, l.conv), at::Tensor(), l.stride, padding, l.groups),
       r_.bn_eps);
-  return l.act ? Activate(y, r_.act) : y;
+  if (!l.act) return y;
+  return Activate(y, l.own_act ? *l.own_act : r_.act);
 }
 
 at::Tensor ConvTrunk::Block(const WeightMap& w, const ConvBlock& b, const at::Tensor& x) const {

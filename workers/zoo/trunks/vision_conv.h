@@ -19,6 +19,8 @@ struct ConvBnLayer {
   std::string bn;    // BatchNorm prefix ("...normalization.")
   int64_t in = 0, out = 0, k = 1, stride = 1, groups = 1;
   bool act = true;
+  // The layer's own activation when it is not the recipe's (ResNet's inner convs: relu).
+  std::optional<VisionActivation> own_act;
   // Padding: symmetric k / 2, TensorFlow "same" (MobileNetV2 tf_padding), or explicit
   // {left, right, top, bottom} zeros before an unpadded conv.
   enum class Pad { kHalf, kTfSame, kExplicit } pad = Pad::kHalf;

@@ -1,5 +1,6 @@
 // Tests of the vision kind (trunks/vision*.h, heads/image_head.h, families/{deit,resnet,convnext,
 // mobilenet_v2,efficientnet,swin}.cc; ViT is in model_test.cc).
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -200,6 +201,49 @@ TEST(VisionTrunkTest, EncoderListsLayerWeightsInTheNamingOrder) {
   EXPECT_EQ(weights[3].first, "p.encoder.layer.0.attention.output.dense.weight");
   EXPECT_EQ(weights[7].second, (std::vector<int64_t>{16, 8}));  // intermediate.dense
   EXPECT_EQ(weights[12].first, "p.encoder.layer.0.layernorm_after.bias");
+}
+
+// transformers' ResNetBasicLayer: shortcut(x) + layer(x), then ACT2FN[hidden_act]; its inner
+// ResNetConvLayer(in, out, stride) keeps the default activation="relu" and the second has none;
+// ResNetEmbeddings' conv uses hidden_act, then MaxPool2d(3, 2, 1)
+// (transformers/models/resnet/modeling_resnet.py).
+TEST(VisionFamiliesTest, ResNetInnerConvsUseReluWhateverHiddenAct) {
+  const nlohmann::json cfg = {{"architectures", {"ResNetModel"}},
+                              {"model_type", "resnet"},
+                              {"num_channels", 3},
+                              {"embedding_size", 4},
+                              {"hidden_sizes", {8}},
+                              {"depths", {1}},
+                              {"layer_type", "basic"},
+                              {"hidden_act", "gelu"},
+                              {"image_size", 16}};
+  BuildOptions o;
+  o.tiny = false;
+  auto m = BuildModel(cfg, o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const WeightMap w = (*m)->InitWeights(8, at::kDouble);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const at::Tensor px = at::randn({1, 3, 16, 16}, gen, at::TensorOptions().dtype(at::kDouble));
+  auto conv_bn = [&](const std::string& p, const at::Tensor& x, int64_t stride, int64_t pad) {
+    at::Tensor y = at::conv2d(x, w.at(p + "convolution.weight"), {}, {stride}, {pad});
+    auto v = [&](const char* n) { return w.at(p + "normalization." + n).view({1, -1, 1, 1}); };
+    return (y - v("running_mean")) / at::sqrt(v("running_var") + 1e-5) * v("weight") + v("bias");
+  };
+  auto gelu = [](const at::Tensor& x) { return 0.5 * x * (1.0 + at::erf(x / std::sqrt(2.0))); };
+  auto forward = [&](bool inner_relu) {
+    at::Tensor x = gelu(conv_bn("embedder.embedder.", px, 2, 3));
+    x = at::max_pool2d(x, {3}, {2}, {1});
+    const std::string lp = "encoder.stages.0.layers.0.";
+    at::Tensor h = conv_bn(lp + "layer.0.", x, 1, 1);
+    h = inner_relu ? at::relu(h) : gelu(h);
+    h = conv_bn(lp + "layer.1.", h, 1, 1);
+    return gelu(h + conv_bn(lp + "shortcut.", x, 1, 0));
+  };
+  const at::Tensor want = forward(true);
+  ASSERT_GT((want - forward(false)).abs().max().item<double>(), 1e-4);
+  const at::Tensor got = (*m)->Forward(w, {{"pixel_values", px}})[0];
+  ASSERT_EQ(got.sizes(), want.sizes());
+  EXPECT_LT((got - want).abs().max().item<double>(), 1e-10);
 }
 
 }  // namespace
