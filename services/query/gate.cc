@@ -100,10 +100,7 @@ void CheckFlips(Checks& checks, const pb::GateRules& rules, const GateInputs& in
 
 void CheckForbid(Checks& checks, const pb::GateRules& rules, const GateInputs& in) {
   for (const std::string& status : rules.forbid()) {
-    int64_t n = 0;
-    for (const GroupTally& g : *in.groups) {
-      for (const auto& st : g.statuses) n += st.status == status ? st.models : 0;
-    }
+    const int64_t n = VerdictCount(*in.groups, status);
     std::string detail;
     auto ex = in.forbid_examples.find(status);
     if (ex != in.forbid_examples.end()) {

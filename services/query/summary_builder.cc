@@ -30,6 +30,14 @@ void SetPct(pb::SummaryRow* row, pb::Mode mode, double pct) {
 
 }  // namespace
 
+int64_t VerdictCount(const std::vector<GroupTally>& groups, const std::string& status) {
+  int64_t n = 0;
+  for (const GroupTally& g : groups) {
+    for (const auto& st : g.statuses) n += st.status == status ? st.models : 0;
+  }
+  return n;
+}
+
 bool FilterMatches(const pb::ResultFilter& f, const GroupKey& key) {
   return InList(f.tasks(), key.task) && InList(f.families(), key.family) &&
          InList(f.archs(), key.arch);

@@ -52,6 +52,9 @@ struct GroupTally {
   std::vector<Status> statuses;
 };
 
+// How many verdicts `status` the tallies count, over every mode.
+int64_t VerdictCount(const std::vector<GroupTally>& groups, const std::string& status);
+
 // Whether the model passes `filter` (OR within a list, AND across lists; empty lists match).
 bool FilterMatches(const pb::ResultFilter& filter, const GroupKey& key);
 

@@ -56,26 +56,47 @@ absl::StatusOr<pb::SweepInfo> SweepInfoOf(pqxx::transaction_base& w, const pqxx:
   return s;
 }
 
-// NOT_FOUND / FAILED_PRECONDITION for a sweep whose results cannot be read; else its state.
-absl::StatusOr<std::string> Readable(pqxx::transaction_base& t, int64_t sweep_id,
-                                     const std::string& field) {
-  const std::string state = SweepState(t, sweep_id);
+// A readable sweep: its state, and whether its answers are kept (MaterializeSweep).
+struct ReadableSweep {
+  std::string state;
+  bool kept = false;
+};
+
+// NOT_FOUND / FAILED_PRECONDITION for a sweep whose results cannot be read; else its state and
+// whether its answers are kept, in one statement.
+absl::StatusOr<ReadableSweep> Readable(pqxx::transaction_base& t, int64_t sweep_id,
+                                       const std::string& field) {
+  pqxx::result r = t.exec_params(
+      "SELECT s.state, EXISTS (SELECT 1 FROM sweep_facts f WHERE f.sweep_id = s.sweep_id) "
+      "FROM sweeps s WHERE s.sweep_id = $1",
+      sweep_id);
   const std::string id = std::to_string(sweep_id);
-  if (state.empty()) return absl::NotFoundError(field + ": no sweep " + id);
-  if (state == "pruned") {
+  if (r.empty()) return absl::NotFoundError(field + ": no sweep " + id);
+  ReadableSweep out{r[0][0].c_str(), r[0][1].as<bool>()};
+  if (out.state == "pruned") {
     return absl::FailedPreconditionError(field + ": sweep " + id +
                                          " was pruned; its results are gone");
   }
-  return state;
+  return out;
 }
 
 bool Materialized(pqxx::transaction_base& t, int64_t sweep_id) {
   return !t.exec_params("SELECT 1 FROM sweep_facts WHERE sweep_id = $1", sweep_id).empty();
 }
 
+// A bigint[] column: strtoll over PostgreSQL's text, no string per element (a kept sweep's
+// verdict_codes has one element per model).
 std::vector<int64_t> ParseIdArray(const pqxx::field& f) {
   std::vector<int64_t> out;
-  for (const auto& s : ParseTextArray(f)) out.push_back(std::stoll(s));
+  const char* p = f.c_str();
+  while (*p && *p != '{') ++p;
+  while (*p && *p != '}') {
+    char* end = nullptr;
+    const long long v = std::strtoll(p + 1, &end, 10);
+    if (end == p + 1) break;  // "{}"
+    out.push_back(v);
+    p = end;
+  }
   return out;
 }
 
@@ -115,9 +136,9 @@ pb::ResultRow RecordOf(const pqxx::row& row, int at = 0) {
 
 // The sweep's compact per-model rows (RecordOf's columns) as a subquery with the sweep as $n:
 // kept for a summarized sweep, else live.
-std::string VerdictRows(pqxx::transaction_base& t, int64_t sweep_id, int n) {
+std::string VerdictRows(const ReadableSweep& sweep, int n) {
   const std::string param = "$" + std::to_string(n);
-  if (Materialized(t, sweep_id)) {
+  if (sweep.kept) {
     return "SELECT model_id, task, arch, family, opcov_ratio, total_ms, eager, compile, train "
            "FROM sweep_verdicts WHERE sweep_id = " + param;
   }
@@ -129,9 +150,10 @@ std::string VerdictRows(pqxx::transaction_base& t, int64_t sweep_id, int n) {
   return live;
 }
 
-std::vector<GroupTally> Tallies(pqxx::transaction_base& t, int64_t sweep_id) {
+std::vector<GroupTally> Tallies(pqxx::transaction_base& t, int64_t sweep_id,
+                                const ReadableSweep& sweep) {
   pqxx::result rows =
-      Materialized(t, sweep_id)
+      sweep.kept
           ? t.exec_params("SELECT task, family, arch, models, opcov_sum, statuses, counts "
                           "FROM sweep_groups WHERE sweep_id = $1",
                           sweep_id)
@@ -163,6 +185,15 @@ pb::GraphBreakRow BreakRowOf(const pqxx::row& row) {
   b.set_breaks(row[3].as<int64_t>());
   for (auto& m : ParseTextArray(row[4])) b.add_example_models(std::move(m));
   return b;
+}
+
+// The sweep's facts row (sql::kFacts' columns: models, eager_native, compile_native,
+// models_with_breaks), kept or live.
+pqxx::result Facts(pqxx::transaction_base& t, int64_t sweep_id, bool kept) {
+  return kept ? t.exec_params("SELECT models, eager_native, compile_native, models_with_breaks "
+                              "FROM sweep_facts WHERE sweep_id = $1",
+                              sweep_id)
+              : t.exec_params(sql::kFacts, sweep_id);
 }
 
 std::string Paged(const char* statement, int64_t offset, int limit) {
@@ -274,7 +305,7 @@ absl::StatusOr<std::vector<GroupTally>> Store::SweepGroups(int64_t sweep_id,
     ReadTxn t(*impl_->conn);
     auto state = Readable(t, sweep_id, field);
     if (!state.ok()) return state.status();
-    return Tallies(t, sweep_id);
+    return Tallies(t, sweep_id, *state);
   });
 }
 
@@ -282,19 +313,8 @@ namespace {
 
 // A kept sweep's verdict_codes (migration 0006): model_no * 64 + per mode 0 / 1 pass / 2 other.
 std::vector<int64_t> VerdictCodes(pqxx::transaction_base& t, int64_t sweep_id) {
-  pqxx::result r =
-      t.exec_params("SELECT verdict_codes FROM sweep_facts WHERE sweep_id = $1", sweep_id);
-  std::vector<int64_t> out;
-  const char* p = r[0][0].c_str();
-  while (*p && *p != '{') ++p;
-  while (*p && *p != '}') {
-    char* end = nullptr;
-    const long long v = std::strtoll(p + 1, &end, 10);
-    if (end == p + 1) break;  // "{}"
-    out.push_back(v);
-    p = end;
-  }
-  return out;
+  return ParseIdArray(
+      t.exec_params("SELECT verdict_codes FROM sweep_facts WHERE sweep_id = $1", sweep_id)[0][0]);
 }
 
 // The model_nos where two kept sweeps differ: in one only, or pass in one and not the other in a
@@ -335,9 +355,9 @@ absl::StatusOr<SweepPairReads> Store::SweepPair(int64_t base_id, const std::stri
     auto head_state = Readable(t, head_id, head_field);
     if (!head_state.ok()) return head_state.status();
     SweepPairReads out;
-    out.base_groups = Tallies(t, base_id);
-    out.head_groups = Tallies(t, head_id);
-    if (Materialized(t, base_id) && Materialized(t, head_id)) {
+    out.base_groups = Tallies(t, base_id, *base_state);
+    out.head_groups = Tallies(t, head_id, *head_state);
+    if (base_state->kept && head_state->kept) {
       // Both kept: merge their packed codes, then read the few records that differ.
       const std::vector<int64_t> nos =
           DifferingModels(VerdictCodes(t, base_id), VerdictCodes(t, head_id));
@@ -358,8 +378,8 @@ absl::StatusOr<SweepPairReads> Store::SweepPair(int64_t base_id, const std::stri
     }
     // A full join on model_id keeping only what differs; NULL = 'pass' is NULL, so a mode one
     // side lacks never flips.
-    std::string q = "WITH b AS (" + VerdictRows(t, base_id, 1) + "), h AS (" +
-                    VerdictRows(t, head_id, 2) + ") SELECT b.*, h.* FROM b FULL JOIN h ON "
+    std::string q = "WITH b AS (" + VerdictRows(*base_state, 1) + "), h AS (" +
+                    VerdictRows(*head_state, 2) + ") SELECT b.*, h.* FROM b FULL JOIN h ON "
                     "b.model_id = h.model_id WHERE b.model_id IS NULL OR h.model_id IS NULL";
     for (pb::Mode m : proto::AllModes()) {
       const std::string& c = proto::ModeName(m);
@@ -384,8 +404,8 @@ absl::StatusOr<GateReads> Store::ReadForGate(int64_t sweep_id, const std::string
     auto state = Readable(t, sweep_id, field);
     if (!state.ok()) return state.status();
     GateReads out;
-    out.groups = Tallies(t, sweep_id);
-    const std::string rows = VerdictRows(t, sweep_id, 1);
+    out.groups = Tallies(t, sweep_id, *state);
+    const std::string rows = VerdictRows(*state, 1);
     if (!must_pass.empty()) {
       for (const auto& row : t.exec_params("SELECT * FROM (" + rows +
                                                ") v WHERE model_id = ANY($2::text[])",
@@ -394,11 +414,7 @@ absl::StatusOr<GateReads> Store::ReadForGate(int64_t sweep_id, const std::string
       }
     }
     for (const std::string& status : forbid) {
-      int64_t n = 0;
-      for (const auto& g : out.groups) {
-        for (const auto& st : g.statuses) n += st.status == status ? st.models : 0;
-      }
-      if (n == 0) continue;  // the common case: no scan
+      if (query::VerdictCount(out.groups, status) == 0) continue;  // the common case: no scan
       auto& ex = out.forbid_examples[status];
       for (const auto& row : t.exec_params("SELECT * FROM (" + rows +
                                                ") v WHERE $2 IN (eager, compile, train) "
@@ -439,12 +455,8 @@ absl::StatusOr<pb::OpDemandResponse> Store::OpDemand(int64_t sweep_id, const std
     pb::OpDemandResponse out;
     out.set_sweep_id(sweep_id);
     out.set_mode(*proto::ModeFromName(mode));
-    const bool kept = Materialized(t, sweep_id);
-    pqxx::result facts =
-        kept ? t.exec_params("SELECT models, eager_native, compile_native FROM sweep_facts "
-                             "WHERE sweep_id = $1",
-                             sweep_id)
-             : t.exec_params(sql::kFacts, sweep_id);
+    const bool kept = state->kept;
+    const pqxx::result facts = Facts(t, sweep_id, kept);
     out.set_models(facts[0][0].as<int64_t>());
     out.set_models_native(facts[0][mode == "compile" ? 2 : 1].as<int64_t>());
     pqxx::result rows =
@@ -467,12 +479,8 @@ absl::StatusOr<pb::GraphBreaksResponse> Store::GraphBreaks(int64_t sweep_id, int
     if (!state.ok()) return state.status();
     pb::GraphBreaksResponse out;
     out.set_sweep_id(sweep_id);
-    const bool kept = Materialized(t, sweep_id);
-    pqxx::result facts =
-        kept ? t.exec_params("SELECT 0, 0, 0, models_with_breaks FROM sweep_facts "
-                             "WHERE sweep_id = $1",
-                             sweep_id)
-             : t.exec_params(sql::kFacts, sweep_id);
+    const bool kept = state->kept;
+    const pqxx::result facts = Facts(t, sweep_id, kept);
     out.set_models_with_breaks(facts[0][3].as<int64_t>());
     pqxx::result rows =
         kept ? t.exec_params("SELECT reason, op, models, breaks, example_models FROM "
