@@ -41,12 +41,7 @@ fs::path Config(const std::string& name) {
   return SourceDir() / ".." / "shared" / "data" / "hf-configs" / name;
 }
 
-std::string ReadText(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::ts::testing::ReadText;
 
 void WriteText(const fs::path& p, const std::string& text) {
   std::ofstream out(p);

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/fixtures/subprocess.h"
 #include "services/cluster/local_cluster.h"
 #include "services/cluster/sweep_driver.h"
 
@@ -26,12 +27,7 @@ using json = nlohmann::json;
 
 constexpr int kModels = 20;
 
-std::string ReadText(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::ts::testing::ReadText;
 
 fs::path SourceDir() {
   const char* env = std::getenv("TS_SOURCE_DIR");

@@ -33,12 +33,7 @@ using json = nlohmann::json;
 const std::string kBin = TS_BIN_DIR;
 constexpr int kSample = 40;
 
-std::string ReadText(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::ts::testing::ReadText;
 
 // model -> mode -> status, and model -> task, from ListResults.
 struct Listed {

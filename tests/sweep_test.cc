@@ -34,10 +34,7 @@ using Clock = std::chrono::steady_clock;
 const std::string kBin = TS_BIN_DIR;
 const std::string kToken = "sweep-test-token";
 
-std::string ReadText(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using ::ts::testing::ReadText;
 
 // One catalog for the whole binary (3,000 generated rows), read without torch.
 const std::vector<json>& Catalog() {
