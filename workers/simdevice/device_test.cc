@@ -11,6 +11,7 @@
 
 #include "workers/simdevice/internal/device_test_util.h"
 #include "workers/simdevice/runtime.h"
+#include "workers/simdevice/op_numerics.h"
 
 namespace ts::simdevice {
 namespace {
@@ -223,6 +224,62 @@ TEST_F(DeviceTest, ProfileNamingAnOpWithoutKernelIsRejected) {
   j = BaselineNoDefects();
   j["native_ops"].push_back("aten::pow");
   EXPECT_TRUE(Activate(j.dump()).ok());
+}
+
+// The op checker sees native and compiled device ops (never the fallback) with copies of their
+// arguments from before the op ran, and may overwrite what the device returned.
+TEST_F(DeviceTest, OpCheckerSeesDeviceOpsAndMaySubstituteResults) {
+  auto x = at::randn({4, 8});
+  std::vector<std::string> seen;
+  at::Tensor seen_input;
+  {
+    ScopedOpChecker checker([&](DeviceOpCall& call) {
+      seen.push_back(call.name + (call.mode == ExecMode::kCompiled ? "/compiled" : ""));
+      if (call.name != "aten::add_.Tensor") return;
+      seen_input = call.inputs[0].toTensor();
+      ASSERT_EQ(call.results.size(), 1u);
+      call.results[0].fill_(7);  // the device now returns 7s
+    });
+    auto d = Dev(x);
+    auto g = at::gelu(d);              // native
+    auto c = at::cumsum(d, 1);         // sim-2.0: fallback, not the device's arithmetic
+    d.add_(at::ones_like(d));          // native, in place: the checker rewrites it
+    EXPECT_TRUE(at::equal(Cpu(d), at::full({4, 8}, 7.0)));
+    {
+      ScopedExecMode compiled(ExecMode::kCompiled);
+      auto c2 = at::cumsum(g, 1);      // lowered by the compiler: seen
+    }
+    EXPECT_TRUE(at::equal(Cpu(g), at::gelu(x)));
+  }
+  ASSERT_TRUE(seen_input.defined());
+  EXPECT_EQ(seen_input.device(), at::Device(at::kCPU));
+  EXPECT_TRUE(at::equal(seen_input, x)) << "inputs are copies from before the in-place op";
+  EXPECT_EQ(seen, (std::vector<std::string>{"aten::gelu", "aten::add_.Tensor",
+                                            "aten::cumsum/compiled"}));
+  // Uninstalled: nothing is called.
+  seen.clear();
+  at::gelu(Dev(x));
+  EXPECT_TRUE(seen.empty());
+}
+
+TEST_F(DeviceTest, DeclaredNumericsFollowTheKernelTable) {
+  Numerics n;
+  n.matmul = MatmulNumerics::kBf16;
+  n.elementwise = Precision::kBf16;
+  auto mm = DeclaredNumericsOf(n, "aten::mm", ExecMode::kEager);
+  EXPECT_EQ(mm.rounded_args, (std::vector<std::string>{"self", "mat2"}));
+  EXPECT_TRUE(mm.round_result);
+  EXPECT_FALSE(DeclaredNumericsOf(n, "aten::mm", ExecMode::kCompiled).round_result);
+  EXPECT_TRUE(DeclaredNumericsOf(n, "aten::gelu", ExecMode::kEager).round_result);
+  EXPECT_FALSE(DeclaredNumericsOf(n, "aten::sum", ExecMode::kEager).round_result);
+  EXPECT_TRUE(DeclaredNumericsOf(Numerics(), "aten::mm", ExecMode::kEager).rounded_args.empty());
+  // No kernel: computed exactly, at the reduction tolerance.
+  auto other = DeclaredNumericsOf(n, "aten::triu", ExecMode::kEager);
+  EXPECT_TRUE(other.rounded_args.empty());
+  EXPECT_FALSE(other.round_result);
+  EXPECT_EQ(KernelTolerance("aten::relu"), 0.0);
+  EXPECT_EQ(KernelTolerance("aten::gelu"), 1e-6);
+  EXPECT_EQ(KernelTolerance("aten::triu"), 1e-5);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "workers/simdevice/internal/defect_effects.h"
 #include "workers/simdevice/internal/device_state.h"
+#include "workers/simdevice/internal/op_check.h"
 #include "workers/simdevice/internal/runtime_ops.h"
 
 namespace ts::simdevice::internal {
@@ -14,12 +15,15 @@ namespace {
 void CompiledLowering(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                       const OpInfo& info) {
   const auto t0 = Clock::now();
+  auto check =
+      BeginOpCheck(op, info.name, ExecMode::kCompiled, *stack, op.schema().arguments().size());
   at::native::cpu_fallback(op, stack);
   const size_t num_rets = op.schema().returns().size();
   if (num_rets > 0) {
     const c10::IValue& v = (*stack)[stack->size() - num_rets];
     if (v.isTensor()) ApplyDefects(info, AsCpuAlias(v.toTensor()), ExecMode::kCompiled);
   }
+  if (check) FinishOpCheck(*check, *stack, num_rets);
   RecordCall(&Counters::compiled, info.name, MsSince(t0));
 }
 

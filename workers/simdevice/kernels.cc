@@ -7,6 +7,7 @@
 #include "workers/simdevice/internal/defect_effects.h"
 #include "workers/simdevice/internal/device_state.h"
 #include "workers/simdevice/internal/fallback.h"
+#include "workers/simdevice/internal/op_check.h"
 #include "workers/simdevice/internal/op_info.h"
 #include "workers/simdevice/internal/runtime_ops.h"
 
@@ -133,11 +134,14 @@ void DeviceExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const std::vector<DeviceArg> device_args = OperandsToHost(stack, num_args);
+  auto check = BeginOpCheck(op, info.name, mode, *stack, num_args);
   RoundMatmulOperands(info, stack, num_args);
   op.callBoxed(stack);  // below autograd: we are called from the autograd kernel's redispatch
-  const at::Tensor primary_cpu = ResultsToDevice(stack, schema.returns().size(), device_args,
-                                                 RoundsResults(info, mode));
+  const size_t num_rets = schema.returns().size();
+  const at::Tensor primary_cpu =
+      ResultsToDevice(stack, num_rets, device_args, RoundsResults(info, mode));
   ApplyDefects(info, primary_cpu, mode);
+  if (check) FinishOpCheck(*check, *stack, num_rets);
   RecordCall(mode == ExecMode::kCompiled ? &Counters::compiled : &Counters::native, info.name,
              MsSince(t0));
 }

@@ -16,9 +16,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
 #include <c10/util/Exception.h>
 
@@ -70,6 +75,36 @@ struct Counters {
 // counted: these counters measure compute ops, which is what op coverage is about.
 Counters SnapshotCounters();
 void ResetCounters();  // also resets peak_bytes to current_bytes
+
+// ---- Op checking: the engine's op-by-op replay sees every op the device computes.
+
+// One op computed by the device: a native kernel in eager, or any op lowered inside a compiled
+// segment (never the CPU fallback, which is not the device's arithmetic).
+struct DeviceOpCall {
+  const c10::OperatorHandle* op = nullptr;
+  std::string name;  // "aten::gelu", with overload when it has one
+  ExecMode mode = ExecMode::kEager;
+  // The arguments as they were before the op ran (in schema order); tensors, also inside tensor
+  // lists, are CPU copies of the device tensors.
+  std::vector<c10::IValue> inputs;
+  // The device's results, each a CPU view of device memory (tensor returns, and the elements of
+  // tensor-list returns, in order; undefined where a return is not a tensor). Writing into them
+  // changes what the device returned: a replay may substitute reference values.
+  std::vector<at::Tensor> results;
+};
+using OpChecker = std::function<void(DeviceOpCall& call)>;
+
+// Installs `checker` for its lifetime: it is called, on the thread running the op (autograd's
+// device thread for backward ops), after each device op has computed and before its results
+// are used. Not nested; process-global like the rest of the device state. The checker must only
+// run CPU ops. Costs one atomic load per op when none is installed.
+class ScopedOpChecker {
+ public:
+  explicit ScopedOpChecker(OpChecker checker);
+  ~ScopedOpChecker();
+  ScopedOpChecker(const ScopedOpChecker&) = delete;
+  ScopedOpChecker& operator=(const ScopedOpChecker&) = delete;
+};
 
 enum class FaultKind {
   kNone,              // not a device fault (e.g. a shape error in the model itself)

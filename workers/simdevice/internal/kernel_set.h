@@ -12,9 +12,16 @@ namespace ts::simdevice::internal {
 
 enum class OpClass { kMatmul, kReduction, kElementwise };
 
+// How closely a kernel must match ATen's CPU result of the same op at the declared numerics
+// (rtol = atol): the tolerance of kernels_test and of the engine's op-by-op replay, one table.
+inline constexpr double kTolExact = 0;     // selection, comparison, copies: bit for bit
+inline constexpr double kTolPointwise = 1e-6;
+inline constexpr double kTolReduce = 1e-5;  // reductions and matmul-class ops
+
 struct KernelDef {
   const char* name;  // schema name without "aten::", with overload
   OpClass cls;
+  double tolerance;
   std::vector<std::string> rounded_args;  // matmul operands rounded under bf16 numerics
 };
 
