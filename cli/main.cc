@@ -2,7 +2,7 @@
 //
 //   touchstone run-model --config FILE [--arch CLASS] [--task TASK] --profile FILE
 //                        [--modes eager,compile,train] [--seed N] [--format json|text]
-//                        [--timeout-s S] [--no-isolate]
+//                        [--timeout-s S] [--no-isolate] [--audit-ops]
 //
 // Exit codes: 0 a verdict was produced (whatever it is, including load_fail); 2 usage error or
 // unusable input (unreadable file, invalid profile); 1 internal failure.
@@ -46,7 +46,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: touchstone run-model --config FILE [--arch CLASS] [--task TASK] --profile FILE\n"
     "                            [--modes eager,compile,train] [--seed N] [--format json|text]\n"
-    "                            [--timeout-s S] [--no-isolate]\n"
+    "                            [--timeout-s S] [--no-isolate] [--audit-ops]\n"
     "       touchstone zoo list [--format json|text]\n"
     "       touchstone zoo supports CONFIG   (exit 0 iff its architecture is built by the zoo)\n"
     "       touchstone summarize < results.jsonl   (run-model JSON lines -> verdict table)\n"
@@ -54,6 +54,7 @@ constexpr const char* kUsage =
     "       touchstone catalog import FILE.jsonl --out FILE.jsonl\n"
     "       touchstone run-catalog --catalog FILE --sample N --profile FILE [--seed N]\n"
     "                              [--modes eager,compile,train] [--format json|text]\n"
+    "                              [--audit-ops]\n"
     "       touchstone sweep [--sample N|all] [--profile FILE] [--workers W] [--db URL]\n"
     "                        [--baseline SWEEP] [--json FILE] [--serve]   (see cli/README.md)\n"
     "       touchstone db migrate --db URL\n"
@@ -117,6 +118,12 @@ std::string TextOf(const nlohmann::json& r) {
       o << "  compile_ms=" << v["compile_ms"].get<double>();
     if (v.contains("error") && v["error"].is_string())
       o << "\n      " << v["error"].get<std::string>();
+    for (const auto& s : v.value("suspects", nlohmann::json::array())) {
+      o << "\n      suspect " << s.value("op", std::string()) << " "
+        << s.value("shapes", std::string()) << " " << s.value("dtype", std::string())
+        << " ratio " << s.value("ratio", 0.0) << " (" << s.value("calls", 0) << "/"
+        << s.value("total_calls", 0) << " calls)";
+    }
     o << "\n";
   }
   if (r.contains("op_coverage")) {
@@ -183,6 +190,8 @@ int ParseRunModelFlags(const std::vector<std::string>& args, RunModelFlags* f) {
       }
     } else if (a == "--no-isolate") {
       f->isolate = false;
+    } else if (a == "--audit-ops") {
+      f->opts.audit_ops = true;
     } else {
       return Usage("unknown argument '" + a + "'");
     }
@@ -420,6 +429,7 @@ struct RunCatalogFlags {
   std::string catalog_path, profile_path, format = "text";
   uint64_t sample = 1000, seed = 0;
   std::set<std::string> modes = ts::engine::KnownModes();
+  bool audit_ops = false;
 };
 
 // Returns 0, or the exit code of a usage error (already printed).
@@ -436,6 +446,8 @@ int ParseRunCatalogFlags(const std::vector<std::string>& args, RunCatalogFlags* 
       }
     } else if (args[i] == "--seed" && has) {
       if (!ParseUint(args[++i], &f->seed)) return Usage("--seed: not a number");
+    } else if (args[i] == "--audit-ops") {
+      f->audit_ops = true;
     } else if (args[i] == "--format" && has) {
       f->format = args[++i];
       if (f->format != "json" && f->format != "text") return Usage("--format must be json or text");
@@ -454,6 +466,33 @@ int ParseRunCatalogFlags(const std::vector<std::string>& args, RunCatalogFlags* 
   }
   return 0;
 }
+
+// What the op-by-op replays of a run-catalog found: modes replayed, modes naming a suspect, and
+// the first suspects by how many modes name them.
+struct SuspectTally {
+  int64_t audited = 0, with_suspects = 0;
+  std::map<std::string, int64_t> first_ops;
+
+  void Add(const touchstone::v1::ModelResult& record) {
+    for (const auto& m : record.modes()) {
+      if (!m.audited()) continue;
+      ++audited;
+      if (m.suspects().empty()) continue;
+      ++with_suspects;
+      ++first_ops[m.suspects(0).op()];
+    }
+  }
+  nlohmann::json Json() const {
+    return {{"audited_modes", audited}, {"modes_with_suspects", with_suspects},
+            {"first_suspects", first_ops}};
+  }
+  std::string Text() const {
+    std::string out = "op-by-op replays: " + std::to_string(audited) + " modes, " +
+                      std::to_string(with_suspects) + " with suspects";
+    for (const auto& [op, n] : first_ops) out += " " + op + "x" + std::to_string(n);
+    return out + "\n";
+  }
+};
 
 int RunCatalogCommand(const std::vector<std::string>& args) {
   RunCatalogFlags f;
@@ -486,13 +525,16 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
   }
   // The same arithmetic as the Query service's GetSummary (services/query).
   ts::query::SummaryBuilder summary(touchstone::v1::GROUP_BY_TASK, modes);
+  SuspectTally suspects;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < rows.size(); ++i) {
     ts::engine::RunOptions o;
     o.arch = rows[i].arch;
     o.modes = f.modes;
     o.seed = f.seed;
+    o.audit_ops = f.audit_ops;
     const auto record = ts::runner::ToRecord(ts::engine::RunModel(rows[i].config, o));
+    suspects.Add(record);
     touchstone::v1::ResultRow row;
     row.set_model_id(rows[i].id);
     row.set_task(rows[i].task);
@@ -514,12 +556,13 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
     j["profile"] = {{"name", act->name}, {"sdk_version", act->sdk_version}};
     j["sample"] = rows.size();
     j["seconds"] = secs;
+    j["suspects"] = suspects.Json();
     std::cout << j.dump() << std::endl;
   } else {
     if (isatty(2)) std::fprintf(stderr, "\n");
     std::cout << "profile " << act->name << " " << act->sdk_version << ", " << rows.size()
               << " models sampled from " << sample->rows << " in " << secs << " s\n"
-              << ts::query::FormatSummary(table);
+              << ts::query::FormatSummary(table) << suspects.Text();
   }
   return 0;
 }

@@ -1,8 +1,10 @@
 #include "workers/engine/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 namespace ts::engine {
 namespace {
@@ -131,6 +133,177 @@ LossCurveVerdict CompareLossCurves(const std::vector<double>& device,
       reference.back() < reference.front()) {
     v.error += " (diverging: device loss rises while the reference falls)";
   }
+  return v;
+}
+
+namespace {
+
+// The gradient of `name` in `grads` in double on the CPU, or an undefined tensor.
+at::Tensor GradOf(const GradMap& grads, const std::string& name) {
+  auto it = grads.find(name);
+  if (it == grads.end() || !it->second.defined()) return at::Tensor();
+  return it->second.detach().to(at::kCPU).to(at::kDouble);
+}
+
+struct ParamFailure {
+  std::string name;
+  double severity;  // how far over the rule (> 1)
+  double ratio;
+  std::string why;
+};
+
+// One parameter's gradients judged unit by unit: the rows of `views` (R units of C elements
+// each). Every row is judged with the rule of the outputs, scaled by its fp64 gradient's RMS.
+struct UnitJudgement {
+  double ratio = NAN;  // worst rmse ratio among the units judged; NaN: none judged
+  double severity = 0;  // worst (error / allowed) among failing units; 0: none fails
+  int64_t worst_unit = -1;
+  bool consistency = false;  // the worst failure is the declared-numerics consistency rule
+  double err = 0, noise = 0, cons = 0;  // of the worst failure, relative to its gradient
+};
+
+void JudgeUnits(const at::Tensor& dev, const at::Tensor& ref, const at::Tensor& gold,
+                const at::Tensor& decl, const Tolerance& tol, UnitJudgement* out) {
+  auto rms = [](const at::Tensor& d) { return d.pow(2).mean(1).sqrt(); };
+  const at::Tensor scale = rms(gold), noise = rms(decl - gold), err = rms(dev - gold),
+                   cons = rms(dev - decl);
+  const at::Tensor judged = (scale > 0) & (noise <= kGradNoiseDominated * scale);
+  if (!judged.any().item<bool>()) return;
+  const at::Tensor floor = tol.tol / 10 * scale;
+  const at::Tensor allclose =
+      ((dev - ref).abs() <= tol.tol * (scale.unsqueeze(1) + ref.abs())).all(1);
+  const at::Tensor allowed = tol.multiplier * noise + floor;
+  const at::Tensor allowed_cons = kConsistency * noise + floor;
+  const at::Tensor ratio = at::where(noise > 0, err / noise, at::where(err > 0, INFINITY, 1.0));
+  const double worst = at::where(judged, ratio, at::zeros_like(ratio)).max().item<double>();
+  if (std::isnan(out->ratio) || worst > out->ratio) out->ratio = worst;
+  const at::Tensor failing = judged & ~allclose;
+  const at::Tensor over = at::where(failing, err / allowed, at::zeros_like(err));
+  const at::Tensor inconsistent = at::where(failing & (err > noise), cons / allowed_cons,
+                                            at::zeros_like(err));
+  const at::Tensor severity = at::maximum(over, inconsistent);
+  const int64_t unit = severity.argmax().item<int64_t>();
+  const double sev = severity[unit].item<double>();
+  if (sev <= 1 || sev <= out->severity) return;
+  const double s = scale[unit].item<double>();
+  out->severity = sev;
+  out->worst_unit = unit;
+  out->consistency = over[unit].item<double>() <= 1;
+  out->err = err[unit].item<double>() / s;
+  out->noise = noise[unit].item<double>() / s;
+  out->cons = cons[unit].item<double>() / s;
+}
+
+// "row 3 of 64: 2.9% from the declared numerics' gradient (noise 0.61%, allowed 0.31%)"
+std::string DescribeUnit(const char* axis, int64_t units, const UnitJudgement& u,
+                         const Tolerance& tol) {
+  char buf[200];
+  if (u.consistency) {
+    std::snprintf(buf, sizeof(buf),
+                  "%s %lld of %lld: %.3g%% from the declared numerics' gradient (noise %.3g%%)",
+                  axis, static_cast<long long>(u.worst_unit), static_cast<long long>(units),
+                  100 * u.cons, 100 * u.noise);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%s %lld of %lld: error %.3g%% > %.3g x noise %.3g%%", axis,
+                  static_cast<long long>(u.worst_unit), static_cast<long long>(units),
+                  100 * u.err, tol.multiplier, 100 * u.noise);
+  }
+  return buf;
+}
+
+// One parameter's verdict: judged as a whole when it is a vector, else row by row (dim 0) and
+// column by column (last dim), so that an error in the slice of a fused weight that one op
+// feeds (the query columns of a fused QKV projection) is not averaged away by the others.
+// False with `why` when it fails; `ratio` is NaN when no unit was judged (noise-dominated).
+bool JudgeParam(const at::Tensor& dev, const at::Tensor& ref, const at::Tensor& gold,
+                const at::Tensor& decl, const Tolerance& tol, double* ratio, double* severity,
+                std::string* why) {
+  *ratio = NAN;
+  *severity = 0;
+  if (!dev.defined()) {
+    *why = "no gradient on the device";
+    *severity = INFINITY;
+    return false;
+  }
+  if (!at::isfinite(dev).all().item<bool>()) {
+    *why = "NaN/Inf";
+    *ratio = *severity = INFINITY;
+    return false;
+  }
+  struct Axis {
+    const char* name;
+    at::Tensor (*view)(const at::Tensor&);
+  };
+  static const Axis kWhole = {"whole", [](const at::Tensor& t) { return t.reshape({1, -1}); }};
+  static const Axis kRows = {"row", [](const at::Tensor& t) { return t.reshape({t.size(0), -1}); }};
+  static const Axis kColumns = {
+      "column", [](const at::Tensor& t) { return t.reshape({-1, t.size(-1)}).t(); }};
+  std::vector<Axis> axes = {kWhole};
+  if (gold.dim() >= 2) axes = {kRows, kColumns};
+  UnitJudgement worst;
+  std::string worst_why;
+  for (const Axis& axis : axes) {
+    UnitJudgement u = worst;
+    JudgeUnits(axis.view(dev), axis.view(ref), axis.view(gold), axis.view(decl), tol, &u);
+    worst.ratio = u.ratio;
+    if (u.severity > worst.severity) {
+      worst = u;
+      worst_why = DescribeUnit(axis.name, axis.view(gold).size(0), u, tol);
+    }
+  }
+  *ratio = worst.ratio;
+  *severity = worst.severity;
+  if (worst.severity == 0) return true;
+  *why = worst_why;
+  return false;
+}
+
+}  // namespace
+
+GradientVerdict CompareGradients(const GradMap& device, const GradMap& cpu_fp32,
+                                 const GradMap& golden_fp64, const GradMap& cpu_declared,
+                                 const Tolerance& tol) {
+  GradientVerdict v;
+  std::vector<ParamFailure> failures;
+  for (const auto& [name, g] : golden_fp64) {
+    const at::Tensor gold = GradOf(golden_fp64, name);
+    if (!gold.defined()) continue;  // no gradient reaches it
+    const at::Tensor ref = GradOf(cpu_fp32, name), decl = GradOf(cpu_declared, name);
+    if (!ref.defined() || !decl.defined()) continue;
+    double ratio = NAN, severity = 0;
+    std::string why;
+    const bool ok =
+        JudgeParam(GradOf(device, name), ref, gold, decl, tol, &ratio, &severity, &why);
+    if (ok && std::isnan(ratio)) {
+      ++v.noise_dominated;
+      continue;
+    }
+    ++v.judged;
+    if (!(ratio <= v.worst_ratio)) {  // NaN and Inf count as worst
+      v.worst_ratio = ratio;
+      v.worst_param = name;
+    }
+    if (!ok) failures.push_back({name, severity, ratio, why});
+  }
+  if (failures.empty()) return v;
+  v.pass = false;
+  std::stable_sort(failures.begin(), failures.end(), [](const ParamFailure& a,
+                                                        const ParamFailure& b) {
+    return a.severity > b.severity;
+  });
+  v.worst_param = failures.front().name;
+  v.worst_ratio = failures.front().ratio;
+  std::ostringstream o;
+  o << "grad: ";
+  constexpr size_t kNamed = 3;
+  for (size_t i = 0; i < failures.size() && i < kNamed; ++i) {
+    char ratio[32];
+    std::snprintf(ratio, sizeof(ratio), "%.3g", failures[i].ratio);
+    o << (i ? "; " : "") << failures[i].name << ", ratio " << ratio;
+  }
+  if (failures.size() > kNamed) o << " (+" << failures.size() - kNamed << " more)";
+  o << " (" << failures.front().name << " " << failures.front().why << ")";
+  v.error = o.str();
   return v;
 }
 

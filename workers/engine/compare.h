@@ -22,6 +22,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,5 +59,25 @@ LossCurveVerdict CompareLossCurves(const std::vector<double>& device,
                                    const std::vector<double>& reference,
                                    const std::vector<double>& reference_declared,
                                    const Tolerance& tol, double rel_floor = 2e-5);
+
+// Gradients of one training step, per parameter (undefined: no gradient reached it), compared
+// with the rule of the outputs after scaling each parameter's gradients by the RMS of its fp64
+// reference (so the absolute terms of the rule are relative to that gradient's size). A
+// parameter whose declared-numerics gradient is itself off by more than kGradNoiseDominated of
+// that RMS (e.g. an analytically zero gradient, pure rounding noise) carries no signal and is
+// not judged, unless the device's is not finite.
+inline constexpr double kGradNoiseDominated = 0.1;
+using GradMap = std::map<std::string, at::Tensor>;
+struct GradientVerdict {
+  bool pass = true;
+  std::string error;       // "grad: model.layers.0.self_attn.q_proj.weight, ratio 4.1; ..."
+  double worst_ratio = 0;  // largest rmse_ratio among the parameters judged
+  std::string worst_param;
+  int judged = 0;          // parameters judged
+  int noise_dominated = 0; // parameters left out as noise-dominated
+};
+GradientVerdict CompareGradients(const GradMap& device, const GradMap& cpu_fp32,
+                                 const GradMap& golden_fp64, const GradMap& cpu_declared,
+                                 const Tolerance& tol);
 
 }  // namespace ts::engine

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -33,22 +34,46 @@ zoo::TensorMap ToDevice(const zoo::TensorMap& m, const c10::Device& d, at::Scala
   return out;
 }
 
-std::vector<double> TrainLosses(const zoo::Model& model, const zoo::WeightMap& init,
-                                const zoo::Batch& batch, const c10::Device& device, int steps,
-                                double lr) {
+namespace {
+
+// A private copy of `init` on `device` (dtype `float_type` for float tensors, else kept) that
+// records gradients. copy=true: on the CPU, to() would alias `init` and updates would corrupt it.
+zoo::WeightMap TrainableCopy(const zoo::WeightMap& init, const c10::Device& device,
+                             std::optional<at::ScalarType> float_type = std::nullopt) {
   zoo::WeightMap w;
   for (const auto& [k, v] : init) {
-    // copy=true: on the CPU, to() would alias `init` and the updates would corrupt it.
-    w.emplace(k, v.to(device, v.scalar_type(), /*non_blocking=*/false, /*copy=*/true)
+    const at::ScalarType type =
+        float_type && at::isFloatingType(v.scalar_type()) ? *float_type : v.scalar_type();
+    w.emplace(k, v.to(device, type, /*non_blocking=*/false, /*copy=*/true)
                      .detach()
                      .requires_grad_(true));
   }
+  return w;
+}
+
+// The gradients of `w` after a backward pass, on the CPU.
+zoo::WeightMap GradsOf(const zoo::WeightMap& w) {
+  zoo::WeightMap grads;
+  for (const auto& [k, p] : w) {
+    if (p.grad().defined()) grads.emplace(k, p.grad().detach().to(at::kCPU, /*non_blocking=*/false,
+                                                                  /*copy=*/true));
+  }
+  return grads;
+}
+
+}  // namespace
+
+std::vector<double> TrainLosses(const zoo::Model& model, const zoo::WeightMap& init,
+                                const zoo::Batch& batch, const c10::Device& device, int steps,
+                                double lr, zoo::WeightMap* first_grads) {
+  zoo::WeightMap w = TrainableCopy(init, device);
   zoo::Batch b{ToDevice(batch.inputs, device), ToDevice(batch.labels, device)};
   std::vector<double> losses;
   for (int s = 0; s < steps; ++s) {
     at::Tensor loss = model.Loss(w, b);
     losses.push_back(loss.detach().to(at::kCPU).item<double>());
     loss.backward();
+    if (s == 0 && first_grads != nullptr) *first_grads = GradsOf(w);
     torch::NoGradGuard no_grad;
     for (auto& [k, p] : w) {
       if (!p.grad().defined()) continue;
@@ -57,6 +82,16 @@ std::vector<double> TrainLosses(const zoo::Model& model, const zoo::WeightMap& i
     }
   }
   return losses;
+}
+
+zoo::WeightMap StepGradients(const zoo::Model& model, const zoo::WeightMap& weights,
+                             const zoo::Batch& batch, const c10::Device& device,
+                             at::ScalarType float_type) {
+  zoo::WeightMap w = TrainableCopy(weights, device, float_type);
+  zoo::Batch b{ToDevice(batch.inputs, device, float_type),
+               ToDevice(batch.labels, device, float_type)};
+  model.Loss(w, b).backward();
+  return GradsOf(w);
 }
 
 FlatForward Flatten(const zoo::Model& model, const zoo::WeightMap& weights,

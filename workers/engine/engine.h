@@ -52,6 +52,10 @@ struct RunOptions {
   int train_steps = 5;
   int64_t batch_size = 2;
   double learning_rate = 0.05;
+  // Replay every passing mode op by op too (README.md, "Suspects"): a wrong op the model
+  // dilutes is reported in ModeResult::suspects as a warning. Failing modes
+  // (fail_accuracy) are always replayed.
+  bool audit_ops = false;
   // Called with "build", "reference", "eager", "compile", "train" as each stage starts.
   std::function<void(const std::string& stage)> on_stage;
   // Called once the model is built, with {"arch", "task", "family", "config_hash"}.
@@ -70,10 +74,19 @@ zoo::TensorMap ToDevice(const zoo::TensorMap& m, const c10::Device& device,
                         at::ScalarType float_type = at::kFloat);
 
 // K steps of plain SGD (learning rate `lr`) on a fixed batch, from a private copy of `init`, on
-// `device`. Returns the loss before each update. Throws c10::Error on device faults.
+// `device`. Returns the loss before each update. Throws c10::Error on device faults. With
+// `first_grads`, it receives the first step's gradients, on the CPU (parameters no gradient
+// reached are left out).
 std::vector<double> TrainLosses(const zoo::Model& model, const zoo::WeightMap& init,
                                 const zoo::Batch& batch, const c10::Device& device, int steps,
-                                double lr);
+                                double lr, zoo::WeightMap* first_grads = nullptr);
+
+// The gradients of one loss at `weights` on `device`, with float tensors as `float_type`,
+// returned on the CPU. On the CPU in double: the reference the first training step's gradients
+// are judged against.
+zoo::WeightMap StepGradients(const zoo::Model& model, const zoo::WeightMap& weights,
+                             const zoo::Batch& batch, const c10::Device& device,
+                             at::ScalarType float_type);
 
 // The model's Forward as a function of one flat tensor list [weights (by name)..., inputs (by
 // name)...], for tracing. `flat` receives the example list; fn keeps references to `model`.

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <functional>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -11,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "workers/engine/compiler.h"
+#include "workers/engine/op_audit.h"
 #include "workers/simdevice/runtime.h"
 #include "workers/zoo/config.h"
 #include "workers/zoo/config_hash.h"
@@ -124,6 +127,32 @@ void Judge(const StageContext& ctx, ModeResult& m, const TensorList& out) {
   m.error = DescribeFailure(*m.accuracy, ctx.tol);
 }
 
+// The device RNG seeds of the modes' device runs (and of their replays, which must draw the
+// same flaky defects): eager `seed`, train `seed + 1`, compile `seed + 2`.
+uint64_t ModeSeed(const StageContext& ctx, const char* mode) {
+  const std::string m = mode;
+  return ctx.opts.seed + (m == "train" ? 1 : m == "compile" ? 2 : 0);
+}
+
+// A mode is replayed op by op when its numbers are wrong, and, with the op audit, when it passes.
+bool NeedsAudit(const StageContext& ctx, const ModeResult& m) {
+  return m.status == Verdict::kFailAccuracy ||
+         (ctx.opts.audit_ops && m.status == Verdict::kPass);
+}
+
+// Replays a mode op by op (op_audit.h) into m.suspects. Runs after the mode's counters were
+// collected: the replay counts towards neither coverage nor the mode's time.
+void Audit(StageContext& ctx, ModeResult& m, const char* mode,
+           const std::function<void()>& replay) {
+  if (!NeedsAudit(ctx, m)) return;
+  const auto t0 = Clock::now();
+  simdevice::Reseed(ModeSeed(ctx, mode));
+  m.suspects = ReplayOpByOp(ctx.profile.numerics, replay);
+  m.audited = true;
+  simdevice::ResetCounters();
+  ctx.result.timings_ms[std::string("audit_") + mode] = MsSince(t0);
+}
+
 // ---- The stages.
 
 // 1. The model from the config (tiny scaling), seeded weights and the task's batch.
@@ -220,12 +249,18 @@ StageEnd Eager(StageContext& ctx) {
   CollectCounters(ctx, /*coverage=*/true);
   m.ms = MsSince(t0);
   ctx.result.timings_ms["eager"] = m.ms;
+  Audit(ctx, m, "eager", [&] {
+    torch::NoGradGuard no_grad;
+    ctx.model->Forward(ToDevice(ctx.weights, ctx.device), ToDevice(ctx.batch.inputs, ctx.device));
+  });
   return StageEnd::kContinue;
 }
 
-// Compiles the traced graph and runs it on the device; fills `m`.
-void CompileAndRun(StageContext& ctx, const std::shared_ptr<torch::jit::Graph>& graph,
-                   const TensorList& flat, ModeResult& m) {
+// Compiles the traced graph and runs it on the device; fills `m`. Returns the compiled graph
+// when it ran (for the replay), else nullptr.
+std::unique_ptr<CompiledGraph> CompileAndRun(StageContext& ctx,
+                                             const std::shared_ptr<torch::jit::Graph>& graph,
+                                             const TensorList& flat, ModeResult& m) {
   CompileReport report;
   auto compiled = CompiledGraph::Compile(graph, ctx.profile, flat, &report);
   m.graph_breaks = report.graph_breaks;
@@ -239,28 +274,32 @@ void CompileAndRun(StageContext& ctx, const std::shared_ptr<torch::jit::Graph>& 
                    ? Verdict::kCompileTimeout
                    : Verdict::kCompileFail;
     m.error = compiled.status().message();
-    return;
+    return nullptr;
   }
   TensorList out;
   const auto t_run = Clock::now();
-  if (Guarded(m, Verdict::kDeviceError, [&] {
+  if (!Guarded(m, Verdict::kDeviceError, [&] {
         torch::NoGradGuard no_grad;
         out = (*compiled)->Run(flat);
       })) {
-    m.first_run_ms = MsSince(t_run);
-    Judge(ctx, m, out);
+    return nullptr;
   }
+  m.first_run_ms = MsSince(t_run);
+  Judge(ctx, m, out);
+  return std::move(*compiled);
 }
 
 // 4. Trace, partition, simulated compile, run on the device, compare (COMPILER.md).
 StageEnd Compile(StageContext& ctx) {
   const auto t0 = Clock::now();
   simdevice::ResetCounters();
+  simdevice::Reseed(ModeSeed(ctx, "compile"));
   ModeResult& m = ctx.result.modes["compile"];
   auto [flat, fn] = Flatten(*ctx.model, ctx.weights, ctx.batch.inputs);
   auto graph = TraceToGraph(fn, flat);
+  std::unique_ptr<CompiledGraph> compiled;
   if (graph.ok()) {
-    CompileAndRun(ctx, *graph, flat, m);
+    compiled = CompileAndRun(ctx, *graph, flat, m);
   } else {
     m.status = Verdict::kCompileFail;
     m.error = "trace: " + graph.status().message();
@@ -268,26 +307,43 @@ StageEnd Compile(StageContext& ctx) {
   CollectCounters(ctx, /*coverage=*/false);
   m.ms = MsSince(t0);
   ctx.result.timings_ms["compile"] = m.ms;
+  if (compiled) {
+    Audit(ctx, m, "compile", [&] {
+      torch::NoGradGuard no_grad;
+      compiled->Run(flat);
+    });
+  }
   return StageEnd::kContinue;
 }
 
+// The first training step's gradients: CPU fp32, fp64 golden, at the declared numerics.
+struct ReferenceGrads {
+  zoo::WeightMap fp32, golden, declared;
+};
+
 // The reference loss curves of training: CPU fp32 into m.loss_reference, and the curve at the
-// declared numerics into `declared`. False (with m's status and error) when they fail.
-bool TrainReferenceCurves(StageContext& ctx, ModeResult& m, std::vector<double>& declared) {
+// declared numerics into `declared`; the first step's reference gradients into `grads`. False
+// (with m's status and error) when they fail.
+bool TrainReferences(StageContext& ctx, ModeResult& m, std::vector<double>& declared,
+                     ReferenceGrads& grads) {
   const RunOptions& o = ctx.opts;
   const bool ok = Guarded(m, Verdict::kRefFail, [&] {
     auto t_sub = Clock::now();
-    m.loss_reference =
-        TrainLosses(*ctx.model, ctx.weights, ctx.batch, at::kCPU, o.train_steps, o.learning_rate);
+    m.loss_reference = TrainLosses(*ctx.model, ctx.weights, ctx.batch, at::kCPU, o.train_steps,
+                                   o.learning_rate, &grads.fp32);
     ctx.result.timings_ms["train_reference"] = MsSince(t_sub);
+    t_sub = Clock::now();
+    grads.golden = StepGradients(*ctx.model, ctx.weights, ctx.batch, at::kCPU, at::kDouble);
+    ctx.result.timings_ms["train_golden_grads"] = MsSince(t_sub);
     if (!ctx.bf16_numerics) {
       declared = m.loss_reference;
+      grads.declared = grads.fp32;
       return;
     }
     t_sub = Clock::now();
     zoo::ScopedBf16MatmulEmulation emulate(ctx.emulated_ops);
-    declared =
-        TrainLosses(*ctx.model, ctx.weights, ctx.batch, at::kCPU, o.train_steps, o.learning_rate);
+    declared = TrainLosses(*ctx.model, ctx.weights, ctx.batch, at::kCPU, o.train_steps,
+                           o.learning_rate, &grads.declared);
     ctx.result.timings_ms["train_declared"] = MsSince(t_sub);
   });
   if (!ok) return false;
@@ -301,32 +357,48 @@ bool TrainReferenceCurves(StageContext& ctx, ModeResult& m, std::vector<double>&
   return true;
 }
 
-// 5. K steps of SGD on a fixed batch: reference curves on CPU, then the device's, compared.
+// The train verdict from the loss curves and the first step's gradients.
+void JudgeTraining(StageContext& ctx, ModeResult& m, const std::vector<double>& declared,
+                   const ReferenceGrads& refs, const zoo::WeightMap& device_grads) {
+  auto v = CompareLossCurves(m.loss_device, m.loss_reference, declared, ctx.tol);
+  m.loss_band = v.band;
+  m.max_loss_gap_ratio = v.max_gap_ratio;
+  m.status = v.pass ? Verdict::kPass : Verdict::kFailAccuracy;
+  m.error = v.error;
+  auto g = CompareGradients(device_grads, refs.fp32, refs.golden, refs.declared, ctx.tol);
+  if (g.judged > 0) m.grad_rmse_ratio = g.worst_ratio;
+  m.grad_worst_param = g.worst_param;
+  if (g.pass) return;
+  m.status = Verdict::kFailAccuracy;
+  m.error = m.error.empty() ? g.error : m.error + "; " + g.error;
+}
+
+// 5. K steps of SGD on a fixed batch: reference curves and first-step gradients on CPU, then the
+// device's, compared.
 StageEnd Train(StageContext& ctx) {
   const auto t0 = Clock::now();
   ModeResult& m = ctx.result.modes["train"];
   std::vector<double> declared;
-  if (TrainReferenceCurves(ctx, m, declared)) {
+  ReferenceGrads refs;
+  if (TrainReferences(ctx, m, declared, refs)) {
     m.loss_declared = declared;
     simdevice::ResetCounters();
-    simdevice::Reseed(ctx.opts.seed + 1);
+    simdevice::Reseed(ModeSeed(ctx, "train"));
     const auto t_sub = Clock::now();
+    zoo::WeightMap device_grads;
     const bool device_ok = Guarded(m, Verdict::kDeviceError, [&] {
       m.loss_device = TrainLosses(*ctx.model, ctx.weights, ctx.batch, ctx.device,
-                                  ctx.opts.train_steps, ctx.opts.learning_rate);
+                                  ctx.opts.train_steps, ctx.opts.learning_rate, &device_grads);
     });
     ctx.result.timings_ms["train_device"] = MsSince(t_sub);
-    if (device_ok) {
-      auto v = CompareLossCurves(m.loss_device, m.loss_reference, declared, ctx.tol);
-      m.loss_band = v.band;
-      m.max_loss_gap_ratio = v.max_gap_ratio;
-      m.status = v.pass ? Verdict::kPass : Verdict::kFailAccuracy;
-      m.error = v.error;
-    }
+    if (device_ok) JudgeTraining(ctx, m, declared, refs, device_grads);
     CollectCounters(ctx, /*coverage=*/true);
   }
   m.ms = MsSince(t0);
   ctx.result.timings_ms["train"] = m.ms;
+  Audit(ctx, m, "train", [&] {  // the first step's forward and backward
+    StepGradients(*ctx.model, ctx.weights, ctx.batch, ctx.device, at::kFloat);
+  });
   return StageEnd::kContinue;
 }
 

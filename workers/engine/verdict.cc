@@ -91,7 +91,17 @@ nlohmann::json ModeJson(const std::string& mode, const ModeResult& m) {
     j["loss_declared"] = Nums(m.loss_declared);
     j["loss_band"] = Nums(m.loss_band);
     j["max_loss_gap_ratio"] = Num(m.max_loss_gap_ratio);
+    j["grad_rmse_ratio"] = m.grad_rmse_ratio ? Num(*m.grad_rmse_ratio) : nullptr;
+    j["grad_worst_param"] = m.grad_worst_param;
   }
+  j["audited"] = m.audited;
+  nlohmann::json suspects = nlohmann::json::array();
+  for (const Suspect& s : m.suspects) {
+    suspects.push_back({{"op", s.op}, {"shapes", s.shapes}, {"dtype", s.dtype},
+                        {"ratio", Num(s.ratio)}, {"calls", s.calls},
+                        {"total_calls", s.total_calls}});
+  }
+  j["suspects"] = suspects;
   return j;
 }
 
@@ -140,6 +150,11 @@ std::string ToText(const ModelResult& r) {
     }
     o << " [" << m.ms << " ms]";
     if (!m.error.empty()) o << "\n           " << m.error;
+    for (const Suspect& s : m.suspects) {
+      o << "\n           suspect " << s.op << " " << s.shapes << " " << s.dtype << " ratio "
+        << std::defaultfloat << s.ratio << std::fixed << " (" << s.calls << "/"
+        << s.total_calls << " calls)";
+    }
     o << "\n";
   }
   o << "  op coverage " << r.op_coverage.native_ops << "/" << r.op_coverage.distinct_ops << " ("

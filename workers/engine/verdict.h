@@ -47,6 +47,19 @@ struct Accuracy {
   bool finite = true;
 };
 
+// An op over its tolerance in an op-by-op replay (README.md, "Suspects").
+struct Suspect {
+  std::string op;      // "aten::gelu"
+  std::string shapes;  // tensor operand shapes of its worst call: "[2,8,64] [64]"
+  std::string dtype;   // dtype of its first tensor operand: "float32"
+  double ratio = 0;    // worst error / tolerance (> 1); kNonFiniteRatio for NaN/Inf or shape
+  int64_t calls = 0;   // calls over tolerance
+  int64_t total_calls = 0;  // calls of the op checked
+};
+// The ratio of an output that is NaN/Inf where the reference is finite (a finite number, so the
+// record stays valid JSON).
+inline constexpr double kNonFiniteRatio = 1e300;
+
 struct ModeResult {
   Verdict status = Verdict::kSkipped;
   std::string error;  // empty on pass; otherwise what happened, naming the op or field
@@ -66,6 +79,13 @@ struct ModeResult {
   std::vector<double> loss_declared;  // reference training at the declared numerics
   std::vector<double> loss_band;      // allowed |device - reference| per step
   double max_loss_gap_ratio = 0;  // max over steps of gap / band
+  // train: first-step gradients vs fp64, the worst parameter's rmse ratio and its name
+  std::optional<double> grad_rmse_ratio;
+  std::string grad_worst_param;
+  // op-by-op replay (fail_accuracy, or an op audit): whether it ran, and what it found; the
+  // first divergent op first, then by ratio. Never changes `status`.
+  bool audited = false;
+  std::vector<Suspect> suspects;
 };
 
 struct OpCoverage {

@@ -66,6 +66,18 @@ pb::ModeVerdict ToVerdict(pb::Mode mode, const engine::ModeResult& m) {
     AddAll(m.loss_band, v.mutable_loss_band());
   }
   v.set_max_loss_gap_ratio(train ? Finite(m.max_loss_gap_ratio) : kNaN);
+  v.set_grad_rmse_ratio(train && m.grad_rmse_ratio ? Finite(*m.grad_rmse_ratio) : kNaN);
+  v.set_grad_worst_param(m.grad_worst_param);
+  v.set_audited(m.audited);
+  for (const engine::Suspect& s : m.suspects) {
+    pb::Suspect* o = v.add_suspects();
+    o->set_op(s.op);
+    o->set_shapes(s.shapes);
+    o->set_dtype(s.dtype);
+    o->set_ratio(std::isfinite(s.ratio) ? s.ratio : engine::kNonFiniteRatio);
+    o->set_calls(s.calls);
+    o->set_total_calls(s.total_calls);
+  }
   return v;
 }
 
