@@ -332,11 +332,31 @@ TEST_F(SuspectOpsTest, AModeCountsOnlyItsOwnVerdicts) {
   EXPECT_EQ(train.models_audited(), 1);
   ExpectRows(train, {{"aten::_softmax_backward_data", 1, 1, 0, 4.1, {"org/s6"}},
                      {"aten::native_layer_norm_backward", 0, 1, 0, 2, {"org/s6"}}});
-  // A done sweep whose answers are kept reads the same.
+}
+
+TEST_F(SuspectOpsTest, KeptAnswersOfADoneSweepEqualTheLiveOnesPageByPage) {
+  const int64_t id = CreateSweep(true);
+  RunSweep();
+  const pb::Mode modes[] = {pb::MODE_UNSPECIFIED, pb::MODE_EAGER, pb::MODE_COMPILE,
+                            pb::MODE_TRAIN};
+  std::map<pb::Mode, std::string> live;
+  for (pb::Mode m : modes) live[m] = AllPages(id, m, 50).DebugString();
+  EXPECT_EQ(Count("SELECT count(*) FROM sweep_suspects"), 0);  // done, not kept yet: live
   auto store = store::Store::Connect({opts_.db_url});
   ASSERT_TRUE(store.ok());
   ASSERT_EQ((*store)->SummarizeDoneSweeps(5).value_or(-1), 1);
-  EXPECT_EQ(AllPages(id, pb::MODE_EAGER, 50).DebugString(), eager.DebugString());
+  EXPECT_EQ(Count("SELECT count(*) FROM sweep_suspect_facts"), 4);
+  EXPECT_EQ(Count("SELECT count(*) FROM sweep_suspects"), 5 + 2 + 3 + 2);
+  for (pb::Mode m : modes) {
+    EXPECT_EQ(AllPages(id, m, 50).DebugString(), live[m]) << m;
+    EXPECT_EQ(AllPages(id, m, 2).DebugString(), live[m]) << m;
+  }
+  // Pruning drops them with the sweep's other kept answers.
+  store::PruneRequest pr;
+  pr.sweep_ids = {id};
+  ASSERT_TRUE((*store)->PruneSweeps(pr).ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM sweep_suspect_facts"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM sweep_suspects"), 0);
 }
 
 TEST_F(SuspectOpsTest, ErrorsNameTheFieldAndTheSweep) {

@@ -215,6 +215,7 @@ void MaterializeSweep(pqxx::transaction_base& w, int64_t sweep_id) {
                             "FROM (") +
                     sql::kBreaks + ") q",
                 sweep_id);
+  KeepSuspects(w, sweep_id);
   w.exec_params(std::string("INSERT INTO sweep_facts SELECT $1, q.*, ts_verdict_codes($1) "
                             "FROM (") + sql::kFacts + ") q",
                 sweep_id);
@@ -222,7 +223,7 @@ void MaterializeSweep(pqxx::transaction_base& w, int64_t sweep_id) {
 
 void DropMaterialized(pqxx::transaction_base& w, int64_t sweep_id) {
   for (const char* table : {"sweep_facts", "sweep_groups", "sweep_verdicts", "sweep_op_demand",
-                            "sweep_breaks"}) {
+                            "sweep_breaks", "sweep_suspect_facts", "sweep_suspects"}) {
     w.exec_params(std::string("DELETE FROM ") + table + " WHERE sweep_id = $1", sweep_id);
   }
 }

@@ -172,6 +172,9 @@ void MaterializeSweep(pqxx::transaction_base& w, int64_t sweep_id);
 // one). May keep a done sweep's counts (Progress): run it in a read-write transaction.
 absl::StatusOr<std::vector<pb::SweepInfo>> SweepInfos(pqxx::transaction_base& w,
                                                       const std::vector<int64_t>& ids);
+// suspects.cc: keeps the sweep's SuspectOps answers (sweep_suspect_facts, sweep_suspects) for
+// every mode and each one; MaterializeSweep's step.
+void KeepSuspects(pqxx::transaction_base& w, int64_t sweep_id);
 // queries.cc: drops them (a pruned sweep).
 void DropMaterialized(pqxx::transaction_base& w, int64_t sweep_id);
 

@@ -1,13 +1,17 @@
 // Store::SuspectOps: ops ranked by the primary models they break (query.proto, SuspectOps),
-// answered live from the sweep's results (their `suspects` jsonb, migration 0008) for running
-// and done sweeps alike: one sweep's primary results are a partition's rows, and only the
-// audited modes carry suspects (services/store/README.md has the cost).
+// from the sweep's results (their `suspects` jsonb, migration 0008): live for a running sweep,
+// kept for a done one (KeepSuspects, with its other answers), by the same statements.
+#include <array>
+
 #include "proto/names.h"
 #include "services/store/store_internal.h"
 
 namespace ts::store {
 
 namespace {
+
+// The modes an answer is kept for: '' is every mode.
+constexpr std::array<const char*, 4> kKeptModes = {"", "eager", "compile", "train"};
 
 // The counts over the primary results of sweep $1 in mode $2 ('': every mode, a model counted
 // once): models with a fail_accuracy mode, those of them with a suspect there, models with an
@@ -24,7 +28,7 @@ constexpr const char* kSuspectFacts = R"(
 // models naming it in a passing mode (the audit's warnings), its worst ratio, and up to five
 // models, those failing a mode that names it first. A model counts once per op whatever the
 // number of its modes that name it. Ranked by failed, then named (descending), then op.
-constexpr const char* kSuspectOps = R"(
+constexpr const char* kSuspectRanking = R"(
   WITH s AS (
     SELECT r.model_id, r.status, e.ord, e.x->>'op' AS op, (e.x->>'ratio')::float8 AS ratio
     FROM results r, jsonb_array_elements(r.suspects) WITH ORDINALITY AS e(x, ord)
@@ -39,8 +43,7 @@ constexpr const char* kSuspectOps = R"(
          count(*) FILTER (WHERE warned), max(ratio),
          (array_agg(model_id ORDER BY failing DESC, model_id))[1:5]
   FROM m GROUP BY op
-  ORDER BY failed DESC, named DESC, op
-  OFFSET $3 LIMIT $4)";
+  ORDER BY failed DESC, named DESC, op)";
 
 pb::SuspectOpsRow SuspectRowOf(const pqxx::row& row) {
   pb::SuspectOpsRow o;
@@ -53,28 +56,59 @@ pb::SuspectOpsRow SuspectRowOf(const pqxx::row& row) {
   return o;
 }
 
+// The kept facts row of (sweep, mode), or the live counts when the sweep has none kept (running,
+// or done and kept before migration 0008); `kept` says which.
+pqxx::result SuspectFacts(pqxx::transaction_base& t, int64_t sweep_id, const std::string& mode,
+                          bool* kept) {
+  pqxx::result r = t.exec_params(
+      "SELECT models_failed, models_attributed, models_audited FROM sweep_suspect_facts "
+      "WHERE sweep_id = $1 AND mode = $2",
+      sweep_id, mode);
+  *kept = !r.empty();
+  if (*kept) return r;
+  // The planner takes each suspects array for 100 elements (2 in practice), and on a large
+  // sweep the estimate calls in JIT compilation: ~30% of the ranking's time at 100k models.
+  t.exec("SET LOCAL jit = off");
+  return t.exec_params(kSuspectFacts, sweep_id, mode);
+}
+
 }  // namespace
+
+void KeepSuspects(pqxx::transaction_base& w, int64_t sweep_id) {
+  for (const char* mode : kKeptModes) {
+    w.exec_params(std::string("INSERT INTO sweep_suspect_facts SELECT $1, $2, q.* FROM (") +
+                      kSuspectFacts + ") q",
+                  sweep_id, mode);
+    w.exec_params(std::string("INSERT INTO sweep_suspects SELECT $1, $2, row_number() OVER (), "
+                              "q.* FROM (") +
+                      kSuspectRanking + ") q",
+                  sweep_id, mode);
+  }
+}
 
 absl::StatusOr<pb::SuspectOpsResponse> Store::SuspectOps(int64_t sweep_id, pb::Mode mode,
                                                          int64_t offset, int limit) {
   return impl_->Run("SuspectOps", [&]() -> absl::StatusOr<pb::SuspectOpsResponse> {
     ReadTxn t(*impl_->conn);
-    // The planner takes each suspects array for 100 elements (2 in practice), and on a large
-    // sweep the estimate calls in JIT compilation: ~30% of the ranking's time at 100k models.
-    t.exec("SET LOCAL jit = off");
     auto state = Readable(t, sweep_id, "sweep_id");
     if (!state.ok()) return state.status();
     const std::string name = mode == pb::MODE_UNSPECIFIED ? "" : proto::ModeName(mode);
     pb::SuspectOpsResponse out;
     out.set_sweep_id(sweep_id);
     out.set_mode(mode);
-    const pqxx::result facts = t.exec_params(kSuspectFacts, sweep_id, name);
+    bool kept = false;
+    const pqxx::result facts = SuspectFacts(t, sweep_id, name, &kept);
     out.set_models_failed(facts[0][0].as<int64_t>());
     out.set_models_attributed(facts[0][1].as<int64_t>());
     out.set_models_audited(facts[0][2].as<int64_t>());
-    for (const auto& row : t.exec_params(kSuspectOps, sweep_id, name, offset, limit)) {
-      *out.add_ops() = SuspectRowOf(row);
-    }
+    const pqxx::result rows =
+        kept ? t.exec_params("SELECT op, models_failed, models_named, models_warned, max_ratio, "
+                             "example_models FROM sweep_suspects WHERE sweep_id = $1 AND "
+                             "mode = $2 AND rank > $3 ORDER BY rank LIMIT $4",
+                             sweep_id, name, offset, limit)
+             : t.exec_params(std::string(kSuspectRanking) + " OFFSET $3 LIMIT $4", sweep_id,
+                             name, offset, limit);
+    for (const auto& row : rows) *out.add_ops() = SuspectRowOf(row);
     return out;
   });
 }
