@@ -102,12 +102,13 @@ absl::StatusOr<pb::SuspectOpsResponse> Store::SuspectOps(int64_t sweep_id, pb::M
     out.set_models_attributed(facts[0][1].as<int64_t>());
     out.set_models_audited(facts[0][2].as<int64_t>());
     const pqxx::result rows =
-        kept ? t.exec_params("SELECT op, models_failed, models_named, models_warned, max_ratio, "
-                             "example_models FROM sweep_suspects WHERE sweep_id = $1 AND "
-                             "mode = $2 AND rank > $3 ORDER BY rank LIMIT $4",
-                             sweep_id, name, offset, limit)
-             : t.exec_params(std::string(kSuspectRanking) + " OFFSET $3 LIMIT $4", sweep_id,
-                             name, offset, limit);
+        kept ? t.exec_params(
+                   "SELECT op, models_failed, models_named, models_warned, max_ratio, "
+                   "example_models FROM sweep_suspects WHERE sweep_id = $1 AND "
+                   "mode = $2 AND rank > $3 ORDER BY rank LIMIT $4",
+                   sweep_id, name, offset, limit)
+             : t.exec_params(std::string(kSuspectRanking) + " OFFSET $3 LIMIT $4", sweep_id, name,
+                             offset, limit);
     for (const auto& row : rows) *out.add_ops() = SuspectRowOf(row);
     return out;
   });
