@@ -14,6 +14,7 @@
 #include "cli/gate_rules.h"
 #include "cli/query_text.h"
 #include "cli/usage.h"
+#include "proto/names.h"
 #include "services/query/text_tables.h"
 #include "touchstone/v1/query.grpc.pb.h"
 
@@ -29,6 +30,7 @@ constexpr const char* kQueryUsage =
     "       touchstone model ID [--last N]\n"
     "       touchstone ops SWEEP [--mode eager|compile] [--limit N]\n"
     "       touchstone breaks SWEEP [--limit N]\n"
+    "       touchstone suspects SWEEP [--mode eager|compile|train] [--limit N]\n"
     "       touchstone compare BASE HEAD [--by task|family|arch] [--limit N]\n"
     "       touchstone gate SWEEP --rules FILE\n"
     "  every one takes: [--scheduler HOST:PORT] [--token-file FILE] [--tls-ca FILE]\n"
@@ -218,6 +220,31 @@ int Breaks(const Args& a, Call& c) {
   return 0;
 }
 
+// Ops ranked by the models they break (every mode unless --mode).
+int Suspects(const Args& a, Call& c) {
+  pb::SuspectOpsRequest req;
+  int64_t id = 0;
+  if (a.positional.size() != 1 || !ParseId(a.positional[0], &id)) {
+    return Usage(kQuery, "suspects: expected one sweep id");
+  }
+  req.set_sweep_id(id);
+  const std::string mode = a.Get("--mode");
+  if (!mode.empty()) {
+    const auto m = proto::ModeFromName(mode);
+    if (!m) return Usage(kQuery, "--mode: eager, compile or train");
+    req.set_mode(*m);
+  }
+  int32_t limit = 0;
+  if (!ParseLimit(a, &limit)) return Usage(kQuery, "--limit: 1..100000");
+  req.set_page_size(limit);
+  req.set_page_token(a.Get("--page-token"));
+  pb::SuspectOpsResponse resp;
+  grpc::Status st = c.stub->SuspectOps(c.conn.Context().get(), req, &resp);
+  if (!st.ok()) return RpcFailed("SuspectOps", st);
+  c.json ? PrintJson(resp) : (void)std::printf("%s", query::FormatSuspectOps(resp).c_str());
+  return 0;
+}
+
 // Every page unless --limit: the changes of all pages, in order, with the first page's counts
 // and groups.
 int Compare(const Args& a, Call& c) {
@@ -293,6 +320,7 @@ const std::map<std::string, Command>& Commands() {
       {"model", {Model, {"--last"}}},
       {"ops", {Ops, {"--mode", "--limit", "--page-token"}}},
       {"breaks", {Breaks, {"--limit", "--page-token"}}},
+      {"suspects", {Suspects, {"--mode", "--limit", "--page-token"}}},
       {"compare", {Compare, {"--by", "--limit", "--page-token"}}},
       {"gate", {Gate, {"--rules"}}},
   };

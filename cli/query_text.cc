@@ -36,6 +36,16 @@ std::string Time(const google::protobuf::Timestamp& t) {
   return buf;
 }
 
+// "aten::gelu x1.84, 3/12 calls, [2,8,64] float32" (1e300: a non-finite mismatch).
+std::string SuspectText(const pb::Suspect& s) {
+  const std::string ratio =
+      s.ratio() >= 1e300 ? std::string("non-finite") : Format("x%.3g", s.ratio());
+  return Fit(Format("%s %s, %lld/%lld calls, ", s.op().c_str(), ratio.c_str(), L(s.calls()),
+                    L(s.total_calls())) +
+                 s.shapes() + " " + s.dtype(),
+             79);
+}
+
 std::string NextPage(const std::string& token) {
   return token.empty() ? std::string() : "(more: --page-token " + token + ")\n";
 }
@@ -80,6 +90,8 @@ std::string ModelText(const pb::ModelHistory& h) {
       }
       if (m.graph_breaks() > 0) line += Format(" breaks %d", m.graph_breaks());
       if (m.loss_device_size() > 0) line += Format(" loss gap x%.2f", m.max_loss_gap_ratio());
+      if (std::isfinite(m.grad_rmse_ratio())) line += Format(" grad x%.2f", m.grad_rmse_ratio());
+      if (m.audited()) line += Format(" audited (%d suspects)", m.suspects_size());
       if (conf != rec.confirmation().end() && !conf->second.empty()) {
         line += " [" + conf->second + "]";
       }
@@ -88,6 +100,10 @@ std::string ModelText(const pb::ModelHistory& h) {
       for (const auto& reason : m.break_reasons()) {
         out += "           break: " + Fit(reason, 81) + "\n";
       }
+      if (!m.grad_worst_param().empty()) {
+        out += "           worst gradient: " + Fit(m.grad_worst_param(), 72) + "\n";
+      }
+      for (const auto& sus : m.suspects()) out += "           suspect: " + SuspectText(sus) + "\n";
     }
     std::string fallback;
     for (const auto& op : r.ops()) {

@@ -33,7 +33,7 @@ constexpr CommandText kSweep = {
     "usage: touchstone sweep [--sample N|all] [--profile FILE] [--workers W] [--db URL]\n"
     "                        [--baseline SWEEP] [--json FILE] [--serve] [--catalog FILE]\n"
     "                        [--seed N] [--modes eager,compile,train] [--state-dir DIR]\n"
-    "                        [--lease-ttl S] [--model-timeout S]\n"};
+    "                        [--lease-ttl S] [--model-timeout S] [--audit-ops]\n"};
 
 // Set by SIGINT/SIGTERM: the sweep is cancelled and the services stopped in order.
 std::atomic<bool> interrupted{false};
@@ -52,6 +52,7 @@ struct SweepFlags {
   std::string state_dir = ".touchstone";
   double lease_ttl_s = 30;
   double model_timeout_s = 300;
+  bool audit_ops = false;  // replay passing modes op by op too (suspects as warnings)
 };
 
 // Returns 0, or the exit code of a usage error (already printed).
@@ -84,6 +85,8 @@ int ParseSweepFlags(const std::vector<std::string>& args, SweepFlags* o) {
       o->json_out = args[++i];
     } else if (a == "--serve") {
       o->serve = true;
+    } else if (a == "--audit-ops") {
+      o->audit_ops = true;
     } else if (a == "--catalog" && has) {
       o->catalog = args[++i];
     } else if (a == "--seed" && has) {
@@ -165,6 +168,7 @@ int CreateSweep(const SweepFlags& o, const Profile& profile, const std::string& 
   for (const auto& m : o.modes) create.add_modes(m);
   create.set_baseline_sweep_id(o.baseline);
   create.set_model_timeout_s(o.model_timeout_s);
+  create.set_audit_ops(o.audit_ops);
   auto c = driver->CreateSweep(create);
   if (!c.ok()) {
     if (c.status().code() == absl::StatusCode::kInvalidArgument) {

@@ -237,6 +237,23 @@ TEST(RequestChecksTest, RequestsNameTheirFields) {
   EXPECT_EQ(Check(w).message().substr(0, 12), "interval_ms:");
   pb::GetModelRequest m;
   EXPECT_EQ(Check(m).message(), "model_id: required");
+  pb::SuspectOpsRequest so;
+  EXPECT_EQ(Check(so).message(), "sweep_id: required (a sweep id > 0)");
+  so.set_sweep_id(1);
+  for (pb::Mode mode : {pb::MODE_UNSPECIFIED, pb::MODE_EAGER, pb::MODE_COMPILE, pb::MODE_TRAIN}) {
+    so.set_mode(mode);
+    EXPECT_TRUE(Check(so).ok()) << mode;
+  }
+  so.set_mode(static_cast<pb::Mode>(9));
+  EXPECT_EQ(Check(so).message(),
+            "mode: unknown mode 9 (eager, compile, train, or unset for every mode)");
+  so.set_mode(pb::MODE_TRAIN);
+  so.set_page_token(EncodePageToken("OpDemand", 50));
+  EXPECT_EQ(Check(so).message(), "page_token: not a page token of SuspectOps");
+  so.set_page_token(EncodePageToken("SuspectOps", 50));
+  EXPECT_TRUE(Check(so).ok());
+  so.set_page_size(-2);
+  EXPECT_EQ(Check(so).message(), "page_size: must be >= 0");
 }
 
 }  // namespace

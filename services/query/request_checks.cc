@@ -131,6 +131,15 @@ absl::Status Check(const pb::GraphBreaksRequest& r) {
   return CheckPaging(r.page_size(), r.page_token(), "GraphBreaks");
 }
 
+absl::Status Check(const pb::SuspectOpsRequest& r) {
+  if (auto st = CheckSweepId(r.sweep_id(), "sweep_id"); !st.ok()) return st;
+  if (r.mode() != pb::MODE_UNSPECIFIED && proto::ModeName(r.mode()).empty()) {
+    return Bad("mode", "unknown mode " + std::to_string(static_cast<int>(r.mode())) +
+                           " (eager, compile, train, or unset for every mode)");
+  }
+  return CheckPaging(r.page_size(), r.page_token(), "SuspectOps");
+}
+
 absl::Status Check(const pb::CompareSweepsRequest& r) {
   if (auto st = CheckSweepId(r.base_sweep_id(), "base_sweep_id"); !st.ok()) return st;
   if (auto st = CheckSweepId(r.head_sweep_id(), "head_sweep_id"); !st.ok()) return st;

@@ -24,6 +24,7 @@ absl::Status Check(const pb::GetSummaryRequest& r);
 absl::Status Check(const pb::GetModelRequest& r);
 absl::Status Check(const pb::OpDemandRequest& r);
 absl::Status Check(const pb::GraphBreaksRequest& r);
+absl::Status Check(const pb::SuspectOpsRequest& r);
 absl::Status Check(const pb::CompareSweepsRequest& r);
 absl::Status Check(const pb::GateRequest& r);
 absl::Status Check(const pb::WatchSweepRequest& r);

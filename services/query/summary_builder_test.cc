@@ -155,6 +155,33 @@ TEST(SummaryBuilderTest, TextTableHasTheSweepColumnsAndFits100Columns) {
             "statuses: compile_fail=2 crash=1 fail_accuracy=2 pass=6\n");
 }
 
+TEST(SummaryBuilderTest, SuspectOpsTableNamesTheModeAndNonFiniteRatios) {
+  pb::SuspectOpsResponse r;
+  r.set_sweep_id(7);
+  r.set_models_failed(5);
+  r.set_models_attributed(4);
+  r.set_models_audited(9);
+  auto* o = r.add_ops();
+  o->set_op("aten::gelu");
+  o->set_models_failed(2);
+  o->set_models_named(4);
+  o->set_models_warned(1);
+  o->set_max_ratio(1e300);
+  o->add_example_models("org/a");
+  o->add_example_models("org/b");
+  o = r.add_ops();
+  o->set_op("aten::native_layer_norm_backward_with_a_very_long_overload_name");
+  o->set_models_named(1);
+  o->set_max_ratio(2.04);
+  EXPECT_EQ(FormatSuspectOps(r),
+            "sweep 7, every mode: 5 models fail accuracy, 4 with a suspect; 9 audited\n"
+            "Op                                Failed  Named  Warned  Max ratio  Examples\n"
+            "aten::gelu                             2      4       1 non-finite  org/a, org/b\n"
+            "aten::native_layer_norm_backwar~       0      1       0       2.04  \n");
+  r.set_mode(pb::MODE_TRAIN);
+  EXPECT_EQ(FormatSuspectOps(r).substr(0, 14), "sweep 7, train");
+}
+
 TEST(SummaryBuilderTest, DeltasPairGroupsAndTotals) {
   SummaryBuilder base(pb::GROUP_BY_TASK, {"eager"}), head(pb::GROUP_BY_TASK, {"eager"});
   auto rows = Handful();

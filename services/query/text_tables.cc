@@ -90,6 +90,31 @@ std::string FormatGraphBreaks(const pb::GraphBreaksResponse& r) {
   return out;
 }
 
+std::string FormatSuspectOps(const pb::SuspectOpsResponse& r) {
+  std::string out;
+  const std::string mode =
+      r.mode() == pb::MODE_UNSPECIFIED ? "every mode" : proto::ModeName(r.mode());
+  Line(&out, "sweep %lld, %s: %lld models fail accuracy, %lld with a suspect; %lld audited\n",
+       static_cast<long long>(r.sweep_id()), mode.c_str(),
+       static_cast<long long>(r.models_failed()), static_cast<long long>(r.models_attributed()),
+       static_cast<long long>(r.models_audited()));
+  Line(&out, "%-32s %7s %6s %7s %10s  %s\n", "Op", "Failed", "Named", "Warned", "Max ratio",
+       "Examples");
+  for (const auto& o : r.ops()) {
+    char ratio[32];
+    if (o.max_ratio() >= 1e300) {
+      std::snprintf(ratio, sizeof(ratio), "non-finite");
+    } else {
+      std::snprintf(ratio, sizeof(ratio), "%.3g", o.max_ratio());
+    }
+    Line(&out, "%-32s %7lld %6lld %7lld %10s  %s\n", Cut(o.op(), 32).c_str(),
+         static_cast<long long>(o.models_failed()), static_cast<long long>(o.models_named()),
+         static_cast<long long>(o.models_warned()), ratio,
+         Cut(Examples(o.example_models()), 34).c_str());
+  }
+  return out;
+}
+
 std::string FormatCompare(const pb::CompareSweepsResponse& r) {
   std::string out;
   Line(&out, "sweep %lld -> %lld: %lld common models, %lld regressed, %lld fixed, %lld appeared, "

@@ -19,6 +19,8 @@ namespace pb = ::touchstone::v1;
 std::string FormatSummary(const pb::Summary& s);
 std::string FormatOpDemand(const pb::OpDemandResponse& r);
 std::string FormatGraphBreaks(const pb::GraphBreaksResponse& r);
+// Ops by the models they break; a ratio of 1e300 (a non-finite mismatch) prints "non-finite".
+std::string FormatSuspectOps(const pb::SuspectOpsResponse& r);
 std::string FormatCompare(const pb::CompareSweepsResponse& r);
 std::string FormatGate(const pb::GateResponse& r);
 

@@ -96,6 +96,22 @@ absl::Status GraphBreaks(store::Store& s, const pb::GraphBreaksRequest& r,
   return absl::OkStatus();
 }
 
+absl::Status SuspectOps(store::Store& s, const pb::SuspectOpsRequest& r,
+                        pb::SuspectOpsResponse* out) {
+  auto size = query::PageSize(r.page_size(), 50, 1000);
+  auto offset = query::DecodePageToken("SuspectOps", r.page_token());
+  if (!size.ok()) return size.status();
+  if (!offset.ok()) return offset.status();
+  auto d = s.SuspectOps(r.sweep_id(), r.mode(), *offset, *size + 1);
+  if (!d.ok()) return d.status();
+  *out = std::move(*d);
+  if (out->ops_size() > *size) {
+    out->mutable_ops()->RemoveLast();
+    out->set_next_page_token(query::EncodePageToken("SuspectOps", *offset + *size));
+  }
+  return absl::OkStatus();
+}
+
 // The head sweep's confirmations of its flips, when its baseline is `base`.
 absl::StatusOr<query::Confirmations> ConfirmationsVs(store::Store& s, const pb::SweepInfo& head,
                                                      int64_t base) {
@@ -359,6 +375,12 @@ grpc::ServerUnaryReactor* QueryService::GraphBreaks(grpc::CallbackServerContext*
                                                     const pb::GraphBreaksRequest* req,
                                                     pb::GraphBreaksResponse* resp) {
   return Handle("GraphBreaks", ctx, req, resp, &scheduler::GraphBreaks);
+}
+
+grpc::ServerUnaryReactor* QueryService::SuspectOps(grpc::CallbackServerContext* ctx,
+                                                   const pb::SuspectOpsRequest* req,
+                                                   pb::SuspectOpsResponse* resp) {
+  return Handle("SuspectOps", ctx, req, resp, &scheduler::SuspectOps);
 }
 
 grpc::ServerUnaryReactor* QueryService::CompareSweeps(grpc::CallbackServerContext* ctx,

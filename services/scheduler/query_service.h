@@ -57,6 +57,9 @@ class QueryService final : public pb::Query::CallbackService {
   grpc::ServerUnaryReactor* GraphBreaks(grpc::CallbackServerContext* ctx,
                                         const pb::GraphBreaksRequest* req,
                                         pb::GraphBreaksResponse* resp) override;
+  grpc::ServerUnaryReactor* SuspectOps(grpc::CallbackServerContext* ctx,
+                                       const pb::SuspectOpsRequest* req,
+                                       pb::SuspectOpsResponse* resp) override;
   grpc::ServerUnaryReactor* CompareSweeps(grpc::CallbackServerContext* ctx,
                                           const pb::CompareSweepsRequest* req,
                                           pb::CompareSweepsResponse* resp) override;

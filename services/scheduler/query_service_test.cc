@@ -94,6 +94,27 @@ pb::ModeVerdict Verdict(pb::Mode mode, pb::Verdict status, int i, double seed) {
       v.add_loss_band(0.05);
     }
     v.set_max_loss_gap_ratio(0.2 + seed);
+    v.set_grad_rmse_ratio(1.5 + seed);
+    v.set_grad_worst_param("model.layers." + std::to_string(i) + ".mlp.up_proj.weight");
+  } else {
+    v.set_grad_rmse_ratio(std::numeric_limits<double>::quiet_NaN());  // not measured
+  }
+  if (i % 2 == 1) {  // replayed op by op: a non-finite mismatch first, then a plain one
+    v.set_audited(true);
+    auto* s = v.add_suspects();
+    s->set_op("aten::gelu");
+    s->set_shapes("[2,8,64]");
+    s->set_dtype("bfloat16");
+    s->set_ratio(1e300);
+    s->set_calls(3);
+    s->set_total_calls(12);
+    s = v.add_suspects();
+    s->set_op("aten::add.Tensor");
+    s->set_shapes("[2,8,64] [64]");
+    s->set_dtype("float32");
+    s->set_ratio(1.0000000000000002 + seed / 3);
+    s->set_calls(1);
+    s->set_total_calls(40 + i);
   }
   return v;
 }

@@ -1,5 +1,6 @@
 #include "services/scheduler/validate.h"
 
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -42,6 +43,36 @@ absl::Status Names(const std::string& field,
   return absl::OkStatus();
 }
 
+// A suspect names its op, counts its calls and has a finite ratio (a non-finite mismatch is
+// reported as 1e300, so that the stored JSON stays valid).
+absl::Status Suspect(const std::string& at, const pb::Suspect& s) {
+  if (s.op().empty()) return Bad(at + ".op", "empty");
+  if (!std::isfinite(s.ratio())) {
+    return Bad(at + ".ratio", "must be finite (1e300 stands for a non-finite mismatch)");
+  }
+  if (s.calls() < 0) return Bad(at + ".calls", "must be >= 0");
+  if (s.total_calls() < 0) return Bad(at + ".total_calls", "must be >= 0");
+  return absl::OkStatus();
+}
+
+// One mode's verdict (`at`: "results[i].modes[j]").
+absl::Status Verdict(const std::string& at, const pb::ModeVerdict& v) {
+  if (proto::ModeName(v.mode()).empty()) {
+    return Bad(at + ".mode", "unknown mode " + std::to_string(v.mode()));
+  }
+  if (proto::VerdictName(v.status()).empty()) {
+    return Bad(at + ".status", "unknown status " + std::to_string(v.status()));
+  }
+  if (!v.audited() && v.suspects_size() > 0) {
+    return Bad(at + ".suspects", "present, but the mode was not audited");
+  }
+  for (int k = 0; k < v.suspects_size(); ++k) {
+    const std::string sat = at + ".suspects[" + std::to_string(k) + "]";
+    if (auto st = Suspect(sat, v.suspects(k)); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status Validate(const pb::RegisterWorkerRequest& r) {
@@ -77,14 +108,8 @@ absl::Status Validate(const pb::ReportResultsRequest& r) {
       return Bad(at + ".opcov_ratio", "must be in [0, 1]");
     }
     for (int k = 0; k < m.modes_size(); ++k) {
-      const auto& v = m.modes(k);
       const std::string mat = at + ".modes[" + std::to_string(k) + "]";
-      if (proto::ModeName(v.mode()).empty()) {
-        return Bad(mat + ".mode", "unknown mode " + std::to_string(v.mode()));
-      }
-      if (proto::VerdictName(v.status()).empty()) {
-        return Bad(mat + ".status", "unknown status " + std::to_string(v.status()));
-      }
+      if (auto st = Verdict(mat, m.modes(k)); !st.ok()) return st;
     }
     for (int k = 0; k < m.ops_size(); ++k) {
       if (m.ops(k).op().empty()) return Bad(at + ".ops[" + std::to_string(k) + "].op", "empty");

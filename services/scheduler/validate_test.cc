@@ -1,5 +1,6 @@
 #include "services/scheduler/validate.h"
 
+#include <cmath>
 #include <functional>
 
 #include <gtest/gtest.h>
@@ -18,7 +19,19 @@ pb::ReportResultsRequest GoodReport() {
   auto* v = m->add_modes();
   v->set_mode(touchstone::v1::MODE_EAGER);
   v->set_status(touchstone::v1::VERDICT_PASS);
+  // An op audit's warning; 1e300 stands for a non-finite mismatch.
+  v->set_audited(true);
+  auto* s = v->add_suspects();
+  s->set_op("aten::gelu");
+  s->set_ratio(1e300);
+  s->set_calls(2);
+  s->set_total_calls(4);
   return r;
+}
+
+// The first suspect of the first result's first mode.
+touchstone::v1::Suspect& FirstSuspect(pb::ReportResultsRequest& r) {
+  return *r.mutable_results(0)->mutable_modes(0)->mutable_suspects(0);
 }
 
 pb::CreateSweepRequest GoodSweep() {
@@ -54,6 +67,22 @@ TEST(ValidateTest, ReportErrorsNameTheField) {
       {[](auto& r) { r.mutable_results(0)->add_ops()->set_calls(1); }, "results[0].ops[0].op:"},
       {[](auto& r) { r.mutable_results(0)->set_tiny_config_json("[1"); },
        "results[0].tiny_config_json: not valid JSON"},
+      {[](auto& r) { FirstSuspect(r).clear_op(); }, "results[0].modes[0].suspects[0].op: empty"},
+      {[](auto& r) { FirstSuspect(r).set_calls(-1); },
+       "results[0].modes[0].suspects[0].calls: must be >= 0"},
+      {[](auto& r) { FirstSuspect(r).set_total_calls(-3); },
+       "results[0].modes[0].suspects[0].total_calls: must be >= 0"},
+      {[](auto& r) { FirstSuspect(r).set_ratio(std::nan("")); },
+       "results[0].modes[0].suspects[0].ratio: must be finite"},
+      {[](auto& r) { FirstSuspect(r).set_ratio(HUGE_VAL); },
+       "results[0].modes[0].suspects[0].ratio: must be finite"},
+      {[](auto& r) {
+         *r.mutable_results(0)->mutable_modes(0)->add_suspects() = FirstSuspect(r);
+         r.mutable_results(0)->mutable_modes(0)->mutable_suspects(1)->clear_op();
+       },
+       "results[0].modes[0].suspects[1].op: empty"},
+      {[](auto& r) { r.mutable_results(0)->mutable_modes(0)->set_audited(false); },
+       "results[0].modes[0].suspects: present, but the mode was not audited"},
   };
   for (const auto& [mutate, prefix] : cases) {
     auto r = GoodReport();

@@ -83,6 +83,7 @@ absl::StatusOr<LeaseRound> LeaseOnce(Store::Impl& impl, const std::vector<int64_
     *o.mutable_profile() = sweep->profile;
     for (const auto& m : sweep->modes) o.add_modes(m);
     o.set_model_timeout_s(sweep->model_timeout_s);
+    o.set_audit_ops(sweep->audit_ops);
     // Confirmation runs draw new random numbers, so a flaky defect can show itself.
     for (auto& j : *o.mutable_jobs()) {
       j.set_seed(sweep->seed + static_cast<uint64_t>(j.run() - 1));

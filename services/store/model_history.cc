@@ -71,11 +71,11 @@ constexpr const char* kVerdictQuery = R"(
          rmse_reference, rmse_ratio, max_abs_err, cosine, rmse_vs_declared, max_rel_err,
          allclose, graph_breaks, break_reasons, device_segments, graph_nodes, compile_ms,
          compile_wall_ms, first_run_ms, loss_reference, loss_device, loss_declared, loss_band,
-         max_loss_gap_ratio
+         max_loss_gap_ratio, grad_rmse_ratio, grad_worst_param, audited, suspects
   FROM results
   WHERE sweep_id = ANY($1::bigint[]) AND model_id = $2 AND run = 1)";
 
-pb::ModeVerdict VerdictOf(const pqxx::row& row) {
+absl::StatusOr<pb::ModeVerdict> VerdictOf(const pqxx::row& row) {
   pb::ModeVerdict v;
   v.set_mode(proto::ModeFromName(row[1].c_str()).value_or(pb::MODE_UNSPECIFIED));
   v.set_status(proto::VerdictFromName(row[2].c_str()).value_or(pb::VERDICT_UNSPECIFIED));
@@ -103,6 +103,10 @@ pb::ModeVerdict VerdictOf(const pqxx::row& row) {
   Doubles(row[24], v.mutable_loss_declared());
   Doubles(row[25], v.mutable_loss_band());
   v.set_max_loss_gap_ratio(D(row[26]));
+  v.set_grad_rmse_ratio(D(row[27]));
+  v.set_grad_worst_param(row[28].is_null() ? "" : row[28].c_str());
+  v.set_audited(B(row[29]));
+  if (auto st = ParseSuspects(row[30], v.mutable_suspects()); !st.ok()) return st;
   return v;
 }
 
@@ -137,7 +141,9 @@ absl::StatusOr<pb::ModelHistory> Store::ModelHistory(const std::string& model_id
     }
     std::vector<std::pair<int64_t, pb::ModeVerdict>> verdicts;
     for (const auto& row : t.exec_params(kVerdictQuery, IdArray(ids), model_id)) {
-      verdicts.emplace_back(row[0].as<int64_t>(), VerdictOf(row));
+      auto v = VerdictOf(row);
+      if (!v.ok()) return v.status();
+      verdicts.emplace_back(row[0].as<int64_t>(), std::move(*v));
     }
     std::sort(verdicts.begin(), verdicts.end(), [](const auto& a, const auto& b) {
       return std::make_pair(a.first, static_cast<int>(a.second.mode())) <

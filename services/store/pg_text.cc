@@ -2,6 +2,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "services/store/store_internal.h"
 
 namespace ts::store {
@@ -58,6 +60,37 @@ std::vector<std::string> ParseTextArray(const pqxx::field& f) {
     if (e.first == pqxx::array_parser::string_value) out.push_back(e.second);
   }
   return out;
+}
+
+std::string SuspectsJson(const google::protobuf::RepeatedPtrField<pb::Suspect>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const pb::Suspect& s : v) {
+    a.push_back({{"op", s.op()}, {"shapes", s.shapes()}, {"dtype", s.dtype()},
+                 {"ratio", s.ratio()}, {"calls", s.calls()}, {"total_calls", s.total_calls()}});
+  }
+  return a.dump();
+}
+
+absl::Status ParseSuspects(const pqxx::field& f,
+                           google::protobuf::RepeatedPtrField<pb::Suspect>* out) {
+  if (f.is_null()) return absl::OkStatus();
+  const auto a = nlohmann::json::parse(f.c_str(), nullptr, false);
+  const auto bad = [] { return absl::DataLossError("results.suspects: not an array of suspects"); };
+  if (a.is_discarded() || !a.is_array()) return bad();
+  for (const auto& j : a) {
+    if (!j.is_object() || !j.value("op", nlohmann::json()).is_string() ||
+        !j.value("ratio", nlohmann::json()).is_number()) {
+      return bad();
+    }
+    pb::Suspect* s = out->Add();
+    s->set_op(j["op"].get<std::string>());
+    s->set_shapes(j.value("shapes", ""));
+    s->set_dtype(j.value("dtype", ""));
+    s->set_ratio(j["ratio"].get<double>());
+    s->set_calls(j.value("calls", int64_t{0}));
+    s->set_total_calls(j.value("total_calls", int64_t{0}));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ts::store

@@ -14,9 +14,6 @@ namespace ts::store {
 
 namespace {
 
-// Live reads see one snapshot across their statements, while reports keep landing.
-using ReadTxn = pqxx::transaction<pqxx::repeatable_read, pqxx::read_only>;
-
 void SetTime(const pqxx::field& micros, google::protobuf::Timestamp* t) {
   const int64_t us = micros.as<int64_t>();
   t->set_seconds(us / 1000000);
@@ -26,7 +23,7 @@ void SetTime(const pqxx::field& micros, google::protobuf::Timestamp* t) {
 constexpr const char* kSweepColumns = R"(
   s.sweep_id, s.name, s.state, p.name, p.sha, s.modes, s.sample, coalesce(s.baseline_sweep, 0),
   (extract(epoch FROM s.created_at) * 1000000)::bigint,
-  (extract(epoch FROM s.finished_at) * 1000000)::bigint, s.summary::text)";
+  (extract(epoch FROM s.finished_at) * 1000000)::bigint, s.summary::text, s.audit_ops)";
 
 // A SweepInfo from a kSweepColumns row, with the counts of its progress.
 absl::StatusOr<pb::SweepInfo> SweepInfoOf(pqxx::transaction_base& w, const pqxx::row& row) {
@@ -41,6 +38,7 @@ absl::StatusOr<pb::SweepInfo> SweepInfoOf(pqxx::transaction_base& w, const pqxx:
   s.set_baseline_sweep_id(row[7].as<int64_t>());
   SetTime(row[8], s.mutable_created_at());
   if (!row[9].is_null()) SetTime(row[9], s.mutable_finished_at());
+  s.set_audit_ops(row[11].as<bool>());
   // A finished sweep's kept counts are in the row; else they are summed from its shards'
   // tallies (a reader never scans a sweep's results for them: GetSweep and the keeping of a
   // done sweep's answers count and keep them).
@@ -56,14 +54,8 @@ absl::StatusOr<pb::SweepInfo> SweepInfoOf(pqxx::transaction_base& w, const pqxx:
   return s;
 }
 
-// A readable sweep: its state, and whether its answers are kept (MaterializeSweep).
-struct ReadableSweep {
-  std::string state;
-  bool kept = false;
-};
+}  // namespace
 
-// NOT_FOUND / FAILED_PRECONDITION for a sweep whose results cannot be read; else its state and
-// whether its answers are kept, in one statement.
 absl::StatusOr<ReadableSweep> Readable(pqxx::transaction_base& t, int64_t sweep_id,
                                        const std::string& field) {
   pqxx::result r = t.exec_params(
@@ -79,6 +71,8 @@ absl::StatusOr<ReadableSweep> Readable(pqxx::transaction_base& t, int64_t sweep_
   }
   return out;
 }
+
+namespace {
 
 bool Materialized(pqxx::transaction_base& t, int64_t sweep_id) {
   return !t.exec_params("SELECT 1 FROM sweep_facts WHERE sweep_id = $1", sweep_id).empty();
@@ -221,6 +215,7 @@ void MaterializeSweep(pqxx::transaction_base& w, int64_t sweep_id) {
                             "FROM (") +
                     sql::kBreaks + ") q",
                 sweep_id);
+  KeepSuspects(w, sweep_id);
   w.exec_params(std::string("INSERT INTO sweep_facts SELECT $1, q.*, ts_verdict_codes($1) "
                             "FROM (") + sql::kFacts + ") q",
                 sweep_id);
@@ -228,7 +223,7 @@ void MaterializeSweep(pqxx::transaction_base& w, int64_t sweep_id) {
 
 void DropMaterialized(pqxx::transaction_base& w, int64_t sweep_id) {
   for (const char* table : {"sweep_facts", "sweep_groups", "sweep_verdicts", "sweep_op_demand",
-                            "sweep_breaks"}) {
+                            "sweep_breaks", "sweep_suspect_facts", "sweep_suspects"}) {
     w.exec_params(std::string("DELETE FROM ") + table + " WHERE sweep_id = $1", sweep_id);
   }
 }

@@ -92,20 +92,22 @@ struct RowKey {
   std::string worker;
 };
 
-constexpr std::array<const char*, 30> kResultColumns = {
+constexpr size_t kResultWidth = 34;
+constexpr std::array<const char*, kResultWidth> kResultColumns = {
     "sweep_id",        "model_id",       "mode",          "run",           "status",
     "error",           "error_signature", "worker_id",    "ms",            "has_accuracy",
     "rmse_device",     "rmse_reference", "rmse_ratio",    "max_abs_err",   "cosine",
     "rmse_vs_declared", "max_rel_err",   "allclose",      "graph_breaks",  "break_reasons",
     "device_segments", "graph_nodes",    "compile_ms",    "compile_wall_ms", "first_run_ms",
-    "loss_reference",  "loss_device",    "loss_declared", "loss_band",     "max_loss_gap_ratio"};
+    "loss_reference",  "loss_device",    "loss_declared", "loss_band",     "max_loss_gap_ratio",
+    "grad_rmse_ratio", "grad_worst_param", "audited",     "suspects"};
 
 std::string Bool(bool b) { return b ? "t" : "f"; }
 
 // A results row: the verdict as reported, every field (GetModel gives the record back whole;
 // a value that was not measured is the NaN the worker sent). Break reasons and loss curves are
-// NULL when empty.
-std::array<Cell, 30> ResultRow(const RowKey& key, const pb::ModeVerdict& m) {
+// NULL when empty, and so are the suspects (jsonb, SuspectsJson).
+std::array<Cell, kResultWidth> ResultRow(const RowKey& key, const pb::ModeVerdict& m) {
   const VerdictText v = StoredVerdict(m);
   std::vector<std::string> reasons(m.break_reasons().begin(), m.break_reasons().end());
   const auto curve = [](const google::protobuf::RepeatedField<double>& c) {
@@ -120,7 +122,9 @@ std::array<Cell, 30> ResultRow(const RowKey& key, const pb::ModeVerdict& m) {
           std::to_string(m.device_segments()), std::to_string(m.graph_nodes()),
           Num(m.compile_ms()), Num(m.compile_wall_ms()), Num(m.first_run_ms()),
           curve(m.loss_reference()), curve(m.loss_device()), curve(m.loss_declared()),
-          curve(m.loss_band()), Num(m.max_loss_gap_ratio())};
+          curve(m.loss_band()), Num(m.max_loss_gap_ratio()), Num(m.grad_rmse_ratio()),
+          m.grad_worst_param(), Bool(m.audited()),
+          m.suspects().empty() ? Cell() : Cell(SuspectsJson(m.suspects()))};
 }
 
 constexpr std::array<const char*, 21> kRunColumns = {
@@ -161,7 +165,7 @@ std::array<Cell, 21> RunRow(const RowKey& key, const pb::ModelResult& res) {
 // COPY of the fresh results (one row per mode) and their model_runs rows.
 void StoreResults(pqxx::transaction_base& w, int64_t sweep_id, int64_t worker_id,
                   const std::vector<const pb::ModelResult*>& fresh, const JobRows& jobs) {
-  std::vector<std::array<Cell, 30>> result_rows;
+  std::vector<std::array<Cell, kResultWidth>> result_rows;
   std::vector<std::array<Cell, 21>> run_rows;
   for (const pb::ModelResult* res : fresh) {
     const RowKey key{std::to_string(sweep_id), res->model_id(),
@@ -169,7 +173,7 @@ void StoreResults(pqxx::transaction_base& w, int64_t sweep_id, int64_t worker_id
     for (const auto& m : res->modes()) result_rows.push_back(ResultRow(key, m));
     run_rows.push_back(RunRow(key, *res));
   }
-  Copy<30>(w, "results", kResultColumns, result_rows);
+  Copy<kResultWidth>(w, "results", kResultColumns, result_rows);
   Copy<21>(w, "model_runs", kRunColumns, run_rows);
 }
 

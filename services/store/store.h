@@ -193,6 +193,13 @@ class Store {
   absl::StatusOr<pb::GraphBreaksResponse> GraphBreaks(int64_t sweep_id, int64_t offset,
                                                       int limit);
 
+  // Ops ranked by the primary models they break in `mode` (MODE_UNSPECIFIED: every mode, a
+  // model counted once per op): ops[offset, offset + limit), and the sweep's counts of failing,
+  // attributed and audited models (query.proto, SuspectOps). Kept answers for a done sweep,
+  // live ones otherwise (suspects.cc).
+  absl::StatusOr<pb::SuspectOpsResponse> SuspectOps(int64_t sweep_id, pb::Mode mode,
+                                                    int64_t offset, int limit);
+
   struct Impl;
 
  private:

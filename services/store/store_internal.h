@@ -41,6 +41,14 @@ std::string DoubleArray(const google::protobuf::RepeatedField<double>& v);
 std::string IdArray(const std::vector<int64_t>& v);
 // A text[] column's elements; empty for NULL.
 std::vector<std::string> ParseTextArray(const pqxx::field& f);
+// A verdict's suspects as results.suspects keeps them: a JSON array of {op, shapes, dtype,
+// ratio, calls, total_calls} in the record's order (ratios are finite: the scheduler refuses
+// others, and 1e300 stands for a non-finite mismatch).
+std::string SuspectsJson(const google::protobuf::RepeatedPtrField<pb::Suspect>& v);
+// results.suspects back into `out`, exactly as written (nothing for NULL). DATA_LOSS naming
+// the column when the text is not such an array.
+absl::Status ParseSuspects(const pqxx::field& f,
+                           google::protobuf::RepeatedPtrField<pb::Suspect>* out);
 
 template <size_t N, size_t... I>
 auto AsTuple(const std::array<const char*, N>& a, std::index_sequence<I...>) {
@@ -82,6 +90,7 @@ struct SweepInfo {
   int priority = 0;
   int64_t baseline = 0;
   pb::Profile profile;
+  bool audit_ops = false;  // replay passing modes op by op too
 };
 
 struct Store::Impl {
@@ -141,6 +150,20 @@ absl::Status StaleToken(pqxx::transaction_base& txn, int64_t shard_id);
 int FinishLeasedShard(pqxx::transaction_base& txn, int64_t shard_id, int64_t sweep_id,
                       bool release);
 
+// Live reads see one snapshot across their statements, while reports keep landing.
+using ReadTxn = pqxx::transaction<pqxx::repeatable_read, pqxx::read_only>;
+
+// queries.cc: a readable sweep: its state, and whether its answers are kept (MaterializeSweep).
+struct ReadableSweep {
+  std::string state;
+  bool kept = false;
+};
+// queries.cc: NOT_FOUND / FAILED_PRECONDITION (`field` names the request field) for a sweep
+// whose results cannot be read (none, pruned); else its state and whether its answers are kept,
+// in one statement.
+absl::StatusOr<ReadableSweep> Readable(pqxx::transaction_base& t, int64_t sweep_id,
+                                       const std::string& field);
+
 // queries.cc: takes and keeps a done sweep's query answers (sweep_groups, sweep_verdicts,
 // sweep_op_demand, sweep_breaks, then sweep_facts) with the statements that answer a running
 // sweep live. A no-op when they are there already.
@@ -149,6 +172,9 @@ void MaterializeSweep(pqxx::transaction_base& w, int64_t sweep_id);
 // one). May keep a done sweep's counts (Progress): run it in a read-write transaction.
 absl::StatusOr<std::vector<pb::SweepInfo>> SweepInfos(pqxx::transaction_base& w,
                                                       const std::vector<int64_t>& ids);
+// suspects.cc: keeps the sweep's SuspectOps answers (sweep_suspect_facts, sweep_suspects) for
+// every mode and each one; MaterializeSweep's step.
+void KeepSuspects(pqxx::transaction_base& w, int64_t sweep_id);
 // queries.cc: drops them (a pruned sweep).
 void DropMaterialized(pqxx::transaction_base& w, int64_t sweep_id);
 

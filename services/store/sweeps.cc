@@ -102,12 +102,14 @@ int64_t InsertSweep(pqxx::transaction_base& w, const pb::CreateSweepRequest& r) 
       {"model_ids", f.model_ids_size()}};
   pqxx::result sw = w.exec_params(R"(
     INSERT INTO sweeps (name, profile_id, filter, sample, seed, modes, priority, baseline_sweep,
-                        model_timeout_s)
-    VALUES ($1, $2, $3::jsonb, $4, $5, $6::text[], $7, NULLIF($8, 0), $9) RETURNING sweep_id)",
+                        model_timeout_s, audit_ops)
+    VALUES ($1, $2, $3::jsonb, $4, $5, $6::text[], $7, NULLIF($8, 0), $9, $10)
+    RETURNING sweep_id)",
                                   r.name(), p[0][0].as<int64_t>(), filter.dump(), r.sample(),
                                   static_cast<int64_t>(r.seed()), TextArray(modes), r.priority(),
                                   r.baseline_sweep_id(),
-                                  r.model_timeout_s() > 0 ? r.model_timeout_s() : 300.0);
+                                  r.model_timeout_s() > 0 ? r.model_timeout_s() : 300.0,
+                                  r.audit_ops());
   return sw[0][0].as<int64_t>();
 }
 
@@ -277,7 +279,7 @@ absl::StatusOr<SweepInfo> Store::Impl::Sweep(pqxx::transaction_base& txn, int64_
   if (it != sweeps.end()) return it->second;
   pqxx::result r = txn.exec_params(R"(
     SELECT s.modes, s.model_timeout_s, s.seed, s.priority, coalesce(s.baseline_sweep, 0),
-           p.name, p.sha, p.body
+           p.name, p.sha, p.body, s.audit_ops
     FROM sweeps s JOIN profiles p USING (profile_id) WHERE s.sweep_id = $1)",
                                    sweep_id);
   if (r.empty()) return absl::NotFoundError("sweep_id: no sweep " + std::to_string(sweep_id));
@@ -290,6 +292,7 @@ absl::StatusOr<SweepInfo> Store::Impl::Sweep(pqxx::transaction_base& txn, int64_
   s.profile.set_name(r[0][5].c_str());
   s.profile.set_sha(r[0][6].c_str());
   s.profile.set_body(r[0][7].c_str());
+  s.audit_ops = r[0][8].as<bool>();
   sweeps[sweep_id] = s;
   return s;
 }

@@ -36,6 +36,7 @@ struct JobSpec {
   std::set<std::string> modes;
   uint64_t seed = 0;
   double timeout_s = 300;
+  bool audit_ops = false;  // replay passing modes op by op too (the sweep's audit_ops)
 };
 
 class RunnerClient {

@@ -35,13 +35,15 @@ class RunnerClientTest : public ::testing::Test {
     return path;
   }
 
-  absl::StatusOr<pb::ModelResult> Run(const std::string& runner, double timeout_s = 30) {
+  absl::StatusOr<pb::ModelResult> Run(const std::string& runner, double timeout_s = 30,
+                                      bool audit_ops = false) {
     RunnerClient client({runner, dir_ + "/runner.log"});
     JobSpec job;
     job.job_id = 1;
     job.arch = "LlamaForCausalLM";
     job.modes = {"eager", "compile", "train"};
     job.timeout_s = timeout_s;
+    job.audit_ops = audit_ops;
     auto r = client.RunJob(dir_ + "/profile.json", job);
     restarts_ = client.restarts();
     return r;
@@ -93,6 +95,30 @@ TEST_F(RunnerClientTest, AChildErrorIsLoadFailAndABadRunnerIsUnavailable) {
   auto missing = Run(dir_ + "/no-such-runner");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(RunnerClientTest, TheJobLineCarriesTheSweepsAuditOps) {
+  // The child keeps each job line it reads, then refuses the job.
+  const std::string lines = dir_ + "/lines.jsonl";
+  const std::string runner =
+      Script("printf '%s\\n' \"$line\" >> " + lines + "; echo 'error kept the line'");
+  for (bool audit : {true, false}) {
+    auto r = Run(runner, 30, audit);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  std::ifstream in(lines);
+  std::vector<nlohmann::json> got;
+  for (std::string line; std::getline(in, line);) {
+    got.push_back(nlohmann::json::parse(line, nullptr, false));
+  }
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(got[i].is_object()) << i;
+    EXPECT_EQ(got[i].value("job_id", 0), 1);
+    ASSERT_TRUE(got[i].contains("audit_ops"));
+    ASSERT_TRUE(got[i]["audit_ops"].is_boolean());
+    EXPECT_EQ(got[i]["audit_ops"].get<bool>(), i == 0);
+  }
 }
 
 }  // namespace

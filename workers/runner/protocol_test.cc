@@ -187,6 +187,42 @@ TEST(RecordJsonTest, TheViewNamesModesAndStatusesAndNullsWhatWasNotMeasured) {
   EXPECT_FALSE(j["modes"]["eager"].contains("graph_breaks"));
   EXPECT_EQ(j["fallback_ops"]["aten::cumsum"]["calls"], 3);
   EXPECT_TRUE(j["native_ops"].empty());
+  EXPECT_EQ(j["modes"]["compile"]["audited"], false);
+  EXPECT_EQ(j["modes"]["compile"]["suspects"], nlohmann::json::array());
+  EXPECT_FALSE(j["modes"]["compile"].contains("grad_rmse_ratio"));
+}
+
+TEST(RecordJsonTest, TheViewShowsGradientsAuditAndSuspects) {
+  pb::ModelResult r = Finished({pb::MODE_EAGER, pb::MODE_TRAIN});
+  AddSkippedModes(&r);
+  pb::ModeVerdict& eager = *r.mutable_modes(0);
+  eager.set_audited(true);
+  auto* s = eager.add_suspects();
+  s->set_op("aten::gelu");
+  s->set_shapes("[2,8,64]");
+  s->set_dtype("float32");
+  s->set_ratio(1e300);
+  s->set_calls(3);
+  s->set_total_calls(12);
+  pb::ModeVerdict& train = *r.mutable_modes(2);
+  ASSERT_EQ(train.mode(), pb::MODE_TRAIN);
+  train.set_grad_rmse_ratio(4.1);
+  train.set_grad_worst_param("model.layers.0.self_attn.q_proj.weight");
+  nlohmann::json j = RecordToJson(r);
+  EXPECT_EQ(j["modes"]["eager"]["audited"], true);
+  EXPECT_EQ(j["modes"]["eager"]["suspects"],
+            nlohmann::json::parse(R"([{"op": "aten::gelu", "shapes": "[2,8,64]",
+                                       "dtype": "float32", "ratio": 1e300, "calls": 3,
+                                       "total_calls": 12}])"));
+  EXPECT_FALSE(j["modes"]["eager"].contains("grad_rmse_ratio"));
+  EXPECT_EQ(j["modes"]["train"]["grad_rmse_ratio"], 4.1);
+  EXPECT_EQ(j["modes"]["train"]["grad_worst_param"], "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(j["modes"]["train"]["audited"], false);
+  train.set_grad_rmse_ratio(std::nan(""));
+  train.clear_grad_worst_param();
+  j = RecordToJson(r);
+  EXPECT_TRUE(j["modes"]["train"]["grad_rmse_ratio"].is_null());
+  EXPECT_TRUE(j["modes"]["train"]["grad_worst_param"].is_null());
 }
 
 }  // namespace

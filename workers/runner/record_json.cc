@@ -20,6 +20,18 @@ nlohmann::json Nums(const google::protobuf::RepeatedField<double>& v) {
   return a;
 }
 
+// {op, shapes, dtype, ratio, calls, total_calls}; a ratio of 1e300 (a non-finite mismatch)
+// stays the number it is.
+nlohmann::json SuspectsJson(const google::protobuf::RepeatedPtrField<pb::Suspect>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const pb::Suspect& s : v) {
+    a.push_back({{"op", s.op()}, {"shapes", s.shapes()}, {"dtype", s.dtype()},
+                 {"ratio", Num(s.ratio())}, {"calls", s.calls()},
+                 {"total_calls", s.total_calls()}});
+  }
+  return a;
+}
+
 nlohmann::json ModeJson(const pb::ModeVerdict& m) {
   nlohmann::json j;
   j["status"] = proto::VerdictName(m.status());
@@ -54,7 +66,12 @@ nlohmann::json ModeJson(const pb::ModeVerdict& m) {
     j["loss_declared"] = Nums(m.loss_declared());
     j["loss_band"] = Nums(m.loss_band());
     j["max_loss_gap_ratio"] = Num(m.max_loss_gap_ratio());
+    j["grad_rmse_ratio"] = Num(m.grad_rmse_ratio());
+    j["grad_worst_param"] = m.grad_worst_param().empty() ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(m.grad_worst_param());
   }
+  j["audited"] = m.audited();
+  j["suspects"] = SuspectsJson(m.suspects());
   return j;
 }
 

@@ -5,8 +5,11 @@
 // Statuses and modes by their names (proto/names.h); NaN and infinities are null; a mode's
 // accuracy fields appear when measured (rmse_ratio, max_abs_err and cosine are null for an
 // eager or compile mode that measured none), compile fields only under "compile", loss curves
-// only under "train". A view of the record for people and scripts, not a second record: the
-// stored and reported form is the protobuf message.
+// only under "train" with the gradient check ("grad_rmse_ratio", null when not measured, and
+// "grad_worst_param", null when none). Every mode says whether it was replayed op by op
+// ("audited") and its "suspects": [{op, shapes, dtype, ratio, calls, total_calls}] ([] when
+// none; a ratio of 1e300 stands for a non-finite mismatch). A view of the record for people
+// and scripts, not a second record: the stored and reported form is the protobuf message.
 //
 // Thread-safety: pure functions.
 #pragma once
