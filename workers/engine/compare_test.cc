@@ -136,3 +136,79 @@ TEST(CompareTest, DeviceMoreAccurateThanDeclaredPasses) {
 
 }  // namespace
 }  // namespace ts::engine
+
+namespace ts::engine {
+namespace {
+
+// Gradients of one step: a [64, 48] weight (think of a fused QKV projection: columns 0..15 are
+// the query's), a vector, and an analytically zero one (pure rounding noise). Declared numerics
+// ~0.5% relative noise; an honest device differs from them by accumulation order only.
+struct Grads {
+  GradMap golden, ref, declared, device;
+};
+
+Grads MakeGrads() {
+  at::manual_seed(5);
+  Grads g;
+  auto add = [&](const std::string& name, at::Tensor gold, at::Tensor noise) {
+    g.golden[name] = gold;
+    g.ref[name] = gold.to(at::kFloat);
+    g.declared[name] = (gold + noise * at::randn_like(gold)).to(at::kFloat);
+    g.device[name] =
+        (g.declared[name].to(at::kDouble) * (1 + 1e-6 * at::randn_like(gold))).to(at::kFloat);
+  };
+  at::Tensor w = at::randn({64, 48}, at::kDouble);
+  w.narrow(1, 0, 16).mul_(1e-3);  // the query columns' gradients are small
+  add("qkv.weight", w, 5e-3 * w.abs());  // relative, as bf16 rounding is
+  const at::Tensor norm = at::randn({48}, at::kDouble);
+  add("norm.weight", norm, 5e-3 * norm.abs());
+  const at::Tensor zero = 1e-12 * at::randn({48}, at::kDouble);
+  add("key.bias", zero, at::full_like(zero, 1e-9));  // noise-dominated
+  return g;
+}
+
+TEST(CompareGradientsTest, HonestDevicePassesAndNoiseDominatedGradientsAreNotJudged) {
+  Grads g = MakeGrads();
+  Tolerance tol{1e-4, 3.0};
+  GradientVerdict v = CompareGradients(g.device, g.ref, g.golden, g.declared, tol);
+  EXPECT_TRUE(v.pass) << v.error;
+  EXPECT_EQ(v.judged, 2);
+  EXPECT_EQ(v.noise_dominated, 1);
+  EXPECT_LE(v.worst_ratio, 1.1);
+}
+
+// 3% on the small query columns only: under 0.1% of the weight's gradient RMS, so a
+// whole-tensor comparison passes it; column by column it fails, and names the weight.
+TEST(CompareGradientsTest, ErrorInTheSliceOneOpFeedsFailsNamingTheParameter) {
+  Grads g = MakeGrads();
+  Tolerance tol{1e-4, 3.0};
+  g.device["qkv.weight"].narrow(1, 0, 16).mul_(1.03);
+  const double scale = g.golden["qkv.weight"].pow(2).mean().sqrt().item<double>();
+  auto whole = [&](GradMap& m) { return m["qkv.weight"].to(at::kDouble) / scale; };
+  const Accuracy a = CompareOutputs({whole(g.device)}, {whole(g.ref)}, {whole(g.golden)},
+                                    {whole(g.declared)}, tol);
+  EXPECT_TRUE(AccuracyPasses(a, tol)) << "the whole tensor hides it";
+  GradientVerdict v = CompareGradients(g.device, g.ref, g.golden, g.declared, tol);
+  EXPECT_FALSE(v.pass);
+  EXPECT_EQ(v.worst_param, "qkv.weight");
+  EXPECT_EQ(v.error.rfind("grad: qkv.weight, ratio ", 0), 0u) << v.error;
+  EXPECT_NE(v.error.find("column"), std::string::npos) << v.error;
+}
+
+TEST(CompareGradientsTest, MissingOrNonFiniteDeviceGradientFails) {
+  Tolerance tol{1e-4, 3.0};
+  Grads g = MakeGrads();
+  g.device.erase("norm.weight");
+  GradientVerdict v = CompareGradients(g.device, g.ref, g.golden, g.declared, tol);
+  EXPECT_FALSE(v.pass);
+  EXPECT_NE(v.error.find("norm.weight"), std::string::npos) << v.error;
+  g = MakeGrads();
+  g.device["qkv.weight"][3][7] = NAN;
+  v = CompareGradients(g.device, g.ref, g.golden, g.declared, tol);
+  EXPECT_FALSE(v.pass);
+  EXPECT_EQ(v.worst_param, "qkv.weight");
+  EXPECT_TRUE(std::isinf(v.worst_ratio));
+}
+
+}  // namespace
+}  // namespace ts::engine

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "workers/engine/engine_test_util.h"
 #include "workers/simdevice/runtime.h"
 #include "workers/zoo/model.h"
 
@@ -23,39 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return json::parse(ss.str());
-}
-
-std::string DataDir() {
-  const char* src = std::getenv("TS_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/../shared/data";
-}
-
-json Baseline() {
-  json j = ReadJson(std::string(TS_SIMDEVICE_PROFILE_DIR) + "/sim-2.0.json");
-  j.erase("defects");  // strip the seeded defects: the baseline must then pass everything
-  return j;
-}
-
-void Use(const json& profile) {
-  auto r = simdevice::Activate(profile.dump(), 0);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-}
-
-json WithDefect(const std::string& op, json effect, json extra = json::object()) {
-  json j = Baseline();
-  json d = {{"id", "T"}, {"op", op}, {"effect", effect}};
-  for (auto& [k, v] : extra.items()) d[k] = v;
-  j["defects"] = json::array({d});
-  return j;
-}
-
-json Config(const std::string& name) { return ReadJson(DataDir() + "/hf-configs/" + name); }
-
 json VitConfig() {
   json id2label = json::object();
   for (int i = 0; i < 1000; ++i) id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
@@ -64,16 +32,6 @@ json VitConfig() {
           {"intermediate_size", 3072}, {"hidden_act", "gelu"}, {"image_size", 224},
           {"patch_size", 16}, {"num_channels", 3}, {"layer_norm_eps", 1e-12},
           {"initializer_range", 0.02}, {"qkv_bias", true}, {"id2label", id2label}};
-}
-
-const ModeResult& Mode(const ModelResult& r, const std::string& m) { return r.modes.at(m); }
-
-std::string Describe(const ModelResult& r) { return ToJson(r).dump(1); }
-
-RunOptions Modes(std::set<std::string> modes) {
-  RunOptions o;
-  o.modes = std::move(modes);
-  return o;
 }
 
 TEST(EngineTest, RealConfigsPassEveryModeOnTheDefectFreeBaseline) {
@@ -111,16 +69,26 @@ TEST(EngineTest, RealConfigsPassEveryModeOnTheDefectFreeBaseline) {
 }
 
 // Every class the zoo builds, from its real-shaped example config: no false failures on the
-// defect-free baseline (honest bf16 numerics are not flagged).
+// defect-free baseline (honest bf16 numerics are not flagged), gradients judged, and the op
+// audit finds no suspect.
 TEST(EngineTest, EveryZooClassPassesEveryModeOnTheDefectFreeBaseline) {
   Use(Baseline());
+  RunOptions o;
+  o.audit_ops = true;
   for (const auto& a : zoo::SupportedArchitectures()) {
     auto cfg = zoo::ExampleConfig(a.arch);
     ASSERT_TRUE(cfg.ok()) << a.arch;
-    ModelResult r = RunModel(*cfg, RunOptions());
+    o.arch = a.arch;
+    ModelResult r = RunModel(*cfg, o);
     for (const char* m : {"eager", "compile", "train"}) {
-      EXPECT_EQ(Mode(r, m).status, Verdict::kPass) << a.arch << " " << m << ": " << Mode(r, m).error;
+      const ModeResult& mode = Mode(r, m);
+      EXPECT_EQ(mode.status, Verdict::kPass) << a.arch << " " << m << ": " << mode.error;
+      EXPECT_TRUE(mode.audited) << a.arch << " " << m;
+      EXPECT_TRUE(mode.suspects.empty())
+          << a.arch << " " << m << ": " << (mode.suspects.empty() ? "" : mode.suspects[0].op);
     }
+    ASSERT_TRUE(Mode(r, "train").grad_rmse_ratio.has_value()) << a.arch;
+    EXPECT_LE(*Mode(r, "train").grad_rmse_ratio, 3.0) << a.arch;
   }
 }
 
@@ -201,10 +169,18 @@ TEST_P(DefectTest, TriggeringModelFailsAndOthersPass) {
   RunOptions o = Modes({c.mode});
   o.arch = c.hit_arch;
   ModelResult hit = RunModel(Config(c.hit_config), o);
-  EXPECT_EQ(Mode(hit, c.mode).status, c.expect) << Describe(hit);
-  EXPECT_FALSE(Mode(hit, c.mode).error.empty());
+  const ModeResult& m = Mode(hit, c.mode);
+  EXPECT_EQ(m.status, c.expect) << Describe(hit);
+  EXPECT_FALSE(m.error.empty());
+  // Wrong numbers are replayed op by op, and the defect's op is the first suspect.
+  EXPECT_EQ(m.audited, c.expect == Verdict::kFailAccuracy);
+  if (c.expect == Verdict::kFailAccuracy) {
+    ASSERT_FALSE(m.suspects.empty()) << Describe(hit);
+    EXPECT_EQ(simdevice::StripOverload(m.suspects[0].op), c.op) << Describe(hit);
+  }
   ModelResult spared = RunModel(SpareConfig(c), Modes({c.mode}));
   EXPECT_EQ(Mode(spared, c.mode).status, Verdict::kPass) << Describe(spared);
+  EXPECT_FALSE(Mode(spared, c.mode).audited) << "a pass is replayed only with the audit";
 }
 
 const json kScale2 = {{"kind", "scale"}, {"value", 1.02}};

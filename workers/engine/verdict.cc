@@ -92,7 +92,8 @@ nlohmann::json ModeJson(const std::string& mode, const ModeResult& m) {
     j["loss_band"] = Nums(m.loss_band);
     j["max_loss_gap_ratio"] = Num(m.max_loss_gap_ratio);
     j["grad_rmse_ratio"] = m.grad_rmse_ratio ? Num(*m.grad_rmse_ratio) : nullptr;
-    j["grad_worst_param"] = m.grad_worst_param;
+    j["grad_worst_param"] =
+        m.grad_worst_param.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.grad_worst_param);
   }
   j["audited"] = m.audited;
   nlohmann::json suspects = nlohmann::json::array();
