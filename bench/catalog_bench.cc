@@ -2,7 +2,12 @@
 // defect-free sim-2.0, one core, warm), and the projected single-machine time of the full
 // default catalog (104,909 rows weighted by the catalog's own class counts).
 //
-//   build/bench/catalog_bench [--reps N] [--cores N]
+//   build/bench/catalog_bench [--reps N] [--cores N] [--audit-ops]
+//
+// Of each model's time, the columns also give what the first-step gradient check costs (the
+// fp64 step and the comparison: timings "train_golden_grads" + "train_grad_check", always on)
+// and, with --audit-ops, what the op-by-op replays of its three passing modes cost ("audit_*"),
+// each as a share of the time without it; and the projection with and without them.
 //
 // Projection = sum over classes of (rows of that class x its median ms) / cores. It assumes
 // the sweep keeps every core busy with one runner each (the scheduler's job) and no other
@@ -35,16 +40,84 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+double Sum(const std::map<std::string, double>& timings, const std::string& prefix) {
+  double ms = 0;
+  for (auto it = timings.lower_bound(prefix); it != timings.end() && it->first.rfind(prefix, 0) == 0;
+       ++it) {
+    ms += it->second;
+  }
+  return ms;
+}
+
+// One class's median per-model ms over the reps: in all, of which the gradient check and the
+// op audit.
+struct ClassTimes {
+  std::vector<double> total_v, grad_v, audit_v;
+  void Add(const std::map<std::string, double>& t) {
+    total_v.push_back(t.at("total"));
+    grad_v.push_back(Sum(t, "train_golden_grads") + Sum(t, "train_grad_check"));
+    audit_v.push_back(Sum(t, "audit_"));
+  }
+  double total() const { return Median(total_v); }
+  double grad() const { return Median(grad_v); }
+  double audit() const { return Median(audit_v); }
+};
+
+// Row-weighted sums over the catalog.
+struct Projection {
+  double total = 0, grad = 0, audit = 0;
+  void Add(const ClassTimes& t, int64_t rows) {
+    total += static_cast<double>(rows) * t.total();
+    grad += static_cast<double>(rows) * t.grad();
+    audit += static_cast<double>(rows) * t.audit();
+  }
+};
+
+struct Family {
+  std::vector<double> total, grad, audit;
+  int classes = 0;
+  int64_t rows = 0;
+  void Add(const ClassTimes& t, int64_t r) {
+    total.push_back(t.total());
+    grad.push_back(t.grad());
+    audit.push_back(t.audit());
+    ++classes;
+    rows += r;
+  }
+};
+
+void PrintTable(const std::map<std::string, Family>& families, bool audit_ops) {
+  std::printf("| family | classes | catalog rows | median ms/model | max class ms | grad check "
+              "ms | grad check +%% |%s\n",
+              audit_ops ? " op audit ms | op audit +% |" : "");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|%s\n", audit_ops ? "---:|---:|" : "");
+  std::vector<double> all;
+  for (const auto& [name, f] : families) {
+    all.insert(all.end(), f.total.begin(), f.total.end());
+    const double total = Median(f.total), grad = Median(f.grad), audit = Median(f.audit);
+    std::printf("| %s | %d | %lld | %.1f | %.1f | %.1f | %.0f%% |", name.c_str(), f.classes,
+                static_cast<long long>(f.rows), total,
+                *std::max_element(f.total.begin(), f.total.end()), grad,
+                100 * grad / (total - grad - audit));
+    if (audit_ops) std::printf(" %.1f | %.0f%% |", audit, 100 * audit / (total - audit));
+    std::printf("\n");
+  }
+  std::printf("\n%zu classes, median %.1f ms per model (all three modes%s).\n", all.size(),
+              Median(all), audit_ops ? ", with the op audit" : "");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int reps = 5, cores = 2;
+  bool audit_ops = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--cores" && i + 1 < argc) cores = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--audit-ops") audit_ops = true;
     else {
-      std::fprintf(stderr, "usage: catalog_bench [--reps N] [--cores N]\n");
+      std::fprintf(stderr, "usage: catalog_bench [--reps N] [--cores N] [--audit-ops]\n");
       return 2;
     }
   }
@@ -67,43 +140,38 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::map<std::string, std::vector<double>> family_ms;
-  std::map<std::string, int> family_classes;
-  std::map<std::string, int64_t> family_rows;
-  double projected_ms = 0;
+  std::map<std::string, Family> families;
+  Projection projected;
   int non_pass = 0;
   for (const auto& a : ts::zoo::SupportedArchitectures()) {
     auto cfg = ts::zoo::ExampleConfig(a.arch);
     ts::engine::RunOptions o;
+    o.audit_ops = audit_ops;
     (void)ts::engine::RunModel(*cfg, o);  // warm-up
-    std::vector<double> ms;
+    ClassTimes t;
     for (int r = 0; r < reps; ++r) {
       auto res = ts::engine::RunModel(*cfg, o);
-      ms.push_back(res.timings_ms["total"]);
+      t.Add(res.timings_ms);
       if (r == 0) {
         for (const auto& [m, mr] : res.modes) non_pass += mr.status != ts::engine::Verdict::kPass;
       }
     }
-    const double med = Median(ms);
-    family_ms[a.family].push_back(med);
-    family_classes[a.family] += 1;
     const int64_t rows = cat->per_arch.count(a.arch) ? cat->per_arch.at(a.arch) : 0;
-    family_rows[a.family] += rows;
-    projected_ms += static_cast<double>(rows) * med;
+    families[a.family].Add(t, rows);
+    projected.Add(t, rows);
   }
-  std::printf("| family | classes | catalog rows | median ms/model | max class ms |\n");
-  std::printf("|---|---:|---:|---:|---:|\n");
-  std::vector<double> all;
-  for (const auto& [family, v] : family_ms) {
-    all.insert(all.end(), v.begin(), v.end());
-    std::printf("| %s | %d | %lld | %.1f | %.1f |\n", family.c_str(), family_classes[family],
-                static_cast<long long>(family_rows[family]), Median(v),
-                *std::max_element(v.begin(), v.end()));
+  PrintTable(families, audit_ops);
+  std::printf("\n%d non-pass mode verdicts on the defect-free baseline.\n", non_pass);
+  const auto minutes = [&](double ms) { return ms / cores / 60000.0; };
+  std::printf("Projected full catalog (%lld rows) on %d cores: **%.1f min**%s (target <= 60 min); "
+              "without the gradient check%s: %.1f min.\n",
+              static_cast<long long>(cat->rows), cores, minutes(projected.total),
+              audit_ops ? " with the gradient check and the op audit" : "",
+              audit_ops ? " and the audit" : "",
+              minutes(projected.total - projected.grad - projected.audit));
+  if (audit_ops) {
+    std::printf("Without the op audit (gradient check on): %.1f min.\n",
+                minutes(projected.total - projected.audit));
   }
-  std::printf("\n%zu classes, median %.1f ms per model (all three modes); %d non-pass mode "
-              "verdicts on the defect-free baseline.\n",
-              all.size(), Median(all), non_pass);
-  std::printf("Projected full catalog (%lld rows) on %d cores: **%.1f min** (target <= 60 min).\n",
-              static_cast<long long>(cat->rows), cores, projected_ms / cores / 60000.0);
   return 0;
 }

@@ -16,11 +16,17 @@
 //   compile    trace, partition, simulated compile (compile_fail, compile_timeout), run on the
 //              device, compare (COMPILER.md).
 //   train      K-step SGD on a fixed batch: reference curves on CPU fp32 and at the declared
-//              numerics, then on the device (reseeded with seed + 1); loss curves compared.
+//              numerics, then on the device (reseeded with seed + 1); loss curves compared, and
+//              the first step's gradients judged against an fp64 step (README.md, "Gradients").
 //
-// Op coverage counts the eager and train device runs. timings_ms holds "build", "reference",
-// "eager", "compile", "train" (with "train_reference", "train_declared", "train_device") for the
-// stages that completed, and "total".
+// A mode that ends fail_accuracy, and with RunOptions::audit_ops any passing mode, is then
+// replayed op by op (README.md, "Suspects"): ModeResult::audited and ::suspects.
+//
+// Op coverage counts the eager and train device runs (never the replays). timings_ms holds
+// "build", "reference", "eager", "compile", "train" (with "train_reference",
+// "train_golden_grads", "train_declared", "train_device", "train_grad_check") for the stages
+// that completed,
+// "audit_eager", "audit_compile", "audit_train" for the replays, and "total".
 //
 // The engine reads the active profile's declared numerics and compiler spec
 // (simdevice::ActiveProfile()); it never reads defects: verdicts come from numbers only.

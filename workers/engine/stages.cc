@@ -365,7 +365,9 @@ void JudgeTraining(StageContext& ctx, ModeResult& m, const std::vector<double>& 
   m.max_loss_gap_ratio = v.max_gap_ratio;
   m.status = v.pass ? Verdict::kPass : Verdict::kFailAccuracy;
   m.error = v.error;
+  const auto t0 = Clock::now();
   auto g = CompareGradients(device_grads, refs.fp32, refs.golden, refs.declared, ctx.tol);
+  ctx.result.timings_ms["train_grad_check"] = MsSince(t0);
   if (g.judged > 0) m.grad_rmse_ratio = g.worst_ratio;
   m.grad_worst_param = g.worst_param;
   if (g.pass) return;
