@@ -266,8 +266,22 @@ GradientVerdict CompareGradients(const GradMap& device, const GradMap& cpu_fp32,
   GradientVerdict v;
   std::vector<ParamFailure> failures;
   for (const auto& [name, g] : golden_fp64) {
+    if (!g.defined()) continue;  // no gradient reaches it
+    auto dev_it = device.find(name), decl_it = cpu_declared.find(name);
+    if (dev_it != device.end() && decl_it != cpu_declared.end() && dev_it->second.defined() &&
+        decl_it->second.defined() &&
+        dev_it->second.scalar_type() == decl_it->second.scalar_type() &&
+        at::equal(dev_it->second.cpu(), decl_it->second.cpu())) {
+      // Bit for bit the declared numerics' gradient: its error is the reference's (ratio 1),
+      // and it passes every rule. The usual case of an honest device in this simulator.
+      ++v.judged;
+      if (v.worst_param.empty() || v.worst_ratio < 1) {
+        v.worst_ratio = std::max(v.worst_ratio, 1.0);
+        v.worst_param = name;
+      }
+      continue;
+    }
     const at::Tensor gold = GradOf(golden_fp64, name);
-    if (!gold.defined()) continue;  // no gradient reaches it
     const at::Tensor ref = GradOf(cpu_fp32, name), decl = GradOf(cpu_declared, name);
     if (!ref.defined() || !decl.defined()) continue;
     double ratio = NAN, severity = 0;
