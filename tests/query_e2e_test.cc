@@ -242,6 +242,35 @@ TEST_F(QueryE2eTest, CompareListsExactlyTheFlipsOfTheResults) {
             static_cast<int64_t>(expected.size()));
 }
 
+// `touchstone sweep` audits by default: the clean sweep's replays find nothing, and the head
+// sweep's failures are attributed to sim-2.1's defect ops (D3 compiled layer_norm, D5 eager
+// rsqrt), which SuspectOps ranks by the models they break.
+TEST_F(QueryE2eTest, SuspectOpsNameTheDefectOpsOfTheHeadSweep) {
+  auto clean = Cli({"suspects", std::to_string(base_id_), "--format", "json"});
+  ASSERT_EQ(clean.exit_code, 0) << clean.err;
+  const json c = json::parse(clean.out);
+  EXPECT_EQ(c.value("modelsFailed", "0"), "0") << clean.out;
+  EXPECT_EQ(c.value("modelsAudited", "0"), std::to_string(kSample)) << clean.out;
+  EXPECT_TRUE(c.value("ops", json::array()).empty()) << clean.out;
+
+  auto head = Cli({"suspects", std::to_string(head_id_), "--format", "json"});
+  ASSERT_EQ(head.exit_code, 0) << head.err;
+  const json h = json::parse(head.out);
+  const int64_t failed = std::stoll(h.value("modelsFailed", "0"));
+  ASSERT_GT(failed, 0) << head.out;
+  EXPECT_EQ(h.value("modelsAttributed", "0"), h.value("modelsFailed", "0")) << head.out;
+  std::map<std::string, int64_t> first;
+  for (const auto& row : h["ops"]) {
+    first[row["op"].get<std::string>()] = std::stoll(row.value("modelsFailed", "0"));
+  }
+  EXPECT_GT(first["aten::native_layer_norm"], 0) << head.out;
+  EXPECT_GT(first["aten::rsqrt"], 0) << head.out;
+  for (const auto& [op, n] : first) {
+    EXPECT_TRUE(n == 0 || op == "aten::native_layer_norm" || op == "aten::rsqrt")
+        << op << " is no defect op of sim-2.1 but is the first suspect of " << n << " models";
+  }
+}
+
 TEST_F(QueryE2eTest, PythonClientAgainstTheLiveScheduler) {
   auto r = testing::RunProcess(
       {"/usr/bin/env", "PYTHONPATH=" + std::string(TS_PYTHON_CLIENT_DIR), TS_PYTHON3,
