@@ -2,7 +2,7 @@
 //
 //   touchstone run-model --config FILE [--arch CLASS] [--task TASK] --profile FILE
 //                        [--modes eager,compile,train] [--seed N] [--format json|text]
-//                        [--timeout-s S] [--no-isolate] [--audit-ops]
+//                        [--timeout-s S] [--no-isolate] [--audit-ops] [--model-id ID]
 //
 // Exit codes: 0 a verdict was produced (whatever it is, including load_fail); 2 usage error or
 // unusable input (unreadable file, invalid profile); 1 internal failure.
@@ -46,7 +46,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: touchstone run-model --config FILE [--arch CLASS] [--task TASK] --profile FILE\n"
     "                            [--modes eager,compile,train] [--seed N] [--format json|text]\n"
-    "                            [--timeout-s S] [--no-isolate] [--audit-ops]\n"
+    "                            [--timeout-s S] [--no-isolate] [--audit-ops] [--model-id ID]\n"
     "       touchstone zoo list [--format json|text]\n"
     "       touchstone zoo supports CONFIG   (exit 0 iff its architecture is built by the zoo)\n"
     "       touchstone summarize < results.jsonl   (run-model JSON lines -> verdict table)\n"
@@ -192,6 +192,8 @@ int ParseRunModelFlags(const std::vector<std::string>& args, RunModelFlags* f) {
       f->isolate = false;
     } else if (a == "--audit-ops") {
       f->opts.audit_ops = true;
+    } else if (a == "--model-id") {
+      if (!value(&f->opts.model_id)) return Usage("--model-id needs an id");
     } else {
       return Usage("unknown argument '" + a + "'");
     }
@@ -533,6 +535,7 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
     o.modes = f.modes;
     o.seed = f.seed;
     o.audit_ops = f.audit_ops;
+    o.model_id = rows[i].id;
     const auto record = ts::runner::ToRecord(ts::engine::RunModel(rows[i].config, o));
     suspects.Add(record);
     touchstone::v1::ResultRow row;

@@ -130,8 +130,10 @@ void RunnerClient::Reap(runner::ChildOutcome* o) {
 
 runner::ChildOutcome RunnerClient::RunOnce(const JobSpec& job, const std::set<std::string>& modes) {
   runner::ChildOutcome o;
-  nlohmann::json line = {{"job_id", job.job_id}, {"config", job.config}, {"arch", job.arch},
-                         {"modes", modes}, {"seed", job.seed}, {"audit_ops", job.audit_ops}};
+  nlohmann::json line = {{"job_id", job.job_id}, {"model_id", job.model_id},
+                         {"config", job.config},  {"arch", job.arch},
+                         {"modes", modes},         {"seed", job.seed},
+                         {"audit_ops", job.audit_ops}};
   if (!WriteAll(to_child_, line.dump() + "\n")) {
     Reap(&o);  // it closed its input: it died
     return o;

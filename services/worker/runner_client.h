@@ -31,6 +31,7 @@ struct RunnerOptions {
 
 struct JobSpec {
   int64_t job_id = 0;
+  std::string model_id;  // seeds the model's own weights in the child
   nlohmann::json config;
   std::string arch;
   std::set<std::string> modes;

@@ -40,6 +40,7 @@ class RunnerClientTest : public ::testing::Test {
     RunnerClient client({runner, dir_ + "/runner.log"});
     JobSpec job;
     job.job_id = 1;
+    job.model_id = "org/llama-ft";
     job.arch = "LlamaForCausalLM";
     job.modes = {"eager", "compile", "train"};
     job.timeout_s = timeout_s;
@@ -97,7 +98,7 @@ TEST_F(RunnerClientTest, AChildErrorIsLoadFailAndABadRunnerIsUnavailable) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnavailable);
 }
 
-TEST_F(RunnerClientTest, TheJobLineCarriesTheSweepsAuditOps) {
+TEST_F(RunnerClientTest, TheJobLineCarriesTheModelIdAndTheSweepsAuditOps) {
   // The child keeps each job line it reads, then refuses the job.
   const std::string lines = dir_ + "/lines.jsonl";
   const std::string runner =
@@ -115,6 +116,7 @@ TEST_F(RunnerClientTest, TheJobLineCarriesTheSweepsAuditOps) {
   for (size_t i = 0; i < 2; ++i) {
     ASSERT_TRUE(got[i].is_object()) << i;
     EXPECT_EQ(got[i].value("job_id", 0), 1);
+    EXPECT_EQ(got[i].value("model_id", ""), "org/llama-ft") << "it seeds the model's weights";
     ASSERT_TRUE(got[i].contains("audit_ops"));
     ASSERT_TRUE(got[i]["audit_ops"].is_boolean());
     EXPECT_EQ(got[i]["audit_ops"].get<bool>(), i == 0);

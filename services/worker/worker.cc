@@ -198,6 +198,7 @@ struct Worker::Impl {
       }
       JobSpec spec;
       spec.job_id = job.job_id();
+      spec.model_id = job.model_id();
       spec.arch = job.arch();
       spec.modes = modes;
       spec.seed = job.seed();

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
@@ -62,6 +63,35 @@ zoo::WeightMap GradsOf(const zoo::WeightMap& w) {
 }
 
 }  // namespace
+
+namespace {
+
+// FNV-1a, 64 bit: a stable hash of the model id (std::hash is not specified to be).
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+zoo::WeightMap ModelWeights(const zoo::Model& model, const RunOptions& opts) {
+  zoo::WeightMap w = model.InitWeights(opts.seed);
+  if (opts.model_id.empty()) return w;
+  at::Generator gen =
+      at::make_generator<at::CPUGeneratorImpl>(Fnv1a(opts.model_id) ^ (opts.seed * 0x9E3779B97F4A7C15ull));
+  for (auto& [name, t] : w) {  // by name: the draw order is fixed
+    if (!at::isFloatingType(t.scalar_type()) || t.numel() == 0) continue;
+    double spread = t.numel() > 1 ? t.std().item<double>() : 0.0;
+    if (spread == 0) spread = t.abs().mean().item<double>();
+    if (spread == 0) continue;
+    t.add_(at::randn(t.sizes(), gen, t.options()), kFineTuneScale * spread);
+  }
+  return w;
+}
 
 std::vector<double> TrainLosses(const zoo::Model& model, const zoo::WeightMap& init,
                                 const zoo::Batch& batch, const c10::Device& device, int steps,

@@ -55,6 +55,9 @@ struct RunOptions {
   std::string task;  // empty: the head's default
   std::set<std::string> modes = {"eager", "compile", "train"};
   uint64_t seed = 0;
+  // The catalog row's id ("org/name"): it seeds the model's own weights (ModelWeights). Empty:
+  // the architecture's seeded weights alone.
+  std::string model_id;
   int train_steps = 5;
   int64_t batch_size = 2;
   double learning_rate = 0.05;
@@ -74,6 +77,16 @@ const std::set<std::string>& KnownModes();
 ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts);
 
 // ---- Building blocks of RunModel, public so benchmarks time exactly the same calls.
+
+// The weights of one catalog row. The architecture's weights seeded by opts.seed (the sweep's),
+// plus, when opts.model_id is set, a fine-tune delta seeded by the id and the seed: each float
+// tensor moves by N(0, (kFineTuneScale * its spread)^2) elementwise, its spread being its
+// standard deviation (its mean magnitude for a constant tensor such as a norm weight; an
+// all-zero tensor stays). Rows that share a config are then distinct models whose outputs are
+// close but not identical, as fine-tunes of one checkpoint are; the same id and seed give the
+// same weights bit for bit.
+inline constexpr double kFineTuneScale = 1e-3;
+zoo::WeightMap ModelWeights(const zoo::Model& model, const RunOptions& opts);
 
 // Copies a tensor map to `device`; float tensors become `float_type`.
 zoo::TensorMap ToDevice(const zoo::TensorMap& m, const c10::Device& device,

@@ -312,3 +312,46 @@ TEST(EngineTest, RequestedModesOnlyAndStagesReported) {
 
 }  // namespace
 }  // namespace ts::engine
+
+namespace ts::engine {
+namespace {
+
+// Fine-tunes of one architecture are distinct models (issue 17): two catalog rows with the same
+// config and different ids get different weights and close but not identical outputs; the same
+// id and seed give identical ones; no id gives the architecture's seeded weights.
+TEST(EngineTest, EachModelIdGetsItsOwnWeights) {
+  Use(Baseline());
+  zoo::BuildOptions bo;
+  auto model = zoo::BuildModel(Config("llama2_7b.json"), bo);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  RunOptions a, b, a_again, none;
+  a.model_id = a_again.model_id = "org/llama-ft-a";
+  b.model_id = "org/llama-ft-b";
+  const zoo::WeightMap wa = ModelWeights(**model, a), wb = ModelWeights(**model, b),
+                       wa2 = ModelWeights(**model, a_again), w0 = ModelWeights(**model, none),
+                       init = (*model)->InitWeights(0);
+  ASSERT_EQ(wa.size(), init.size());
+  int moved = 0;
+  for (const auto& [name, t] : init) {
+    EXPECT_TRUE(at::equal(w0.at(name), t)) << name;
+    EXPECT_TRUE(at::equal(wa.at(name), wa2.at(name))) << name;
+    if (!at::equal(wa.at(name), wb.at(name))) ++moved;
+  }
+  EXPECT_EQ(moved, static_cast<int>(init.size())) << "every tensor is the model's own";
+  const zoo::Batch batch = (*model)->MakeBatch(0, 2);
+  const at::Tensor ya = (*model)->Forward(wa, batch.inputs)[0];
+  const at::Tensor yb = (*model)->Forward(wb, batch.inputs)[0];
+  const at::Tensor y0 = (*model)->Forward(w0, batch.inputs)[0];
+  EXPECT_FALSE(at::equal(ya, yb));
+  const double rel = ((ya - yb).norm() / y0.norm()).item<double>();
+  EXPECT_GT(rel, 1e-4) << "distinct models";
+  EXPECT_LT(rel, 0.1) << "fine-tunes of one checkpoint stay close";
+  // The seed is the sweep's: another sweep seed gives another draw for the same id.
+  RunOptions other_seed = a;
+  other_seed.seed = 1;
+  EXPECT_FALSE(at::equal(ModelWeights(**model, other_seed).begin()->second,
+                         (*model)->InitWeights(1).begin()->second));
+}
+
+}  // namespace
+}  // namespace ts::engine

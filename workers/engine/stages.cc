@@ -183,7 +183,7 @@ StageEnd Build(StageContext& ctx) {
   }
   ModeResult load;
   if (!Guarded(load, Verdict::kLoadFail, [&] {
-        ctx.weights = ctx.model->InitWeights(ctx.opts.seed);
+        ctx.weights = ModelWeights(*ctx.model, ctx.opts);
         ctx.batch = ctx.model->MakeBatch(ctx.opts.seed, ctx.opts.batch_size);
       })) {
     EndAllModes(ctx, Verdict::kLoadFail, load.error);

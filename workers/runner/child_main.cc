@@ -2,8 +2,8 @@
 //
 //   touchstone-runner --profile FILE
 //
-// stdin, one JSON object a line: {"job_id", "config", "arch", "task", "modes": [...], "seed",
-// "audit_ops"}.
+// stdin, one JSON object a line: {"job_id", "model_id", "config", "arch", "task", "modes": [...],
+// "seed", "audit_ops"}.
 // The protocol (workers/runner/protocol.h) goes out on the original stdout: "ready" once the
 // profile is active, then per job "stage NAME" lines, "model JSON", and the result record
 // (touchstone.v1.ModelResult, every mode the engine reports) as a length-prefixed frame; "error
@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
     o.arch = job.value("arch", std::string());
     o.seed = job.value("seed", uint64_t{0});
     o.audit_ops = job.value("audit_ops", false);
+    o.model_id = job.value("model_id", std::string());
     if (job.contains("modes") && job["modes"].is_array()) {
       o.modes.clear();
       for (const auto& m : job["modes"]) {
