@@ -469,14 +469,21 @@ int ParseRunCatalogFlags(const std::vector<std::string>& args, RunCatalogFlags* 
   return 0;
 }
 
-// What the op-by-op replays of a run-catalog found: modes replayed, modes naming a suspect, and
-// the first suspects by how many modes name them.
+// What a run-catalog found beyond the table: the non-pass modes (the first 100, with their
+// errors), the modes replayed op by op, those naming a suspect, and the first suspects by how
+// many modes name them.
 struct SuspectTally {
   int64_t audited = 0, with_suspects = 0;
   std::map<std::string, int64_t> first_ops;
+  nlohmann::json failures = nlohmann::json::array();
 
-  void Add(const touchstone::v1::ModelResult& record) {
+  void Add(const std::string& model_id, const touchstone::v1::ModelResult& record) {
     for (const auto& m : record.modes()) {
+      if (m.status() != touchstone::v1::VERDICT_PASS && failures.size() < 100) {
+        failures.push_back({{"model_id", model_id}, {"arch", record.arch()},
+                            {"mode", ts::proto::ModeName(m.mode())},
+                            {"status", ts::proto::VerdictName(m.status())}, {"error", m.error()}});
+      }
       if (!m.audited()) continue;
       ++audited;
       if (m.suspects().empty()) continue;
@@ -486,13 +493,18 @@ struct SuspectTally {
   }
   nlohmann::json Json() const {
     return {{"audited_modes", audited}, {"modes_with_suspects", with_suspects},
-            {"first_suspects", first_ops}};
+            {"first_suspects", first_ops}, {"failures", failures}};
   }
   std::string Text() const {
     std::string out = "op-by-op replays: " + std::to_string(audited) + " modes, " +
                       std::to_string(with_suspects) + " with suspects";
     for (const auto& [op, n] : first_ops) out += " " + op + "x" + std::to_string(n);
-    return out + "\n";
+    out += "\n";
+    for (const auto& f : failures) {
+      out += "  " + f["model_id"].get<std::string>() + " " + f["mode"].get<std::string>() + " " +
+             f["status"].get<std::string>() + ": " + f["error"].get<std::string>() + "\n";
+    }
+    return out;
   }
 };
 
@@ -537,7 +549,7 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
     o.audit_ops = f.audit_ops;
     o.model_id = rows[i].id;
     const auto record = ts::runner::ToRecord(ts::engine::RunModel(rows[i].config, o));
-    suspects.Add(record);
+    suspects.Add(rows[i].id, record);
     touchstone::v1::ResultRow row;
     row.set_model_id(rows[i].id);
     row.set_task(rows[i].task);

@@ -16,6 +16,5 @@ std::vector<ArchEntry> WhisperArchs();   // families/whisper.cc
 std::vector<ArchEntry> Wav2Vec2Archs();  // families/wav2vec2.cc: the registered classes
 // families/wav2vec2.cc: Wav2Vec2Model and Wav2Vec2ForCTC, built and unit-tested but not
 // registered (their device loss curve leaves the declared bf16 curve; see README.md).
-std::vector<ArchEntry> Wav2Vec2UnregisteredArchs();
 
 }  // namespace ts::zoo::internal

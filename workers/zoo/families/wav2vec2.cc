@@ -1,9 +1,10 @@
 // wav2vec2 (README.md): conv feature encoder (group norm on the first conv, or layer norm on
 // each), feature projection, weight-normed grouped positional conv, post-LN (or
-// `do_stable_layer_norm` pre-LN) transformer encoder. Classes: ForSequenceClassification
-// (registered); Model and ForCTC are built and unit-tested but not registered (their device loss
-// curve leaves the declared bf16 curve by ~2x the reference noise at step 2; the cause is not
-// identified yet).
+// `do_stable_layer_norm` pre-LN) transformer encoder. Classes: Model, ForCTC,
+// ForSequenceClassification. (Model and ForCTC were left out while their device loss curve left
+// the declared bf16 curve on the defect-free profile: the cause was at::group_norm, which a device
+// runs as ATen's batch-norm decomposition and the CPU reference as its fused kernel; the trunk
+// now writes the norm out, trunks/audio.cc ChannelGroupNorm.)
 #include <algorithm>
 #include <numeric>
 
@@ -155,13 +156,6 @@ json Wav2Vec2Example() {
 }  // namespace
 
 std::vector<ArchEntry> Wav2Vec2Archs() {
-  std::vector<ArchEntry> v;
-  v.push_back(Wav2Vec2Entry("Wav2Vec2ForSequenceClassification", "audio-classification",
-                            MakeWav2Vec2SequenceClassification, Wav2Vec2Example()));
-  return v;
-}
-
-std::vector<ArchEntry> Wav2Vec2UnregisteredArchs() {
   // A base-960h fine-tune as transformers' CTC recipe writes it (patrickvonplaten/
   // wav2vec2-base-timit-demo: ctc_loss_reduction "mean", the tokenizer's [PAD] = 31 as blank).
   json ctc = Wav2Vec2Example();
@@ -172,6 +166,8 @@ std::vector<ArchEntry> Wav2Vec2UnregisteredArchs() {
       Wav2Vec2Entry("Wav2Vec2Model", "feature-extraction", MakeWav2Vec2Base, Wav2Vec2Example()));
   v.push_back(Wav2Vec2Entry("Wav2Vec2ForCTC", "automatic-speech-recognition", MakeWav2Vec2Ctc,
                             std::move(ctc)));
+  v.push_back(Wav2Vec2Entry("Wav2Vec2ForSequenceClassification", "audio-classification",
+                            MakeWav2Vec2SequenceClassification, Wav2Vec2Example()));
   return v;
 }
 

@@ -31,6 +31,20 @@ at::Tensor SelfAttention(const WeightMap& w, const std::string& p, const at::Ten
 
 }  // namespace
 
+// HF's nn.GroupNorm(num_groups = channels) over [B, C, T]: each channel normalized over time,
+// then scaled and shifted. Written out (mean, centred variance) rather than at::group_norm: a
+// device without a group_norm kernel runs ATen's decomposition (native_batch_norm on a
+// reshaped view, then addcmul) while the CPU reference runs the fused kernel, and on the first
+// conv layer's output (a large offset against a small spread over ~thousands of frames) the two
+// fp32 algorithms differ by half the model's bf16 noise, which failed honest devices. These ops
+// compute the same way everywhere.
+at::Tensor ChannelGroupNorm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                            double eps) {
+  const at::Tensor centred = x - x.mean({2}, /*keepdim=*/true);
+  const at::Tensor var = centred.pow(2).mean({2}, /*keepdim=*/true);
+  return centred / (var + eps).sqrt() * weight.view({1, -1, 1}) + bias.view({1, -1, 1});
+}
+
 // Not at::conv1d: libtorch 1.13's mkldnn conv1d backward returns garbage weight gradients
 // (uninitialised memory, different on every run) when the gradient reaching it comes back
 // through the encoder's [B, T, C] layout, which made every audio model's training diverge.
@@ -140,8 +154,8 @@ at::Tensor Wav2Vec2Trunk::FeatureEncoder(const WeightMap& w, const at::Tensor& v
                      r_.conv_bias ? GetWeight(w, lp + "conv.bias") : at::Tensor(),
                      r_.conv_stride[i], 0);
     if (r_.group_norm && i == 0) {
-      x = at::group_norm(x, x.size(1), GetWeight(w, lp + "layer_norm.weight"),
-                         GetWeight(w, lp + "layer_norm.bias"), 1e-5);
+      x = ChannelGroupNorm(x, GetWeight(w, lp + "layer_norm.weight"),
+                           GetWeight(w, lp + "layer_norm.bias"), 1e-5);
     } else if (!r_.group_norm) {
       x = Ln(w, lp + "layer_norm", x.transpose(1, 2), 1e-5).transpose(1, 2);
     }

@@ -21,6 +21,11 @@ namespace ts::zoo::internal {
 
 // conv1d as windows + matmul: x [B, C, T] -> [B, O, T'], identical to at::conv1d (zero padding,
 // groups). nn::Linear carries the bf16 emulation.
+// HF's nn.GroupNorm(num_groups = channels, affine) over [B, C, T], written out (mean, centred
+// variance) so that a device without a group_norm kernel computes it as the CPU does.
+at::Tensor ChannelGroupNorm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                            double eps);
+
 at::Tensor UnfoldConv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                         int64_t stride, int64_t padding, int64_t groups = 1);
 

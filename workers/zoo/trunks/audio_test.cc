@@ -14,13 +14,12 @@
 namespace ts::zoo {
 namespace {
 
-// Every audio class, registered or not (Wav2Vec2Model and Wav2Vec2ForCTC are built but not
-// registered).
+// Every audio class.
 const internal::ArchEntry* Entry(const std::string& arch) {
   static const std::vector<internal::ArchEntry> kEntries = [] {
     std::vector<internal::ArchEntry> all;
     for (auto list :
-         {internal::WhisperArchs, internal::Wav2Vec2Archs, internal::Wav2Vec2UnregisteredArchs}) {
+         {internal::WhisperArchs, internal::Wav2Vec2Archs}) {
       for (auto& e : list()) all.push_back(std::move(e));
     }
     return all;
@@ -159,14 +158,27 @@ TEST(AudioTest, ConvWeightGradientsAreFiniteAndDeterministic) {
   }
 }
 
-// Wav2Vec2Model and Wav2Vec2ForCTC are built and tested here but stay out of the registry.
-TEST(AudioTest, Wav2Vec2ModelAndCtcStayUnregistered) {
-  for (const char* arch : {"Wav2Vec2Model", "Wav2Vec2ForCTC"}) {
+// Every wav2vec2 head is registered (Model and ForCTC were left out while the feature encoder's
+// group norm made honest devices fail; see ChannelGroupNorm).
+TEST(AudioTest, Wav2Vec2ModelCtcAndSequenceClassificationAreRegistered) {
+  for (const char* arch :
+       {"Wav2Vec2Model", "Wav2Vec2ForCTC", "Wav2Vec2ForSequenceClassification"}) {
     EXPECT_NE(Entry(arch), nullptr) << arch;
-    EXPECT_EQ(ExampleConfig(arch).status().code(), StatusCode::kNotFound) << arch;
+    EXPECT_TRUE(ExampleConfig(arch).ok()) << arch;
   }
-  EXPECT_TRUE(ExampleConfig("Wav2Vec2ForSequenceClassification").ok());
-  EXPECT_TRUE(ExampleConfig("WhisperForAudioClassification").ok());
+}
+
+// transformers' Wav2Vec2GroupNormConvLayer: nn.GroupNorm(num_groups=conv_dim, num_channels=
+// conv_dim, affine=True) (transformers/models/wav2vec2/modeling_wav2vec2.py), i.e. each channel
+// normalized over time with the biased variance, then w * x + b: ATen's group_norm in double.
+TEST(AudioTest, ChannelGroupNormIsGroupNormWithOneChannelPerGroup) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const auto dbl = at::TensorOptions().dtype(at::kDouble);
+  // A large offset against a small spread, as the first conv layer's output has.
+  const at::Tensor x = 50 + 0.01 * at::randn({2, 5, 400}, gen, dbl);
+  const at::Tensor w = at::randn({5}, gen, dbl), b = at::randn({5}, gen, dbl);
+  const at::Tensor want = at::group_norm(x, 5, w, b, 1e-5);
+  EXPECT_TRUE(at::allclose(internal::ChannelGroupNorm(x, w, b, 1e-5), want, 1e-9, 1e-9));
 }
 
 // transformers' WhisperEncoder.forward: inputs_embeds = gelu(conv1(input_features)), then
