@@ -91,5 +91,38 @@ TEST(Gpt2Test, AttentionScaleFollowsScaleAttnWeightsAndInverseLayerIdx) {
   }
 }
 
+// GPTBigCodeAttention (transformers/models/gpt_bigcode/modeling_gpt_bigcode.py): scaling =
+// head_dim ** -0.5 if config.scale_attn_weights else 1.0, applied to q k^T. So the model with
+// scale_attn_weights false equals the scaled model whose query projection (the first n_embd rows
+// of the multi-query c_attn, weight and bias) is multiplied by sqrt(head_dim).
+TEST(Gpt2Test, GptBigCodeScaleAttnWeightsFalseLeavesScoresUnscaled) {
+  nlohmann::json cfg = {{"architectures", {"GPTBigCodeModel"}}, {"model_type", "gpt_bigcode"},
+                        {"n_embd", kH}, {"n_head", kHeads}, {"n_layer", 1},
+                        {"n_positions", 16}, {"vocab_size", 16}, {"multi_query", true},
+                        {"layer_norm_epsilon", 1e-5}};
+  BuildOptions o;
+  o.tiny = false;
+  auto scaled = BuildModel(cfg, o);
+  cfg["scale_attn_weights"] = false;
+  auto unscaled = BuildModel(cfg, o);
+  ASSERT_TRUE(scaled.ok() && unscaled.ok());
+  WeightMap w = (*unscaled)->InitWeights(5, at::kDouble);
+  w["h.0.attn.c_attn.weight"] = w.at("h.0.attn.c_attn.weight") * 20;  // scores of order one
+  WeightMap wq = w;
+  const double sqrt_d = std::sqrt(static_cast<double>(kHd));
+  for (const char* name : {"h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias"}) {
+    ASSERT_TRUE(wq.count(name)) << name;
+    at::Tensor t = wq.at(name).clone();
+    t.narrow(0, 0, kH).mul_(sqrt_d);  // Linear [n_embd + 2 * head_dim, n_embd]: q rows first
+    wq[name] = t;
+  }
+  const at::Tensor ids = at::arange(2, 2 + kS, at::kLong).view({1, kS});
+  const at::Tensor got = (*unscaled)->Forward(w, {{"input_ids", ids}})[0];
+  const at::Tensor want = (*scaled)->Forward(wq, {{"input_ids", ids}})[0];
+  const at::Tensor plain = (*scaled)->Forward(w, {{"input_ids", ids}})[0];
+  ASSERT_GT((plain - want).abs().max().item<double>(), 1e-4) << "the scale shows";
+  EXPECT_LT((got - want).abs().max().item<double>(), 1e-10);
+}
+
 }  // namespace
 }  // namespace ts::zoo

@@ -1,5 +1,5 @@
 // gpt_bigcode: the gpt2 layout in Linear weights, multi-query attention (`multi_query`) or
-// per-head fused qkv.
+// per-head fused qkv; scores scaled by 1/sqrt(head_dim) unless `scale_attn_weights` is false.
 #include "workers/zoo/families/decoder_families.h"
 
 namespace ts::zoo::internal::decoder {
@@ -13,6 +13,9 @@ DecoderFamily GptBigCode() {
     c.kv = multi_query ? 1 : c.heads;
     GptLayers(c);
     c.qkv = multi_query ? Qkv::kFused : Qkv::kPerHeadNarrow;
+    // GPTBigCodeAttention: scaling = head_dim ** -0.5 if config.scale_attn_weights else 1.0.
+    TS_ASSIGN_OR_RETURN(bool scaled, r.Bool("scale_attn_weights", true));
+    if (!scaled) c.attn_scale = 1.0;
     return OkStatus();
   };
   f.scale_extra = [](const json& real, const Recipe&, json& t) {
