@@ -39,8 +39,14 @@ double ExactUpperTail(int64_t n, int64_t b) {
 
 }  // namespace
 
+const std::vector<std::string>& InfrastructureStatuses() {
+  static const std::vector<std::string> kStatuses = {"crash", "timeout", "skipped"};
+  return kStatuses;
+}
+
 bool IsInfrastructureStatus(std::string_view status) {
-  return status == "crash" || status == "timeout" || status == "skipped";
+  const auto& all = InfrastructureStatuses();
+  return std::find(all.begin(), all.end(), status) != all.end();
 }
 
 bool CountsInCohort(std::string_view base_status, std::string_view head_status) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +20,8 @@ namespace ts::query {
 //   skipped  not run: the mode's verdict is the earlier stage's, counted in its own mode.
 // Every other status is the device's or the model's own verdict and counts.
 bool IsInfrastructureStatus(std::string_view status);
+// The same list, for the store's statements: {"crash", "timeout", "skipped"}.
+const std::vector<std::string>& InfrastructureStatuses();
 
 // A model's mode in the cohort of both sweeps: both verdicts count (not infrastructure).
 bool CountsInCohort(std::string_view base_status, std::string_view head_status);

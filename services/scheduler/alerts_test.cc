@@ -1,0 +1,332 @@
+// Issue 11 over real gRPC on loopback and a throwaway PostgreSQL: sweeps whose records are
+// written here by hand (primary runs and their confirmation reruns, reported through the real
+// ReportResults path), then regression detection (Store::DetectRegressions) and its alerts:
+// the regressed (model, mode) set, one alert per cause, flaky and crashing flips never alerted,
+// idempotence, a third identical sweep, resolution after 3 clean sweeps, reopening.
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <pqxx/pqxx>
+
+#include "services/scheduler/scheduler.h"
+#include "services/scheduler/scheduler_test_util.h"
+#include "services/store/store.h"
+#include "touchstone/v1/query.grpc.pb.h"
+#include "touchstone/v1/scheduler.grpc.pb.h"
+
+namespace ts::scheduler {
+namespace {
+
+namespace pb = ::touchstone::v1;
+
+constexpr int kModels = 20;  // org/m0..9: GPT2LMHeadModel, org/m10..19: BertForMaskedLM
+
+// One mode's verdict in a run: status, error, first suspect ("" none).
+struct V {
+  pb::Verdict status = pb::VERDICT_PASS;
+  std::string error;
+  std::string suspect;
+};
+// (model index, mode, run) -> verdict; anything not listed passes.
+using Night = std::function<V(int model, pb::Mode mode, int run)>;
+
+V Pass() { return {}; }
+
+// sim-2.1's night: a gelu defect breaks eager on m0..m5 (one cause), cumsum stops compiling m10,
+// m11 hits a device error (its message differs only in numbers from run to run), m12 fails
+// eager on its primary run only (flaky), m13 crashes every run (infrastructure).
+V Broken(int i, pb::Mode mode, int run) {
+  if (mode == pb::MODE_EAGER && i <= 5) {
+    return {pb::VERDICT_FAIL_ACCURACY, "rmse_ratio 3.1 > 2", "aten::gelu"};
+  }
+  if (mode == pb::MODE_COMPILE && i == 10) {
+    return {pb::VERDICT_COMPILE_FAIL, "unsupported op aten::cumsum at node " +
+                                          std::to_string(10 + run), ""};
+  }
+  if (mode == pb::MODE_EAGER && i == 11) {
+    return {pb::VERDICT_DEVICE_ERROR, "queue 3 stalled at 0x7f3a" + std::to_string(run), ""};
+  }
+  if (mode == pb::MODE_EAGER && i == 12 && run == 1) {
+    return {pb::VERDICT_FAIL_ACCURACY, "rmse_ratio 2.2 > 2", ""};
+  }
+  if (i == 13) return {pb::VERDICT_CRASH, "runner killed by signal 9", ""};
+  return Pass();
+}
+
+class AlertsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    opts_.db_url = TestDatabaseUrl();
+    ASSERT_FALSE(opts_.db_url.empty());
+    opts_.tick_s = 3600;  // detection is called by the test
+    auto s = Scheduler::Start(opts_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    sched_ = std::move(*s);
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(sched_->grpc_port()),
+                                       grpc::InsecureChannelCredentials());
+    stub_ = pb::Scheduler::NewStub(channel);
+    pb::UpsertModelsRequest up;
+    for (int i = 0; i < kModels; ++i) {
+      auto* m = up.add_models();
+      m->set_id("org/m" + std::to_string(i));
+      m->set_task(i < 10 ? "text-generation" : "fill-mask");
+      m->set_arch(i < 10 ? "GPT2LMHeadModel" : "BertForMaskedLM");
+      m->set_family(i < 10 ? "gpt2" : "bert");
+      m->set_config_json("{}");
+    }
+    pb::UpsertModelsResponse ur;
+    grpc::ClientContext c1;
+    ASSERT_TRUE(stub_->UpsertModels(&c1, up, &ur).ok());
+    pb::RegisterWorkerRequest reg;
+    reg.set_name("w");
+    pb::RegisterWorkerResponse rw;
+    grpc::ClientContext c2;
+    ASSERT_TRUE(stub_->RegisterWorker(&c2, reg, &rw).ok());
+    worker_ = rw.worker_id();
+    auto st = store::Store::Connect({opts_.db_url});
+    ASSERT_TRUE(st.ok()) << st.status();
+    store_ = std::move(*st);
+  }
+
+  static pb::ModelResult Record(const pb::Job& job, const Night& night) {
+    const int i = std::stoi(job.model_id().substr(5));
+    pb::ModelResult r;
+    r.set_job_id(job.job_id());
+    r.set_model_id(job.model_id());
+    r.set_run(job.run());
+    r.set_opcov_ratio(1);
+    for (pb::Mode mode : {pb::MODE_EAGER, pb::MODE_COMPILE}) {
+      const V v = night(i, mode, job.run());
+      pb::ModeVerdict* m = r.add_modes();
+      m->set_mode(mode);
+      m->set_status(v.status);
+      m->set_error(v.error);
+      if (!v.suspect.empty()) {
+        m->set_audited(true);
+        pb::Suspect* s = m->add_suspects();
+        s->set_op(v.suspect);
+        s->set_ratio(3.1);
+        s->set_calls(1);
+        s->set_total_calls(2);
+      }
+    }
+    return r;
+  }
+
+  // A sweep of every model on `profile`, reported shard by shard (confirmation reruns too)
+  // until none is left: it ends done.
+  int64_t RunSweep(const std::string& profile, int64_t baseline, const Night& night) {
+    pb::CreateSweepRequest cr;
+    cr.set_name(profile);
+    cr.mutable_profile()->set_name(profile);
+    cr.mutable_profile()->set_body("{\"v\":\"" + profile + "\"}");
+    cr.add_modes("eager");
+    cr.add_modes("compile");
+    cr.set_baseline_sweep_id(baseline);
+    cr.set_shard_max_models(kModels);
+    pb::CreateSweepResponse created;
+    grpc::ClientContext cc;
+    auto st = stub_->CreateSweep(&cc, cr, &created);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    for (int leases = 0; leases < 100; ++leases) {
+      pb::LeaseShardRequest lq;
+      lq.set_worker_id(worker_);
+      pb::LeaseShardResponse lease;
+      grpc::ClientContext lc;
+      EXPECT_TRUE(stub_->LeaseShard(&lc, lq, &lease).ok());
+      if (!lease.has_shard()) break;
+      pb::ReportResultsRequest rep;
+      rep.set_worker_id(worker_);
+      rep.set_shard_id(lease.shard_id());
+      rep.set_lease_token(lease.lease_token());
+      rep.set_finish(true);
+      for (const auto& job : lease.jobs()) *rep.add_results() = Record(job, night);
+      pb::ReportResultsResponse rr;
+      grpc::ClientContext rc;
+      st = stub_->ReportResults(&rc, rep, &rr);
+      EXPECT_TRUE(st.ok()) << st.error_message();
+    }
+    EXPECT_EQ(State(created.sweep_id()), "done");
+    return created.sweep_id();
+  }
+
+  std::string State(int64_t sweep) {
+    pqxx::connection c(opts_.db_url);
+    pqxx::nontransaction n(c);
+    return n.exec_params("SELECT state FROM sweeps WHERE sweep_id = $1", sweep)[0][0].c_str();
+  }
+
+  pb::DetectRegressionsResponse Detect(int64_t sweep) {
+    auto d = store_->DetectRegressions(sweep, 0);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *d : pb::DetectRegressionsResponse();
+  }
+
+  std::vector<pb::Alert> Alerts(const std::string& state = "") {
+    auto a = store_->ListAlerts(state, 0, 1000);
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.ok() ? *a : std::vector<pb::Alert>();
+  }
+
+  // The (model, mode) pairs the alerts cover.
+  static std::set<std::pair<std::string, pb::Mode>> Covered(const std::vector<pb::Alert>& alerts) {
+    std::set<std::pair<std::string, pb::Mode>> out;
+    for (const auto& a : alerts) {
+      for (const auto& m : a.models()) out.insert({m.model_id(), a.mode()});
+    }
+    return out;
+  }
+
+  SchedulerOptions opts_;
+  std::unique_ptr<Scheduler> sched_;
+  std::unique_ptr<pb::Scheduler::Stub> stub_;
+  std::unique_ptr<store::Store> store_;
+  int64_t worker_ = 0;
+};
+
+const Night kClean = [](int, pb::Mode, int) { return Pass(); };
+
+TEST_F(AlertsTest, OneAlertPerCauseCoveringExactlyTheDeterministicRegressions) {
+  const int64_t base = RunSweep("sim-2.0", 0, kClean);
+  const int64_t head = RunSweep("sim-2.1", base, Broken);
+  const pb::DetectRegressionsResponse d = Detect(head);
+  EXPECT_EQ(d.line(), "sim");
+  EXPECT_EQ(d.flips(), 9);          // m0..5, m10, m11, m12 (m13's crash never counts)
+  EXPECT_EQ(d.deterministic(), 8);  // all but m12
+  EXPECT_EQ(d.flaky(), 1);
+  EXPECT_EQ(d.opened_size(), 3);
+  const std::vector<pb::Alert> alerts = Alerts("open");
+  ASSERT_EQ(alerts.size(), 3u);
+  std::set<std::pair<std::string, pb::Mode>> want;
+  for (int i = 0; i <= 5; ++i) want.insert({"org/m" + std::to_string(i), pb::MODE_EAGER});
+  want.insert({"org/m10", pb::MODE_COMPILE});
+  want.insert({"org/m11", pb::MODE_EAGER});
+  EXPECT_EQ(Covered(alerts), want);
+  std::map<std::string, pb::Alert> by_cause;
+  for (const auto& a : alerts) by_cause[a.cause_kind() + " " + a.cause()] = a;
+  ASSERT_TRUE(by_cause.count("suspect aten::gelu"));
+  const pb::Alert& gelu = by_cause["suspect aten::gelu"];
+  EXPECT_EQ(gelu.models_size(), 6);  // one cause across six models: one alert
+  EXPECT_EQ(gelu.first_sweep_id(), head);
+  EXPECT_EQ(gelu.severity(), "major");
+  EXPECT_EQ(std::vector<std::string>(gelu.archs().begin(), gelu.archs().end()),
+            std::vector<std::string>{"GPT2LMHeadModel"});
+  ASSERT_TRUE(by_cause.count("op aten::cumsum"));
+  EXPECT_EQ(by_cause["op aten::cumsum"].mode(), pb::MODE_COMPILE);
+  int signatures = 0;
+  for (const auto& [k, a] : by_cause) {
+    if (a.cause_kind() == "signature") {
+      ++signatures;
+      EXPECT_EQ(a.cause_text(), "queue N stalled at X");
+    }
+  }
+  EXPECT_EQ(signatures, 1);
+}
+
+TEST_F(AlertsTest, DetectingTwiceChangesNothingAndAnIdenticalSweepOpensNothing) {
+  const int64_t base = RunSweep("sim-2.0", 0, kClean);
+  const int64_t head = RunSweep("sim-2.1", base, Broken);
+  Detect(head);
+  std::string before;
+  for (const auto& a : Alerts()) before += a.DebugString();
+  const pb::DetectRegressionsResponse again = Detect(head);
+  EXPECT_EQ(again.opened_size() + again.updated_size() + again.reopened_size(), 0);
+  std::string after;
+  for (const auto& a : Alerts()) after += a.DebugString();
+  EXPECT_EQ(after, before);
+  // A third sweep, identical: nothing flips, the causes are still there, nothing new opens.
+  const int64_t third = RunSweep("sim-2.1", head, Broken);
+  const pb::DetectRegressionsResponse d3 = Detect(third);
+  EXPECT_EQ(d3.deterministic(), 0);
+  EXPECT_EQ(d3.opened_size(), 0);
+  EXPECT_EQ(d3.resolved_size(), 0);
+  const std::vector<pb::Alert> alerts = Alerts("open");
+  ASSERT_EQ(alerts.size(), 3u);
+  for (const auto& a : alerts) {
+    EXPECT_EQ(a.last_sweep_id(), third) << a.cause();
+    EXPECT_EQ(a.clean_sweeps(), 0);
+  }
+}
+
+TEST_F(AlertsTest, ThreeCleanSweepsResolveAndARecurrenceReopens) {
+  const int64_t base = RunSweep("sim-2.0", 0, kClean);
+  int64_t prev = RunSweep("sim-2.1", base, Broken);
+  Detect(prev);
+  for (int night = 1; night <= 3; ++night) {
+    prev = RunSweep("sim-2.2", prev, kClean);
+    const pb::DetectRegressionsResponse d = Detect(prev);
+    EXPECT_EQ(d.resolved_size(), night == 3 ? 3 : 0) << night;
+    EXPECT_EQ(Alerts("open").size(), night == 3 ? 0u : 3u) << night;
+  }
+  ASSERT_EQ(Alerts("resolved").size(), 3u);
+  const int64_t back = RunSweep("sim-2.3", prev, [](int i, pb::Mode mode, int) {
+    if (mode == pb::MODE_EAGER && i == 7) return V{pb::VERDICT_FAIL_ACCURACY, "x", "aten::gelu"};
+    return Pass();
+  });
+  const pb::DetectRegressionsResponse d = Detect(back);
+  EXPECT_EQ(d.opened_size(), 0);
+  ASSERT_EQ(d.reopened_size(), 1);
+  const std::vector<pb::Alert> open = Alerts("open");
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_EQ(open[0].cause(), "aten::gelu");
+  EXPECT_EQ(open[0].reopened(), 1);
+  EXPECT_EQ(open[0].last_sweep_id(), back);
+  EXPECT_EQ(open[0].models_size(), 7);  // m0..5 from the first time, m7 now
+}
+
+TEST_F(AlertsTest, FlakyTwiceInFiveSweepsIsQuarantinedAndNeverAlerted) {
+  const auto flaky = [](int i, pb::Mode mode, int run) {
+    if (mode == pb::MODE_EAGER && i == 3 && run == 1) return V{pb::VERDICT_FAIL_ACCURACY, "f", ""};
+    return Pass();
+  };
+  int64_t prev = RunSweep("sim-2.0", 0, kClean);
+  prev = RunSweep("sim-2.1", prev, flaky);
+  const pb::DetectRegressionsResponse first = Detect(prev);
+  EXPECT_EQ(first.flaky(), 1);
+  EXPECT_EQ(first.newly_quarantined(), 0);  // one flake
+  prev = RunSweep("sim-2.1", prev, kClean);
+  Detect(prev);
+  prev = RunSweep("sim-2.1", prev, flaky);
+  const pb::DetectRegressionsResponse d = Detect(prev);
+  EXPECT_EQ(d.newly_quarantined(), 1);  // the second flake in 4 sweeps
+  EXPECT_EQ(d.quarantined(), 1);        // its flip is counted as quarantined, not alerted
+  EXPECT_EQ(d.flaky(), 0);
+  EXPECT_TRUE(Alerts().empty());
+  // Quarantined: even a deterministic failure of m3's eager raises no alert.
+  prev = RunSweep("sim-2.1", prev, [](int i, pb::Mode mode, int) {
+    if (mode == pb::MODE_EAGER && i == 3) return V{pb::VERDICT_FAIL_ACCURACY, "f", ""};
+    return Pass();
+  });
+  const pb::DetectRegressionsResponse q = Detect(prev);
+  EXPECT_EQ(q.quarantined(), 0);  // fail -> fail: no flip
+  EXPECT_TRUE(Alerts().empty());
+  // Three passes in a row release it.
+  for (int night = 1; night <= 3; ++night) {
+    prev = RunSweep("sim-2.1", prev, kClean);
+    EXPECT_EQ(Detect(prev).released(), night == 3 ? 1 : 0) << night;
+  }
+}
+
+TEST_F(AlertsTest, ErrorsNameTheField) {
+  const int64_t base = RunSweep("sim-2.0", 0, kClean);
+  const int64_t head = RunSweep("sim-2.1", base, Broken);
+  auto d = store_->DetectRegressions(9999, 0);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(d.status().message(), "sweep_id: no sweep 9999");
+  d = store_->DetectRegressions(base, 0);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
+  d = store_->DetectRegressions(head, head);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.status().message().substr(0, 18), "baseline_sweep_id:");
+  auto a = store_->AckAlert(77, "n", "");
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Alerts().empty());  // nothing was written by the refused calls
+}
+
+}  // namespace
+}  // namespace ts::scheduler
