@@ -15,10 +15,9 @@ constexpr int64_t kExactPairs = 50;
 // summing them relative to it neither overflows nor loses the tail.
 double UpperTail(int64_t n, int64_t k0) {
   if (k0 > n) return 0;
-  const double log_first = std::lgamma(static_cast<double>(n) + 1) -
-                           std::lgamma(static_cast<double>(k0) + 1) -
-                           std::lgamma(static_cast<double>(n - k0) + 1) -
-                           static_cast<double>(n) * std::log(2.0);
+  const double log_first =
+      std::lgamma(static_cast<double>(n) + 1) - std::lgamma(static_cast<double>(k0) + 1) -
+      std::lgamma(static_cast<double>(n - k0) + 1) - static_cast<double>(n) * std::log(2.0);
   double term = 1, sum = 1;
   for (int64_t k = k0; k < n; ++k) {
     term *= static_cast<double>(n - k) / static_cast<double>(k + 1);
@@ -93,8 +92,8 @@ DropVerdict CheckDrop(const std::vector<double>& history, double tonight, int64_
   out.median = Median(window);
   out.drop = out.median - tonight;
   const double before = out.median - history.back();
-  out.fired = used >= rule.min_history && models >= rule.min_models &&
-              out.drop >= rule.floor_pts && before >= rule.confirm_pts;
+  out.fired = used >= rule.min_history && models >= rule.min_models && out.drop >= rule.floor_pts &&
+              before >= rule.confirm_pts;
   return out;
 }
 

@@ -23,12 +23,12 @@ double PascalTail(int n, int b) {
 }
 
 TEST(McNemarTest, SmallCountsAreTheExactBinomialTail) {
-  EXPECT_EQ(McNemarOneSidedP(1, 0), 0.5);               // one flip: a coin
-  EXPECT_EQ(McNemarOneSidedP(1, 1), 0.75);              // P[X >= 1], n = 2: 3/4
-  EXPECT_EQ(McNemarOneSidedP(3, 1), 5.0 / 16);          // (C(4,3) + C(4,4)) / 16
-  EXPECT_EQ(McNemarOneSidedP(8, 2), 56.0 / 1024);       // (45 + 10 + 1) / 2^10
-  EXPECT_EQ(McNemarOneSidedP(2, 8), 1013.0 / 1024);     // 1 - (1 + 10) / 2^10
-  EXPECT_EQ(McNemarOneSidedP(10, 0), 1.0 / 1024);       // every pair flipped: 2^-10
+  EXPECT_EQ(McNemarOneSidedP(1, 0), 0.5);            // one flip: a coin
+  EXPECT_EQ(McNemarOneSidedP(1, 1), 0.75);           // P[X >= 1], n = 2: 3/4
+  EXPECT_EQ(McNemarOneSidedP(3, 1), 5.0 / 16);       // (C(4,3) + C(4,4)) / 16
+  EXPECT_EQ(McNemarOneSidedP(8, 2), 56.0 / 1024);    // (45 + 10 + 1) / 2^10
+  EXPECT_EQ(McNemarOneSidedP(2, 8), 1013.0 / 1024);  // 1 - (1 + 10) / 2^10
+  EXPECT_EQ(McNemarOneSidedP(10, 0), 1.0 / 1024);    // every pair flipped: 2^-10
   EXPECT_EQ(McNemarOneSidedP(50, 0), std::ldexp(1.0, -50));
 }
 
@@ -38,7 +38,7 @@ TEST(McNemarTest, NoFlipIsNoEvidence) {
 }
 
 TEST(McNemarTest, LargeCountsMatchPascalsTriangle) {
-  const std::pair<int, int> cases[] = {{60, 0}, {55, 45}, {45, 55}, {30, 70},
+  const std::pair<int, int> cases[] = {{60, 0},    {55, 45},   {45, 55}, {30, 70},
                                        {500, 400}, {400, 500}, {26, 25}, {700, 10}};
   for (const auto& [b, c] : cases) {
     const double want = PascalTail(b + c, b);
@@ -57,9 +57,9 @@ TEST(McNemarTest, HugeCohortsStayInRange) {
 }
 
 TEST(BonferroniTest, TheBoundIsAlphaOverTheTests) {
-  const double p = McNemarOneSidedP(20, 0);  // 2^-20 = 9.54e-7
-  EXPECT_TRUE(BonferroniSignificant(p, 1000));    // < 1e-6
-  EXPECT_FALSE(BonferroniSignificant(p, 2000));   // not < 5e-7
+  const double p = McNemarOneSidedP(20, 0);        // 2^-20 = 9.54e-7
+  EXPECT_TRUE(BonferroniSignificant(p, 1000));     // < 1e-6
+  EXPECT_FALSE(BonferroniSignificant(p, 2000));    // not < 5e-7
   EXPECT_FALSE(BonferroniSignificant(0.0005, 2));  // equal to the bound: not below it
   EXPECT_TRUE(BonferroniSignificant(0.0004, 2));
   EXPECT_TRUE(BonferroniSignificant(0.0009, 0));  // no tests counted: one
@@ -125,7 +125,7 @@ TEST(DropRuleTest, SmallGroupsAndShortHistoriesNeverFire) {
   std::vector<double> history(7, 90.0);
   history.push_back(86.0);
   EXPECT_TRUE(CheckDrop(history, 84.0, 40).fired);
-  EXPECT_FALSE(CheckDrop(history, 84.0, 39).fired);  // one model is over 2.5 points
+  EXPECT_FALSE(CheckDrop(history, 84.0, 39).fired);        // one model is over 2.5 points
   EXPECT_FALSE(CheckDrop({90.0, 86.0}, 80.0, 100).fired);  // two prior sweeps only
   EXPECT_TRUE(CheckDrop({90.0, 90.0, 86.0}, 80.0, 100).fired);
   EXPECT_FALSE(CheckDrop({}, 10.0, 100).fired);

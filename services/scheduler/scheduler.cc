@@ -423,7 +423,13 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
     // must not wait), one at a time, on the query pool.
     if (!summarizing.exchange(true) &&
         !query_pool->Submit([this](store::Store* q) {
-          if (q) (void)q->SummarizeDoneSweeps();  // a failure shows in db_ok
+          // A failure shows in db_ok. Detection after the summary: a sweep that just ended is
+          // summarized by one tick and detected by the same one (or, if the summary failed,
+          // detection keeps the answers itself).
+          if (q) {
+            (void)q->SummarizeDoneSweeps();
+            (void)q->DetectDoneSweeps();
+          }
           summarizing = false;
         })) {
       summarizing = false;
@@ -511,10 +517,11 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   impl->query_pool = std::make_unique<StorePool>(impl->store_opts, std::max(1, opts.query_threads),
                                                  opts.queue_limit);
 
-  // Every Query method reads results: reader (or admin).
+  // Every Query method reads results: reader (or admin); those that change alerts: admin.
   impl->query = std::make_unique<QueryService>(
       impl->query_pool.get(),
-      common::MakeAdmitter(impl->tokens, Role::kReader, "touchstone.v1.Query"));
+      common::MakeAdmitter(impl->tokens, Role::kReader, "touchstone.v1.Query"),
+      common::MakeAdmitter(impl->tokens, Role::kAdmin, "touchstone.v1.Query"));
 
   grpc::EnableDefaultHealthCheckService(true);  // grpc.health.v1, answered without a token
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -110,9 +110,9 @@ absl::StatusOr<pb::Alert> Store::AckAlert(int64_t alert_id, const std::string& n
              updated_at = now() WHERE alert_id = $1)",
                   alert_id, note, by.empty() ? std::string("admin") : by);
     std::vector<pb::Alert> out;
-    for (const auto& r : w.exec_params(std::string("SELECT ") + kAlertColumns +
-                                           " FROM alerts a WHERE a.alert_id = $1",
-                                       alert_id)) {
+    for (const auto& r : w.exec_params(
+             std::string("SELECT ") + kAlertColumns + " FROM alerts a WHERE a.alert_id = $1",
+             alert_id)) {
       out.push_back(AlertOf(r));
     }
     AddModels(w, &out);
