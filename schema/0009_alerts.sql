@@ -9,7 +9,8 @@
 --   Lifecycle: open -> acknowledged (an admin's note) -> resolved after 3 consecutive clean
 --   sweeps of its line (sweeps that ran the mode and failed nothing for this cause); a
 --   regression of a resolved cause reopens it. checked_sweep: the newest sweep the lifecycle
---   has counted, so that detecting a sweep twice changes nothing.
+--   has counted, so that detecting a sweep twice changes nothing. delivered_at: when the state
+--   Alertmanager last received was read; a change after it is delivered again.
 -- alert_models: the models of an alert, with the sweep in which each regressed.
 -- quarantine: a model and mode whose flips were found flaky twice in the last 5 sweeps of a
 --   line; its flips raise no alert until it passes 3 sweeps in a row (then the row goes).
@@ -39,6 +40,7 @@ CREATE TABLE alerts (
   ack_at         timestamptz,
   created_at     timestamptz NOT NULL DEFAULT now(),
   updated_at     timestamptz NOT NULL DEFAULT now(),
+  delivered_at   timestamptz,     -- the snapshot last posted to Alertmanager (NULL: never)
   UNIQUE (line, mode, cause_kind, cause)
 );
 -- ListAlerts: by state, newest first.

@@ -3,7 +3,15 @@
 // ReportResults path), then regression detection (Store::DetectRegressions) and its alerts:
 // the regressed (model, mode) set, one alert per cause, flaky and crashing flips never alerted,
 // idempotence, a third identical sweep, resolution after 3 clean sweeps, reopening.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -13,12 +21,17 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "services/common/http_server.h"
+#include "services/common/process.h"
+#include "services/scheduler/alert_delivery.h"
 #include "services/scheduler/scheduler.h"
 #include "services/scheduler/scheduler_test_util.h"
 #include "services/store/store.h"
 #include "touchstone/v1/query.grpc.pb.h"
+#include "tests/fixtures/subprocess.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 
 namespace ts::scheduler {
@@ -476,6 +489,133 @@ TEST_F(AlertsTest, TheTickerDetectsADoneSweepWithABaseline) {
   pqxx::nontransaction n(c);
   EXPECT_TRUE(n.exec_params("SELECT 1 FROM sweeps WHERE sweep_id = $1 AND detected_at IS NOT "
                             "NULL", base).empty());  // no baseline: nothing to detect
+}
+
+TEST(AlertDeliveryTest, UrlsAreCheckedAndResolvedAlertsCarryTheirEnd) {
+  for (const char* bad : {"ftp://h:9093", "http://:9093", "http://h:99999", "http://h:x"}) {
+    AlertmanagerOptions o;
+    o.url = bad;
+    auto d = AlertDelivery::Create(o);
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(std::string(d.status().message()).substr(0, 13), "alertmanager:") << bad;
+  }
+  AlertmanagerOptions good;
+  good.url = "http://am.example:9093/prefix/";
+  EXPECT_TRUE(AlertDelivery::Create(good).ok());
+  pb::Alert a;
+  a.set_alert_id(4);
+  a.set_state("resolved");
+  a.set_mode(pb::MODE_COMPILE);
+  a.set_cause("aten::cumsum");
+  a.mutable_created_at()->set_seconds(1700000000);
+  a.mutable_updated_at()->set_seconds(1700003600);
+  a.add_models()->set_model_id("org/m10");
+  const nlohmann::json j = nlohmann::json::parse(AlertmanagerJson({a}, ""));
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["startsAt"], "2023-11-14T22:13:20Z");
+  EXPECT_EQ(j[0]["endsAt"], "2023-11-14T23:13:20Z");
+  EXPECT_EQ(j[0]["labels"]["alert_id"], "4");
+  EXPECT_EQ(j[0]["labels"]["mode"], "compile");
+  EXPECT_FALSE(j[0]["annotations"].contains("link"));  // no dashboard configured
+  a.set_state("open");
+  EXPECT_FALSE(nlohmann::json::parse(AlertmanagerJson({a}, ""))[0].contains("endsAt"));
+}
+
+// A free loopback port: bound, read, released (Alertmanager takes it; nothing else here binds).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    return 0;
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Polls `done` every 20 ms until it holds or `seconds` pass.
+bool Eventually(const std::function<bool()>& done, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+// Delivery to Debian's prometheus-alertmanager (scripts/setup installs it), started here on
+// loopback: first down (posts fail and back off; nothing is marked delivered), then up (the
+// alerts arrive, read back from its /api/v2/alerts with their labels and annotations).
+TEST_F(AlertsTest, AlertsReachARealAlertmanagerOnceItIsUp) {
+  const std::string binary = "/usr/bin/prometheus-alertmanager";
+  ASSERT_EQ(::access(binary.c_str(), X_OK), 0) << binary << ": run scripts/setup";
+  const int64_t base = RunSweep("sim-2.0", 0, kClean);
+  RunSweep("sim-2.1", base, Broken);
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  SchedulerOptions o = opts_;
+  o.tick_s = 0.05;
+  o.alertmanager_url = "http://127.0.0.1:" + std::to_string(port);
+  o.dashboard_url = "http://dash.example";
+  o.alert_retry_max_s = 0.2;
+  auto sched = Scheduler::Start(o);
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  pqxx::connection c(opts_.db_url);
+  const auto count = [&](const std::string& sql) {
+    pqxx::nontransaction n(c);
+    return n.exec(sql)[0][0].as<int64_t>();
+  };
+  // Down: detection opens the alerts (the sweep had ended regardless); none is delivered.
+  ASSERT_TRUE(Eventually([&] { return count("SELECT count(*) FROM alerts") == 3; }, 30));
+  EXPECT_EQ(count("SELECT count(*) FROM alerts WHERE delivered_at IS NOT NULL"), 0);
+  // Up.
+  char dir_tmpl[] = "/tmp/ts_alertmanager_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_tmpl), nullptr);
+  const std::string dir = dir_tmpl;
+  {
+    std::ofstream cfg(dir + "/alertmanager.yml");
+    cfg << "route:\n  receiver: 'null'\nreceivers:\n  - name: 'null'\n";
+  }
+  common::SpawnOptions so;
+  so.log_path = dir + "/alertmanager.log";
+  auto pid = common::Spawn({binary, "--config.file=" + dir + "/alertmanager.yml",
+                            "--storage.path=" + dir, "--cluster.listen-address=",
+                            "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+                           so);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  nlohmann::json got;
+  const bool arrived = Eventually(
+      [&] {
+        auto r = common::HttpGet(port, "/api/v2/alerts");
+        if (!r.ok() || r->status != 200) return false;
+        got = nlohmann::json::parse(r->body, nullptr, false);
+        return got.is_array() && got.size() == 3;
+      },
+      60);
+  ASSERT_TRUE(arrived) << testing::ReadText(dir + "/alertmanager.log");
+  std::map<std::string, nlohmann::json> by_signature;
+  for (const auto& a : got) by_signature[a["labels"]["signature"].get<std::string>()] = a;
+  ASSERT_TRUE(by_signature.count("aten::gelu")) << got.dump();
+  const nlohmann::json& gelu = by_signature["aten::gelu"];
+  EXPECT_EQ(gelu["labels"]["alertname"], "TouchstoneRegression");
+  EXPECT_EQ(gelu["labels"]["severity"], "major");
+  EXPECT_EQ(gelu["labels"]["mode"], "eager");
+  EXPECT_EQ(gelu["labels"]["arch"], "GPT2LMHeadModel");
+  EXPECT_EQ(gelu["labels"]["task"], "text-generation");
+  EXPECT_EQ(gelu["annotations"]["models"],
+            "org/m0, org/m1, org/m2, org/m3, org/m4, org/m5");
+  EXPECT_EQ(gelu["annotations"]["link"], "http://dash.example/model/org/m0");
+  EXPECT_TRUE(by_signature.count("aten::cumsum"));
+  EXPECT_TRUE(Eventually(
+      [&] { return count("SELECT count(*) FROM alerts WHERE delivered_at IS NOT NULL") == 3; },
+      10));
+  (*sched)->Shutdown();
+  common::Stop(*pid, 5);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

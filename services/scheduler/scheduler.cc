@@ -18,6 +18,7 @@
 #include "services/common/http_server.h"
 #include "services/common/metrics.h"
 #include "services/common/tls.h"
+#include "services/scheduler/alert_delivery.h"
 #include "services/scheduler/query_service.h"
 #include "services/scheduler/store_pool.h"
 #include "services/scheduler/validate.h"
@@ -93,6 +94,8 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   std::unique_ptr<StorePool> query_pool;  // progress and results queries: never behind one either
   std::unique_ptr<QueryService> query;    // touchstone.v1.Query, on query_pool
   std::atomic<bool> summarizing{false};   // a SummarizeDoneSweeps task is queued or running
+  std::unique_ptr<AlertDelivery> delivery;  // Alertmanager, when configured
+  std::atomic<bool> delivering{false};      // a delivery round is queued or running
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<common::HttpServer> http;
   int grpc_port = 0;
@@ -434,6 +437,14 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
         })) {
       summarizing = false;
     }
+    // Alertmanager delivery: off the ticker too (a post may wait for its timeout).
+    if (delivery && !delivering.exchange(true) &&
+        !query_pool->Submit([this](store::Store* q) {
+          if (q) (void)delivery->Round(*q, Clock::now());  // failures back off and are logged
+          delivering = false;
+        })) {
+      delivering = false;
+    }
     auto q = s->Queue();
     db_ok = e.ok() && q.ok();
     metrics.db_up.Set(db_ok ? 1 : 0);
@@ -488,6 +499,16 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   if (opts.tokens.open()) {
     std::fprintf(stderr, "touchstone-scheduler: no tokens configured: every caller may call "
                          "every method (open mode)\n");
+  }
+  if (!opts.alertmanager_url.empty()) {
+    AlertmanagerOptions ao;
+    ao.url = opts.alertmanager_url;
+    ao.dashboard_url = opts.dashboard_url;
+    ao.resend_s = opts.alert_resend_s;
+    ao.retry_max_s = std::max(ao.retry_min_s, opts.alert_retry_max_s);
+    auto d = AlertDelivery::Create(ao);
+    if (!d.ok()) return d.status();
+    impl->delivery = std::move(*d);
   }
   impl->store_opts.url = opts.db_url;
   impl->store_opts.lease_ttl_s = opts.lease_ttl_s;

@@ -121,4 +121,34 @@ absl::StatusOr<pb::Alert> Store::AckAlert(int64_t alert_id, const std::string& n
   });
 }
 
+absl::StatusOr<Store::AlertBatch> Store::AlertsToDeliver() {
+  return impl_->Run("AlertsToDeliver", [&]() -> absl::StatusOr<AlertBatch> {
+    ReadTxn t(*impl_->conn);
+    AlertBatch out;
+    out.read_at = t.exec("SELECT now()::text")[0][0].c_str();
+    for (const auto& r : t.exec(std::string("SELECT ") + kAlertColumns + R"(,
+           (a.delivered_at IS NULL OR a.delivered_at < a.updated_at)
+           FROM alerts a
+           WHERE a.state <> 'resolved' OR a.delivered_at IS NULL OR a.delivered_at < a.updated_at
+           ORDER BY a.alert_id)")) {
+      out.alerts.push_back(AlertOf(r));
+      if (r[17].as<bool>()) ++out.changed;
+    }
+    AddModels(t, &out.alerts);
+    return out;
+  });
+}
+
+absl::Status Store::MarkAlertsDelivered(const std::vector<int64_t>& ids,
+                                        const std::string& read_at) {
+  return impl_->Run("MarkAlertsDelivered", [&]() -> absl::Status {
+    pqxx::work w(*impl_->conn);
+    w.exec_params(
+        "UPDATE alerts SET delivered_at = $2::timestamptz WHERE alert_id = ANY($1::bigint[])",
+        IdArray(ids), read_at);
+    w.commit();
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace ts::store

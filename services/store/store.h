@@ -227,6 +227,18 @@ class Store {
   absl::StatusOr<pb::Alert> AckAlert(int64_t alert_id, const std::string& note,
                                      const std::string& by);
 
+  // What Alertmanager delivery posts: every unresolved alert, and resolved ones not delivered
+  // since they changed; `changed` counts the alerts of either kind changed since delivered;
+  // `read_at` is the snapshot's time, for MarkAlertsDelivered.
+  struct AlertBatch {
+    std::vector<pb::Alert> alerts;
+    int64_t changed = 0;
+    std::string read_at;
+  };
+  absl::StatusOr<AlertBatch> AlertsToDeliver();
+  // Records that `ids` were delivered as read at `read_at` (a later change is sent again).
+  absl::Status MarkAlertsDelivered(const std::vector<int64_t>& ids, const std::string& read_at);
+
   struct Impl;
 
  private:
