@@ -465,6 +465,54 @@ TEST_F(AlertsTest, AFewThousandResultsGroupIntoTwoAlertsAndTheClassTestFires) {
   EXPECT_LT(ms, 30000);
 }
 
+// The drop rule end to end: 50 more models in one class; 7 clean nights, then one more model
+// fails eager each night (2 points a night). Each night's single flip is far from McNemar's
+// bound; the drop rule against the 7-night median fires on the third night of the slide.
+TEST_F(AlertsTest, AClassSlidingTwoPointsANightIsCaughtOnTheThirdNight) {
+  pb::UpsertModelsRequest up;
+  for (int i = 20; i < 70; ++i) {
+    auto* m = up.add_models();
+    m->set_id("org/m" + std::to_string(i));
+    m->set_task("image-classification");
+    m->set_arch("SlideArch");
+    m->set_family("slide");
+    m->set_config_json("{}");
+  }
+  pb::UpsertModelsResponse ur;
+  ASSERT_TRUE(stub_->UpsertModels(Ctx().get(), up, &ur).ok());
+  int64_t prev = RunSweep("sim-2.0", 0, kClean);
+  for (int night = 1; night <= 7; ++night) {
+    prev = RunSweep("sim-2.0", prev, kClean);
+    EXPECT_TRUE(Detect(prev).fired().empty()) << night;
+  }
+  std::vector<bool> fired;
+  for (int night = 1; night <= 4; ++night) {
+    prev = RunSweep("sim-2.1", prev, [night](int i, pb::Mode mode, int) {
+      if (mode == pb::MODE_EAGER && i >= 20 && i < 20 + night) {
+        return V{pb::VERDICT_FAIL_ACCURACY, "rmse_ratio 3 > 2", "aten::softmax"};
+      }
+      return Pass();
+    });
+    const pb::DetectRegressionsResponse d = Detect(prev);
+    EXPECT_EQ(d.deterministic(), 1) << night;
+    bool drop = false;
+    for (const auto& t : d.fired()) {
+      EXPECT_FALSE(t.mcnemar()) << night;
+      if (t.kind() == "arch" && t.group() == "SlideArch" && t.mode() == pb::MODE_EAGER) {
+        drop = t.drop();
+        EXPECT_EQ(t.median(), 100.0);
+        EXPECT_EQ(t.rate(), 100.0 - 2 * night);
+      }
+    }
+    fired.push_back(drop);
+  }
+  EXPECT_EQ(fired, (std::vector<bool>{false, false, true, true}));
+  const std::vector<pb::Alert> open = Alerts("open");
+  ASSERT_EQ(open.size(), 1u);  // one cause (aten::softmax), four models
+  EXPECT_EQ(open[0].models_size(), 4);
+  EXPECT_EQ(open[0].severity(), "critical");  // the class test fired on its models
+}
+
 // The scheduler's ticker detects a done sweep with a baseline by itself, once.
 TEST_F(AlertsTest, TheTickerDetectsADoneSweepWithABaseline) {
   const int64_t base = RunSweep("sim-2.0", 0, kClean);
