@@ -66,7 +66,9 @@ std::unique_ptr<grpc::ClientContext> Connection::Context(double timeout_s) const
 
 absl::StatusOr<Connection> Connect(const ClientFlags& flags) {
   Connection c;
-  const std::initializer_list<common::Role> prefer = {common::Role::kReader, common::Role::kAdmin};
+  const std::initializer_list<common::Role> reads = {common::Role::kReader, common::Role::kAdmin};
+  const std::initializer_list<common::Role> writes = {common::Role::kAdmin};
+  const std::initializer_list<common::Role>& prefer = flags.admin ? writes : reads;
   if (!flags.token_file.empty()) {
     auto token = common::ReadClientToken(flags.token_file, prefer);
     if (!token.ok()) return token.status();

@@ -28,6 +28,8 @@ struct ClientFlags {
   std::string token_file;
   std::string tls_ca;
   bool json = false;  // --format json
+  bool admin = false;  // set by the command: it changes state (alerts ack, detect), so Connect
+                       // sends the admin token only
 };
 
 // Takes the shared flags out of args (leaving the command's own). A usage problem is
@@ -41,7 +43,7 @@ struct Connection {
   std::unique_ptr<grpc::ClientContext> Context(double timeout_s = 60) const;
 };
 // The channel (TLS when --tls-ca) and the token: from --token-file, the reader token, else the
-// admin one (services/common/auth.h ReadClientToken); without a file, TOUCHSTONE_READER_TOKEN or
+// admin one (`admin`: the admin one only) (services/common/auth.h ReadClientToken); without a file, TOUCHSTONE_READER_TOKEN or
 // TOUCHSTONE_ADMIN_TOKEN. Errors name the file or flag.
 absl::StatusOr<Connection> Connect(const ClientFlags& flags);
 

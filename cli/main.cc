@@ -62,7 +62,8 @@ constexpr const char* kUsage =
     "                           [--keep N] [--dry-run]   (retention; see cli/README.md)\n"
     "       touchstone serve [--state-dir DIR | --db URL]   (the scheduler over stored sweeps)\n"
     "       touchstone sweeps | summary SWEEP | model ID | ops SWEEP | breaks SWEEP |\n"
-    "                  compare BASE HEAD | gate SWEEP --rules FILE\n"
+    "                  compare BASE HEAD | gate SWEEP --rules FILE | alerts [ack ID --note T] |\n"
+    "                  detect SWEEP [--baseline B]\n"
     "                  [--scheduler HOST:PORT] [--token-file FILE] [--format json|text]\n"
     "                  (the query API; see cli/README.md)\n";
 

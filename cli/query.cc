@@ -33,6 +33,9 @@ constexpr const char* kQueryUsage =
     "       touchstone suspects SWEEP [--mode eager|compile|train] [--limit N]\n"
     "       touchstone compare BASE HEAD [--by task|family|arch] [--limit N]\n"
     "       touchstone gate SWEEP --rules FILE\n"
+    "       touchstone alerts [--state open|acknowledged|resolved] [--limit N]\n"
+    "       touchstone alerts ack ID --note TEXT [--by NAME]    (admin token)\n"
+    "       touchstone detect SWEEP [--baseline B]              (admin token)\n"
     "  every one takes: [--scheduler HOST:PORT] [--token-file FILE] [--tls-ca FILE]\n"
     "                   [--format json|text] [--page-token T] (lists)\n"
     "  exit: 0 answered (gate: pass), 1 gate failed, 2 usage or refused request, 3 no answer\n";
@@ -308,9 +311,76 @@ int Gate(const Args& a, Call& c) {
   return resp.pass() ? 0 : 1;
 }
 
+// `touchstone alerts ack ID --note TEXT [--by NAME]`: open -> acknowledged.
+int AckAlert(const Args& a, Call& c) {
+  pb::AckAlertRequest req;
+  int64_t id = 0;
+  if (a.positional.size() != 2 || !ParseId(a.positional[1], &id)) {
+    return Usage(kQuery, "alerts ack: expected one alert id");
+  }
+  req.set_alert_id(id);
+  req.set_note(a.Get("--note"));
+  if (req.note().empty()) return Usage(kQuery, "alerts ack: --note TEXT is required");
+  req.set_by(a.Get("--by"));
+  pb::Alert resp;
+  grpc::Status st = c.stub->AckAlert(c.conn.Context().get(), req, &resp);
+  if (!st.ok()) return RpcFailed("AckAlert", st);
+  pb::ListAlertsResponse one;
+  *one.add_alerts() = resp;
+  c.json ? PrintJson(resp) : (void)std::printf("%s", AlertsText(one).c_str());
+  return 0;
+}
+
+// Alerts, newest first (every page unless --limit), or `alerts ack`.
+int Alerts(const Args& a, Call& c) {
+  if (!a.positional.empty() && a.positional[0] == "ack") return AckAlert(a, c);
+  if (!a.positional.empty()) return Usage(kQuery, "alerts: expected no argument, or ack ID");
+  if (!a.Get("--note").empty() || !a.Get("--by").empty()) {
+    return Usage(kQuery, "alerts: --note and --by go with ack");
+  }
+  pb::ListAlertsRequest req;
+  req.set_state(a.Get("--state"));
+  int32_t limit = 0;
+  if (!ParseLimit(a, &limit)) return Usage(kQuery, "--limit: 1..100000");
+  req.set_page_size(limit);
+  req.set_page_token(a.Get("--page-token"));
+  pb::ListAlertsResponse all;
+  for (;;) {
+    pb::ListAlertsResponse page;
+    grpc::Status st = c.stub->ListAlerts(c.conn.Context().get(), req, &page);
+    if (!st.ok()) return RpcFailed("ListAlerts", st);
+    for (auto& alert : *page.mutable_alerts()) *all.add_alerts() = std::move(alert);
+    all.set_next_page_token(page.next_page_token());
+    if (limit > 0 || page.next_page_token().empty()) break;
+    req.set_page_token(page.next_page_token());
+  }
+  c.json ? PrintJson(all) : (void)std::printf("%s", AlertsText(all).c_str());
+  return 0;
+}
+
+// Regression detection of a done sweep against its baseline, on demand.
+int Detect(const Args& a, Call& c) {
+  pb::DetectRegressionsRequest req;
+  int64_t id = 0, base = 0;
+  if (a.positional.size() != 1 || !ParseId(a.positional[0], &id)) {
+    return Usage(kQuery, "detect: expected one sweep id");
+  }
+  req.set_sweep_id(id);
+  if (!a.Get("--baseline").empty() && !ParseId(a.Get("--baseline"), &base)) {
+    return Usage(kQuery, "--baseline: a sweep id");
+  }
+  req.set_baseline_sweep_id(base);
+  pb::DetectRegressionsResponse resp;
+  grpc::Status st = c.stub->DetectRegressions(c.conn.Context(300).get(), req, &resp);
+  if (!st.ok()) return RpcFailed("DetectRegressions", st);
+  c.json ? PrintJson(resp) : (void)std::printf("%s", DetectText(resp).c_str());
+  return 0;
+}
+
 struct Command {
   Handler run;
   std::vector<std::string> flags;
+  bool (*admin)(const Args&) = nullptr;  // true: the command changes state; send the admin token
 };
 
 const std::map<std::string, Command>& Commands() {
@@ -323,6 +393,11 @@ const std::map<std::string, Command>& Commands() {
       {"suspects", {Suspects, {"--mode", "--limit", "--page-token"}}},
       {"compare", {Compare, {"--by", "--limit", "--page-token"}}},
       {"gate", {Gate, {"--rules"}}},
+      {"alerts",
+       {Alerts,
+        {"--state", "--limit", "--page-token", "--note", "--by"},
+        [](const Args& a) { return !a.positional.empty() && a.positional[0] == "ack"; }}},
+      {"detect", {Detect, {"--baseline"}, [](const Args&) { return true; }}},
   };
   return *c;
 }
@@ -339,6 +414,7 @@ int QueryCommand(const std::string& cmd, const std::vector<std::string>& in) {
   Args a;
   std::string why;
   if (!ParseArgs(rest, command.flags, &a, &why)) return Usage(kQuery, cmd + ": " + why);
+  flags->admin = command.admin && command.admin(a);
   auto conn = Connect(*flags);
   if (!conn.ok()) return Usage(kQuery, std::string(conn.status().message()));
   Call call{*conn, pb::Query::NewStub(conn->channel), flags->json};

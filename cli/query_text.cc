@@ -50,7 +50,62 @@ std::string NextPage(const std::string& token) {
   return token.empty() ? std::string() : "(more: --page-token " + token + ")\n";
 }
 
+std::string Ids(const google::protobuf::RepeatedField<int64_t>& ids) {
+  if (ids.empty()) return "-";
+  std::string out;
+  for (int64_t id : ids) out += (out.empty() ? "" : ", ") + std::to_string(id);
+  return out;
+}
+
 }  // namespace
+
+std::string AlertsText(const pb::ListAlertsResponse& r) {
+  std::string out = Format("%-6s %-12s %-8s %-7s %-27s %6s %7s %6s %6s %5s\n", "Alert", "State",
+                           "Severity", "Mode", "Cause", "Models", "Classes", "First", "Last",
+                           "Clean");
+  for (const auto& a : r.alerts()) {
+    out += Format("%-6lld %-12s %-8s %-7s %-27s %6d %7d %6lld %6lld %5d\n", L(a.alert_id()),
+                  a.state().c_str(), a.severity().c_str(), proto::ModeName(a.mode()).c_str(),
+                  Fit(a.cause_kind() + " " + a.cause_text(), 27).c_str(), a.models_size(),
+                  a.archs_size(), L(a.first_sweep_id()), L(a.last_sweep_id()), a.clean_sweeps());
+    std::string models;
+    for (int k = 0; k < a.models_size() && k < 5; ++k) {
+      models += (k ? ", " : "") + a.models(k).model_id();
+    }
+    if (a.models_size() > 5) models += Format(", ... (%d more)", a.models_size() - 5);
+    out += "       models: " + Fit(models, 86) + "\n";
+    std::string archs;
+    for (const auto& arch : a.archs()) archs += (archs.empty() ? "" : ", ") + arch;
+    out += "       classes: " + Fit(archs, 85) + "\n";
+    if (!a.ack_note().empty()) {
+      out += "       ack by " + a.ack_by() + " at " + Time(a.ack_at()) + ": " +
+             Fit(a.ack_note(), 60) + "\n";
+    }
+  }
+  out += NextPage(r.next_page_token());
+  return out;
+}
+
+std::string DetectText(const pb::DetectRegressionsResponse& r) {
+  std::string out = Format(
+      "sweep %lld vs %lld (line %s): %lld flips: %lld deterministic, %lld flaky, %lld pending, "
+      "%lld quarantined\n",
+      L(r.sweep_id()), L(r.baseline_sweep_id()), r.line().c_str(), L(r.flips()),
+      L(r.deterministic()), L(r.flaky()), L(r.pending()), L(r.quarantined()));
+  out += Format("group tests: %lld, %d fired\n", L(r.tests()), r.fired_size());
+  for (const auto& t : r.fired()) {
+    out += Format("  %-4s %-32s %-7s %lld flips, %lld fixes, p %.3g%s; pass %.1f%% vs median "
+                  "%.1f%%%s\n",
+                  t.kind().c_str(), Fit(t.group(), 32).c_str(), proto::ModeName(t.mode()).c_str(),
+                  L(t.flips()), L(t.fixes()), t.p(), t.mcnemar() ? " (McNemar)" : "", t.rate(),
+                  t.median(), t.drop() ? " (drop)" : "");
+  }
+  out += "alerts opened: " + Ids(r.opened()) + "; reopened: " + Ids(r.reopened()) +
+         "; updated: " + Ids(r.updated()) + "; resolved: " + Ids(r.resolved()) + "\n";
+  out += Format("quarantine: %lld new, %lld released\n", L(r.newly_quarantined()),
+                L(r.released()));
+  return out;
+}
 
 std::string Fit(const std::string& s, size_t width) {
   if (s.size() <= width) return s;

@@ -15,6 +15,12 @@ namespace ts::cli {
 
 std::string SweepsText(const touchstone::v1::ListSweepsResponse& r);
 std::string ModelText(const touchstone::v1::ModelHistory& h);
+// Alerts: one line each (id, state, severity, mode, cause, models, classes, first and last
+// sweep, clean sweeps), then up to 5 of its models, its classes and its ack note.
+std::string AlertsText(const touchstone::v1::ListAlertsResponse& r);
+// A detection's counts, the group tests that fired, and the alerts it opened, reopened,
+// updated and resolved.
+std::string DetectText(const touchstone::v1::DetectRegressionsResponse& r);
 
 // The table as `touchstone sweep --json` and `run-catalog --format json` have always written it:
 // {"tasks": [{"task", "models", "eager_pct", "opcov_pct", "compile_pct", "train_pct"}...],

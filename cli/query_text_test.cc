@@ -46,5 +46,64 @@ TEST(QueryTextTest, ModelTextShowsGradientsAuditAndSuspects) {
   EXPECT_EQ(text.find("grad x", text.find("eager")), text.find("grad x0.75"));  // NaN: none
 }
 
+TEST(QueryTextTest, AlertsTextShowsCauseModelsClassesAndAck) {
+  pb::ListAlertsResponse r;
+  pb::Alert* a = r.add_alerts();
+  a->set_alert_id(12);
+  a->set_state("acknowledged");
+  a->set_severity("critical");
+  a->set_mode(pb::MODE_EAGER);
+  a->set_cause_kind("suspect");
+  a->set_cause_text("aten::gelu");
+  a->set_first_sweep_id(7);
+  a->set_last_sweep_id(9);
+  for (int i = 0; i < 7; ++i) a->add_models()->set_model_id("org/m" + std::to_string(i));
+  a->add_archs("GPT2LMHeadModel");
+  a->set_ack_note("fix in 2.2");
+  a->set_ack_by("oncall");
+  const std::string text = AlertsText(r);
+  EXPECT_NE(text.find("12     acknowledged critical eager   suspect aten::gelu"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("models: org/m0, org/m1, org/m2, org/m3, org/m4, ... (2 more)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("classes: GPT2LMHeadModel\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("ack by oncall at -: fix in 2.2"), std::string::npos) << text;
+}
+
+TEST(QueryTextTest, DetectTextShowsCountsFiredTestsAndAlerts) {
+  pb::DetectRegressionsResponse r;
+  r.set_sweep_id(5);
+  r.set_baseline_sweep_id(4);
+  r.set_line("sim");
+  r.set_flips(9);
+  r.set_deterministic(8);
+  r.set_flaky(1);
+  r.set_tests(28);
+  pb::GroupTest* t = r.add_fired();
+  t->set_kind("arch");
+  t->set_group("Arch0");
+  t->set_mode(pb::MODE_EAGER);
+  t->set_flips(100);
+  t->set_p(7.9e-31);
+  t->set_mcnemar(true);
+  t->set_rate(50);
+  t->set_median(100);
+  r.add_opened(3);
+  r.add_opened(4);
+  const std::string text = DetectText(r);
+  EXPECT_NE(text.find("sweep 5 vs 4 (line sim): 9 flips: 8 deterministic, 1 flaky, 0 pending, "
+                      "0 quarantined\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("arch Arch0"), std::string::npos) << text;
+  EXPECT_NE(text.find("100 flips, 0 fixes, p 7.9e-31 (McNemar); pass 50.0% vs median 100.0%\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("alerts opened: 3, 4; reopened: -; updated: -; resolved: -\n"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace ts::cli

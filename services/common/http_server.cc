@@ -126,31 +126,56 @@ void HttpServer::Stop() {
 HttpServer::~HttpServer() { Stop(); }
 
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, const std::string& token) {
-  const std::string where = "GET 127.0.0.1:" + std::to_string(port) + path;
+  HttpRequestSpec spec;
+  spec.port = port;
+  spec.path = path;
+  spec.token = token;
+  return HttpRequest(spec);
+}
+
+absl::StatusOr<HttpResponse> HttpRequest(const HttpRequestSpec& spec) {
+  const std::string where =
+      spec.method + " " + spec.host + ":" + std::to_string(spec.port) + spec.path;
+  if (spec.method != "GET" && spec.method != "POST") {
+    return absl::InvalidArgumentError("method: GET or POST, not " + spec.method);
+  }
   asio::io_context io;
   beast::tcp_stream stream(io);
-  http::request<http::string_body> req{http::verb::get, path, 11};
-  req.set(http::field::host, "127.0.0.1");
-  if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
+  http::request<http::string_body> req{
+      spec.method == "GET" ? http::verb::get : http::verb::post, spec.path, 11};
+  req.set(http::field::host, spec.host);
+  if (!spec.token.empty()) req.set(http::field::authorization, "Bearer " + spec.token);
+  if (!spec.body.empty()) {
+    req.set(http::field::content_type, spec.content_type);
+    req.body() = spec.body;
+    req.prepare_payload();
+  }
   beast::flat_buffer buffer;
   http::response<http::string_body> res;
   beast::error_code result = asio::error::would_block;
-  // Async with one deadline over connect, write and read: sync Beast calls ignore expiry.
-  stream.expires_after(std::chrono::seconds(10));
-  stream.async_connect(
-      tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)),
-      [&](beast::error_code ec) {
-        if (ec) {
-          result = ec;
+  tcp::resolver resolver(io);
+  // Async with one deadline over resolve, connect, write and read: sync Beast calls ignore
+  // expiry.
+  stream.expires_after(std::chrono::milliseconds(static_cast<int64_t>(spec.timeout_s * 1000)));
+  resolver.async_resolve(
+      spec.host, std::to_string(spec.port),
+      [&](beast::error_code rec, tcp::resolver::results_type found) {
+        if (rec) {
+          result = rec;
           return;
         }
-        http::async_write(stream, req, [&](beast::error_code wec, size_t) {
-          if (wec) {
-            result = wec;
+        stream.async_connect(found, [&](beast::error_code ec, const tcp::endpoint&) {
+          if (ec) {
+            result = ec;
             return;
           }
-          http::async_read(stream, buffer, res, [&](beast::error_code rec, size_t) {
-            result = rec;
+          http::async_write(stream, req, [&](beast::error_code wec, size_t) {
+            if (wec) {
+              result = wec;
+              return;
+            }
+            http::async_read(stream, buffer, res,
+                             [&](beast::error_code ec2, size_t) { result = ec2; });
           });
         });
       });

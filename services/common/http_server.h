@@ -62,4 +62,20 @@ class HttpServer {
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path,
                                      const std::string& token = "");
 
+// One HTTP/1.1 request to http://host:port/path (host resolved; one deadline of `timeout_s`
+// over resolve, connect, write and read): `method` "GET" or "POST", `body` sent with
+// `content_type` when not empty. Errors: INVALID_ARGUMENT for another method, UNAVAILABLE when it
+// cannot resolve, connect, or finish in time; any HTTP status is an answer.
+struct HttpRequestSpec {
+  std::string host = "127.0.0.1";
+  int port = 80;
+  std::string method = "GET";
+  std::string path = "/";
+  std::string body;
+  std::string content_type = "application/json";
+  std::string token;
+  double timeout_s = 10;
+};
+absl::StatusOr<HttpResponse> HttpRequest(const HttpRequestSpec& spec);
+
 }  // namespace ts::common

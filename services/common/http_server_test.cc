@@ -71,5 +71,33 @@ TEST(HttpServerTest, StopClosesThePort) {
   EXPECT_FALSE(HttpGet(port, "/healthz").ok());
 }
 
+TEST(HttpRequestTest, ResolvesAHostNameSendsTheMethodAndRefusesOthers) {
+  auto s = HttpServer::Start({}, {{"/api", [](const std::string& target) {
+                                     return HttpResponse{200, "text/plain", "got " + target};
+                                   }}});
+  ASSERT_TRUE(s.ok()) << s.status();
+  HttpRequestSpec spec;
+  spec.host = "localhost";  // resolved, not parsed
+  spec.port = (*s)->port();
+  spec.method = "POST";
+  spec.path = "/api";
+  spec.body = "[]";
+  auto r = HttpRequest(spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body, "only GET\n");  // our server takes GET only: it saw a POST
+  spec.method = "GET";
+  r = HttpRequest(spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body, "got /api");
+  spec.method = "PUT";
+  EXPECT_EQ(HttpRequest(spec).status().code(), absl::StatusCode::kInvalidArgument);
+  const int port = (*s)->port();
+  (*s)->Stop();
+  spec.method = "POST";
+  spec.port = port;
+  spec.timeout_s = 2;
+  EXPECT_EQ(HttpRequest(spec).status().code(), absl::StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace ts::common

@@ -212,6 +212,35 @@ TEST(RequestChecksTest, PageTokensRoundTripAndRefuseOthers) {
   EXPECT_EQ(PageSize(-1, 50, 1000).status().message(), "page_size: must be >= 0");
 }
 
+TEST(RequestChecksTest, AlertRequestsNameTheirFields) {
+  const auto msg = [](const absl::Status& st) { return std::string(st.message()); };
+  pb::ListAlertsRequest list;
+  EXPECT_TRUE(Check(list).ok());
+  list.set_state("resolved");
+  EXPECT_TRUE(Check(list).ok());
+  list.set_state("closed");
+  EXPECT_EQ(msg(Check(list)).substr(0, 6), "state:");
+  list.set_state("");
+  list.set_page_size(-1);
+  EXPECT_EQ(msg(Check(list)), "page_size: must be >= 0");
+  pb::AckAlertRequest ack;
+  ack.set_note("n");
+  EXPECT_EQ(msg(Check(ack)), "alert_id: required (an alert id > 0)");
+  ack.set_alert_id(3);
+  EXPECT_TRUE(Check(ack).ok());
+  ack.set_note(std::string(2001, 'x'));
+  EXPECT_EQ(msg(Check(ack)), "note: at most 2000 characters");
+  ack.clear_note();
+  EXPECT_EQ(Check(ack).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(msg(Check(ack)).substr(0, 5), "note:");
+  pb::DetectRegressionsRequest det;
+  EXPECT_EQ(msg(Check(det)), "sweep_id: required (a sweep id > 0)");
+  det.set_sweep_id(4);
+  EXPECT_TRUE(Check(det).ok());
+  det.set_baseline_sweep_id(-2);
+  EXPECT_EQ(msg(Check(det)).substr(0, 18), "baseline_sweep_id:");
+}
+
 TEST(RequestChecksTest, RequestsNameTheirFields) {
   pb::GetSummaryRequest s;
   EXPECT_EQ(Check(s).message(), "sweep_id: required (a sweep id > 0)");

@@ -140,6 +140,28 @@ absl::Status Check(const pb::SuspectOpsRequest& r) {
   return CheckPaging(r.page_size(), r.page_token(), "SuspectOps");
 }
 
+absl::Status Check(const pb::ListAlertsRequest& r) {
+  const std::string& s = r.state();
+  if (!s.empty() && s != "open" && s != "acknowledged" && s != "resolved") {
+    return Bad("state", "'" + s + "' is not open, acknowledged or resolved (or empty: any)");
+  }
+  return CheckPaging(r.page_size(), r.page_token(), "ListAlerts");
+}
+
+absl::Status Check(const pb::AckAlertRequest& r) {
+  if (r.alert_id() <= 0) return Bad("alert_id", "required (an alert id > 0)");
+  if (r.note().empty()) return Bad("note", "required: say why the alert is acknowledged");
+  if (r.note().size() > 2000) return Bad("note", "at most 2000 characters");
+  if (r.by().size() > 200) return Bad("by", "at most 200 characters");
+  return absl::OkStatus();
+}
+
+absl::Status Check(const pb::DetectRegressionsRequest& r) {
+  if (auto st = CheckSweepId(r.sweep_id(), "sweep_id"); !st.ok()) return st;
+  if (r.baseline_sweep_id() < 0) return Bad("baseline_sweep_id", "must be >= 0 (0: its own)");
+  return absl::OkStatus();
+}
+
 absl::Status Check(const pb::CompareSweepsRequest& r) {
   if (auto st = CheckSweepId(r.base_sweep_id(), "base_sweep_id"); !st.ok()) return st;
   if (auto st = CheckSweepId(r.head_sweep_id(), "head_sweep_id"); !st.ok()) return st;

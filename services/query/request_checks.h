@@ -28,6 +28,11 @@ absl::Status Check(const pb::SuspectOpsRequest& r);
 absl::Status Check(const pb::CompareSweepsRequest& r);
 absl::Status Check(const pb::GateRequest& r);
 absl::Status Check(const pb::WatchSweepRequest& r);
+// Alerts: a known state or none; an alert id, a note of 1..2000 characters, `by` up to 200; a
+// sweep id and a baseline id >= 0 (0: the sweep's own).
+absl::Status Check(const pb::ListAlertsRequest& r);
+absl::Status Check(const pb::AckAlertRequest& r);
+absl::Status Check(const pb::DetectRegressionsRequest& r);
 
 // The parts, for callers that check a piece (the CLI's gate rules file).
 absl::Status CheckGroupBy(pb::GroupBy g, const std::string& field);

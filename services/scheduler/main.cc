@@ -1,6 +1,6 @@
 // touchstone-scheduler --db URL [--listen HOST:PORT] [--http-port N] [--token-file F]
 //                      [--tls-cert F --tls-key F] [--lease-ttl S] [--db-threads N]
-//                      [--port-file F]
+//                      [--port-file F] [--alertmanager http://HOST:PORT] [--dashboard-url U]
 // Tokens: --token-file (`role token` lines, mode 0600; services/common/auth.h), else the
 // TOUCHSTONE_{WORKER,READER,ADMIN}_TOKEN variables, else none (open; logged).
 // Serves until SIGTERM or SIGINT, then shuts down in order (scheduler.h).
@@ -21,6 +21,7 @@ int Usage(const std::string& why) {
                "usage: touchstone-scheduler --db URL [--listen HOST:PORT] [--http-port N]\n"
                "         [--token-file FILE] [--tls-cert FILE --tls-key FILE]\n"
                "         [--lease-ttl SECONDS] [--db-threads N] [--port-file FILE]\n"
+               "         [--alertmanager http://HOST:PORT] [--dashboard-url URL]\n"
                "  --token-file  'role token' lines (worker, reader, admin), mode 0600; a file\n"
                "                of one bare token is an admin token. Without it:\n"
                "                TOUCHSTONE_WORKER_TOKEN, _READER_TOKEN, _ADMIN_TOKEN.\n",
@@ -65,6 +66,10 @@ int main(int argc, char** argv) {
     } else if (a == "--db-threads" && has) {
       if (!ParseDouble(argv[++i], &v) || v < 1) return Usage("--db-threads: must be >= 1");
       o.db_threads = static_cast<int>(v);
+    } else if (a == "--alertmanager" && has) {
+      o.alertmanager_url = argv[++i];
+    } else if (a == "--dashboard-url" && has) {
+      o.dashboard_url = argv[++i];
     } else if (a == "--port-file" && has) {
       port_file = argv[++i];
     } else {

@@ -112,6 +112,39 @@ absl::Status SuspectOps(store::Store& s, const pb::SuspectOpsRequest& r,
   return absl::OkStatus();
 }
 
+absl::Status ListAlerts(store::Store& s, const pb::ListAlertsRequest& r,
+                        pb::ListAlertsResponse* out) {
+  auto size = query::PageSize(r.page_size(), 50, 1000);
+  auto before = query::DecodePageToken("ListAlerts", r.page_token());
+  if (!size.ok()) return size.status();
+  if (!before.ok()) return before.status();
+  auto alerts = s.ListAlerts(r.state(), *before, *size + 1);
+  if (!alerts.ok()) return alerts.status();
+  const bool more = static_cast<int>(alerts->size()) > *size;
+  if (more) alerts->resize(*size);
+  for (auto& a : *alerts) *out->add_alerts() = std::move(a);
+  if (more) {
+    const int64_t last = out->alerts(out->alerts_size() - 1).alert_id();
+    out->set_next_page_token(query::EncodePageToken("ListAlerts", last));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AckAlert(store::Store& s, const pb::AckAlertRequest& r, pb::Alert* out) {
+  auto a = s.AckAlert(r.alert_id(), r.note(), r.by());
+  if (!a.ok()) return a.status();
+  *out = std::move(*a);
+  return absl::OkStatus();
+}
+
+absl::Status DetectRegressions(store::Store& s, const pb::DetectRegressionsRequest& r,
+                               pb::DetectRegressionsResponse* out) {
+  auto d = s.DetectRegressions(r.sweep_id(), r.baseline_sweep_id());
+  if (!d.ok()) return d.status();
+  *out = std::move(*d);
+  return absl::OkStatus();
+}
+
 // The head sweep's confirmations of its flips, when its baseline is `base`.
 absl::StatusOr<query::Confirmations> ConfirmationsVs(store::Store& s, const pb::SweepInfo& head,
                                                      int64_t base) {
@@ -306,8 +339,8 @@ class QueryService::Watch final : public grpc::ServerWriteReactor<pb::SweepProgr
 
 // ---- The service ----
 
-QueryService::QueryService(StorePool* pool, Admit admit)
-    : pool_(pool), admit_(std::move(admit)) {}
+QueryService::QueryService(StorePool* pool, Admit admit, Admit admit_writes)
+    : pool_(pool), admit_(std::move(admit)), admit_writes_(std::move(admit_writes)) {}
 
 QueryService::~QueryService() { Shutdown(); }
 
@@ -327,9 +360,10 @@ void QueryService::Forget(Watch* w) {
 template <typename Req, typename Resp, typename Fn>
 grpc::ServerUnaryReactor* QueryService::Handle(const char* method,
                                                grpc::CallbackServerContext* ctx, const Req* req,
-                                               Resp* resp, Fn fn) {
+                                               Resp* resp, Fn fn, bool writes) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::Status st = admit_ ? admit_(ctx) : absl::OkStatus();
+  const Admit& admit = writes ? admit_writes_ : admit_;
+  absl::Status st = admit ? admit(ctx) : absl::OkStatus();
   if (st.ok()) st = query::Check(*req);
   if (!st.ok()) {
     reactor->Finish(common::ToGrpcStatus(st));
@@ -392,6 +426,25 @@ grpc::ServerUnaryReactor* QueryService::CompareSweeps(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* QueryService::Gate(grpc::CallbackServerContext* ctx,
                                              const pb::GateRequest* req, pb::GateResponse* resp) {
   return Handle("Gate", ctx, req, resp, &scheduler::Gate);
+}
+
+grpc::ServerUnaryReactor* QueryService::ListAlerts(grpc::CallbackServerContext* ctx,
+                                                   const pb::ListAlertsRequest* req,
+                                                   pb::ListAlertsResponse* resp) {
+  return Handle("ListAlerts", ctx, req, resp, &scheduler::ListAlerts);
+}
+
+grpc::ServerUnaryReactor* QueryService::AckAlert(grpc::CallbackServerContext* ctx,
+                                                 const pb::AckAlertRequest* req,
+                                                 pb::Alert* resp) {
+  return Handle("AckAlert", ctx, req, resp, &scheduler::AckAlert, /*writes=*/true);
+}
+
+grpc::ServerUnaryReactor* QueryService::DetectRegressions(
+    grpc::CallbackServerContext* ctx, const pb::DetectRegressionsRequest* req,
+    pb::DetectRegressionsResponse* resp) {
+  return Handle("DetectRegressions", ctx, req, resp, &scheduler::DetectRegressions,
+                /*writes=*/true);
 }
 
 grpc::ServerWriteReactor<pb::SweepProgress>* QueryService::WatchSweep(

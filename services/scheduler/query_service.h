@@ -37,7 +37,9 @@ class QueryService final : public pb::Query::CallbackService {
   // Decides whether a call may read (OK) or not (UNAUTHENTICATED / PERMISSION_DENIED).
   using Admit = std::function<absl::Status(grpc::CallbackServerContext*)>;
 
-  QueryService(StorePool* pool, Admit admit);
+  // `admit` for the reads; `admit_writes` for the calls that change alerts (AckAlert,
+  // DetectRegressions: admin only).
+  QueryService(StorePool* pool, Admit admit, Admit admit_writes);
   ~QueryService() override;
 
   void Shutdown();
@@ -65,6 +67,14 @@ class QueryService final : public pb::Query::CallbackService {
                                           pb::CompareSweepsResponse* resp) override;
   grpc::ServerUnaryReactor* Gate(grpc::CallbackServerContext* ctx, const pb::GateRequest* req,
                                  pb::GateResponse* resp) override;
+  grpc::ServerUnaryReactor* ListAlerts(grpc::CallbackServerContext* ctx,
+                                       const pb::ListAlertsRequest* req,
+                                       pb::ListAlertsResponse* resp) override;
+  grpc::ServerUnaryReactor* AckAlert(grpc::CallbackServerContext* ctx,
+                                     const pb::AckAlertRequest* req, pb::Alert* resp) override;
+  grpc::ServerUnaryReactor* DetectRegressions(grpc::CallbackServerContext* ctx,
+                                              const pb::DetectRegressionsRequest* req,
+                                              pb::DetectRegressionsResponse* resp) override;
   grpc::ServerWriteReactor<pb::SweepProgress>* WatchSweep(
       grpc::CallbackServerContext* ctx, const pb::WatchSweepRequest* req) override;
 
@@ -72,11 +82,12 @@ class QueryService final : public pb::Query::CallbackService {
   class Watch;
   template <typename Req, typename Resp, typename Fn>
   grpc::ServerUnaryReactor* Handle(const char* method, grpc::CallbackServerContext* ctx,
-                                   const Req* req, Resp* resp, Fn fn);
+                                   const Req* req, Resp* resp, Fn fn, bool writes = false);
   void Forget(Watch* w);
 
   StorePool* pool_;
   Admit admit_;
+  Admit admit_writes_;
   std::mutex mu_;
   bool stopping_ = false;
   std::set<Watch*> watches_;  // open WatchSweep streams (guarded by mu_)

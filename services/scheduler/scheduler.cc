@@ -18,6 +18,7 @@
 #include "services/common/http_server.h"
 #include "services/common/metrics.h"
 #include "services/common/tls.h"
+#include "services/scheduler/alert_delivery.h"
 #include "services/scheduler/query_service.h"
 #include "services/scheduler/store_pool.h"
 #include "services/scheduler/validate.h"
@@ -93,6 +94,8 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   std::unique_ptr<StorePool> query_pool;  // progress and results queries: never behind one either
   std::unique_ptr<QueryService> query;    // touchstone.v1.Query, on query_pool
   std::atomic<bool> summarizing{false};   // a SummarizeDoneSweeps task is queued or running
+  std::unique_ptr<AlertDelivery> delivery;  // Alertmanager, when configured
+  std::atomic<bool> delivering{false};      // a delivery round is queued or running
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<common::HttpServer> http;
   int grpc_port = 0;
@@ -423,10 +426,24 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
     // must not wait), one at a time, on the query pool.
     if (!summarizing.exchange(true) &&
         !query_pool->Submit([this](store::Store* q) {
-          if (q) (void)q->SummarizeDoneSweeps();  // a failure shows in db_ok
+          // A failure shows in db_ok. Detection after the summary: a sweep that just ended is
+          // summarized by one tick and detected by the same one (or, if the summary failed,
+          // detection keeps the answers itself).
+          if (q) {
+            (void)q->SummarizeDoneSweeps();
+            (void)q->DetectDoneSweeps();
+          }
           summarizing = false;
         })) {
       summarizing = false;
+    }
+    // Alertmanager delivery: off the ticker too (a post may wait for its timeout).
+    if (delivery && !delivering.exchange(true) &&
+        !query_pool->Submit([this](store::Store* q) {
+          if (q) (void)delivery->Round(*q, Clock::now());  // failures back off and are logged
+          delivering = false;
+        })) {
+      delivering = false;
     }
     auto q = s->Queue();
     db_ok = e.ok() && q.ok();
@@ -483,6 +500,16 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
     std::fprintf(stderr, "touchstone-scheduler: no tokens configured: every caller may call "
                          "every method (open mode)\n");
   }
+  if (!opts.alertmanager_url.empty()) {
+    AlertmanagerOptions ao;
+    ao.url = opts.alertmanager_url;
+    ao.dashboard_url = opts.dashboard_url;
+    ao.resend_s = opts.alert_resend_s;
+    ao.retry_max_s = std::max(ao.retry_min_s, opts.alert_retry_max_s);
+    auto d = AlertDelivery::Create(ao);
+    if (!d.ok()) return d.status();
+    impl->delivery = std::move(*d);
+  }
   impl->store_opts.url = opts.db_url;
   impl->store_opts.lease_ttl_s = opts.lease_ttl_s;
   impl->store_opts.split_after_expiries = opts.split_after_expiries;
@@ -511,10 +538,11 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   impl->query_pool = std::make_unique<StorePool>(impl->store_opts, std::max(1, opts.query_threads),
                                                  opts.queue_limit);
 
-  // Every Query method reads results: reader (or admin).
+  // Every Query method reads results: reader (or admin); those that change alerts: admin.
   impl->query = std::make_unique<QueryService>(
       impl->query_pool.get(),
-      common::MakeAdmitter(impl->tokens, Role::kReader, "touchstone.v1.Query"));
+      common::MakeAdmitter(impl->tokens, Role::kReader, "touchstone.v1.Query"),
+      common::MakeAdmitter(impl->tokens, Role::kAdmin, "touchstone.v1.Query"));
 
   grpc::EnableDefaultHealthCheckService(true);  // grpc.health.v1, answered without a token
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

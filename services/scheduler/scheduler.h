@@ -49,6 +49,11 @@ struct SchedulerOptions {
   int queue_limit = 4096;       // requests waiting for a database thread
   double tick_s = 0;            // 0: min(1 s, lease_ttl_s / 4)
   double db_wait_s = 60;        // how long start-up waits for the database to come up
+  // Alertmanager delivery (alert_delivery.h): http://host:port of its API; empty: none.
+  std::string alertmanager_url;
+  std::string dashboard_url;        // base of the alerts' link annotation
+  double alert_resend_s = 60;       // re-post firing alerts this often
+  double alert_retry_max_s = 60;    // backoff ceiling after a failed post
 };
 
 // The role a touchstone.v1.Scheduler method needs ("CreateSweep" -> admin); nullopt for a name

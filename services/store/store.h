@@ -200,6 +200,45 @@ class Store {
   absl::StatusOr<pb::SuspectOpsResponse> SuspectOps(int64_t sweep_id, pb::Mode mode,
                                                     int64_t offset, int limit);
 
+  // ---- Regression detection and alerts (detection.cc, alerts.cc; issue 11) ----
+
+  // Detects the regressions of a done sweep against its baseline (0: its own; another is
+  // INVALID_ARGUMENT "baseline_sweep_id: ...", reruns exist only against its own), in one
+  // transaction: per model and mode, pass -> fail flips settled by the confirmation reruns
+  // (deterministic: a regression; flaky: recorded, a quarantine candidate, never alerted;
+  // crash, timeout and skipped never count); per class and per task the McNemar test and the
+  // drop rule (services/query/regression_stats.h); regressions grouped into one alert per
+  // (profile line, mode, cause); the lifecycle of the line's alerts (3 clean sweeps resolve,
+  // a regression of a resolved cause reopens); quarantine. Detecting a sweep again changes
+  // nothing and answers the same report. NOT_FOUND "sweep_id: ..." for no such sweep;
+  // FAILED_PRECONDITION for a sweep that is not done, has no baseline, or was pruned (or whose
+  // baseline was).
+  absl::StatusOr<pb::DetectRegressionsResponse> DetectRegressions(int64_t sweep_id,
+                                                                  int64_t baseline_sweep_id);
+  // Detects up to `max` done sweeps with a baseline that were not detected yet, oldest first
+  // (the scheduler's ticker, after SummarizeDoneSweeps). Returns how many.
+  absl::StatusOr<int> DetectDoneSweeps(int max = 1);
+  // Alerts in `state` ("" any) with alert_id < before_id (0: no bound), newest first, each
+  // with its models, classes and tasks.
+  absl::StatusOr<std::vector<pb::Alert>> ListAlerts(const std::string& state, int64_t before_id,
+                                                    int limit);
+  // open -> acknowledged with the note (an acknowledged one gets the new note). NOT_FOUND
+  // "alert_id: no alert N"; FAILED_PRECONDITION "alert_id: alert N is resolved".
+  absl::StatusOr<pb::Alert> AckAlert(int64_t alert_id, const std::string& note,
+                                     const std::string& by);
+
+  // What Alertmanager delivery posts: every unresolved alert, and resolved ones not delivered
+  // since they changed; `changed` counts the alerts of either kind changed since delivered;
+  // `read_at` is the snapshot's time, for MarkAlertsDelivered.
+  struct AlertBatch {
+    std::vector<pb::Alert> alerts;
+    int64_t changed = 0;
+    std::string read_at;
+  };
+  absl::StatusOr<AlertBatch> AlertsToDeliver();
+  // Records that `ids` were delivered as read at `read_at` (a later change is sent again).
+  absl::Status MarkAlertsDelivered(const std::vector<int64_t>& ids, const std::string& read_at);
+
   struct Impl;
 
  private:

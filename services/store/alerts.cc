@@ -1,0 +1,154 @@
+// Alerts as the Query API reads them (ListAlerts) and acknowledges them (AckAlert). Detection
+// writes them (detection.cc).
+#include <map>
+#include <set>
+
+#include "proto/names.h"
+#include "services/store/store_internal.h"
+
+namespace ts::store {
+
+namespace {
+
+constexpr const char* kAlertColumns = R"(
+  a.alert_id, a.state, a.line, a.mode, a.cause_kind, a.cause, a.cause_text, a.severity,
+  a.first_sweep, a.last_sweep, a.clean_sweeps, a.reopened, coalesce(a.ack_note, ''),
+  coalesce(a.ack_by, ''), (extract(epoch FROM a.ack_at) * 1000000)::bigint,
+  (extract(epoch FROM a.created_at) * 1000000)::bigint,
+  (extract(epoch FROM a.updated_at) * 1000000)::bigint)";
+
+void SetMicros(const pqxx::field& f, google::protobuf::Timestamp* t) {
+  if (f.is_null()) return;
+  const int64_t us = f.as<int64_t>();
+  t->set_seconds(us / 1000000);
+  t->set_nanos(static_cast<int32_t>((us % 1000000) * 1000));
+}
+
+pb::Alert AlertOf(const pqxx::row& r) {
+  pb::Alert a;
+  a.set_alert_id(r[0].as<int64_t>());
+  a.set_state(r[1].c_str());
+  a.set_line(r[2].c_str());
+  auto mode = proto::ModeFromName(r[3].c_str());
+  a.set_mode(mode ? *mode : pb::MODE_UNSPECIFIED);
+  a.set_cause_kind(r[4].c_str());
+  a.set_cause(r[5].c_str());
+  a.set_cause_text(r[6].c_str());
+  a.set_severity(r[7].c_str());
+  a.set_first_sweep_id(r[8].as<int64_t>());
+  a.set_last_sweep_id(r[9].as<int64_t>());
+  a.set_clean_sweeps(r[10].as<int>());
+  a.set_reopened(r[11].as<int>());
+  a.set_ack_note(r[12].c_str());
+  a.set_ack_by(r[13].c_str());
+  SetMicros(r[14], a.mutable_ack_at());
+  SetMicros(r[15], a.mutable_created_at());
+  SetMicros(r[16], a.mutable_updated_at());
+  return a;
+}
+
+// Each alert's models (by model_id), and its classes and tasks (sorted, distinct).
+void AddModels(pqxx::transaction_base& t, std::vector<pb::Alert>* alerts) {
+  if (alerts->empty()) return;
+  std::vector<int64_t> ids;
+  std::map<int64_t, pb::Alert*> by_id;
+  for (auto& a : *alerts) {
+    ids.push_back(a.alert_id());
+    by_id[a.alert_id()] = &a;
+  }
+  std::map<int64_t, std::pair<std::set<std::string>, std::set<std::string>>> groups;
+  for (const auto& r : t.exec_params(R"(
+         SELECT alert_id, model_id, arch, task, sweep_id FROM alert_models
+         WHERE alert_id = ANY($1::bigint[]) ORDER BY alert_id, model_id)",
+                                     IdArray(ids))) {
+    const int64_t id = r[0].as<int64_t>();
+    pb::AlertModel* m = by_id.at(id)->add_models();
+    m->set_model_id(r[1].c_str());
+    m->set_arch(r[2].c_str());
+    m->set_task(r[3].c_str());
+    m->set_sweep_id(r[4].as<int64_t>());
+    groups[id].first.insert(m->arch());
+    groups[id].second.insert(m->task());
+  }
+  for (const auto& [id, g] : groups) {
+    for (const auto& arch : g.first) by_id.at(id)->add_archs(arch);
+    for (const auto& task : g.second) by_id.at(id)->add_tasks(task);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<pb::Alert>> Store::ListAlerts(const std::string& state,
+                                                         int64_t before_id, int limit) {
+  return impl_->Run("ListAlerts", [&]() -> absl::StatusOr<std::vector<pb::Alert>> {
+    ReadTxn t(*impl_->conn);
+    std::vector<pb::Alert> out;
+    for (const auto& r : t.exec_params(std::string("SELECT ") + kAlertColumns + R"(
+           FROM alerts a WHERE ($1 = '' OR a.state = $1) AND ($2 = 0 OR a.alert_id < $2)
+           ORDER BY a.alert_id DESC LIMIT $3)",
+                                       state, before_id, limit)) {
+      out.push_back(AlertOf(r));
+    }
+    AddModels(t, &out);
+    return out;
+  });
+}
+
+absl::StatusOr<pb::Alert> Store::AckAlert(int64_t alert_id, const std::string& note,
+                                          const std::string& by) {
+  return impl_->Run("AckAlert", [&]() -> absl::StatusOr<pb::Alert> {
+    pqxx::work w(*impl_->conn);
+    pqxx::result s =
+        w.exec_params("SELECT state FROM alerts WHERE alert_id = $1 FOR UPDATE", alert_id);
+    const std::string name = "alert " + std::to_string(alert_id);
+    if (s.empty()) return absl::NotFoundError("alert_id: no " + name);
+    if (std::string(s[0][0].c_str()) == "resolved") {
+      return absl::FailedPreconditionError("alert_id: " + name + " is resolved");
+    }
+    w.exec_params(R"(
+      UPDATE alerts SET state = 'acknowledged', ack_note = $2, ack_by = $3, ack_at = now(),
+             updated_at = now() WHERE alert_id = $1)",
+                  alert_id, note, by.empty() ? std::string("admin") : by);
+    std::vector<pb::Alert> out;
+    for (const auto& r : w.exec_params(
+             std::string("SELECT ") + kAlertColumns + " FROM alerts a WHERE a.alert_id = $1",
+             alert_id)) {
+      out.push_back(AlertOf(r));
+    }
+    AddModels(w, &out);
+    w.commit();
+    return out.at(0);
+  });
+}
+
+absl::StatusOr<Store::AlertBatch> Store::AlertsToDeliver() {
+  return impl_->Run("AlertsToDeliver", [&]() -> absl::StatusOr<AlertBatch> {
+    ReadTxn t(*impl_->conn);
+    AlertBatch out;
+    out.read_at = t.exec("SELECT now()::text")[0][0].c_str();
+    for (const auto& r : t.exec(std::string("SELECT ") + kAlertColumns + R"(,
+           (a.delivered_at IS NULL OR a.delivered_at < a.updated_at)
+           FROM alerts a
+           WHERE a.state <> 'resolved' OR a.delivered_at IS NULL OR a.delivered_at < a.updated_at
+           ORDER BY a.alert_id)")) {
+      out.alerts.push_back(AlertOf(r));
+      if (r[17].as<bool>()) ++out.changed;
+    }
+    AddModels(t, &out.alerts);
+    return out;
+  });
+}
+
+absl::Status Store::MarkAlertsDelivered(const std::vector<int64_t>& ids,
+                                        const std::string& read_at) {
+  return impl_->Run("MarkAlertsDelivered", [&]() -> absl::Status {
+    pqxx::work w(*impl_->conn);
+    w.exec_params(
+        "UPDATE alerts SET delivered_at = $2::timestamptz WHERE alert_id = ANY($1::bigint[])",
+        IdArray(ids), read_at);
+    w.commit();
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace ts::store
