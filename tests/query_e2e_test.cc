@@ -271,6 +271,28 @@ TEST_F(QueryE2eTest, SuspectOpsNameTheDefectOpsOfTheHeadSweep) {
   }
 }
 
+// Regression alerts end to end: detection on the sim-2.1 sweep against its clean baseline opens
+// one alert per (mode, root cause), and the causes are sim-2.1's defect ops (D3, D5) named by
+// the suspects, not hundreds of per-model alerts.
+TEST_F(QueryE2eTest, DetectionGroupsTheHeadSweepsRegressionsByTheirSuspectOp) {
+  auto detect = Cli({"detect", std::to_string(head_id_), "--format", "json"});
+  ASSERT_EQ(detect.exit_code, 0) << detect.out << detect.err;
+  auto listed = Cli({"alerts", "--format", "json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  const json a = json::parse(listed.out);
+  ASSERT_FALSE(a.value("alerts", json::array()).empty()) << listed.out << detect.out;
+  std::set<std::string> seen;
+  for (const auto& alert : a["alerts"]) {
+    const std::string cause = alert.value("cause", "");
+    EXPECT_TRUE(cause == "aten::native_layer_norm" || cause == "aten::rsqrt")
+        << cause << " is no defect op of sim-2.1: " << alert.dump();
+    EXPECT_EQ(alert.value("causeKind", ""), "suspect") << alert.dump();
+    EXPECT_TRUE(seen.insert(alert.value("mode", "") + " " + cause).second)
+        << "one alert per mode and cause: " << alert.dump();
+  }
+  EXPECT_LE(seen.size(), 6u);
+}
+
 TEST_F(QueryE2eTest, PythonClientAgainstTheLiveScheduler) {
   auto r = testing::RunProcess(
       {"/usr/bin/env", "PYTHONPATH=" + std::string(TS_PYTHON_CLIENT_DIR), TS_PYTHON3,
