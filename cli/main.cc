@@ -24,6 +24,7 @@
 #include "cli/db.h"
 #include "cli/query.h"
 #include "cli/query_text.h"
+#include "cli/run_findings.h"
 #include "cli/serve.h"
 #include "cli/sweep.h"
 #include "cli/sweep_catalog.h"
@@ -470,45 +471,6 @@ int ParseRunCatalogFlags(const std::vector<std::string>& args, RunCatalogFlags* 
   return 0;
 }
 
-// What a run-catalog found beyond the table: the non-pass modes (the first 100, with their
-// errors), the modes replayed op by op, those naming a suspect, and the first suspects by how
-// many modes name them.
-struct SuspectTally {
-  int64_t audited = 0, with_suspects = 0;
-  std::map<std::string, int64_t> first_ops;
-  nlohmann::json failures = nlohmann::json::array();
-
-  void Add(const std::string& model_id, const touchstone::v1::ModelResult& record) {
-    for (const auto& m : record.modes()) {
-      if (m.status() != touchstone::v1::VERDICT_PASS && failures.size() < 100) {
-        failures.push_back({{"model_id", model_id}, {"arch", record.arch()},
-                            {"mode", ts::proto::ModeName(m.mode())},
-                            {"status", ts::proto::VerdictName(m.status())}, {"error", m.error()}});
-      }
-      if (!m.audited()) continue;
-      ++audited;
-      if (m.suspects().empty()) continue;
-      ++with_suspects;
-      ++first_ops[m.suspects(0).op()];
-    }
-  }
-  nlohmann::json Json() const {
-    return {{"audited_modes", audited}, {"modes_with_suspects", with_suspects},
-            {"first_suspects", first_ops}, {"failures", failures}};
-  }
-  std::string Text() const {
-    std::string out = "op-by-op replays: " + std::to_string(audited) + " modes, " +
-                      std::to_string(with_suspects) + " with suspects";
-    for (const auto& [op, n] : first_ops) out += " " + op + "x" + std::to_string(n);
-    out += "\n";
-    for (const auto& f : failures) {
-      out += "  " + f["model_id"].get<std::string>() + " " + f["mode"].get<std::string>() + " " +
-             f["status"].get<std::string>() + ": " + f["error"].get<std::string>() + "\n";
-    }
-    return out;
-  }
-};
-
 int RunCatalogCommand(const std::vector<std::string>& args) {
   RunCatalogFlags f;
   if (int rc = ParseRunCatalogFlags(args, &f); rc != 0) return rc;
@@ -540,7 +502,7 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
   }
   // The same arithmetic as the Query service's GetSummary (services/query).
   ts::query::SummaryBuilder summary(touchstone::v1::GROUP_BY_TASK, modes);
-  SuspectTally suspects;
+  ts::cli::RunFindings suspects;
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < rows.size(); ++i) {
     ts::engine::RunOptions o;
