@@ -1,0 +1,229 @@
+// Internal to the scheduler: the state shared by its RPC handlers (scheduler_rpc.cc), its ticker
+// (scheduler_tick.cc) and its start-up and shutdown (scheduler.cc). Not part of the library's API.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "services/common/grpc_status.h"
+#include "services/common/http_server.h"
+#include "services/common/metrics.h"
+#include "services/scheduler/alert_delivery.h"
+#include "services/scheduler/query_service.h"
+#include "services/scheduler/scheduler.h"
+#include "services/scheduler/store_pool.h"
+#include "services/scheduler/validate.h"
+#include "touchstone/v1/scheduler.grpc.pb.h"
+
+namespace ts::scheduler {
+
+using Clock = std::chrono::steady_clock;
+
+struct Metrics {
+  common::MetricsRegistry reg;
+  prometheus::Family<prometheus::Gauge>& shards = reg.GaugeFamily(
+      "touchstone_scheduler_shards", "Shards of running sweeps by state (queue depth and leases held)");
+  prometheus::Gauge& shards_queued = shards.Add({{"state", "queued"}});
+  prometheus::Gauge& shards_leased = shards.Add({{"state", "leased"}});
+  prometheus::Gauge& jobs_pending = reg.Gauge(
+      "touchstone_scheduler_jobs_pending", "Jobs without a result in queued or leased shards");
+  prometheus::Gauge& sweeps_running =
+      reg.Gauge("touchstone_scheduler_sweeps_running", "Sweeps not yet done");
+  prometheus::Gauge& workers_alive = reg.Gauge("touchstone_scheduler_workers_alive",
+                                               "Workers heard from within three lease TTLs");
+  prometheus::Gauge& db_up =
+      reg.Gauge("touchstone_scheduler_db_up", "1 when the last database check succeeded");
+  prometheus::Gauge& lease_calls_open = reg.Gauge(
+      "touchstone_scheduler_lease_calls_open",
+      "LeaseShard calls received and not yet answered (waiting or being served)");
+  prometheus::Counter& report_yields = reg.Counter(
+      "touchstone_scheduler_report_yields_total",
+      "Reports that held their database work back behind a backlog of LeaseShard calls");
+  prometheus::Counter& leases = reg.Counter("touchstone_scheduler_leases_total", "Shards leased");
+  prometheus::Family<prometheus::Counter>& lease_events = reg.CounterFamily(
+      "touchstone_scheduler_lease_events_total",
+      "Leases that expired, shards split, models recorded crash after lost workers");
+  prometheus::Counter& expired = lease_events.Add({{"event", "expired"}});
+  prometheus::Counter& split = lease_events.Add({{"event", "split"}});
+  prometheus::Counter& crashed = lease_events.Add({{"event", "crashed"}});
+  prometheus::Family<prometheus::Counter>& results = reg.CounterFamily(
+      "touchstone_scheduler_results_total", "Mode verdicts stored, by mode and status");
+  prometheus::Family<prometheus::Histogram>& rpc = reg.HistogramFamily(
+      "touchstone_scheduler_rpc_duration_seconds",
+      "RPC latency from hand-off to the database pool to the answer, by method and code");
+  prometheus::Histogram& model_seconds =
+      reg.Histogram("touchstone_scheduler_model_duration_seconds",
+                    "Per-model run time reported by workers", common::ModelSecondsBuckets());
+};
+
+using common::Role;
+
+struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackService {
+  SchedulerOptions opts;
+  std::shared_ptr<const common::TokenSet> tokens;  // shared with HTTP (and the Query service)
+  store::StoreOptions store_opts;
+  std::unique_ptr<StorePool> pool;        // reports, upserts, sweep creation
+  std::unique_ptr<StorePool> lease_pool;  // register, lease, heartbeat: never behind a report
+  std::unique_ptr<StorePool> query_pool;  // progress and results queries: never behind one either
+  std::unique_ptr<QueryService> query;    // touchstone.v1.Query, on query_pool
+  std::atomic<bool> summarizing{false};   // a SummarizeDoneSweeps task is queued or running
+  std::unique_ptr<AlertDelivery> delivery;  // Alertmanager, when configured
+  std::atomic<bool> delivering{false};      // a delivery round is queued or running
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<common::HttpServer> http;
+  int grpc_port = 0;
+  Metrics metrics;
+  std::mutex mu;
+  std::map<int64_t, Clock::time_point> workers_seen;
+  std::atomic<bool> db_ok{false};
+  std::thread ticker;
+  std::mutex tick_mu;
+  std::condition_variable tick_cv;
+  bool stopping = false;
+  std::atomic<bool> shut{false};
+  // LeaseShard calls waiting for a lease thread. Whichever thread comes free serves up to
+  // kLeaseBatch of them with one leasing statement, so a burst of workers asking at once (a
+  // new sweep, a scheduler restart) waits for a few statements instead of one each.
+  struct LeaseWaiter {
+    int64_t worker_id;
+    pb::LeaseShardResponse* resp;
+    grpc::ServerUnaryReactor* reactor;
+    Clock::time_point t0;
+  };
+  static constexpr size_t kLeaseBatch = 8;
+  std::mutex lease_mu;
+  std::deque<LeaseWaiter> lease_waiters;
+  // LeaseShard calls not answered yet, waiting or being served (guarded by lease_mu). While
+  // there are more than the lease threads can serve at once, a report thread holds its database
+  // work back for up to kReportYield: a worker waiting for its shard sits idle, a report a few
+  // milliseconds late costs nothing, and on a small machine the reports' PostgreSQL work is
+  // what the leases compete with. Seen when a fleet asks at once (a new sweep, a restart).
+  size_t lease_calls_open = 0;
+  std::condition_variable lease_calls_cv;
+  static constexpr auto kReportYield = std::chrono::milliseconds(20);
+
+  void LeaseCallsAnswered(size_t n) {
+    std::lock_guard<std::mutex> l(lease_mu);
+    lease_calls_open -= n;
+    metrics.lease_calls_open.Set(static_cast<double>(lease_calls_open));
+    if (lease_calls_open <= static_cast<size_t>(opts.lease_threads)) lease_calls_cv.notify_all();
+  }
+  void YieldToLeases() {
+    std::unique_lock<std::mutex> l(lease_mu);
+    const auto backlog_gone = [this] {
+      return lease_calls_open <= static_cast<size_t>(opts.lease_threads);
+    };
+    if (backlog_gone()) return;
+    metrics.report_yields.Increment();
+    lease_calls_cv.wait_for(l, kReportYield, backlog_gone);
+  }
+
+  void Seen(int64_t worker_id) {
+    std::lock_guard<std::mutex> l(mu);
+    workers_seen[worker_id] = Clock::now();
+  }
+
+  absl::Status Auth(grpc::CallbackServerContext* ctx, const char* method) {
+    return tokens->Admit(ctx, SchedulerMethodRole(method).value_or(Role::kAdmin), method);
+  }
+
+  // Validate, hand off to the pool, return; the pool thread answers.
+  template <typename Req, typename Resp, typename Fn>
+  grpc::ServerUnaryReactor* Handle(const char* method, grpc::CallbackServerContext* ctx,
+                                   const Req* req, Resp* resp, Fn fn) {
+    return Handle(pool.get(), method, ctx, req, resp, fn);
+  }
+  // The token and the request's shape; a refusal is answered at once.
+  template <typename Req>
+  absl::Status Admit(grpc::CallbackServerContext* ctx, const char* method, const Req& req) {
+    absl::Status st = Auth(ctx, method);
+    return st.ok() ? Validate(req) : st;
+  }
+  // Answers a call handed to a pool at t0, recording its latency by method and code.
+  void Answer(grpc::ServerUnaryReactor* reactor, const char* method, const absl::Status& st,
+              Clock::time_point t0) {
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    metrics.rpc
+        .Add({{"method", method}, {"code", absl::StatusCodeToString(st.code())}}, common::LatencyBuckets())
+        .Observe(secs);
+    reactor->Finish(common::ToGrpcStatus(st));
+  }
+  static grpc::Status QueueFull() {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "scheduler database queue is full; retry with backoff");
+  }
+
+  template <typename Req, typename Resp, typename Fn>
+  grpc::ServerUnaryReactor* Handle(StorePool* on, const char* method,
+                                   grpc::CallbackServerContext* ctx, const Req* req, Resp* resp,
+                                   Fn fn) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if (absl::Status st = Admit(ctx, method, *req); !st.ok()) {
+      reactor->Finish(common::ToGrpcStatus(st));
+      return reactor;
+    }
+    const auto t0 = Clock::now();
+    const bool queued = on->Submit([this, method, req, resp, reactor, fn, t0](store::Store* s) {
+      Answer(reactor, method,
+             s ? fn(*s, *req, resp)
+               : absl::UnavailableError(std::string(method) + ": database unreachable; retry"),
+             t0);
+    });
+    if (!queued) reactor->Finish(QueueFull());
+    return reactor;
+  }
+
+  template <typename T>
+  static absl::Status Assign(absl::StatusOr<T> v, T* out) {
+    if (!v.ok()) return v.status();
+    *out = std::move(*v);
+    return absl::OkStatus();
+  }
+
+  grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* ctx,
+                                           const pb::RegisterWorkerRequest* req,
+                                           pb::RegisterWorkerResponse* resp) override;
+  grpc::ServerUnaryReactor* LeaseShard(grpc::CallbackServerContext* ctx,
+                                       const pb::LeaseShardRequest* req,
+                                       pb::LeaseShardResponse* resp) override;
+  void ServeLeases(store::Store* s);
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
+                                      const pb::HeartbeatRequest* req,
+                                      pb::HeartbeatResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportResults(grpc::CallbackServerContext* ctx,
+                                          const pb::ReportResultsRequest* req,
+                                          pb::ReportResultsResponse* resp) override;
+  grpc::ServerUnaryReactor* FinishShard(grpc::CallbackServerContext* ctx,
+                                        const pb::FinishShardRequest* req,
+                                        pb::FinishShardResponse* resp) override;
+  grpc::ServerUnaryReactor* UpsertModels(grpc::CallbackServerContext* ctx,
+                                         const pb::UpsertModelsRequest* req,
+                                         pb::UpsertModelsResponse* resp) override;
+  grpc::ServerUnaryReactor* CreateSweep(grpc::CallbackServerContext* ctx,
+                                        const pb::CreateSweepRequest* req,
+                                        pb::CreateSweepResponse* resp) override;
+  grpc::ServerUnaryReactor* GetSweep(grpc::CallbackServerContext* ctx,
+                                     const pb::GetSweepRequest* req,
+                                     pb::SweepProgress* resp) override;
+  grpc::ServerUnaryReactor* CancelSweep(grpc::CallbackServerContext* ctx,
+                                        const pb::CancelSweepRequest* req,
+                                        pb::SweepProgress* resp) override;
+  grpc::ServerWriteReactor<pb::ResultPage>* ListResults(
+      grpc::CallbackServerContext* ctx, const pb::ListResultsRequest* req) override;
+  void Tick(store::Store* s);
+  void TickLoop();
+
+  class ListReactor;  // scheduler_rpc.cc
+};
+
+}  // namespace ts::scheduler

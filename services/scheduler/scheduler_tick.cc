@@ -1,0 +1,83 @@
+// The scheduler's ticker: lease expiry, sweep summaries and detection, alert delivery, gauges.
+#include <algorithm>
+
+#include "services/scheduler/scheduler_impl.h"
+
+namespace ts::scheduler {
+
+void Scheduler::Impl::Tick(store::Store* s) {
+  if (!s) {
+    db_ok = false;
+    metrics.db_up.Set(0);
+    return;
+  }
+  auto e = s->ExpireLeases();
+  if (e.ok()) {
+    metrics.expired.Increment(e->expired);
+    metrics.split.Increment(e->split);
+    metrics.crashed.Increment(e->crashed);
+  }
+  // A done sweep's kept answers take seconds on a large sweep: off the ticker (lease expiry
+  // must not wait), one at a time, on the query pool.
+  if (!summarizing.exchange(true) &&
+      !query_pool->Submit([this](store::Store* q) {
+        // A failure shows in db_ok. Detection after the summary: a sweep that just ended is
+        // summarized by one tick and detected by the same one (or, if the summary failed,
+        // detection keeps the answers itself).
+        if (q) {
+          (void)q->SummarizeDoneSweeps();
+          (void)q->DetectDoneSweeps();
+        }
+        summarizing = false;
+      })) {
+    summarizing = false;
+  }
+  // Alertmanager delivery: off the ticker too (a post may wait for its timeout).
+  if (delivery && !delivering.exchange(true) &&
+      !query_pool->Submit([this](store::Store* q) {
+        if (q) (void)delivery->Round(*q, Clock::now());  // failures back off and are logged
+        delivering = false;
+      })) {
+    delivering = false;
+  }
+  auto q = s->Queue();
+  db_ok = e.ok() && q.ok();
+  metrics.db_up.Set(db_ok ? 1 : 0);
+  server->GetHealthCheckService()->SetServingStatus(db_ok);
+  if (q.ok()) {
+    metrics.shards_queued.Set(static_cast<double>(q->shards_queued));
+    metrics.shards_leased.Set(static_cast<double>(q->shards_leased));
+    metrics.jobs_pending.Set(static_cast<double>(q->jobs_pending));
+    metrics.sweeps_running.Set(static_cast<double>(q->sweeps_running));
+  }
+  std::lock_guard<std::mutex> l(mu);
+  const auto horizon = std::chrono::duration<double>(3 * opts.lease_ttl_s);
+  int alive = 0;
+  for (auto it = workers_seen.begin(); it != workers_seen.end();) {
+    if (Clock::now() - it->second > horizon) {
+      it = workers_seen.erase(it);
+    } else {
+      ++alive;
+      ++it;
+    }
+  }
+  metrics.workers_alive.Set(alive);
+}
+
+void Scheduler::Impl::TickLoop() {
+  const double tick = opts.tick_s > 0 ? opts.tick_s : std::min(1.0, opts.lease_ttl_s / 4);
+  std::unique_ptr<store::Store> s;
+  std::unique_lock<std::mutex> l(tick_mu);
+  while (!stopping) {
+    l.unlock();
+    if (!s) {
+      auto c = store::Store::Connect(store_opts);
+      if (c.ok()) s = std::move(*c);
+    }
+    Tick(s.get());
+    l.lock();
+    tick_cv.wait_for(l, std::chrono::duration<double>(tick), [&] { return stopping; });
+  }
+}
+
+}  // namespace ts::scheduler
