@@ -35,6 +35,8 @@ constexpr const char* kQueryUsage =
     "       touchstone gate SWEEP --rules FILE\n"
     "       touchstone alerts [--state open|acknowledged|resolved] [--limit N]\n"
     "       touchstone alerts ack ID --note TEXT [--by NAME]    (admin token)\n"
+    "       touchstone alerts watch [--state S] [--updates N]  (a snapshot, then changes)\n"
+    "       touchstone alerts quarantine                       (flaky models and modes)\n"
     "       touchstone detect SWEEP [--baseline B]              (admin token)\n"
     "  every one takes: [--scheduler HOST:PORT] [--token-file FILE] [--tls-ca FILE]\n"
     "                   [--format json|text] [--page-token T] (lists)\n"
@@ -331,10 +333,62 @@ int AckAlert(const Args& a, Call& c) {
   return 0;
 }
 
-// Alerts, newest first (every page unless --limit), or `alerts ack`.
+// `touchstone alerts quarantine`: the quarantined models and modes.
+int Quarantine(const Args& a, Call& c) {
+  if (a.positional.size() != 1) return Usage(kQuery, "alerts quarantine: expected no argument");
+  pb::ListQuarantineResponse resp;
+  grpc::Status st =
+      c.stub->ListQuarantine(c.conn.Context().get(), pb::ListQuarantineRequest(), &resp);
+  if (!st.ok()) return RpcFailed("ListQuarantine", st);
+  c.json ? PrintJson(resp) : (void)std::printf("%s", QuarantineText(resp).c_str());
+  return 0;
+}
+
+// `touchstone alerts watch [--state S] [--updates N]`: the snapshot, then each change as it
+// comes, until Ctrl-C (or N messages, the snapshot included). JSON: one message per line.
+int Watch(const Args& a, Call& c) {
+  if (a.positional.size() != 1) return Usage(kQuery, "alerts watch: expected no argument");
+  pb::WatchAlertsRequest req;
+  req.set_state(a.Get("--state"));
+  int64_t updates = 0;
+  if (!a.Get("--updates").empty() && !ParseId(a.Get("--updates"), &updates)) {
+    return Usage(kQuery, "--updates: a count > 0");
+  }
+  auto ctx = c.conn.Context(365.0 * 24 * 3600);
+  auto reader = c.stub->WatchAlerts(ctx.get(), req);
+  pb::AlertsUpdate u;
+  int64_t n = 0;
+  while (reader->Read(&u)) {
+    if (c.json) {
+      google::protobuf::util::JsonPrintOptions o;
+      o.preserve_proto_field_names = true;
+      std::string line;
+      (void)google::protobuf::util::MessageToJsonString(u, &line, o);
+      std::printf("%s\n", line.c_str());
+    } else {
+      std::printf("%s", AlertsUpdateText(u).c_str());
+    }
+    std::fflush(stdout);
+    if (updates > 0 && ++n >= updates) {
+      ctx->TryCancel();
+      break;
+    }
+  }
+  grpc::Status st = reader->Finish();
+  if (updates > 0 && n >= updates) return 0;
+  if (!st.ok()) return RpcFailed("WatchAlerts", st);
+  return 0;
+}
+
+// Alerts, newest first (every page unless --limit), or `alerts ack | watch | quarantine`.
 int Alerts(const Args& a, Call& c) {
-  if (!a.positional.empty() && a.positional[0] == "ack") return AckAlert(a, c);
-  if (!a.positional.empty()) return Usage(kQuery, "alerts: expected no argument, or ack ID");
+  const std::string sub = a.positional.empty() ? "" : a.positional[0];
+  if (sub == "ack") return AckAlert(a, c);
+  if (sub == "quarantine") return Quarantine(a, c);
+  if (sub == "watch") return Watch(a, c);
+  if (!a.positional.empty()) {
+    return Usage(kQuery, "alerts: expected no argument, or ack ID, watch, quarantine");
+  }
   if (!a.Get("--note").empty() || !a.Get("--by").empty()) {
     return Usage(kQuery, "alerts: --note and --by go with ack");
   }
@@ -395,7 +449,7 @@ const std::map<std::string, Command>& Commands() {
       {"gate", {Gate, {"--rules"}}},
       {"alerts",
        {Alerts,
-        {"--state", "--limit", "--page-token", "--note", "--by"},
+        {"--state", "--limit", "--page-token", "--note", "--by", "--updates"},
         [](const Args& a) { return !a.positional.empty() && a.positional[0] == "ack"; }}},
       {"detect", {Detect, {"--baseline"}, [](const Args&) { return true; }}},
   };

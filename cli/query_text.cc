@@ -74,6 +74,10 @@ std::string AlertsText(const pb::ListAlertsResponse& r) {
     }
     if (a.models_size() > 5) models += Format(", ... (%d more)", a.models_size() - 5);
     out += "       models: " + Fit(models, 86) + "\n";
+    for (int k = 0; k < a.models_size() && k < 5; ++k) {
+      if (a.models(k).detail().empty()) continue;  // drift: each model's step
+      out += "         " + Fit(a.models(k).model_id() + ": " + a.models(k).detail(), 91) + "\n";
+    }
     std::string archs;
     for (const auto& arch : a.archs()) archs += (archs.empty() ? "" : ", ") + arch;
     out += "       classes: " + Fit(archs, 85) + "\n";
@@ -104,7 +108,34 @@ std::string DetectText(const pb::DetectRegressionsResponse& r) {
          "; updated: " + Ids(r.updated()) + "; resolved: " + Ids(r.resolved()) + "\n";
   out += Format("quarantine: %lld new, %lld released\n", L(r.newly_quarantined()),
                 L(r.released()));
+  out += Format("drift (passing, stepped up; warnings): %d\n", r.drift_size());
+  for (const auto& d : r.drift()) {
+    out += Format("  %-40s %-7s %-10s %.3g -> %.3g from sweep %lld\n",
+                  Fit(d.model_id(), 40).c_str(), proto::ModeName(d.mode()).c_str(),
+                  d.metric().c_str(), d.before(), d.after(), L(d.first_sweep_id()));
+  }
   return out;
+}
+
+std::string QuarantineText(const pb::ListQuarantineResponse& r) {
+  std::string out = Format("%-48s %-7s %-28s %6s %6s\n", "Model", "Mode", "Class", "Since",
+                           "Passes");
+  for (const auto& e : r.entries()) {
+    out += Format("%-48s %-7s %-28s %6lld %4d/3\n", Fit(e.model_id(), 48).c_str(),
+                  proto::ModeName(e.mode()).c_str(), Fit(e.arch(), 28).c_str(),
+                  L(e.since_sweep_id()), e.clean_passes());
+  }
+  out += Format("%d quarantined (flaky twice in 5 sweeps; 3 passes in a row release)\n",
+                r.entries_size());
+  return out;
+}
+
+std::string AlertsUpdateText(const pb::AlertsUpdate& u) {
+  pb::ListAlertsResponse r;
+  *r.mutable_alerts() = u.alerts();
+  return Format("-- %s: %d alert%s\n", u.snapshot() ? "snapshot" : "changed", u.alerts_size(),
+                u.alerts_size() == 1 ? "" : "s") +
+         AlertsText(r);
 }
 
 std::string Fit(const std::string& s, size_t width) {

@@ -21,6 +21,10 @@ std::string AlertsText(const touchstone::v1::ListAlertsResponse& r);
 // A detection's counts, the group tests that fired, and the alerts it opened, reopened,
 // updated and resolved.
 std::string DetectText(const touchstone::v1::DetectRegressionsResponse& r);
+// Quarantined models and modes: model, mode, class, the sweep that put it there, passes so far.
+std::string QuarantineText(const touchstone::v1::ListQuarantineResponse& r);
+// One WatchAlerts message: "-- snapshot: N alerts" or "-- changed: N alerts", then AlertsText.
+std::string AlertsUpdateText(const touchstone::v1::AlertsUpdate& u);
 
 // The table as `touchstone sweep --json` and `run-catalog --format json` have always written it:
 // {"tasks": [{"task", "models", "eager_pct", "opcov_pct", "compile_pct", "train_pct"}...],

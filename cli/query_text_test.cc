@@ -105,5 +105,48 @@ TEST(QueryTextTest, DetectTextShowsCountsFiredTestsAndAlerts) {
       << text;
 }
 
+TEST(QueryTextTest, DriftQuarantineAndWatchTexts) {
+  pb::DetectRegressionsResponse r;
+  pb::DriftFinding* d = r.add_drift();
+  d->set_model_id("org/m1");
+  d->set_mode(pb::MODE_EAGER);
+  d->set_metric("rmse_ratio");
+  d->set_before(0.62);
+  d->set_after(1.41);
+  d->set_first_sweep_id(12);
+  std::string text = DetectText(r);
+  EXPECT_NE(text.find("drift (passing, stepped up; warnings): 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rmse_ratio 0.62 -> 1.41 from sweep 12\n"), std::string::npos) << text;
+
+  pb::ListQuarantineResponse q;
+  pb::QuarantineEntry* e = q.add_entries();
+  e->set_model_id("org/flaky");
+  e->set_mode(pb::MODE_COMPILE);
+  e->set_arch("BertModel");
+  e->set_since_sweep_id(7);
+  e->set_clean_passes(1);
+  text = QuarantineText(q);
+  EXPECT_NE(text.find("org/flaky"), std::string::npos) << text;
+  EXPECT_NE(text.find("compile"), std::string::npos) << text;
+  EXPECT_NE(text.find("     7    1/3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 quarantined"), std::string::npos) << text;
+
+  pb::AlertsUpdate u;
+  pb::Alert* a = u.add_alerts();
+  a->set_alert_id(9);
+  a->set_cause_kind("drift");
+  a->set_cause_text("rmse ratio stepped up");
+  pb::AlertModel* m = a->add_models();
+  m->set_model_id("org/m1");
+  m->set_detail("rmse_ratio 0.62 -> 1.41 (x2.3) from sweep 12");
+  text = AlertsUpdateText(u);
+  EXPECT_EQ(text.rfind("-- changed: 1 alert\n", 0), 0u) << text;
+  EXPECT_NE(text.find("org/m1: rmse_ratio 0.62 -> 1.41 (x2.3) from sweep 12\n"),
+            std::string::npos)
+      << text;
+  u.set_snapshot(true);
+  EXPECT_EQ(AlertsUpdateText(u).rfind("-- snapshot: 1 alert\n", 0), 0u);
+}
+
 }  // namespace
 }  // namespace ts::cli

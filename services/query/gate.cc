@@ -79,7 +79,9 @@ void CheckFlips(Checks& checks, const pb::GateRules& rules, const GateInputs& in
   int64_t deterministic = 0;
   std::string detail;
   for (const auto& c : in.regressed) {
-    if (c.confirmation() == "deterministic") {
+    if (c.quarantined()) {
+      *out->add_quarantined() = c;  // a flaky history: shown, never counted
+    } else if (c.confirmation() == "deterministic") {
       if (deterministic++ < static_cast<int64_t>(kExamples)) {
         detail += (detail.empty() ? "" : ", ") + c.model_id() + " (" + c.base_status() + " -> " +
                   c.head_status() + ")";

@@ -3,8 +3,8 @@
 //
 // Checks, in order: sweep.state (the sweep must be done), min.<mode> over the Total row,
 // min_by_task.<mode> / min_by_class.<mode> per named group (a group the sweep lacks fails),
-// max_new_failures (deterministic flips vs the baseline; flaky and pending flips are listed,
-// not counted), forbid (per status: the models' verdicts with it, over every mode, counted from
+// max_new_failures (deterministic flips vs the baseline; flaky and pending flips, and flips of
+// quarantined models and modes, are listed, not counted), forbid (per status: the models' verdicts with it, over every mode, counted from
 // the tallies), must_pass (per model: every requested mode passes). Rules are validated first
 // (CheckGateRules).
 //

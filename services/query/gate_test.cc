@@ -156,6 +156,42 @@ TEST(GateTest, BadRulesNameTheField) {
   EXPECT_EQ(CheckGateRules(r, "rules").message(), "rules.min.compile: must be in [0, 100]");
 }
 
+// Issue 11: a quarantined model's deterministic flip is listed apart and not counted.
+TEST(GateTest, QuarantinedFlipsAreListedNotCounted) {
+  const std::vector<pb::ResultRow> rows = {Model("a", "fill-mask", "Bert", "fail_accuracy"),
+                                           Model("q", "fill-mask", "Bert", "fail_accuracy")};
+  pb::GateRules rules;
+  rules.set_baseline_sweep_id(1);
+  rules.set_max_new_failures(1);
+  GateInputs in;
+  in.sweep_id = 2;
+  in.sweep_state = "done";
+  in.modes = {"eager"};
+  const std::vector<GroupTally> groups = TallyRows(rows);
+  in.groups = &groups;
+  pb::ModelChange flip;
+  flip.set_kind(pb::ModelChange::KIND_REGRESSED);
+  flip.set_base_status("pass");
+  flip.set_head_status("fail_accuracy");
+  flip.set_confirmation("deterministic");
+  flip.set_model_id("a");
+  in.regressed.push_back(flip);
+  flip.set_model_id("q");
+  flip.set_quarantined(true);
+  in.regressed.push_back(flip);
+  pb::GateResponse g = EvaluateGate(rules, in);
+  EXPECT_TRUE(g.pass());
+  EXPECT_DOUBLE_EQ(Find(g, "max_new_failures", "")->measured(), 1);
+  ASSERT_EQ(g.quarantined_size(), 1);
+  EXPECT_EQ(g.quarantined(0).model_id(), "q");
+  // Not quarantined, the same flip counts and the limit of 1 is exceeded.
+  in.regressed[1].set_quarantined(false);
+  g = EvaluateGate(rules, in);
+  EXPECT_FALSE(g.pass());
+  EXPECT_DOUBLE_EQ(Find(g, "max_new_failures", "")->measured(), 2);
+  EXPECT_EQ(g.quarantined_size(), 0);
+}
+
 TEST(CompareTest, FlipsAppearedDisappearedAndConfirmation) {
   std::vector<pb::ResultRow> base = {Model("a", "t", "A", "pass"), Model("b", "t", "A", "crash"),
                                      Model("c", "t", "A", "pass"), Model("gone", "u", "G", "pass")};

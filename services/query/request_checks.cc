@@ -148,6 +148,19 @@ absl::Status Check(const pb::ListAlertsRequest& r) {
   return CheckPaging(r.page_size(), r.page_token(), "ListAlerts");
 }
 
+absl::Status Check(const pb::WatchAlertsRequest& r) {
+  const std::string& s = r.state();
+  if (!s.empty() && s != "open" && s != "acknowledged" && s != "resolved") {
+    return Bad("state", "'" + s + "' is not open, acknowledged or resolved (or empty: any)");
+  }
+  if (r.interval_ms() != 0 && r.interval_ms() < 100) {
+    return Bad("interval_ms", "must be 0 (1000) or at least 100");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Check(const pb::ListQuarantineRequest&) { return absl::OkStatus(); }
+
 absl::Status Check(const pb::AckAlertRequest& r) {
   if (r.alert_id() <= 0) return Bad("alert_id", "required (an alert id > 0)");
   if (r.note().empty()) return Bad("note", "required: say why the alert is acknowledged");
@@ -208,8 +221,6 @@ absl::StatusOr<int64_t> DecodePageToken(std::string_view method, const std::stri
   return pos;
 }
 
-int WatchIntervalMs(const pb::WatchSweepRequest& r) {
-  return r.interval_ms() == 0 ? 1000 : r.interval_ms();
-}
+int WatchIntervalMs(int32_t requested) { return requested == 0 ? 1000 : requested; }
 
 }  // namespace ts::query

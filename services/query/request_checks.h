@@ -31,6 +31,8 @@ absl::Status Check(const pb::WatchSweepRequest& r);
 // Alerts: a known state or none; an alert id, a note of 1..2000 characters, `by` up to 200; a
 // sweep id and a baseline id >= 0 (0: the sweep's own).
 absl::Status Check(const pb::ListAlertsRequest& r);
+absl::Status Check(const pb::WatchAlertsRequest& r);  // a known state or none; interval as above
+absl::Status Check(const pb::ListQuarantineRequest& r);
 absl::Status Check(const pb::AckAlertRequest& r);
 absl::Status Check(const pb::DetectRegressionsRequest& r);
 
@@ -49,7 +51,7 @@ absl::StatusOr<int> PageSize(int32_t requested, int def, int max);
 std::string EncodePageToken(std::string_view method, int64_t position);
 absl::StatusOr<int64_t> DecodePageToken(std::string_view method, const std::string& token);
 
-// WatchSweep's interval: 0 -> 1000 ms.
-int WatchIntervalMs(const pb::WatchSweepRequest& r);
+// WatchSweep's and WatchAlerts' interval: 0 -> 1000 ms.
+int WatchIntervalMs(int32_t requested);
 
 }  // namespace ts::query

@@ -147,7 +147,8 @@ std::string FormatGate(const pb::GateResponse& r) {
          Cut(c.rule(), 22).c_str(), Cut(c.group(), 28).c_str(), c.measured(), c.limit(),
          c.detail().c_str());
   }
-  Line(&out, "flaky flips (not counted): %d, pending: %d\n", r.flaky_size(), r.pending_size());
+  Line(&out, "flaky flips (not counted): %d, pending: %d, quarantined (not counted): %d\n",
+       r.flaky_size(), r.pending_size(), r.quarantined_size());
   return out;
 }
 

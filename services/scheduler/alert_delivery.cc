@@ -132,10 +132,8 @@ absl::Status AlertDelivery::Round(store::Store& s, Clock::time_point now) {
   backoff_s_ = 0;
   next_resend_ = now + std::chrono::duration_cast<Clock::duration>(
                            std::chrono::duration<double>(opts_.resend_s));
-  std::vector<int64_t> ids;
-  for (const auto& a : batch->alerts) ids.push_back(a.alert_id());
   ++delivered_;
-  return s.MarkAlertsDelivered(ids, batch->read_at);
+  return s.MarkAlertsDelivered(batch->alerts);
 }
 
 }  // namespace ts::scheduler

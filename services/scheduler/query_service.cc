@@ -1,7 +1,9 @@
 #include "services/scheduler/query_service.h"
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <set>
 
 #include <grpcpp/alarm.h>
 
@@ -137,6 +139,29 @@ absl::Status AckAlert(store::Store& s, const pb::AckAlertRequest& r, pb::Alert* 
   return absl::OkStatus();
 }
 
+absl::Status ListQuarantine(store::Store& s, const pb::ListQuarantineRequest&,
+                            pb::ListQuarantineResponse* out) {
+  auto q = s.ListQuarantine();
+  if (!q.ok()) return q.status();
+  for (auto& e : *q) *out->add_entries() = std::move(e);
+  return absl::OkStatus();
+}
+
+// Marks the regressed changes whose model and mode is quarantined now.
+absl::Status MarkQuarantined(store::Store& s,
+                             google::protobuf::RepeatedPtrField<pb::ModelChange>* changes) {
+  auto q = s.ListQuarantine();
+  if (!q.ok()) return q.status();
+  std::set<std::pair<std::string, int>> in;
+  for (const auto& e : *q) in.insert({e.model_id(), e.mode()});
+  for (auto& c : *changes) {
+    if (c.kind() == pb::ModelChange::KIND_REGRESSED && in.count({c.model_id(), c.mode()})) {
+      c.set_quarantined(true);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DetectRegressions(store::Store& s, const pb::DetectRegressionsRequest& r,
                                pb::DetectRegressionsResponse* out) {
   auto d = s.DetectRegressions(r.sweep_id(), r.baseline_sweep_id());
@@ -194,6 +219,7 @@ absl::Status CompareSweeps(store::Store& s, const pb::CompareSweepsRequest& r,
   auto c = CompareOf(s, r.base_sweep_id(), "base_sweep_id", r.head_sweep_id(), "head_sweep_id",
                      r.group_by(), r.filter());
   if (!c.ok()) return c.status();
+  if (auto st = MarkQuarantined(s, c->mutable_changes()); !st.ok()) return st;
   *out = std::move(*c);
   if (*offset > 0) out->clear_groups();
   auto* changes = out->mutable_changes();
@@ -245,6 +271,7 @@ absl::Status Gate(store::Store& s, const pb::GateRequest& r, pb::GateResponse* o
     auto c = CompareOf(s, base, "rules.baseline_sweep_id", r.sweep_id(), "sweep_id",
                        pb::GROUP_BY_TASK, {});
     if (!c.ok()) return c.status();
+    if (auto st = MarkQuarantined(s, c->mutable_changes()); !st.ok()) return st;
     for (auto& ch : *c->mutable_changes()) {
       if (ch.kind() == pb::ModelChange::KIND_REGRESSED) in.regressed.push_back(std::move(ch));
     }
@@ -255,86 +282,66 @@ absl::Status Gate(store::Store& s, const pb::GateRequest& r, pb::GateResponse* o
 
 }  // namespace
 
-// ---- WatchSweep ----
+// ---- WatchAlerts ----
 
-// One stream: poll (pool thread), write, wait on an alarm, poll again, until the sweep is not
-// running. Exactly one of poll, write or alarm is in flight at a time, and only it ends the
-// stream; a client cancel or the service's Shutdown only sets `ending_` and cancels the alarm.
-class QueryService::Watch final : public grpc::ServerWriteReactor<pb::SweepProgress> {
+// The alerts changed since the last poll, each sent once per version (alert_id, updated_at).
+// A change is stamped with its transaction's start, so an alert committed late can carry a
+// stamp older than what this stream has seen: each poll re-reads a window reaching
+// kLagMicros behind the newest stamp seen (detection's transaction takes seconds, not minutes)
+// and sends only versions it has not sent.
+class AlertWatch {
  public:
-  Watch(QueryService* svc, pb::WatchSweepRequest req) : svc_(svc), req_(std::move(req)) {}
+  explicit AlertWatch(std::string state) : state_(std::move(state)) {}
 
-  void Start() { Poll(); }
-
-  // Called with svc_->mu_ held (the stream cannot be deleted meanwhile).
-  void Stop(grpc::Status why) {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!ending_) end_status_ = std::move(why);
-    ending_ = true;
-    if (alarm_) alarm_->Cancel();
-  }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) return End(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-    if (last_) return End(grpc::Status::OK);
-    std::unique_lock<std::mutex> l(mu_);
-    if (ending_) {
-      const grpc::Status why = end_status_;
-      l.unlock();
-      return End(why);
+  absl::Status Poll(store::Store& s, pb::AlertsUpdate* msg, bool* write, bool*) {
+    msg->Clear();
+    if (!snapshot_sent_) {
+      auto all = s.ListAlerts(state_, 0, 1000);
+      if (!all.ok()) return all.status();
+      for (auto& a : *all) {
+        Seen(a);
+        *msg->add_alerts() = std::move(a);
+      }
+      // Alerts outside the watched state are seen too: only their later changes are news.
+      auto rest = s.AlertsChangedSince(newest_ - kLagMicros);
+      if (!rest.ok()) return rest.status();
+      for (const auto& a : *rest) Seen(a);
+      msg->set_snapshot(true);
+      snapshot_sent_ = true;
+      *write = true;
+      return absl::OkStatus();
     }
-    alarm_ = std::make_unique<grpc::Alarm>();
-    alarm_->Set(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(query::WatchIntervalMs(req_)),
-                [this](bool fired) {
-                  if (!fired || Ending()) return End(EndStatus());
-                  Poll();
-                });
-  }
-
-  void OnCancel() override {
-    Stop(grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled"));
-  }
-
-  void OnDone() override {
-    svc_->Forget(this);
-    delete this;
+    auto changed = s.AlertsChangedSince(newest_ - kLagMicros);
+    if (!changed.ok()) return changed.status();
+    for (auto& a : *changed) {
+      if (!Seen(a)) continue;
+      *msg->add_alerts() = std::move(a);
+    }
+    *write = msg->alerts_size() > 0;
+    return absl::OkStatus();
   }
 
  private:
-  bool Ending() {
-    std::lock_guard<std::mutex> l(mu_);
-    return ending_;
-  }
-  grpc::Status EndStatus() {
-    std::lock_guard<std::mutex> l(mu_);
-    return end_status_;
-  }
-  void End(grpc::Status st) { Finish(st); }
+  static constexpr int64_t kLagMicros = 120LL * 1000000;
 
-  void Poll() {
-    const bool queued = svc_->pool_->Submit([this](store::Store* s) {
-      if (Ending()) return End(EndStatus());
-      if (!s) return End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "database unreachable"));
-      auto p = s->GetSweep(req_.sweep_id());
-      if (!p.ok()) return End(common::ToGrpcStatus(p.status()));
-      msg_ = std::move(*p);
-      last_ = msg_.state() != "running";
-      StartWrite(&msg_);
-    });
-    if (!queued) {
-      End(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "query queue full or stopping"));
-    }
+  static int64_t Micros(const pb::Alert& a) {
+    return a.updated_at().seconds() * 1000000 + a.updated_at().nanos() / 1000;
+  }
+  // Records the alert's version; true when it is new to this stream.
+  bool Seen(const pb::Alert& a) {
+    const int64_t us = Micros(a);
+    newest_ = std::max(newest_, us);
+    auto [it, inserted] = sent_.emplace(a.alert_id(), us);
+    if (inserted) return true;
+    if (it->second == us) return false;
+    it->second = us;
+    return true;
   }
 
-  QueryService* svc_;
-  pb::WatchSweepRequest req_;
-  pb::SweepProgress msg_;
-  bool last_ = false;  // msg_ is the final message
-  std::mutex mu_;
-  bool ending_ = false;
-  grpc::Status end_status_;
-  std::unique_ptr<grpc::Alarm> alarm_;
+  std::string state_;
+  bool snapshot_sent_ = false;
+  int64_t newest_ = 0;                 // the newest updated_at seen
+  std::map<int64_t, int64_t> sent_;    // alert_id -> updated_at sent
 };
 
 // ---- The service ----
@@ -352,9 +359,33 @@ void QueryService::Shutdown() {
   }
 }
 
-void QueryService::Forget(Watch* w) {
+void QueryService::Forget(QueryStream* w) {
   std::lock_guard<std::mutex> l(mu_);
   watches_.erase(w);
+}
+
+template <typename Msg>
+grpc::ServerWriteReactor<Msg>* QueryService::OpenStream(
+    grpc::CallbackServerContext* ctx, absl::Status checked, int interval_ms,
+    typename PollStream<Msg>::PollFn poll) {
+  absl::Status st = admit_ ? admit_(ctx) : absl::OkStatus();
+  if (st.ok()) st = checked;
+  std::unique_lock<std::mutex> l(mu_);
+  if (st.ok() && stopping_) st = absl::UnavailableError("scheduler shutting down; retry");
+  if (!st.ok()) {
+    l.unlock();
+    struct Refuse final : grpc::ServerWriteReactor<Msg> {
+      explicit Refuse(const absl::Status& s) { this->Finish(common::ToGrpcStatus(s)); }
+      void OnDone() override { delete this; }
+    };
+    return new Refuse(st);
+  }
+  auto* w = new PollStream<Msg>(pool_, interval_ms, std::move(poll),
+                                [this](QueryStream* q) { Forget(q); });
+  watches_.insert(w);
+  l.unlock();
+  w->Start();
+  return w;
 }
 
 template <typename Req, typename Resp, typename Fn>
@@ -447,25 +478,35 @@ grpc::ServerUnaryReactor* QueryService::DetectRegressions(
                 /*writes=*/true);
 }
 
+grpc::ServerUnaryReactor* QueryService::ListQuarantine(grpc::CallbackServerContext* ctx,
+                                                       const pb::ListQuarantineRequest* req,
+                                                       pb::ListQuarantineResponse* resp) {
+  return Handle("ListQuarantine", ctx, req, resp, &scheduler::ListQuarantine);
+}
+
 grpc::ServerWriteReactor<pb::SweepProgress>* QueryService::WatchSweep(
     grpc::CallbackServerContext* ctx, const pb::WatchSweepRequest* req) {
-  absl::Status st = admit_ ? admit_(ctx) : absl::OkStatus();
-  if (st.ok()) st = query::Check(*req);
-  std::unique_lock<std::mutex> l(mu_);
-  if (st.ok() && stopping_) st = absl::UnavailableError("scheduler shutting down; retry");
-  if (!st.ok()) {
-    l.unlock();
-    struct Refuse final : grpc::ServerWriteReactor<pb::SweepProgress> {
-      explicit Refuse(const absl::Status& s) { Finish(common::ToGrpcStatus(s)); }
-      void OnDone() override { delete this; }
-    };
-    return new Refuse(st);
-  }
-  auto* w = new Watch(this, *req);
-  watches_.insert(w);
-  l.unlock();
-  w->Start();
-  return w;
+  const int64_t sweep_id = req->sweep_id();
+  return OpenStream<pb::SweepProgress>(
+      ctx, query::Check(*req), query::WatchIntervalMs(req->interval_ms()),
+      [sweep_id](store::Store& s, pb::SweepProgress* msg, bool* write, bool* last) {
+        auto p = s.GetSweep(sweep_id);
+        if (!p.ok()) return p.status();
+        *msg = std::move(*p);
+        *write = true;
+        *last = msg->state() != "running";
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerWriteReactor<pb::AlertsUpdate>* QueryService::WatchAlerts(
+    grpc::CallbackServerContext* ctx, const pb::WatchAlertsRequest* req) {
+  auto watch = std::make_shared<AlertWatch>(req->state());
+  return OpenStream<pb::AlertsUpdate>(
+      ctx, query::Check(*req), query::WatchIntervalMs(req->interval_ms()),
+      [watch](store::Store& s, pb::AlertsUpdate* msg, bool* write, bool* last) {
+        return watch->Poll(s, msg, write, last);
+      });
 }
 
 }  // namespace ts::scheduler

@@ -5,16 +5,16 @@
 // role check), validate it (services/query/request_checks.h) and hand it to the query
 // StorePool; they never block on SQL. The pool thread reads through the store and shapes the
 // answer with services/query (SummaryBuilder, Compare, EvaluateGate), so GetSummary, the CLI's
-// tables, CompareSweeps and Gate share one arithmetic. WatchSweep polls the sweep's progress on
-// the pool every interval; between polls it waits on a gRPC alarm, holding neither a callback
-// thread nor a database thread.
+// tables, CompareSweeps and Gate share one arithmetic. WatchSweep and WatchAlerts poll the store
+// on the pool every interval (query_stream.h); between polls they wait on a gRPC alarm, holding
+// neither a callback thread nor a database thread.
 //
 // Errors: INVALID_ARGUMENT naming the field; NOT_FOUND for an unknown sweep or model;
 // FAILED_PRECONDITION naming a pruned sweep; UNAVAILABLE when the database is unreachable or
 // the scheduler is shutting down; RESOURCE_EXHAUSTED when the pool's queue is full.
 //
 // Thread-safety: the gRPC server calls it from any thread. Shutdown() ends every open
-// WatchSweep stream (UNAVAILABLE) and refuses new ones; call it before the server's Shutdown,
+// WatchSweep and WatchAlerts stream (UNAVAILABLE) and refuses new ones; call it before the server's Shutdown,
 // while the pool still runs. The pool must outlive the service's calls.
 #pragma once
 
@@ -25,6 +25,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "services/scheduler/query_stream.h"
 #include "services/scheduler/store_pool.h"
 #include "touchstone/v1/query.grpc.pb.h"
 
@@ -75,22 +76,32 @@ class QueryService final : public pb::Query::CallbackService {
   grpc::ServerUnaryReactor* DetectRegressions(grpc::CallbackServerContext* ctx,
                                               const pb::DetectRegressionsRequest* req,
                                               pb::DetectRegressionsResponse* resp) override;
+  grpc::ServerUnaryReactor* ListQuarantine(grpc::CallbackServerContext* ctx,
+                                           const pb::ListQuarantineRequest* req,
+                                           pb::ListQuarantineResponse* resp) override;
   grpc::ServerWriteReactor<pb::SweepProgress>* WatchSweep(
       grpc::CallbackServerContext* ctx, const pb::WatchSweepRequest* req) override;
+  grpc::ServerWriteReactor<pb::AlertsUpdate>* WatchAlerts(
+      grpc::CallbackServerContext* ctx, const pb::WatchAlertsRequest* req) override;
 
  private:
-  class Watch;
   template <typename Req, typename Resp, typename Fn>
   grpc::ServerUnaryReactor* Handle(const char* method, grpc::CallbackServerContext* ctx,
                                    const Req* req, Resp* resp, Fn fn, bool writes = false);
-  void Forget(Watch* w);
+  // Admits, then opens a polling stream (or refuses it with the admission's or `checked`'s
+  // error, or UNAVAILABLE while shutting down).
+  template <typename Msg>
+  grpc::ServerWriteReactor<Msg>* OpenStream(grpc::CallbackServerContext* ctx,
+                                            absl::Status checked, int interval_ms,
+                                            typename PollStream<Msg>::PollFn poll);
+  void Forget(QueryStream* w);
 
   StorePool* pool_;
   Admit admit_;
   Admit admit_writes_;
   std::mutex mu_;
   bool stopping_ = false;
-  std::set<Watch*> watches_;  // open WatchSweep streams (guarded by mu_)
+  std::set<QueryStream*> watches_;  // open WatchSweep / WatchAlerts streams (guarded by mu_)
 };
 
 }  // namespace ts::scheduler

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -64,6 +65,12 @@ struct Metrics {
   prometheus::Histogram& model_seconds =
       reg.Histogram("touchstone_scheduler_model_duration_seconds",
                     "Per-model run time reported by workers", common::ModelSecondsBuckets());
+  prometheus::Family<prometheus::Gauge>& open_regressions = reg.GaugeFamily(
+      "touchstone_open_regressions",
+      "Regression alerts not resolved (open or acknowledged) holding models of the task, by "
+      "task and severity; drift warnings excluded");
+  prometheus::Gauge& quarantined =
+      reg.Gauge("touchstone_quarantined", "Models and modes in quarantine (flaky history)");
 };
 
 using common::Role;
@@ -77,6 +84,10 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   std::unique_ptr<StorePool> query_pool;  // progress and results queries: never behind one either
   std::unique_ptr<QueryService> query;    // touchstone.v1.Query, on query_pool
   std::atomic<bool> summarizing{false};   // a SummarizeDoneSweeps task is queued or running
+  // touchstone_open_regressions' label sets ever set (task, severity), so that one that drops
+  // out is set to 0; touched only by the summarizing task.
+  std::set<std::pair<std::string, std::string>> regression_labels;
+  void SetRegressionGauges(store::Store& q);
   std::unique_ptr<AlertDelivery> delivery;  // Alertmanager, when configured
   std::atomic<bool> delivering{false};      // a delivery round is queued or running
   std::unique_ptr<grpc::Server> server;

@@ -27,6 +27,7 @@ void Scheduler::Impl::Tick(store::Store* s) {
         if (q) {
           (void)q->SummarizeDoneSweeps();
           (void)q->DetectDoneSweeps();
+          SetRegressionGauges(*q);
         }
         summarizing = false;
       })) {
@@ -62,6 +63,25 @@ void Scheduler::Impl::Tick(store::Store* s) {
     }
   }
   metrics.workers_alive.Set(alive);
+}
+
+void Scheduler::Impl::SetRegressionGauges(store::Store& q) {
+  auto open = q.OpenRegressionsByTask();
+  if (!open.ok()) return;  // kept as they were; db_up says why
+  std::set<std::pair<std::string, std::string>> now;
+  for (const auto& o : *open) {
+    now.insert({o.task, o.severity});
+    metrics.open_regressions.Add({{"task", o.task}, {"severity", o.severity}})
+        .Set(static_cast<double>(o.alerts));
+  }
+  for (const auto& [task, severity] : regression_labels) {
+    if (!now.count({task, severity})) {
+      metrics.open_regressions.Add({{"task", task}, {"severity", severity}}).Set(0);
+    }
+  }
+  regression_labels.insert(now.begin(), now.end());
+  auto quarantined = q.ListQuarantine();
+  if (quarantined.ok()) metrics.quarantined.Set(static_cast<double>(quarantined->size()));
 }
 
 void Scheduler::Impl::TickLoop() {

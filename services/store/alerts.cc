@@ -58,7 +58,7 @@ void AddModels(pqxx::transaction_base& t, std::vector<pb::Alert>* alerts) {
   }
   std::map<int64_t, std::pair<std::set<std::string>, std::set<std::string>>> groups;
   for (const auto& r : t.exec_params(R"(
-         SELECT alert_id, model_id, arch, task, sweep_id FROM alert_models
+         SELECT alert_id, model_id, arch, task, sweep_id, detail FROM alert_models
          WHERE alert_id = ANY($1::bigint[]) ORDER BY alert_id, model_id)",
                                      IdArray(ids))) {
     const int64_t id = r[0].as<int64_t>();
@@ -67,6 +67,7 @@ void AddModels(pqxx::transaction_base& t, std::vector<pb::Alert>* alerts) {
     m->set_arch(r[2].c_str());
     m->set_task(r[3].c_str());
     m->set_sweep_id(r[4].as<int64_t>());
+    m->set_detail(r[5].c_str());
     groups[id].first.insert(m->arch());
     groups[id].second.insert(m->task());
   }
@@ -125,11 +126,10 @@ absl::StatusOr<Store::AlertBatch> Store::AlertsToDeliver() {
   return impl_->Run("AlertsToDeliver", [&]() -> absl::StatusOr<AlertBatch> {
     ReadTxn t(*impl_->conn);
     AlertBatch out;
-    out.read_at = t.exec("SELECT now()::text")[0][0].c_str();
     for (const auto& r : t.exec(std::string("SELECT ") + kAlertColumns + R"(,
-           (a.delivered_at IS NULL OR a.delivered_at < a.updated_at)
+           a.delivered_at IS DISTINCT FROM a.updated_at
            FROM alerts a
-           WHERE a.state <> 'resolved' OR a.delivered_at IS NULL OR a.delivered_at < a.updated_at
+           WHERE a.state <> 'resolved' OR a.delivered_at IS DISTINCT FROM a.updated_at
            ORDER BY a.alert_id)")) {
       out.alerts.push_back(AlertOf(r));
       if (r[17].as<bool>()) ++out.changed;
@@ -139,15 +139,78 @@ absl::StatusOr<Store::AlertBatch> Store::AlertsToDeliver() {
   });
 }
 
-absl::Status Store::MarkAlertsDelivered(const std::vector<int64_t>& ids,
-                                        const std::string& read_at) {
+absl::Status Store::MarkAlertsDelivered(const std::vector<pb::Alert>& delivered) {
   return impl_->Run("MarkAlertsDelivered", [&]() -> absl::Status {
+    std::vector<int64_t> ids, micros;
+    for (const auto& a : delivered) {
+      ids.push_back(a.alert_id());
+      micros.push_back(a.updated_at().seconds() * 1000000 + a.updated_at().nanos() / 1000);
+    }
+    // delivered_at = the updated_at of the version that was sent, and only where that is still
+    // the alert's version: a change committed while the post was in flight (even one stamped
+    // before the snapshot was read, by a transaction that began earlier) stays undelivered.
     pqxx::work w(*impl_->conn);
-    w.exec_params(
-        "UPDATE alerts SET delivered_at = $2::timestamptz WHERE alert_id = ANY($1::bigint[])",
-        IdArray(ids), read_at);
+    w.exec_params(R"(
+      UPDATE alerts a SET delivered_at = a.updated_at
+      FROM unnest($1::bigint[], $2::bigint[]) AS u(id, us)
+      WHERE a.alert_id = u.id AND (extract(epoch FROM a.updated_at) * 1000000)::bigint = u.us)",
+                  IdArray(ids), IdArray(micros));
     w.commit();
     return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<pb::Alert>> Store::AlertsChangedSince(int64_t since_micros) {
+  return impl_->Run("AlertsChangedSince", [&]() -> absl::StatusOr<std::vector<pb::Alert>> {
+    ReadTxn t(*impl_->conn);
+    std::vector<pb::Alert> out;
+    for (const auto& r : t.exec_params(std::string("SELECT ") + kAlertColumns + R"(
+           FROM alerts a WHERE a.updated_at >= to_timestamp($1::double precision / 1000000)
+           ORDER BY a.alert_id DESC LIMIT 1000)",
+                                       since_micros)) {
+      out.push_back(AlertOf(r));
+    }
+    AddModels(t, &out);
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<Store::OpenRegressions>> Store::OpenRegressionsByTask() {
+  return impl_->Run("OpenRegressionsByTask",
+                    [&]() -> absl::StatusOr<std::vector<OpenRegressions>> {
+    ReadTxn t(*impl_->conn);
+    std::vector<OpenRegressions> out;
+    for (const auto& r : t.exec(R"(
+           SELECT m.task, a.severity, count(DISTINCT a.alert_id)
+           FROM alerts a JOIN alert_models m USING (alert_id)
+           WHERE a.state <> 'resolved' AND a.cause_kind <> 'drift'
+           GROUP BY m.task, a.severity ORDER BY 1, 2)")) {
+      out.push_back({r[0].c_str(), r[1].c_str(), r[2].as<int64_t>()});
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<pb::QuarantineEntry>> Store::ListQuarantine() {
+  return impl_->Run("ListQuarantine", [&]() -> absl::StatusOr<std::vector<pb::QuarantineEntry>> {
+    ReadTxn t(*impl_->conn);
+    std::vector<pb::QuarantineEntry> out;
+    for (const auto& r : t.exec(R"(
+           SELECT q.model_id, q.mode, q.since_sweep, q.clean_passes, coalesce(m.arch, ''),
+                  coalesce(m.task, '')
+           FROM quarantine q LEFT JOIN models m USING (model_id)
+           ORDER BY q.model_id, q.mode)")) {
+      pb::QuarantineEntry e;
+      e.set_model_id(r[0].c_str());
+      auto mode = proto::ModeFromName(r[1].c_str());
+      e.set_mode(mode ? *mode : pb::MODE_UNSPECIFIED);
+      e.set_since_sweep_id(r[2].as<int64_t>());
+      e.set_clean_passes(r[3].as<int>());
+      e.set_arch(r[4].c_str());
+      e.set_task(r[5].c_str());
+      out.push_back(std::move(e));
+    }
+    return out;
   });
 }
 

@@ -14,6 +14,7 @@
 #include "proto/names.h"
 #include "services/common/error_signature.h"
 #include "services/query/regression_stats.h"
+#include "services/store/drift.h"
 #include "services/store/store_internal.h"
 
 namespace ts::store {
@@ -129,7 +130,7 @@ absl::StatusOr<Head> ReadHead(pqxx::transaction_base& w, int64_t sweep_id, int64
   return out;
 }
 
-// The line's done sweeps up to the head (included), newest first: (id, answers kept, detected).
+// The line's done sweeps, newest first: (id, answers kept, detected).
 struct LineSweep {
   int64_t id;
   bool kept, detected;
@@ -229,8 +230,35 @@ struct Detection {
   std::vector<Failing> failing;
   std::set<GroupKey> fired;                       // groups whose test fired
   std::set<std::tuple<std::string, Cause>> seen;  // (mode, cause) failing in the head
+  std::vector<DriftRow> drift;                    // passing models whose metric stepped up
   pb::DetectRegressionsResponse report;
 };
+
+Cause DriftCause(const std::string& metric) {
+  return {"drift", metric,
+          metric == "rmse_ratio" ? "rmse ratio stepped up (doubled or more) while passing"
+                                 : "compile time stepped up (doubled or more) while passing"};
+}
+
+// The head's drifting models (drift.cc), into the report and `seen` (their alert stays open).
+void FindHeadDrift(pqxx::transaction_base& w, Detection& d) {
+  std::vector<int64_t> window;  // oldest first, the head last
+  for (auto it = d.line.rbegin(); it != d.line.rend(); ++it) window.push_back(it->id);
+  d.drift = FindDrift(w, window, d.head.modes, d.quarantined);
+  for (const DriftRow& r : d.drift) {
+    d.seen.insert({r.mode, DriftCause(r.metric)});
+    pb::DriftFinding* f = d.report.add_drift();
+    f->set_model_id(r.model_id);
+    auto mode = proto::ModeFromName(r.mode);
+    f->set_mode(mode ? *mode : pb::MODE_UNSPECIFIED);
+    f->set_metric(r.metric);
+    f->set_before(r.before);
+    f->set_after(r.after);
+    f->set_first_sweep_id(r.first_sweep);
+    f->set_arch(r.arch);
+    f->set_task(r.task);
+  }
+}
 
 // The line's last 5 sweeps (head included): a model and mode that flaked in the head and twice
 // in them goes in; each quarantined one the head ran passes (+1) or not (back to 0; an
@@ -324,11 +352,17 @@ void TestGroups(pqxx::transaction_base& w, Detection& d) {
 
 int SeverityRank(const std::string& s) { return s == "critical" ? 2 : s == "major" ? 1 : 0; }
 
+// A model of an alert: its class and task, and for drift what a human reads of its step.
+struct Member {
+  std::string model_id, arch, task, detail;
+};
+
 // One alert for one (mode, cause) of the head's regressions: opened, reopened (it was resolved)
-// or updated (an alert that already counted this sweep is left alone); its models added; its
-// severity from its breadth and whether a group test fired on them (never lowered).
+// or updated (an alert that already counted this sweep is left alone); its models added (a drift
+// model's detail refreshed); its severity from its breadth and whether a group test fired on
+// them (never lowered), or always a warning for drift.
 void RaiseAlert(pqxx::transaction_base& w, Detection& d, const std::string& mode,
-                const Cause& cause, const std::vector<const Failing*>& models) {
+                const Cause& cause, const std::vector<Member>& models) {
   pqxx::result a = w.exec_params(R"(
     SELECT alert_id, state, checked_sweep, severity FROM alerts
     WHERE line = $1 AND mode = $2 AND cause_kind = $3 AND cause = $4 FOR UPDATE)",
@@ -356,20 +390,24 @@ void RaiseAlert(pqxx::transaction_base& w, Detection& d, const std::string& mode
                   id, d.head.id, resolved);
     resolved ? d.report.add_reopened(id) : d.report.add_updated(id);
   }
-  std::vector<std::string> ids, archs, tasks;
+  std::vector<std::string> ids, archs, tasks, details;
   bool fired = false;
-  for (const Failing* f : models) {
-    ids.push_back(f->model_id);
-    archs.push_back(f->arch);
-    tasks.push_back(f->task);
-    fired =
-        fired || d.fired.count({mode, "arch", f->arch}) || d.fired.count({mode, "task", f->task});
+  for (const Member& m : models) {
+    ids.push_back(m.model_id);
+    archs.push_back(m.arch);
+    tasks.push_back(m.task);
+    details.push_back(m.detail);
+    fired = fired || d.fired.count({mode, "arch", m.arch}) || d.fired.count({mode, "task", m.task});
   }
   w.exec_params(R"(
-    INSERT INTO alert_models (alert_id, model_id, arch, task, sweep_id)
-    SELECT $1, u.m, u.a, u.t, $5 FROM unnest($2::text[], $3::text[], $4::text[]) AS u(m, a, t)
-    ON CONFLICT DO NOTHING)",
-                id, TextArray(ids), TextArray(archs), TextArray(tasks), d.head.id);
+    INSERT INTO alert_models (alert_id, model_id, arch, task, sweep_id, detail)
+    SELECT $1, u.m, u.a, u.t, $5, u.d
+    FROM unnest($2::text[], $3::text[], $4::text[], $6::text[]) AS u(m, a, t, d)
+    ON CONFLICT (alert_id, model_id) DO UPDATE SET detail = excluded.detail
+      WHERE excluded.detail <> '')",
+                id, TextArray(ids), TextArray(archs), TextArray(tasks), d.head.id,
+                TextArray(details));
+  if (cause.kind == "drift") return;  // a warning: the model still passes
   pqxx::result n = w.exec_params(
       "SELECT count(*), count(DISTINCT arch) FROM alert_models WHERE alert_id = $1", id);
   const std::string now = query::AlertSeverity(n[0][0].as<int64_t>(), n[0][1].as<int64_t>(), fired);
@@ -377,13 +415,17 @@ void RaiseAlert(pqxx::transaction_base& w, Detection& d, const std::string& mode
   w.exec_params("UPDATE alerts SET severity = $2 WHERE alert_id = $1", id, severity);
 }
 
-// The head's deterministic regressions, quarantined ones left out, one alert per (mode, cause).
+// The head's deterministic regressions, quarantined ones left out, one alert per (mode, cause);
+// its drifting models, one warning per (mode, metric).
 void RaiseAlerts(pqxx::transaction_base& w, Detection& d) {
-  std::map<std::pair<std::string, Cause>, std::vector<const Failing*>> by_cause;
+  std::map<std::pair<std::string, Cause>, std::vector<Member>> by_cause;
   for (const Failing& f : d.failing) {
     if (f.base_status != "pass" || f.confirmation != "deterministic") continue;
     if (d.quarantined.count({f.model_id, f.mode})) continue;
-    by_cause[{f.mode, f.cause}].push_back(&f);
+    by_cause[{f.mode, f.cause}].push_back({f.model_id, f.arch, f.task, ""});
+  }
+  for (const DriftRow& r : d.drift) {
+    by_cause[{r.mode, DriftCause(r.metric)}].push_back({r.model_id, r.arch, r.task, r.detail});
   }
   for (const auto& [key, models] : by_cause) RaiseAlert(w, d, key.first, key.second, models);
 }
@@ -438,6 +480,10 @@ absl::StatusOr<pb::DetectRegressionsResponse> Store::DetectRegressions(int64_t s
     d.line = LineSweeps(w, d.head);
     d.writes = std::none_of(d.line.begin(), d.line.end(),
                             [&](const LineSweep& s) { return s.id > sweep_id && s.detected; });
+    // History is what came before the head: a newer sweep (done, not yet detected) is not.
+    d.line.erase(std::remove_if(d.line.begin(), d.line.end(),
+                                [&](const LineSweep& s) { return s.id > sweep_id; }),
+                 d.line.end());
     d.report.set_sweep_id(sweep_id);
     d.report.set_baseline_sweep_id(d.head.baseline);
     d.report.set_line(d.head.line);
@@ -445,6 +491,7 @@ absl::StatusOr<pb::DetectRegressionsResponse> Store::DetectRegressions(int64_t s
     d.failing = ReadFailing(w, d.head);
     for (const Failing& f : d.failing) d.seen.insert({f.mode, f.cause});
     TestGroups(w, d);
+    FindHeadDrift(w, d);
     if (d.writes) {
       RaiseAlerts(w, d);
       AgeAlerts(w, d);

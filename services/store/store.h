@@ -228,16 +228,27 @@ class Store {
                                      const std::string& by);
 
   // What Alertmanager delivery posts: every unresolved alert, and resolved ones not delivered
-  // since they changed; `changed` counts the alerts of either kind changed since delivered;
-  // `read_at` is the snapshot's time, for MarkAlertsDelivered.
+  // since they changed; `changed` counts the alerts of either kind changed since delivered.
   struct AlertBatch {
     std::vector<pb::Alert> alerts;
     int64_t changed = 0;
-    std::string read_at;
   };
   absl::StatusOr<AlertBatch> AlertsToDeliver();
-  // Records that `ids` were delivered as read at `read_at` (a later change is sent again).
-  absl::Status MarkAlertsDelivered(const std::vector<int64_t>& ids, const std::string& read_at);
+  // Records that these versions of the alerts (by alert_id and updated_at) were delivered; an
+  // alert changed since it was read is not marked, so its change is sent again.
+  absl::Status MarkAlertsDelivered(const std::vector<pb::Alert>& delivered);
+  // The alerts changed at or after `since_micros` (microseconds since the epoch), newest first,
+  // at most 1000 (WatchAlerts).
+  absl::StatusOr<std::vector<pb::Alert>> AlertsChangedSince(int64_t since_micros);
+  // Quarantined models and modes, by model_id and mode.
+  absl::StatusOr<std::vector<pb::QuarantineEntry>> ListQuarantine();
+  // Regression alerts not resolved (drift warnings excluded), counted per task of their models
+  // and severity: an alert with models of two tasks counts in both.
+  struct OpenRegressions {
+    std::string task, severity;
+    int64_t alerts = 0;
+  };
+  absl::StatusOr<std::vector<OpenRegressions>> OpenRegressionsByTask();
 
   struct Impl;
 
