@@ -360,8 +360,8 @@ int Watch(const Args& a, Call& c) {
   int64_t n = 0;
   while (reader->Read(&u)) {
     if (c.json) {
-      google::protobuf::util::JsonPrintOptions o;
-      o.preserve_proto_field_names = true;
+      google::protobuf::util::JsonPrintOptions o;  // PrintJson's, on one line
+      o.always_print_primitive_fields = true;
       std::string line;
       (void)google::protobuf::util::MessageToJsonString(u, &line, o);
       std::printf("%s\n", line.c_str());

@@ -215,7 +215,7 @@ TEST(FlakyE2eTest, ProbabilityDefectFlipsAreFlakyQuarantinedAndNeverAlerted) {
   std::set<std::string> got, want;
   for (const auto& e : json::parse(listed.out).value("entries", json::array())) {
     EXPECT_EQ(e["mode"], "MODE_EAGER");
-    got.insert(e["model_id"].get<std::string>());
+    got.insert(e["modelId"].get<std::string>());
   }
   for (const auto& [id, passes] : quarantine) want.insert(id);
   EXPECT_EQ(got, want) << listed.out;

@@ -76,6 +76,17 @@ def main():
         check(any(f.rule == "min.eager" and f.measured < f.limit for f in verdict.failures),
               f"gate: min.eager named with its measured value: {verdict.failures}")
 
+        # Alerts (the scheduler detects the head sweep by itself, and the e2e test ran detect).
+        alerts = c.alerts()
+        rc, j, err = cli(a, "alerts")
+        check(rc == 0, f"cli alerts: {err}")
+        check([x.alert_id for x in alerts] == [int(x["alertId"]) for x in j.get("alerts", [])],
+              "alerts() lists the CLI's alerts in its order")
+        check(c.quarantine() == [], "quarantine(): nothing flaked twice")
+        first_update = next(iter(c.watch_alerts(interval_ms=100)))
+        check(first_update.snapshot and len(first_update.alerts) == len(alerts),
+              f"watch_alerts(): a snapshot of the {len(alerts)} alerts first")
+
     example = os.path.join(os.path.dirname(tc.__file__), "release_check.py")
     common = [sys.executable, example, "--scheduler", a.scheduler, "--token-file", a.token_file]
     ok = subprocess.run(common + ["--sweep", str(a.base)], capture_output=True, text=True)

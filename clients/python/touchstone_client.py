@@ -189,3 +189,33 @@ class Client:
         if isinstance(rules, dict):
             rules = gate_rules(rules)
         return self._call("Gate", query_pb2.GateRequest(sweep_id=sweep_id, rules=rules))
+
+    def alerts(self, state="", limit=1000):
+        """Regression alerts (touchstone.v1.Alert), newest first, up to `limit`; `state` one of
+        open, acknowledged, resolved, or "" for any."""
+        out, token = [], ""
+        while len(out) < limit:
+            page = self._call("ListAlerts", query_pb2.ListAlertsRequest(
+                state=state, page_size=min(1000, limit - len(out)), page_token=token))
+            out.extend(page.alerts)
+            token = page.next_page_token
+            if not token:
+                break
+        return out[:limit]
+
+    def quarantine(self):
+        """Quarantined models and modes (a list of touchstone.v1.QuarantineEntry)."""
+        return list(self._call("ListQuarantine", query_pb2.ListQuarantineRequest()).entries)
+
+    def watch_alerts(self, state="", interval_ms=1000):
+        """Yields touchstone.v1.AlertsUpdate: first the snapshot of the alerts in `state`, then
+        each batch of changed alerts, until the caller stops iterating (the stream is
+        cancelled) or the scheduler ends it."""
+        stream = self._stub.WatchAlerts(
+            query_pb2.WatchAlertsRequest(state=state, interval_ms=interval_ms),
+            metadata=self._metadata)
+        try:
+            for update in stream:
+                yield update
+        finally:
+            stream.cancel()

@@ -149,7 +149,9 @@ TEST_F(AlertsTest, AChangeCommittedDuringADeliveryRoundIsSentAgain) {
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(next->changed, 1);  // the late change only; the other two were delivered
   for (const auto& a : next->alerts) {
-    if (a.alert_id() == id) EXPECT_EQ(a.cause_text(), "changed");
+    if (a.alert_id() == id) {
+      EXPECT_EQ(a.cause_text(), "changed");
+    }
   }
   ASSERT_TRUE(store_->MarkAlertsDelivered(next->alerts).ok());
   EXPECT_EQ(store_->AlertsToDeliver()->changed, 0);

@@ -182,7 +182,9 @@ TEST_F(AlertsTest, QuarantineIsListedAndItsFlipsDoNotCountInTheGate) {
   ASSERT_EQ(gate.quarantined_size(), 1);
   EXPECT_EQ(gate.quarantined(0).model_id(), "org/m3");
   for (const auto& c : gate.checks()) {
-    if (c.rule() == "max_new_failures") EXPECT_EQ(c.measured(), 1);  // m4 alone
+    if (c.rule() == "max_new_failures") {
+      EXPECT_EQ(c.measured(), 1);  // m4 alone
+    }
   }
   g.mutable_rules()->set_max_new_failures(0);
   st = query_->Gate(Ctx("reader-token").get(), g, &gate);

@@ -354,7 +354,7 @@ QueryService::~QueryService() { Shutdown(); }
 void QueryService::Shutdown() {
   std::lock_guard<std::mutex> l(mu_);
   stopping_ = true;
-  for (Watch* w : watches_) {
+  for (QueryStream* w : watches_) {
     w->Stop(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down; retry"));
   }
 }
