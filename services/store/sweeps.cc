@@ -373,9 +373,8 @@ absl::StatusOr<pb::SweepProgress> Progress(pqxx::transaction_base& w, int64_t sw
   return out;
 }
 
-absl::StatusOr<pb::CreateSweepResponse> Store::CreateSweep(const pb::CreateSweepRequest& r) {
-  return impl_->Run("CreateSweep", [&]() -> absl::StatusOr<pb::CreateSweepResponse> {
-    pqxx::work w(*impl_->conn);
+absl::StatusOr<pb::CreateSweepResponse> CreateSweepIn(pqxx::transaction_base& w,
+                                                     const pb::CreateSweepRequest& r) {
     if (auto st = CheckFilter(w, r.filter()); !st.ok()) return st;
     if (auto st = CheckBaseline(w, r.baseline_sweep_id()); !st.ok()) return st;
     const int64_t sweep_id = InsertSweep(w, r);
@@ -397,11 +396,18 @@ absl::StatusOr<pb::CreateSweepResponse> Store::CreateSweep(const pb::CreateSweep
       w.exec("ALTER TABLE " + parent + " ATTACH PARTITION " + parent + "_" + id +
              " FOR VALUES IN (" + id + ")");
     }
-    w.commit();
     pb::CreateSweepResponse out;
     out.set_sweep_id(sweep_id);
     out.set_models(packed.models);
     out.set_shards(packed.shards);
+    return out;
+}
+
+absl::StatusOr<pb::CreateSweepResponse> Store::CreateSweep(const pb::CreateSweepRequest& r) {
+  return impl_->Run("CreateSweep", [&]() -> absl::StatusOr<pb::CreateSweepResponse> {
+    pqxx::work w(*impl_->conn);
+    auto out = CreateSweepIn(w, r);
+    if (out.ok()) w.commit();
     return out;
   });
 }
