@@ -25,7 +25,7 @@ constexpr CommandText kSubmit = {
     "usage: touchstone submit --profile FILE [--sample N|all] [--baseline latest|ID]\n"
     "                         [--name NAME] [--wait] [--gate RULES] [--catalog FILE]\n"
     "                         [--seed N] [--modes eager,compile,train] [--priority N]\n"
-    "                         [--no-audit-ops]\n"
+    "                         [--no-audit-ops] [--shard-models N]\n"
     "                         [--scheduler HOST:PORT] [--token-file FILE] [--tls-ca FILE]\n"
     "  creates a sweep on a running scheduler (admin token). Without --catalog the scheduler\n"
     "  samples its stored catalog; with it, the file's sampled rows are loaded first.\n"
@@ -44,6 +44,7 @@ struct SubmitFlags {
   std::vector<std::string> modes;
   int64_t priority = 0;
   bool audit_ops = true;
+  int64_t shard_models = 0;  // 0: the scheduler's default (32)
 };
 
 int ParseSubmitFlags(const std::vector<std::string>& args, SubmitFlags* o) {
@@ -86,6 +87,11 @@ int ParseSubmitFlags(const std::vector<std::string>& args, SubmitFlags* o) {
       }
     } else if (a == "--no-audit-ops") {
       o->audit_ops = false;
+    } else if (a == "--shard-models" && has) {
+      if (!ParseNonNegative(args[++i], &o->shard_models) || o->shard_models < 1 ||
+          o->shard_models > 10000) {
+        return Usage(kSubmit, "--shard-models: 1..10000");
+      }
     } else {
       return Usage(kSubmit, "submit: unknown argument '" + a + "'");
     }
@@ -218,8 +224,15 @@ int SubmitCommand(const std::vector<std::string>& args, const std::string& data_
   int64_t baseline = 0;
   if (o.baseline == "latest") {
     auto b = LatestDone(*conn, create.profile().name());
-    if (!b.ok()) return Refused("ListSweeps", b.status());
-    baseline = *b;
+    if (b.status().code() == absl::StatusCode::kNotFound) {
+      // The first sweep of a profile (a new nightly series) has nothing to compare with.
+      std::fprintf(stderr, "touchstone submit: %s; no baseline\n",
+                   std::string(b.status().message()).c_str());
+    } else if (!b.ok()) {
+      return Refused("ListSweeps", b.status());
+    } else {
+      baseline = *b;
+    }
   } else if (!o.baseline.empty()) {
     ParseNonNegative(o.baseline, &baseline);
   }
@@ -241,6 +254,7 @@ int SubmitCommand(const std::vector<std::string>& args, const std::string& data_
   create.set_priority(static_cast<int32_t>(o.priority));
   create.set_baseline_sweep_id(baseline);
   create.set_audit_ops(o.audit_ops);
+  create.set_shard_max_models(static_cast<int32_t>(o.shard_models));
   auto created = (*driver)->CreateSweep(create);
   if (!created.ok()) return Refused("CreateSweep", created.status());
   std::fprintf(stderr, "touchstone submit: sweep %lld: %lld models in %lld shards, profile %s%s\n",
