@@ -52,10 +52,10 @@ CPUS=$(nproc)
 # ---- munge: a fresh key and socket of our own ----
 dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 status=none
 chmod 400 "$T/munge/munge.key"
-chmod 700 "$T/munge"
+chmod 711 "$T/munge"
 munged --foreground --force --key-file="$T/munge/munge.key" --socket="$T/munge/munge.sock" \
   --pid-file="$T/munge/munged.pid" --log-file="$T/log/munged.log" --seed-file="$T/munge/seed" \
-  --num-threads=2 &
+  --num-threads=2 > "$T/log/munged.out" 2>&1 &
 PIDS+=($!)
 wait_for 10 "munged's socket" test -S "$T/munge/munge.sock"
 

@@ -111,9 +111,30 @@ class SweepTest : public ::testing::Test {
         "127.0.0.1:" + std::to_string(grpc_port_), grpc::InsecureChannelCredentials()));
   }
 
-  void StartWorker(const std::string& name) {
+  // A second scheduler process on the same database (issue 13); returns its gRPC port. The
+  // fixture's stub stays on the first.
+  int StartAnotherScheduler(const std::string& name) {
+    const fs::path ports = dir_ / (name + ".ports");
     auto pid = common::Spawn(
-        {kBin + "/touchstone-worker", "--scheduler", "127.0.0.1:" + std::to_string(grpc_port_),
+        {kBin + "/touchstone-scheduler", "--db", db_, "--listen", "127.0.0.1:0", "--http-port",
+         "0", "--token-file", (dir_ / "token").string(), "--port-file", ports.string(),
+         "--lease-ttl", "2"},
+        Log(name + ".log"));
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    if (!pid.ok()) return 0;
+    procs_[name] = *pid;
+    for (int i = 0; i < 600 && !fs::exists(ports); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(fs::exists(ports)) << ReadText(dir_ / (name + ".log"));
+    return fs::exists(ports) ? json::parse(ReadText(ports))["grpc_port"].get<int>() : 0;
+  }
+
+  // port 0: the fixture's scheduler.
+  void StartWorker(const std::string& name, int port = 0) {
+    auto pid = common::Spawn(
+        {kBin + "/touchstone-worker", "--scheduler",
+         "127.0.0.1:" + std::to_string(port ? port : grpc_port_),
          "--token-file", (dir_ / "token").string(), "--name", name, "--state-dir",
          (dir_ / name).string(), "--http-port", "-1", "--report-batch", "2"},
         Log(name + ".log"));
@@ -313,6 +334,51 @@ TEST_F(SweepTest, WorkerDrainsOnSigtermAndReleasesItsShard) {
   EXPECT_LT(p.models_recorded(), 24);
   StartWorker("w2");
   WaitFor(sweep, [](const auto& q) { return q.state() == "done"; }, 240);
+  ExpectExactlyOnce(sweep);
+  // The hand-back counted no failed attempt: two leases (w1's, w2's) and no expiry, the count
+  // that splits a shard and records its models `crash` (StoreOptions::max_lost_leases).
+  pqxx::connection c(db_);
+  pqxx::nontransaction n(c);
+  auto shard = n.exec_params(R"(
+    SELECT s.attempt, s.expiries, w.name FROM shards s JOIN workers w USING (worker_id)
+    WHERE s.sweep_id = $1)",
+                             sweep);
+  ASSERT_EQ(shard.size(), 1u);
+  EXPECT_EQ(shard[0][0].as<int>(), 2);
+  EXPECT_EQ(shard[0][1].as<int>(), 0);
+  EXPECT_EQ(std::string(shard[0][2].c_str()), "w2");
+  EXPECT_NE(ReadText(dir_ / "w1.log").find("drained"), std::string::npos);
+}
+
+// Issue 13: two scheduler processes on one PostgreSQL serve one fleet (a worker on each); the
+// second is killed with SIGKILL mid-sweep. Its worker's lease expires and the shard goes to
+// the worker of the first: every model once, nothing lost.
+TEST_F(SweepTest, TwoSchedulersOneDatabaseOneKilledLosesNothing) {
+  StartScheduler();
+  const int port2 = StartAnotherScheduler("scheduler2");
+  ASSERT_GT(port2, 0);
+  const int64_t sweep = CreateSweep(32, Cheap, json::array());
+  StartWorker("w1");
+  StartWorker("w2", port2);
+  // Both schedulers hand out leases: each worker has taken a shard.
+  pqxx::connection c(db_);
+  pqxx::nontransaction n(c);
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  int workers = 0;
+  while (workers < 2 && Clock::now() < deadline) {
+    workers = n.exec_params("SELECT count(DISTINCT worker_id) FROM shards WHERE sweep_id = $1 "
+                            "AND worker_id IS NOT NULL",
+                            sweep)[0][0]
+                  .as<int>();
+    if (workers < 2) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(workers, 2) << "the two schedulers did not both serve a worker";
+  WaitFor(sweep, [](const auto& p) { return p.models_recorded() >= 6; }, 120);
+  Kill9("scheduler2");
+  auto p = WaitFor(sweep, [](const auto& q) { return q.state() == "done"; }, 300);
+  EXPECT_EQ(p.models_expected(), 32);
+  EXPECT_EQ(p.models_recorded(), p.models_expected());
+  EXPECT_EQ(p.duplicates(), 0);
   ExpectExactlyOnce(sweep);
 }
 
