@@ -435,14 +435,22 @@ absl::StatusOr<int> Store::SummarizeDoneSweeps(int max) {
         ids.push_back(row[0].as<int64_t>());
       }
     }
+    int kept = 0;
     for (int64_t id : ids) {
       pqxx::work w(*impl_->conn);
+      // Several schedulers on one database each run this: the one holding the sweep's lock
+      // keeps its answers; the others skip it instead of racing it to the same rows.
+      if (!w.exec_params("SELECT pg_try_advisory_xact_lock(736215002, $1::int)", id)[0][0]
+               .as<bool>()) {
+        continue;
+      }
+      ++kept;
       MaterializeSweep(w, id);   // the query answers (seconds for a full sweep)...
       auto p = Progress(w, id);  // ...then the counts, kept: the sweep's row is locked only now
       if (!p.ok()) return p.status();
       w.commit();
     }
-    return static_cast<int>(ids.size());
+    return kept;
   });
 }
 
