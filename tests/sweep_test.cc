@@ -438,7 +438,7 @@ TEST_F(SweepTest, SubmitToARunningFleetWaitsPrintsTheTableAndExitsByTheGate) {
   EXPECT_GT(sweep3, sweep1);
   WaitFor(sweep3, [](const auto& q) { return q.state() == "done"; }, 240);
 
-  // Bad input: exit 2, naming the flag; a reader-less token file is refused by the scheduler.
+  // Bad input: exit 2, naming the flag.
   auto bad = submit({"--baseline", "yesterday"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--baseline"), std::string::npos) << bad.err;
