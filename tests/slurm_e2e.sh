@@ -142,7 +142,7 @@ recorded() {
     python3 -c 'import json,sys; s=json.load(sys.stdin)["sweeps"][0]; sys.exit(0 if int(s.get("modelsRecorded",0)) >= 2 else 1)'
 }
 wait_for 300 "two models recorded" recorded
-scancel --signal=TERM --full "${JOB}_0" || fail "scancel"
+scancel "${JOB}_0" || fail "scancel"
 echo "slurm_e2e: scancelled ${JOB}_0"
 task0_gone() { ! squeue -h -j "${JOB}_0" | grep -q .; }
 wait_for 150 "task 0 to end" task0_gone
