@@ -111,8 +111,15 @@ wait_for 120 "touchstone serve" grep -q '^serving:' "$T/log/serve.out"
 LINE=$(grep '^serving:' "$T/log/serve.out")
 GRPC=$(sed -n 's/.*grpc=\([^ ]*\).*/\1/p' <<< "$LINE")
 TOKENS=$(sed -n 's/.*tokens=\([^ ]*\).*/\1/p' <<< "$LINE")
-"$BIN/touchstone" catalog generate --count 400 --out "$T/catalog.jsonl" --data "$DATA" \
+"$BIN/touchstone" catalog generate --count 3000 --out "$T/catalog-all.jsonl" --data "$DATA" \
   > "$T/log/catalog.log" 2>&1 || fail "catalog generate"
+# Text models that run in about a second each on one core (as tests/sweep_test.cc's Cheap()).
+python3 - "$T/catalog-all.jsonl" "$T/catalog.jsonl" <<'PY'
+import json, sys
+cheap = {"llama", "bert", "qwen2", "mistral", "distilbert", "gpt2", "roberta"}
+rows = [l for l in open(sys.argv[1]) if json.loads(l).get("family") in cheap]
+open(sys.argv[2], "w").writelines(rows[:64])
+PY
 
 # ---- the sweep, followed by `touchstone submit --wait` ----
 "$BIN/touchstone" submit --scheduler "$GRPC" --token-file "$TOKENS" \
