@@ -137,23 +137,20 @@ std::string HandleOneDue(pqxx::connection& conn, TimePoint now) {
     // A savepoint: a refused sweep (the catalog lost the filter's models) rolls back alone and
     // the failure is still recorded with the schedule moved on.
     absl::StatusOr<pb::CreateSweepResponse> created = absl::InternalError("not run");
-    {
-      pqxx::subtransaction sub(w, "schedule_sweep");
-      try {
-        created = CreateSweepIn(sub, SweepOf(row, baseline));
-        if (created.ok()) {
-          sub.exec_params("UPDATE sweeps SET schedule_id = $1 WHERE sweep_id = $2", id,
-                          created->sweep_id());
-          sub.commit();
-        } else {
-          sub.abort();
-        }
-      } catch (const pqxx::broken_connection&) {
-        throw;
-      } catch (const std::exception& e) {
-        created = absl::InternalError(e.what());
-        sub.abort();
-      }
+    w.exec("SAVEPOINT schedule_sweep");
+    try {
+      created = CreateSweepIn(w, SweepOf(row, baseline));
+    } catch (const pqxx::broken_connection&) {
+      throw;
+    } catch (const std::exception& e) {
+      created = absl::InternalError(e.what());
+    }
+    if (created.ok()) {
+      w.exec_params("UPDATE sweeps SET schedule_id = $1 WHERE sweep_id = $2", id,
+                    created->sweep_id());
+      w.exec("RELEASE SAVEPOINT schedule_sweep");
+    } else {
+      w.exec("ROLLBACK TO SAVEPOINT schedule_sweep");
     }
     if (created.ok()) {
       outcome = "started";
@@ -189,13 +186,14 @@ absl::StatusOr<pb::Schedule> Store::AddSchedule(const pb::AddScheduleRequest& r,
       return absl::AlreadyExistsError("name: a schedule named '" + r.name() +
                                       "' exists; remove it first");
     }
-    // The filter must select models now: the same check CreateSweep makes, rolled back.
+    // The filter must select models now: the same checks CreateSweep makes, rolled back (an
+    // explicit savepoint; an exception leaves with the whole transaction).
     {
-      pqxx::subtransaction probe(w, "schedule_probe");
+      w.exec("SAVEPOINT schedule_probe");
       pb::CreateSweepRequest c = r.sweep();
       c.set_name(r.name());
-      auto created = CreateSweepIn(probe, c);
-      probe.abort();
+      auto created = CreateSweepIn(w, c);
+      w.exec("ROLLBACK TO SAVEPOINT schedule_probe");
       if (!created.ok()) {
         return absl::Status(created.status().code(),
                             "sweep." + std::string(created.status().message()));

@@ -114,6 +114,15 @@ TEST_F(ScheduleStoreTest, DueTimeStartsOneSweepAcrossRacingSchedulers) {
   EXPECT_EQ(added->next_due(), "2026-12-04T02:00:00Z");
   EXPECT_EQ(added->cron(), "0 2 * * *");
   EXPECT_EQ(added->profile_sha().size(), 64u);
+  {
+    // The filter's probe (a CreateSweep rolled back) left no sweep behind.
+    pqxx::connection c(opts_.url);
+    pqxx::nontransaction n(c);
+    EXPECT_EQ(n.exec("SELECT count(*) FROM sweeps")[0][0].as<int>(), 0);
+    EXPECT_EQ(
+        n.exec("SELECT count(*) FROM pg_class WHERE relname ~ '^results_[0-9]+$'")[0][0].as<int>(),
+        0);
+  }
   // Not due yet.
   auto early = store_->StartDueSchedules(Utc(2026, 12, 4, 1, 59, 59));
   ASSERT_TRUE(early.ok()) << early.status();
