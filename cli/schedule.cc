@@ -1,10 +1,10 @@
 // `touchstone schedule add|list|rm|enable|disable` (cli/submit.h).
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-
-#include <google/protobuf/util/json_util.h>
-#include <grpcpp/grpcpp.h>
 
 #include "cli/client.h"
 #include "cli/submit.h"
@@ -66,8 +66,8 @@ void Print(const pb::ListSchedulesResponse& list, bool json) {
       if (r.sweep_id()) last += " sweep " + std::to_string(r.sweep_id());
       if (r.outcome() == "failed") last += ": " + r.detail();
     }
-    std::printf("%-20s %-16s %-8s %-14s %-7s %-9s %-21s %s\n", s.name().c_str(),
-                s.cron().c_str(), s.enabled() ? "yes" : "no", s.profile_name().c_str(),
+    std::printf("%-20s %-16s %-8s %-14s %-7s %-9s %-21s %s\n", s.name().c_str(), s.cron().c_str(),
+                s.enabled() ? "yes" : "no", s.profile_name().c_str(),
                 s.sample() ? std::to_string(s.sample()).c_str() : "all", s.baseline().c_str(),
                 s.next_due().empty() ? "never" : s.next_due().c_str(), last.c_str());
   }

@@ -1,10 +1,10 @@
 #include "cli/submit.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-
-#include <grpcpp/grpcpp.h>
 
 #include "cli/client.h"
 #include "cli/gate_rules.h"
@@ -30,7 +30,8 @@ constexpr CommandText kSubmit = {
     "  creates a sweep on a running scheduler (admin token). Without --catalog the scheduler\n"
     "  samples its stored catalog; with it, the file's sampled rows are loaded first.\n"
     "  --baseline latest: the newest done sweep of the same profile name. --gate implies --wait.\n"
-    "  exit: 0 done (gate: pass), 1 gate failed or sweep not done, 2 usage or refused, 3 no answer\n"};
+    "  exit: 0 done (gate: pass), 1 gate failed or sweep not done, 2 usage or refused, 3 no "
+    "answer\n"};
 
 struct SubmitFlags {
   std::string profile;
@@ -170,8 +171,8 @@ int WaitAndReport(const SubmitFlags& o, const Connection& conn, cluster::SweepDr
   std::printf("%s", query::FormatSummary(*table).c_str());
   std::printf("sweep %lld: %lld/%lld models recorded, %lld duplicates, %.1f s\n",
               static_cast<long long>(sweep_id), static_cast<long long>(p.models_recorded()),
-              static_cast<long long>(p.models_expected()),
-              static_cast<long long>(p.duplicates()), followed->sweep_s);
+              static_cast<long long>(p.models_expected()), static_cast<long long>(p.duplicates()),
+              followed->sweep_s);
   if (baseline > 0) {
     std::printf("new failures vs sweep %lld: %lld deterministic, %lld flaky\n",
                 static_cast<long long>(baseline),
@@ -184,7 +185,8 @@ int WaitAndReport(const SubmitFlags& o, const Connection& conn, cluster::SweepDr
   std::stringstream ss;
   ss << in.rdbuf();
   auto rules = ParseGateRules(ss.str());
-  if (!rules.ok()) return Usage(kSubmit, "--gate " + o.gate + ": " + std::string(rules.status().message()));
+  if (!rules.ok())
+    return Usage(kSubmit, "--gate " + o.gate + ": " + std::string(rules.status().message()));
   pb::GateRequest req;
   req.set_sweep_id(sweep_id);
   *req.mutable_rules() = *rules;
@@ -259,8 +261,8 @@ int SubmitCommand(const std::vector<std::string>& args, const std::string& data_
   if (!created.ok()) return Refused("CreateSweep", created.status());
   std::fprintf(stderr, "touchstone submit: sweep %lld: %lld models in %lld shards, profile %s%s\n",
                static_cast<long long>(created->sweep_id()),
-               static_cast<long long>(created->models()),
-               static_cast<long long>(created->shards()), create.profile().name().c_str(),
+               static_cast<long long>(created->models()), static_cast<long long>(created->shards()),
+               create.profile().name().c_str(),
                baseline > 0 ? (", baseline " + std::to_string(baseline)).c_str() : "");
   if (!o.wait) {
     std::printf("%lld\n", static_cast<long long>(created->sweep_id()));

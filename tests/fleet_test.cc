@@ -21,16 +21,19 @@ TEST_F(SweepTest, TwoSchedulersOneDatabaseOneKilledLosesNothing) {
   const auto deadline = Clock::now() + std::chrono::seconds(120);
   int workers = 0;
   while (workers < 2 && Clock::now() < deadline) {
-    workers = n.exec_params("SELECT count(DISTINCT worker_id) FROM shards WHERE sweep_id = $1 "
-                            "AND worker_id IS NOT NULL",
-                            sweep)[0][0]
+    workers = n.exec_params(
+                   "SELECT count(DISTINCT worker_id) FROM shards WHERE sweep_id = $1 "
+                   "AND worker_id IS NOT NULL",
+                   sweep)[0][0]
                   .as<int>();
     if (workers < 2) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_EQ(workers, 2) << "the two schedulers did not both serve a worker";
-  WaitFor(sweep, [](const auto& p) { return p.models_recorded() >= 6; }, 120);
+  WaitFor(
+      sweep, [](const auto& p) { return p.models_recorded() >= 6; }, 120);
   Kill9("scheduler2");
-  auto p = WaitFor(sweep, [](const auto& q) { return q.state() == "done"; }, 300);
+  auto p = WaitFor(
+      sweep, [](const auto& q) { return q.state() == "done"; }, 300);
   EXPECT_EQ(p.models_expected(), 32);
   EXPECT_EQ(p.models_recorded(), p.models_expected());
   EXPECT_EQ(p.duplicates(), 0);
@@ -58,11 +61,21 @@ TEST_F(SweepTest, SubmitToARunningFleetWaitsPrintsTheTableAndExitsByTheGate) {
   }
   const std::string sched = "127.0.0.1:" + std::to_string(grpc_port_);
   auto submit = [&](std::vector<std::string> extra) {
-    std::vector<std::string> argv = {kBin + "/touchstone", "submit", "--scheduler", sched,
-                                     "--token-file", (dir_ / "token").string(), "--profile",
-                                     (dir_ / "profile.json").string(), "--catalog",
-                                     (dir_ / "catalog.jsonl").string(), "--sample", "6",
-                                     "--modes", "eager", "--no-audit-ops"};
+    std::vector<std::string> argv = {kBin + "/touchstone",
+                                     "submit",
+                                     "--scheduler",
+                                     sched,
+                                     "--token-file",
+                                     (dir_ / "token").string(),
+                                     "--profile",
+                                     (dir_ / "profile.json").string(),
+                                     "--catalog",
+                                     (dir_ / "catalog.jsonl").string(),
+                                     "--sample",
+                                     "6",
+                                     "--modes",
+                                     "eager",
+                                     "--no-audit-ops"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return testing::RunProcess(argv, "", 300);
   };
@@ -79,10 +92,8 @@ TEST_F(SweepTest, SubmitToARunningFleetWaitsPrintsTheTableAndExitsByTheGate) {
   // The next one is compared with the first and fails its gate: exit 1.
   auto second = submit({"--baseline", "latest", "--gate", (dir_ / "fail.json").string()});
   EXPECT_EQ(second.exit_code, 1) << testing::Describe(second) << second.out << second.err;
-  EXPECT_NE(second.err.find("baseline " + std::to_string(sweep1)), std::string::npos)
-      << second.err;
-  EXPECT_NE(second.out.find("new failures vs sweep " + std::to_string(sweep1)),
-            std::string::npos)
+  EXPECT_NE(second.err.find("baseline " + std::to_string(sweep1)), std::string::npos) << second.err;
+  EXPECT_NE(second.out.find("new failures vs sweep " + std::to_string(sweep1)), std::string::npos)
       << second.out;
   EXPECT_NE(second.out.find("org/never-in-this-sweep"), std::string::npos) << second.out;
 
@@ -91,7 +102,8 @@ TEST_F(SweepTest, SubmitToARunningFleetWaitsPrintsTheTableAndExitsByTheGate) {
   ASSERT_EQ(quick.exit_code, 0) << testing::Describe(quick) << quick.err;
   const int64_t sweep3 = std::stoll(quick.out);
   EXPECT_GT(sweep3, sweep1);
-  WaitFor(sweep3, [](const auto& q) { return q.state() == "done"; }, 240);
+  WaitFor(
+      sweep3, [](const auto& q) { return q.state() == "done"; }, 240);
 
   // Bad input: exit 2, naming the flag.
   auto bad = submit({"--baseline", "yesterday"});

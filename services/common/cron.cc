@@ -90,8 +90,7 @@ absl::StatusOr<bool> ParseField(const FieldDef& f, std::string_view text, std::v
         hi = f.hi == 7 ? 6 : f.hi;  // "5/15": from 5 to the end, every 15
       }
       if (lo < f.lo || hi > f.hi) {
-        return Bad(f, item,
-                   "out of range " + std::to_string(f.lo) + "-" + std::to_string(f.hi));
+        return Bad(f, item, "out of range " + std::to_string(f.lo) + "-" + std::to_string(f.hi));
       }
       if (lo > hi) return Bad(f, item, "range runs backwards");
     }
@@ -113,9 +112,10 @@ absl::StatusOr<CronSpec> CronSpec::Parse(std::string_view spec) {
     i = j;
   }
   if (fields.size() != 5) {
-    return absl::InvalidArgumentError(
-        "cron: '" + std::string(spec) + "': want 5 fields (minute hour day-of-month month "
-        "day-of-week), got " + std::to_string(fields.size()));
+    return absl::InvalidArgumentError("cron: '" + std::string(spec) +
+                                      "': want 5 fields (minute hour day-of-month month "
+                                      "day-of-week), got " +
+                                      std::to_string(fields.size()));
   }
   CronSpec c;
   std::vector<bool> bits;
@@ -125,11 +125,21 @@ absl::StatusOr<CronSpec> CronSpec::Parse(std::string_view spec) {
     for (size_t v = 0; v < bits.size(); ++v) {
       if (!bits[v]) continue;
       switch (k) {
-        case 0: c.minute_.set(v); break;
-        case 1: c.hour_.set(v); break;
-        case 2: c.mday_.set(v); break;
-        case 3: c.month_.set(v); break;
-        case 4: c.wday_.set(v % 7); break;
+        case 0:
+          c.minute_.set(v);
+          break;
+        case 1:
+          c.hour_.set(v);
+          break;
+        case 2:
+          c.mday_.set(v);
+          break;
+        case 3:
+          c.month_.set(v);
+          break;
+        case 4:
+          c.wday_.set(v % 7);
+          break;
       }
     }
     if (k == 2) c.mday_star_ = *star;

@@ -41,9 +41,9 @@ class CronSpec {
   std::string text_;
   std::bitset<60> minute_;
   std::bitset<24> hour_;
-  std::bitset<32> mday_;  // 1..31
-  std::bitset<13> month_; // 1..12
-  std::bitset<7> wday_;   // 0..6, Sunday 0
+  std::bitset<32> mday_;   // 1..31
+  std::bitset<13> month_;  // 1..12
+  std::bitset<7> wday_;    // 0..6, Sunday 0
   bool mday_star_ = false;
   bool wday_star_ = false;
 };

@@ -1,8 +1,7 @@
 #include "services/common/cron.h"
 
-#include <time.h>
-
 #include <gtest/gtest.h>
+#include <time.h>
 
 namespace ts::common {
 namespace {
@@ -45,10 +44,10 @@ TEST(CronSpecTest, NextMatchesTheTable) {
       {"30 2 * * 1-5", Utc(2026, 12, 4, 3, 0), "2026-12-07 02:30 Mon"},  // weekend skipped
       {"*/15 * * * *", Utc(2026, 12, 4, 15, 31), "2026-12-04 15:45 Fri"},
       {"5/20 * * * *", Utc(2026, 12, 4, 15, 46), "2026-12-04 16:05 Fri"},
-      {"0 0 1 * *", Utc(2026, 12, 4, 0, 0), "2027-01-01 00:00 Fri"},  // year rollover
-      {"0 0 29 2 *", Utc(2026, 3, 1, 0, 0), "2028-02-29 00:00 Tue"},  // next leap day
+      {"0 0 1 * *", Utc(2026, 12, 4, 0, 0), "2027-01-01 00:00 Fri"},           // year rollover
+      {"0 0 29 2 *", Utc(2026, 3, 1, 0, 0), "2028-02-29 00:00 Tue"},           // next leap day
       {"0 12 * jan,JUL sun", Utc(2026, 12, 4, 0, 0), "2027-01-03 12:00 Sun"},  // names
-      {"0 0 * * 7", Utc(2026, 12, 4, 0, 0), "2026-12-06 00:00 Sun"},  // 7 is Sunday
+      {"0 0 * * 7", Utc(2026, 12, 4, 0, 0), "2026-12-06 00:00 Sun"},           // 7 is Sunday
       // Both day fields restricted: either matches (the 13th, or any Friday).
       {"0 0 13 * 5", Utc(2026, 12, 5, 0, 0), "2026-12-11 00:00 Fri"},
       {"0 0 13 * 5", Utc(2026, 12, 11, 0, 0), "2026-12-13 00:00 Sun"},

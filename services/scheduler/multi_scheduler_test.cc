@@ -4,6 +4,8 @@
 // without the runner; tests/sweep_test.cc runs the same with real workers. A worker whose
 // scheduler dies goes on with the other one, as behind a Kubernetes Service, carrying its
 // lease: the lease lives in the database, so its reports are taken there.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
@@ -11,12 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <thread>
-
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
+#include <thread>
 
 #include "proto/names.h"
 #include "services/common/process.h"
@@ -54,10 +53,10 @@ class MultiSchedulerTest : public ::testing::Test {
     const fs::path ports = dir_ / (name + ".ports");
     common::SpawnOptions o;
     o.log_path = (dir_ / (name + ".log")).string();
-    auto pid = common::Spawn({TS_SCHEDULER_BIN, "--db", db_, "--listen", "127.0.0.1:0",
-                              "--http-port", "-1", "--port-file", ports.string(), "--lease-ttl",
-                              "3"},
-                             o);
+    auto pid =
+        common::Spawn({TS_SCHEDULER_BIN, "--db", db_, "--listen", "127.0.0.1:0", "--http-port",
+                       "-1", "--port-file", ports.string(), "--lease-ttl", "3"},
+                      o);
     EXPECT_TRUE(pid.ok()) << pid.status();
     if (!pid.ok()) return "";
     pids_.push_back(*pid);

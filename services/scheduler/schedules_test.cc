@@ -2,14 +2,14 @@
 // throwaway PostgreSQL, a clock the test moves. Both tickers race for every due time; each due
 // time starts one sweep, and one that finds the schedule's sweep still running is a recorded
 // skip.
-#include <atomic>
-#include <chrono>
-#include <thread>
-#include <time.h>
-
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <time.h>
+
+#include <atomic>
+#include <chrono>
 #include <pqxx/pqxx>
+#include <thread>
 
 #include "services/scheduler/scheduler.h"
 #include "services/scheduler/scheduler_test_util.h"

@@ -18,7 +18,8 @@ void Scheduler::Impl::TickSchedules() {
         metrics.schedule_runs.Add({{"outcome", "skipped"}}).Increment(t->skipped);
         metrics.schedule_runs.Add({{"outcome", "failed"}}).Increment(t->failed);
         if (t->started + t->skipped + t->failed > 0) {
-          std::fprintf(stderr, "touchstone-scheduler: schedules: %d started, %d skipped, %d failed\n",
+          std::fprintf(stderr,
+                       "touchstone-scheduler: schedules: %d started, %d skipped, %d failed\n",
                        t->started, t->skipped, t->failed);
         }
       }

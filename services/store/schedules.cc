@@ -1,9 +1,9 @@
 // Schedules (issue 13): adding, listing, enabling and removing them, and the ticker's step that
 // starts the due ones exactly once across schedulers (schema/0011_schedules.sql).
+#include <google/protobuf/util/json_util.h>
+
 #include <cmath>
 #include <regex>
-
-#include <google/protobuf/util/json_util.h>
 
 #include "services/common/cron.h"
 #include "services/store/store_internal.h"
@@ -34,7 +34,9 @@ std::string Rfc(const char* column) {
 const std::string& ScheduleColumns() {
   static const std::string cols =
       "s.schedule_id, s.name, s.cron, p.name, p.sha, s.filter::text, s.sample, s.baseline, "
-      "s.priority, s.enabled, coalesce(" + Rfc("s.next_due") + ", ''), s.modes, s.seed, "
+      "s.priority, s.enabled, coalesce(" +
+      Rfc("s.next_due") +
+      ", ''), s.modes, s.seed, "
       "p.body, s.model_timeout_s, s.audit_ops";
   return cols;
 }
@@ -59,10 +61,11 @@ pb::Schedule ScheduleFromRow(const pqxx::row& r) {
 
 void AddRuns(pqxx::transaction_base& t, int runs, pb::Schedule* s) {
   if (runs <= 0) return;
-  for (const auto& r : t.exec_params(
-           "SELECT " + Rfc("due_at") + ", outcome, coalesce(sweep_id, 0), detail "
-           "FROM schedule_runs WHERE schedule_id = $1 ORDER BY due_at DESC LIMIT $2",
-           s->schedule_id(), runs)) {
+  for (const auto& r :
+       t.exec_params("SELECT " + Rfc("due_at") +
+                         ", outcome, coalesce(sweep_id, 0), detail "
+                         "FROM schedule_runs WHERE schedule_id = $1 ORDER BY due_at DESC LIMIT $2",
+                     s->schedule_id(), runs)) {
     pb::ScheduleRun* run = s->add_runs();
     run->set_due_at(r[0].c_str());
     run->set_outcome(r[1].c_str());
@@ -105,12 +108,12 @@ pb::CreateSweepRequest SweepOf(const pqxx::row& r, int64_t baseline) {
 // schedule was due.
 std::string HandleOneDue(pqxx::connection& conn, TimePoint now) {
   pqxx::work w(conn);
-  pqxx::result due = w.exec_params(
-      "SELECT " + ScheduleColumns() + ", s.next_due FROM schedules s "
-      "JOIN profiles p USING (profile_id) "
-      "WHERE s.enabled AND s.next_due <= to_timestamp($1) "
-      "ORDER BY s.next_due LIMIT 1 FOR UPDATE OF s SKIP LOCKED",
-      Epoch(now));
+  pqxx::result due = w.exec_params("SELECT " + ScheduleColumns() +
+                                       ", s.next_due FROM schedules s "
+                                       "JOIN profiles p USING (profile_id) "
+                                       "WHERE s.enabled AND s.next_due <= to_timestamp($1) "
+                                       "ORDER BY s.next_due LIMIT 1 FOR UPDATE OF s SKIP LOCKED",
+                                   Epoch(now));
   if (due.empty()) return "";
   const pqxx::row row = due[0];
   const int64_t id = row[0].as<int64_t>();
@@ -252,14 +255,14 @@ absl::StatusOr<pb::Schedule> Store::SetScheduleEnabled(const std::string& name, 
                                                        TimePoint now) {
   return impl_->Run("SetScheduleEnabled", [&]() -> absl::StatusOr<pb::Schedule> {
     pqxx::work w(*impl_->conn);
-    pqxx::result r = w.exec_params(
-        "SELECT cron, enabled FROM schedules WHERE name = $1 FOR UPDATE", name);
+    pqxx::result r =
+        w.exec_params("SELECT cron, enabled FROM schedules WHERE name = $1 FOR UPDATE", name);
     if (r.empty()) return absl::NotFoundError("name: no schedule '" + name + "'");
     if (enabled && !r[0][1].as<bool>()) {
       auto spec = common::CronSpec::Parse(r[0][0].c_str());
       if (!spec.ok()) return spec.status();
-      w.exec_params("UPDATE schedules SET next_due = to_timestamp($2) WHERE name = $1",
-                    name, NextDue(*spec, now));
+      w.exec_params("UPDATE schedules SET next_due = to_timestamp($2) WHERE name = $1", name,
+                    NextDue(*spec, now));
     }
     w.exec_params("UPDATE schedules SET enabled = $2 WHERE name = $1", name, enabled);
     auto out = ReadSchedule(w, name, 5);

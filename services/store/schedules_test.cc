@@ -2,12 +2,11 @@
 // time starts one sweep whatever the number of stores (schedulers) racing for it; a due time
 // that finds the schedule's previous sweep running is a recorded skip; the baseline is the
 // schedule's previous done sweep.
+#include <gtest/gtest.h>
 #include <time.h>
 
-#include <gtest/gtest.h>
-#include <pqxx/pqxx>
-
 #include <atomic>
+#include <pqxx/pqxx>
 #include <thread>
 
 #include "proto/names.h"
