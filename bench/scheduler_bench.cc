@@ -6,8 +6,11 @@
 //
 //   build/bench/scheduler_bench [--workers 64] [--models 20000] [--shard 32] [--db-threads 4]
 //                               [--lease-threads 2] [--separate-finish] [--start idle|burst]
-//                               [--hold-first-ms N] [--db URL]   (default: a private
-//                               PostgreSQL under /tmp)
+//                               [--hold-first-ms N] [--schedulers N] [--db URL]   (default: a
+//                               private PostgreSQL under /tmp)
+//
+// --schedulers N: N schedulers on the one database (issue 13), fake worker w on scheduler
+// w % N; the sweep is created through the first. Lease latencies are the clients', across all.
 //
 // --start idle (default): the fleet is up and polling an empty queue, as touchstone-worker does
 // (LeaseShard, then sleep retry_after_ms +-50%, common::Jittered), when the sweep is created:
@@ -154,6 +157,7 @@ int main(int argc, char** argv) {
   bool finish_in_report = true, burst = false;
   int hold_first_ms = 0;
   bool reconnect = false;
+  int schedulers = 1;
   std::string db;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -165,6 +169,7 @@ int main(int argc, char** argv) {
     else if (a == "--separate-finish") finish_in_report = false;
     else if (a == "--db" && i + 1 < argc) db = argv[++i];
     else if (a == "--hold-first-ms" && i + 1 < argc) hold_first_ms = std::atoi(argv[++i]);
+    else if (a == "--schedulers" && i + 1 < argc) schedulers = std::max(1, std::atoi(argv[++i]));
     else if (a == "--start" && i + 1 < argc && (std::string(argv[i + 1]) == "idle" ||
                                                 std::string(argv[i + 1]) == "burst" ||
                                                 std::string(argv[i + 1]) == "reconnect")) {
@@ -175,7 +180,8 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr, "usage: scheduler_bench [--workers N] [--models N] [--shard N] "
                            "[--db-threads N] [--lease-threads N] [--separate-finish] "
-                           "[--start idle|burst|reconnect] [--hold-first-ms N] [--db URL]\n");
+                           "[--start idle|burst|reconnect] [--hold-first-ms N] [--schedulers N] "
+                           "[--db URL]\n");
       return 2;
     }
   }
@@ -200,12 +206,19 @@ int main(int argc, char** argv) {
   so.db_threads = db_threads;
   so.lease_threads = lease_threads;
   so.http_port = 0;  // read the server-side RPC histograms at the end
-  auto sched = ts::scheduler::Scheduler::Start(so);
-  if (!sched.ok()) {
-    std::fprintf(stderr, "%s\n", sched.status().ToString().c_str());
-    return 1;
+  std::vector<std::unique_ptr<ts::scheduler::Scheduler>> scheds;
+  std::vector<std::string> targets;
+  for (int i = 0; i < schedulers; ++i) {
+    auto sc = ts::scheduler::Scheduler::Start(so);
+    if (!sc.ok()) {
+      std::fprintf(stderr, "%s\n", sc.status().ToString().c_str());
+      return 1;
+    }
+    targets.push_back("127.0.0.1:" + std::to_string((*sc)->grpc_port()));
+    scheds.push_back(std::move(*sc));
   }
-  const std::string target = "127.0.0.1:" + std::to_string((*sched)->grpc_port());
+  auto* sched = &scheds[0];  // the sweep's creation, progress polls and /metrics
+  const std::string target = targets[0];
   grpc::ChannelArguments big;
   big.SetMaxSendMessageSize(64 << 20);
   auto admin = pb::Scheduler::NewStub(
@@ -253,8 +266,8 @@ int main(int argc, char** argv) {
     threads.emplace_back([&, w] {
       grpc::ChannelArguments args;
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per fake worker
-      auto stub = pb::Scheduler::NewStub(
-          grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+      auto stub = pb::Scheduler::NewStub(grpc::CreateCustomChannel(
+          targets[w % schedulers], grpc::InsecureChannelCredentials(), args));
       pb::RegisterWorkerRequest reg;
       reg.set_name("fake-" + std::to_string(w));
       pb::RegisterWorkerResponse rr;
@@ -436,11 +449,13 @@ int main(int argc, char** argv) {
       }
     }
   }
-  (*sched)->Shutdown();
+  for (auto& sc : scheds) sc->Shutdown();
 
   std::printf("| metric | value | target |\n|---|---|---|\n");
   std::printf("| fake workers / shard size / db + lease threads | %d / %d / %d + %d | 64 workers |\n",
               workers, shard, db_threads, lease_threads);
+  std::printf("| schedulers on the database (LeaseShard p99 in the scheduler: the first's) | %d | |\n",
+              schedulers);
   std::printf("| start | %s | |\n", reconnect ? "reconnect (first call after the worker's first retry backoff)"
                                    : burst ? "burst (every worker at the same instant)"
                                            : "idle (the fleet polling when the sweep is created)");

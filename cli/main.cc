@@ -26,6 +26,7 @@
 #include "cli/query_text.h"
 #include "cli/run_findings.h"
 #include "cli/serve.h"
+#include "cli/submit.h"
 #include "cli/sweep.h"
 #include "cli/sweep_catalog.h"
 #include "cli/usage.h"
@@ -62,6 +63,9 @@ constexpr const char* kUsage =
     "       touchstone db prune [--db URL | --state-dir DIR] [--sweep ID]... [--older-than DAYS]\n"
     "                           [--keep N] [--dry-run]   (retention; see cli/README.md)\n"
     "       touchstone serve [--state-dir DIR | --db URL]   (the scheduler over stored sweeps)\n"
+    "       touchstone submit --profile FILE [--sample N|all] [--baseline latest|ID] [--wait]\n"
+    "                         [--gate RULES] --scheduler HOST:PORT   (a sweep on a running fleet)\n"
+    "       touchstone schedule add|list|rm|enable|disable ...   (nightly sweeps; cli/README.md)\n"
     "       touchstone sweeps | summary SWEEP | model ID | ops SWEEP | breaks SWEEP |\n"
     "                  compare BASE HEAD | gate SWEEP --rules FILE | alerts [ack ID --note T] |\n"
     "                  detect SWEEP [--baseline B]\n"
@@ -563,6 +567,8 @@ int main(int argc, char** argv) {
   if (cmd == "sweep") return ts::cli::SweepCommand(args, DefaultDataDir());
   if (cmd == "db") return ts::cli::DbCommand(args);
   if (cmd == "serve") return ts::cli::ServeCommand(args);
+  if (cmd == "submit") return ts::cli::SubmitCommand(args, DefaultDataDir());
+  if (cmd == "schedule") return ts::cli::ScheduleCommand(args);
   if (ts::cli::IsQueryCommand(cmd)) return ts::cli::QueryCommand(cmd, args);
   return Usage("unknown command '" + cmd + "'");
 }

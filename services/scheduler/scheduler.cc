@@ -18,7 +18,9 @@ constexpr std::pair<std::string_view, Role> kMethodRoles[] = {
     {"Heartbeat", Role::kWorker},      {"ReportResults", Role::kWorker},
     {"FinishShard", Role::kWorker},    {"GetSweep", Role::kReader},
     {"ListResults", Role::kReader},    {"UpsertModels", Role::kAdmin},
-    {"CreateSweep", Role::kAdmin},     {"CancelSweep", Role::kAdmin}};
+    {"CreateSweep", Role::kAdmin},     {"CancelSweep", Role::kAdmin},
+    {"AddSchedule", Role::kAdmin},     {"ListSchedules", Role::kAdmin},
+    {"RemoveSchedule", Role::kAdmin},  {"SetScheduleEnabled", Role::kAdmin}};
 
 }  // namespace
 

@@ -18,6 +18,8 @@
 // finish those in flight, drain and join the pool, close the database.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +56,8 @@ struct SchedulerOptions {
   std::string dashboard_url;        // base of the alerts' link annotation
   double alert_resend_s = 60;       // re-post firing alerts this often
   double alert_retry_max_s = 60;    // backoff ceiling after a failed post
+  // The wall clock schedules are due by (UTC); null: the system clock. Tests inject one.
+  std::function<std::chrono::system_clock::time_point()> clock;
 };
 
 // The role a touchstone.v1.Scheduler method needs ("CreateSweep" -> admin); nullopt for a name

@@ -139,7 +139,9 @@ TEST(SchedulerMethodRoleTest, EveryMethodDeclaresItsRole) {
   EXPECT_EQ(worker, (std::set<std::string>{"RegisterWorker", "LeaseShard", "Heartbeat",
                                            "ReportResults", "FinishShard"}));
   EXPECT_EQ(reader, (std::set<std::string>{"GetSweep", "ListResults"}));
-  EXPECT_EQ(admin, (std::set<std::string>{"UpsertModels", "CreateSweep", "CancelSweep"}));
+  EXPECT_EQ(admin, (std::set<std::string>{"UpsertModels", "CreateSweep", "CancelSweep",
+                                          "AddSchedule", "ListSchedules", "RemoveSchedule",
+                                          "SetScheduleEnabled"}));
   EXPECT_EQ(SchedulerMethodRole("Prune"), std::nullopt);
 }
 

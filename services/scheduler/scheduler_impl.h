@@ -71,6 +71,9 @@ struct Metrics {
       "task and severity; drift warnings excluded");
   prometheus::Gauge& quarantined =
       reg.Gauge("touchstone_quarantined", "Models and modes in quarantine (flaky history)");
+  prometheus::Family<prometheus::Counter>& schedule_runs = reg.CounterFamily(
+      "touchstone_scheduler_schedule_runs_total",
+      "Due times of schedules this scheduler handled, by outcome (started, skipped, failed)");
 };
 
 using common::Role;
@@ -90,6 +93,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   void SetRegressionGauges(store::Store& q);
   std::unique_ptr<AlertDelivery> delivery;  // Alertmanager, when configured
   std::atomic<bool> delivering{false};      // a delivery round is queued or running
+  std::atomic<bool> scheduling{false};      // a StartDueSchedules task is queued or running
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<common::HttpServer> http;
   int grpc_port = 0;
@@ -231,6 +235,25 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
                                         pb::SweepProgress* resp) override;
   grpc::ServerWriteReactor<pb::ResultPage>* ListResults(
       grpc::CallbackServerContext* ctx, const pb::ListResultsRequest* req) override;
+  // Schedules (schedules_rpc.cc, schedules_tick.cc).
+  grpc::ServerUnaryReactor* AddSchedule(grpc::CallbackServerContext* ctx,
+                                        const pb::AddScheduleRequest* req,
+                                        pb::Schedule* resp) override;
+  grpc::ServerUnaryReactor* ListSchedules(grpc::CallbackServerContext* ctx,
+                                          const pb::ListSchedulesRequest* req,
+                                          pb::ListSchedulesResponse* resp) override;
+  grpc::ServerUnaryReactor* RemoveSchedule(grpc::CallbackServerContext* ctx,
+                                           const pb::RemoveScheduleRequest* req,
+                                           pb::RemoveScheduleResponse* resp) override;
+  grpc::ServerUnaryReactor* SetScheduleEnabled(grpc::CallbackServerContext* ctx,
+                                               const pb::SetScheduleEnabledRequest* req,
+                                               pb::Schedule* resp) override;
+  std::chrono::system_clock::time_point WallNow() const {
+    return opts.clock ? opts.clock() : std::chrono::system_clock::now();
+  }
+  // Queues StartDueSchedules on the database pool (a sweep's creation takes seconds on a large
+  // sample: never on the ticker), one at a time.
+  void TickSchedules();
   void Tick(store::Store* s);
   void TickLoop();
 

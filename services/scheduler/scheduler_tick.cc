@@ -41,6 +41,7 @@ void Scheduler::Impl::Tick(store::Store* s) {
       })) {
     delivering = false;
   }
+  TickSchedules();
   auto q = s->Queue();
   db_ok = e.ok() && q.ok();
   metrics.db_up.Set(db_ok ? 1 : 0);

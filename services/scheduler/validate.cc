@@ -1,12 +1,14 @@
 #include "services/scheduler/validate.h"
 
 #include <cmath>
+#include <regex>
 #include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "proto/names.h"
+#include "services/common/cron.h"
 
 namespace ts::scheduler {
 namespace {
@@ -171,5 +173,33 @@ absl::Status Validate(const pb::ListResultsRequest& r) {
   if (r.page_size() < 0 || r.page_size() > 10000) return Bad("page_size", "must be in [0, 10000]");
   return absl::OkStatus();
 }
+
+namespace {
+absl::Status ScheduleName(const std::string& name) {
+  static const std::regex kName("[A-Za-z0-9._-]{1,64}");
+  if (!std::regex_match(name, kName)) {
+    return Bad("name", "want 1 to 64 of [A-Za-z0-9._-], got '" + name + "'");
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status Validate(const pb::AddScheduleRequest& r) {
+  if (auto st = ScheduleName(r.name()); !st.ok()) return st;
+  if (auto spec = common::CronSpec::Parse(r.cron()); !spec.ok()) return spec.status();
+  if (auto st = Validate(r.sweep()); !st.ok()) {
+    return absl::InvalidArgumentError("sweep." + std::string(st.message()));
+  }
+  if (r.sweep().baseline_sweep_id() != 0) {
+    return Bad("sweep.baseline_sweep_id", "must be 0: a schedule's baseline is `baseline`");
+  }
+  if (!r.baseline().empty() && r.baseline() != "previous" && r.baseline() != "none") {
+    return Bad("baseline", "want previous or none, got '" + r.baseline() + "'");
+  }
+  return absl::OkStatus();
+}
+absl::Status Validate(const pb::ListSchedulesRequest&) { return absl::OkStatus(); }
+absl::Status Validate(const pb::RemoveScheduleRequest& r) { return ScheduleName(r.name()); }
+absl::Status Validate(const pb::SetScheduleEnabledRequest& r) { return ScheduleName(r.name()); }
 
 }  // namespace ts::scheduler

@@ -22,6 +22,12 @@ absl::Status Validate(const pb::CreateSweepRequest& r);
 absl::Status Validate(const pb::GetSweepRequest& r);
 absl::Status Validate(const pb::CancelSweepRequest& r);
 absl::Status Validate(const pb::ListResultsRequest& r);
+// Schedules: name [A-Za-z0-9._-]{1,64}, the cron spec parses, the sweep as CreateSweep's
+// ("sweep.profile.name: required") with baseline_sweep_id 0, baseline "", previous or none.
+absl::Status Validate(const pb::AddScheduleRequest& r);
+absl::Status Validate(const pb::ListSchedulesRequest& r);
+absl::Status Validate(const pb::RemoveScheduleRequest& r);
+absl::Status Validate(const pb::SetScheduleEnabledRequest& r);
 
 // Most models per UpsertModels call and results per ReportResults call.
 inline constexpr int kMaxModelsPerUpsert = 5000;

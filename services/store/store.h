@@ -12,6 +12,7 @@
 // Thread-safety: not thread-safe; one Store per thread (StorePool in the scheduler).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -249,6 +250,34 @@ class Store {
     int64_t alerts = 0;
   };
   absl::StatusOr<std::vector<OpenRegressions>> OpenRegressionsByTask();
+
+  // ---- Schedules (schedules.cc; issue 13) ----
+  // Times are passed in (the scheduler's clock, a test's) so that a test controls them.
+  using TimePoint = std::chrono::system_clock::time_point;
+
+  // Stores the schedule with its next due time after `now`; the profile is kept by content.
+  // INVALID_ARGUMENT "cron: ..." for a bad spec, "name: ..." for a name already taken,
+  // the filter's errors as CreateSweep's ("sweep.filter.tasks[0]: ...").
+  absl::StatusOr<pb::Schedule> AddSchedule(const pb::AddScheduleRequest& r, TimePoint now);
+  // Every schedule by name, each with its newest `runs` runs.
+  absl::StatusOr<std::vector<pb::Schedule>> ListSchedules(int runs);
+  // NOT_FOUND "name: no schedule X". Its sweeps stay (their schedule_id becomes NULL).
+  absl::Status RemoveSchedule(const std::string& name);
+  // Enabling sets the next due time after `now` (a schedule disabled for a week does not fire
+  // for the times it missed). NOT_FOUND "name: no schedule X".
+  absl::StatusOr<pb::Schedule> SetScheduleEnabled(const std::string& name, bool enabled,
+                                                  TimePoint now);
+  struct ScheduleTick {
+    int started = 0;
+    int skipped = 0;  // the previous sweep of the schedule was still running
+    int failed = 0;   // CreateSweep refused (detail in schedule_runs)
+  };
+  // Handles every enabled schedule due at `now`, each in its own transaction holding the
+  // schedule's row (FOR UPDATE SKIP LOCKED: another scheduler's ticker skips it, and after the
+  // commit finds it no longer due): starts its sweep, or records the skip, or the failure, in
+  // schedule_runs, and moves next_due past `now`. Due times missed while no scheduler ran are
+  // handled once, at the earliest of them.
+  absl::StatusOr<ScheduleTick> StartDueSchedules(TimePoint now);
 
   struct Impl;
 

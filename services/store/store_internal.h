@@ -138,6 +138,11 @@ void SumTallies(pqxx::transaction_base& w, int64_t sweep_id, pb::SweepProgress* 
 std::string SummaryJson(const pb::SweepProgress& p);
 // A sweeps.summary (SummaryJson's text) into `out`; DATA_LOSS naming the sweep when it is not.
 absl::Status ParseSummary(const pqxx::field& summary, int64_t sweep_id, pb::SweepProgress* out);
+// sweeps.cc: creates the sweep in `w` (filter and baseline checks, the sample, shards, jobs,
+// partitions) without committing: Store::CreateSweep, and a schedule's due time
+// (schedules.cc). Its errors as Store::CreateSweep's; `w` must then be rolled back.
+absl::StatusOr<pb::CreateSweepResponse> CreateSweepIn(pqxx::transaction_base& w,
+                                                     const pb::CreateSweepRequest& r);
 // sweeps.cc: the sweep's state, "" for no such sweep.
 std::string SweepState(pqxx::transaction_base& txn, int64_t sweep_id);
 

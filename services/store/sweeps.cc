@@ -373,35 +373,41 @@ absl::StatusOr<pb::SweepProgress> Progress(pqxx::transaction_base& w, int64_t sw
   return out;
 }
 
+absl::StatusOr<pb::CreateSweepResponse> CreateSweepIn(pqxx::transaction_base& w,
+                                                      const pb::CreateSweepRequest& r) {
+  if (auto st = CheckFilter(w, r.filter()); !st.ok()) return st;
+  if (auto st = CheckBaseline(w, r.baseline_sweep_id()); !st.ok()) return st;
+  const int64_t sweep_id = InsertSweep(w, r);
+  const pqxx::result sel = SelectModels(w, r);
+  if (sel.empty()) return absl::InvalidArgumentError("filter: selects no model");
+  const Packing packed = PackShards(w, sel, r, sweep_id);
+  Copy<6>(w, "shards",
+          {"shard_id", "sweep_id", "priority", "estimated_ms", "jobs_total", "primary_total"},
+          packed.shard_rows);
+  Copy<4>(w, "jobs", {"sweep_id", "model_id", "run", "shard_id"}, packed.job_rows);
+  // The partitions: made alone, then attached. CREATE TABLE ... PARTITION OF would take ACCESS
+  // EXCLUSIVE on the parent: it would wait for any running reader of results (a summary being
+  // kept, a long comparison) while every new reader and report queued behind it. ATTACH
+  // PARTITION takes SHARE UPDATE EXCLUSIVE, which neither readers nor writers conflict with;
+  // the copied indexes are attached, not rebuilt. Last, right before commit, all the same.
+  const std::string id = std::to_string(sweep_id);
+  for (const std::string parent : {"results", "model_runs"}) {
+    w.exec("CREATE TABLE " + parent + "_" + id + " (LIKE " + parent + " INCLUDING ALL)");
+    w.exec("ALTER TABLE " + parent + " ATTACH PARTITION " + parent + "_" + id + " FOR VALUES IN (" +
+           id + ")");
+  }
+  pb::CreateSweepResponse out;
+  out.set_sweep_id(sweep_id);
+  out.set_models(packed.models);
+  out.set_shards(packed.shards);
+  return out;
+}
+
 absl::StatusOr<pb::CreateSweepResponse> Store::CreateSweep(const pb::CreateSweepRequest& r) {
   return impl_->Run("CreateSweep", [&]() -> absl::StatusOr<pb::CreateSweepResponse> {
     pqxx::work w(*impl_->conn);
-    if (auto st = CheckFilter(w, r.filter()); !st.ok()) return st;
-    if (auto st = CheckBaseline(w, r.baseline_sweep_id()); !st.ok()) return st;
-    const int64_t sweep_id = InsertSweep(w, r);
-    const pqxx::result sel = SelectModels(w, r);
-    if (sel.empty()) return absl::InvalidArgumentError("filter: selects no model");
-    const Packing packed = PackShards(w, sel, r, sweep_id);
-    Copy<6>(w, "shards",
-            {"shard_id", "sweep_id", "priority", "estimated_ms", "jobs_total", "primary_total"},
-            packed.shard_rows);
-    Copy<4>(w, "jobs", {"sweep_id", "model_id", "run", "shard_id"}, packed.job_rows);
-    // The partitions: made alone, then attached. CREATE TABLE ... PARTITION OF would take ACCESS
-    // EXCLUSIVE on the parent: it would wait for any running reader of results (a summary being
-    // kept, a long comparison) while every new reader and report queued behind it. ATTACH
-    // PARTITION takes SHARE UPDATE EXCLUSIVE, which neither readers nor writers conflict with;
-    // the copied indexes are attached, not rebuilt. Last, right before commit, all the same.
-    const std::string id = std::to_string(sweep_id);
-    for (const std::string parent : {"results", "model_runs"}) {
-      w.exec("CREATE TABLE " + parent + "_" + id + " (LIKE " + parent + " INCLUDING ALL)");
-      w.exec("ALTER TABLE " + parent + " ATTACH PARTITION " + parent + "_" + id +
-             " FOR VALUES IN (" + id + ")");
-    }
-    w.commit();
-    pb::CreateSweepResponse out;
-    out.set_sweep_id(sweep_id);
-    out.set_models(packed.models);
-    out.set_shards(packed.shards);
+    auto out = CreateSweepIn(w, r);
+    if (out.ok()) w.commit();
     return out;
   });
 }
@@ -429,14 +435,22 @@ absl::StatusOr<int> Store::SummarizeDoneSweeps(int max) {
         ids.push_back(row[0].as<int64_t>());
       }
     }
+    int kept = 0;
     for (int64_t id : ids) {
       pqxx::work w(*impl_->conn);
+      // Several schedulers on one database each run this: the one holding the sweep's lock
+      // keeps its answers; the others skip it instead of racing it to the same rows.
+      if (!w.exec_params("SELECT pg_try_advisory_xact_lock(736215002, $1::int)", id)[0][0]
+               .as<bool>()) {
+        continue;
+      }
+      ++kept;
       MaterializeSweep(w, id);   // the query answers (seconds for a full sweep)...
       auto p = Progress(w, id);  // ...then the counts, kept: the sweep's row is locked only now
       if (!p.ok()) return p.status();
       w.commit();
     }
-    return static_cast<int>(ids.size());
+    return kept;
   });
 }
 
