@@ -1,0 +1,18 @@
+# Writes a C++ file with the dashboard's static files (dashboards/web) as string literals, so a
+# deployed touchstone-scheduler serves them without its source folder.
+# -DOUT=file.cc -DFILES="a.html;b.js" (full paths)
+set(body "// Generated from dashboards/web by cmake/embed_web.cmake. Do not edit.\n")
+string(APPEND body "#include \"services/scheduler/dashboard_http.h\"\n\nnamespace ts::scheduler {\n\n")
+string(APPEND body "const std::vector<DashboardAsset>& DashboardAssets() {\n  static const std::vector<DashboardAsset> kAll = {\n")
+foreach(f IN LISTS FILES)
+  get_filename_component(name ${f} NAME)
+  file(READ ${f} text)
+  string(FIND "${text}" ")ts_web\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${f} holds the raw-string delimiter )ts_web\"")
+  endif()
+  string(APPEND body "      {\"${name}\", R\"ts_web(${text})ts_web\"},\n")
+endforeach()
+string(APPEND body "  };\n  return kAll;\n}\n\n}  // namespace ts::scheduler\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)
