@@ -1,6 +1,7 @@
 # Writes a C++ file with the dashboard's static files (dashboards/web) as string literals, so a
 # deployed touchstone-scheduler serves them without its source folder.
-# -DOUT=file.cc -DFILES="a.html;b.js" (full paths)
+# -DOUT=file.cc -DFILES="a.html|b.js" (full paths)
+string(REPLACE "|" ";" FILES "${FILES}")
 set(body "// Generated from dashboards/web by cmake/embed_web.cmake. Do not edit.\n")
 string(APPEND body "#include \"services/scheduler/dashboard_http.h\"\n\nnamespace ts::scheduler {\n\n")
 string(APPEND body "const std::vector<DashboardAsset>& DashboardAssets() {\n  static const std::vector<DashboardAsset> kAll = {\n")

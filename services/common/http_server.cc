@@ -62,7 +62,9 @@ struct HttpServer::Impl {
     if (header != req.end()) {
       authorization = std::string(header->value());
     } else if (!opts.token_cookie.empty()) {
-      std::string cookie = CookieValue(req[http::field::cookie], opts.token_cookie);
+      const auto raw = req[http::field::cookie];
+      std::string cookie =
+          CookieValue(std::string_view(raw.data(), raw.size()), opts.token_cookie);
       if (!cookie.empty()) authorization = "Bearer " + cookie;
     }
     if (authorization && authorization->rfind("Bearer ", 0) == 0) {
@@ -76,7 +78,7 @@ struct HttpServer::Impl {
           value, role == opts.path_roles.end() ? Role::kReader : role->second, info.path);
       if (st.code() == absl::StatusCode::kUnauthenticated) {
         if (!opts.login_path.empty() && get && info.path.rfind("/api/", 0) != 0 &&
-            req[http::field::accept].find("text/html") != std::string_view::npos) {
+            req[http::field::accept].find("text/html") != beast::string_view::npos) {
           return {303, "text/plain; charset=utf-8", "log in first\n",
                   {{"Location", opts.login_path}}};
         }
