@@ -106,6 +106,8 @@ TS.run = function (main) {
   document.addEventListener('DOMContentLoaded', () => {
     TS.header();
     main().then(() => {
+      // When the data was drawn, in ms since the navigation started (bench/dashboard_bench).
+      document.body.setAttribute('data-ready-ms', String(Math.round(performance.now())));
       document.body.setAttribute('data-ready', '1');
     }).catch(e => {
       TS.status(String(e.message || e), true);
