@@ -16,7 +16,7 @@ function options(select, values, chosen) {
 }
 
 TS.run(async () => {
-  const summary = await TS.api('summary', {sweep: TS.param('sweep'), group_by: 'arch'});
+  const summary = await TS.api('summary', {sweep: TS.param('sweep'), group_by: 'arch', modes: '0'});
   const sweepId = summary.sweepId;
   document.getElementById('title').textContent = 'Classes of sweep ' + sweepId;
   const c = TS.content();

@@ -275,6 +275,14 @@ TEST_F(DashboardTest, ClassRowsNameTheirTasksAndFamilies) {
   EXPECT_EQ(j["rows"][0]["group"], "BertForMaskedLM");
   EXPECT_EQ(j["rows"][0]["families"], json::array({"bert"}));
   EXPECT_EQ(j["rows"][0]["tasks"], json::array({"fill-mask", "text-generation"}));
+  EXPECT_EQ(j["rows"][0]["modes"].size(), 3u);  // eager, compile, train
+  // modes=0 (the Classes page): the same rows without their status counts.
+  auto lean = Get("/api/v1/summary?group_by=arch&modes=0&sweep=" + std::to_string(head_),
+                  "reader-token");
+  const json l = json::parse(lean.body);
+  ASSERT_EQ(l["rows"].size(), 3u);
+  EXPECT_EQ(l["rows"][0]["modes"].size(), 0u);
+  EXPECT_EQ(l["rows"][0]["eagerPct"], j["rows"][0]["eagerPct"]);
   auto c = Get("/api/v1/class?arch=GPT2LMHeadModel&sweep=" + std::to_string(head_), "reader-token");
   ASSERT_EQ(c.status, 200) << c.body;
   EXPECT_EQ(json::parse(c.body)["rows"].size(), 4u);  // m1 m4 m7 m10
