@@ -425,6 +425,15 @@ TEST_F(DashboardTest, PagesInHeadlessChromium) {
   Visit(b, base, "/trends");
   EXPECT_GT(CanvasPixels(b, "canvas.trend"), 1000);
   EXPECT_TRUE(b.Screenshot((dir / "trends.png").string()).ok());
+  // Clicking the first point (the older sweep) opens that sweep's classes.
+  ASSERT_TRUE(b.Execute("const c = document.querySelector('canvas.trend');"
+                        "const p = Chart.getChart(c).getDatasetMeta(0).data[0];"
+                        "const r = c.getBoundingClientRect();"
+                        "c.dispatchEvent(new MouseEvent('click', {clientX: r.left + p.x,"
+                        "  clientY: r.top + p.y, bubbles: true}));").ok());
+  auto opened = b.WaitFor("return location.pathname === '/classes' && location.search;");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(*opened, "?sweep=" + std::to_string(base_));
 
   Visit(b, base, "/ops");
   EXPECT_GT(CanvasPixels(b, "canvas"), 1000);
