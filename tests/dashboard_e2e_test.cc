@@ -62,7 +62,7 @@ class DashboardE2eTest : public ::testing::Test {
     out.close();
     json clean = json::parse(ReadText(fs::path(TS_PROFILES_DIR) / "sim-2.0.json"));
     clean["defects"] = json::array();
-    clean["name"] = "sim-2.0-clean";
+    clean["name"] = "sim-2.0";  // the line "sim", as sim-2.1: the Overview's changes are vs it
     std::ofstream(*dir_ / "clean.json") << clean.dump();
     base_id_ = Sweep((*dir_ / "clean.json").string(), 0, "base");
     head_id_ = Sweep(std::string(TS_PROFILES_DIR) + "/sim-2.1.json", base_id_, "head");
@@ -174,7 +174,10 @@ TEST_F(DashboardE2eTest, EveryPageAgainstTheQueryApi) {
   const pb::Summary head = Summary(head_id_, pb::GROUP_BY_TASK);
   const pb::Summary prev = Summary(base_id_, pb::GROUP_BY_TASK);
   ASSERT_GT(head.rows_size(), 0);
-  auto cells = Cells(b, "section.line tr[data-group]");
+  EXPECT_EQ(*b.Execute("return document.querySelectorAll('section.line').length;"), 1);
+  EXPECT_EQ(*b.Execute("return document.querySelector('section.line').getAttribute('data-sweep');"),
+            std::to_string(head_id_));
+  auto cells = Cells(b, "section.line[data-line=\"sim\"] tr[data-group]");
   ASSERT_EQ(cells.size(), static_cast<size_t>(head.rows_size() + 2));
   for (const auto& row : head.rows()) ExpectRowShown(cells[row.group()], row, "overview");
   ExpectRowShown(cells["Total"], head.total(), "overview Total");
