@@ -116,10 +116,12 @@ class DashboardTest : public ::testing::Test {
     pb::UpsertModelsResponse ur;
     ASSERT_TRUE(stub_->UpsertModels(BearerContext("admin-token").get(), up, &ur).ok());
     base_ = RunSweep("sim-2.0", false);
-    head_ = RunSweep("sim-2.1", true);
+    head_ = RunSweep("sim-2.1", true, base_);
     auto st = store::Store::Connect({o.db_url});
     ASSERT_TRUE(st.ok());
     ASSERT_TRUE((*st)->SummarizeDoneSweeps(10).ok());
+    auto detected = (*st)->DetectDoneSweeps(10);  // head vs base: its flips become alerts
+    ASSERT_TRUE(detected.ok()) << detected.status();
     if (const char* hold = std::getenv("TS_DASHBOARD_HOLD_S")) {  // for a person to look
       std::fprintf(stderr, "dashboard: http://127.0.0.1:%d/ (reader-token)\n", sched_->http_port());
       std::this_thread::sleep_for(std::chrono::seconds(std::atoi(hold)));
@@ -132,13 +134,14 @@ class DashboardTest : public ::testing::Test {
     delete db_url_;
   }
 
-  static int64_t RunSweep(const std::string& profile, bool head) {
+  static int64_t RunSweep(const std::string& profile, bool head, int64_t baseline = 0) {
     pb::CreateSweepRequest c;
     c.set_name(head ? "nightly-head" : "nightly-base");
     c.mutable_profile()->set_name(profile);
     c.mutable_profile()->set_body("{}");
     for (const char* m : {"eager", "compile", "train"}) c.add_modes(m);
     c.set_shard_max_models(5);
+    c.set_baseline_sweep_id(baseline);
     pb::CreateSweepResponse cr;
     EXPECT_TRUE(stub_->CreateSweep(BearerContext("admin-token").get(), c, &cr).ok());
     pb::RegisterWorkerRequest reg;
@@ -440,6 +443,19 @@ TEST_F(DashboardTest, PagesInHeadlessChromium) {
   EXPECT_TRUE(b.Screenshot((dir / "ops.png").string()).ok());
 
   Visit(b, base, "/alerts");
+  pb::ListAlertsRequest lr;
+  lr.set_state("open");
+  pb::ListAlertsResponse alerts;
+  ASSERT_TRUE(query_->ListAlerts(BearerContext("reader-token").get(), lr, &alerts).ok());
+  EXPECT_EQ(*b.Execute("return document.querySelectorAll('section.alert').length;"),
+            alerts.alerts_size());
+  for (const auto& a : alerts.alerts()) {
+    EXPECT_EQ(*b.Execute("return document.querySelectorAll("
+                         "'section.alert[data-alert=\"' + arguments[0] + '\"] tbody tr').length;",
+                         json::array({std::to_string(a.alert_id())})),
+              a.models_size());
+  }
+  EXPECT_GE(alerts.alerts_size(), 1);  // the head's eager flips (m3, m6, m9) vs its baseline
   EXPECT_TRUE(b.Screenshot((dir / "alerts.png").string()).ok());
 
   ASSERT_TRUE(b.Navigate(base + "/").ok());  // search from the header
