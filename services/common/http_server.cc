@@ -1,7 +1,10 @@
 #include "services/common/http_server.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <thread>
+#include <vector>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -19,34 +22,80 @@ struct HttpServer::Impl {
   std::map<std::string, HttpHandler> routes;
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  std::thread thread;
   std::atomic<bool> stopped{false};
 
+  std::map<std::string, HttpRequestHandler> request_routes;
+  std::vector<std::thread> threads;
+
+  // The value of cookie `name` in a Cookie header ("a=1; b=2"); "" when absent.
+  static std::string CookieValue(std::string_view header, std::string_view name) {
+    while (!header.empty()) {
+      const size_t semi = header.find(';');
+      std::string_view pair = header.substr(0, semi);
+      header = semi == std::string_view::npos ? "" : header.substr(semi + 1);
+      while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+      const size_t eq = pair.find('=');
+      if (eq != std::string_view::npos && pair.substr(0, eq) == name) {
+        return std::string(pair.substr(eq + 1));
+      }
+    }
+    return "";
+  }
+
   HttpResponse Dispatch(const http::request<http::string_body>& req) {
-    std::string target(req.target());
-    const std::string path = target.substr(0, target.find('?'));
-    if (req.method() != http::verb::get && req.method() != http::verb::head) {
+    HttpRequestInfo info;
+    info.method = std::string(req.method_string());
+    info.target = std::string(req.target());
+    const size_t q = info.target.find('?');
+    info.path = info.target.substr(0, q);
+    if (q != std::string::npos) info.query = info.target.substr(q + 1);
+    info.body = req.body();
+    info.content_type = std::string(req[http::field::content_type]);
+    auto request_route = request_routes.find(info.path);
+    const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
+    if (!get && request_route == request_routes.end()) {
       return {405, "text/plain; charset=utf-8", "only GET\n"};
     }
-    if (opts.tokens && !opts.open_paths.contains(path)) {
-      auto role = opts.path_roles.find(path);
-      auto header = req.find(http::field::authorization);
+    // The token: the Authorization header, else the login cookie.
+    std::optional<std::string> authorization;
+    auto header = req.find(http::field::authorization);
+    if (header != req.end()) {
+      authorization = std::string(header->value());
+    } else if (!opts.token_cookie.empty()) {
+      const auto raw = req[http::field::cookie];
+      std::string cookie =
+          CookieValue(std::string_view(raw.data(), raw.size()), opts.token_cookie);
+      if (!cookie.empty()) authorization = "Bearer " + cookie;
+    }
+    if (authorization && authorization->rfind("Bearer ", 0) == 0) {
+      info.token = authorization->substr(7);
+    }
+    if (opts.tokens && !opts.open_paths.contains(info.path)) {
+      auto role = opts.path_roles.find(info.path);
       std::optional<std::string_view> value;
-      if (header != req.end()) value.emplace(header->value().data(), header->value().size());
+      if (authorization) value = *authorization;
       absl::Status st = opts.tokens->Check(
-          value, role == opts.path_roles.end() ? Role::kReader : role->second, path);
+          value, role == opts.path_roles.end() ? Role::kReader : role->second, info.path);
       if (st.code() == absl::StatusCode::kUnauthenticated) {
+        if (!opts.login_path.empty() && get && info.path.rfind("/api/", 0) != 0 &&
+            req[http::field::accept].find("text/html") != beast::string_view::npos) {
+          return {303, "text/plain; charset=utf-8", "log in first\n",
+                  {{"Location", opts.login_path}}};
+        }
         return {401, "text/plain; charset=utf-8", std::string(st.message()) + "\n"};
       }
       if (!st.ok()) return {403, "text/plain; charset=utf-8", std::string(st.message()) + "\n"};
     }
-    auto route = routes.find(path);
+    if (request_route != request_routes.end()) return request_route->second(info);
+    auto route = routes.find(info.path);
     if (route == routes.end()) return {404, "text/plain; charset=utf-8", "no such path\n"};
-    return route->second(target);
+    return route->second(info.target);
   }
 
   void Accept() {
-    acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    // Each connection on its own strand: with several threads, a stream's read, write and
+    // timer handlers never run at once.
+    acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
       if (ec) {
         if (!stopped) Accept();
         return;
@@ -69,6 +118,7 @@ struct HttpServer::Impl {
                            static_cast<http::status>(r.status), req->version());
                        res->set(http::field::server, "touchstone");
                        res->set(http::field::content_type, r.content_type);
+                       for (const auto& [name, value] : r.headers) res->insert(name, value);
                        res->keep_alive(req->keep_alive());
                        res->body() = std::move(r.body);
                        res->prepare_payload();
@@ -89,10 +139,21 @@ struct HttpServer::Impl {
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
-    const HttpServerOptions& opts, std::map<std::string, HttpHandler> routes) {
+    const HttpServerOptions& opts, std::map<std::string, HttpHandler> routes,
+    std::map<std::string, HttpRequestHandler> request_routes) {
+  if (opts.threads < 1 || opts.threads > 64) {
+    return absl::InvalidArgumentError("http threads: must be in [1, 64], not " +
+                                      std::to_string(opts.threads));
+  }
+  for (const auto& [path, handler] : request_routes) {
+    if (routes.contains(path)) {
+      return absl::InvalidArgumentError("http routes: " + path + " is routed twice");
+    }
+  }
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
   impl->routes = std::move(routes);
+  impl->request_routes = std::move(request_routes);
   beast::error_code ec;
   auto addr = asio::ip::make_address(opts.host, ec);
   if (ec) return absl::InvalidArgumentError("http host: " + ec.message());
@@ -107,7 +168,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   }
   Impl* raw = impl.get();
   raw->Accept();
-  raw->thread = std::thread([raw] { raw->io.run(); });
+  for (int i = 0; i < opts.threads; ++i) raw->threads.emplace_back([raw] { raw->io.run(); });
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -118,7 +179,9 @@ void HttpServer::Stop() {
   // Idle keep-alive connections are not waited for: stop the loop, then close the acceptor
   // (safe once the loop's thread has ended).
   impl_->io.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  for (auto& t : impl_->threads) {
+    if (t.joinable()) t.join();
+  }
   beast::error_code ec;
   impl_->acceptor.close(ec);
 }
@@ -136,15 +199,15 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, const st
 absl::StatusOr<HttpResponse> HttpRequest(const HttpRequestSpec& spec) {
   const std::string where =
       spec.method + " " + spec.host + ":" + std::to_string(spec.port) + spec.path;
-  if (spec.method != "GET" && spec.method != "POST") {
-    return absl::InvalidArgumentError("method: GET or POST, not " + spec.method);
+  if (spec.method != "GET" && spec.method != "POST" && spec.method != "DELETE") {
+    return absl::InvalidArgumentError("method: GET, POST or DELETE, not " + spec.method);
   }
   asio::io_context io;
   beast::tcp_stream stream(io);
-  http::request<http::string_body> req{
-      spec.method == "GET" ? http::verb::get : http::verb::post, spec.path, 11};
+  http::request<http::string_body> req{http::string_to_verb(spec.method), spec.path, 11};
   req.set(http::field::host, spec.host);
   if (!spec.token.empty()) req.set(http::field::authorization, "Bearer " + spec.token);
+  for (const auto& [name, value] : spec.headers) req.set(name, value);
   if (!spec.body.empty()) {
     req.set(http::field::content_type, spec.content_type);
     req.body() = spec.body;
@@ -187,6 +250,13 @@ absl::StatusOr<HttpResponse> HttpRequest(const HttpRequestSpec& spec) {
   out.status = static_cast<int>(res.result_int());
   out.content_type = std::string(res[http::field::content_type]);
   out.body = res.body();
+  for (const auto& field : res) {
+    if (field.name() == http::field::content_type) continue;
+    std::string name(field.name_string());
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    out.headers.emplace_back(std::move(name), std::string(field.value()));
+  }
   return out;
 }
 

@@ -52,6 +52,11 @@ std::array<SummaryBuilder::Acc*, 3> SummaryBuilder::Targets(const GroupKey& key)
   seen_families_.insert(key.family);
   seen_archs_.insert(key.arch);
   if (!FilterMatches(filter_, key)) return {nullptr, nullptr, nullptr};
+  if (group_by_ == pb::GROUP_BY_ARCH) {
+    auto& names = arch_names_[key.arch];
+    names.first.insert(key.task);
+    names.second.insert(key.family);
+  }
   return {&rows_[GroupOf(group_by_, key)], &classes_[key.arch], &total_};
 }
 
@@ -139,7 +144,13 @@ pb::Summary SummaryBuilder::Build() const {
   out.set_group_by(group_by_ == pb::GROUP_BY_UNSPECIFIED ? pb::GROUP_BY_TASK : group_by_);
   for (const auto& m : modes_) out.add_modes(m);
   for (const auto& [group, acc] : rows_) {
-    if (acc.models != 0) *out.add_rows() = Row(group, acc);
+    if (acc.models == 0) continue;
+    pb::SummaryRow* row = out.add_rows();
+    *row = Row(group, acc);
+    if (auto names = arch_names_.find(group); names != arch_names_.end()) {
+      for (const auto& t : names->second.first) row->add_tasks(t);
+      for (const auto& f : names->second.second) row->add_families(f);
+    }
   }
   *out.mutable_total() = Row("Total", total_);
   pb::SummaryRow* cw = out.mutable_class_weighted();

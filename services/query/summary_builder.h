@@ -103,6 +103,8 @@ class SummaryBuilder {
   std::map<std::string, Acc> classes_;
   Acc total_;
   std::set<std::string> seen_tasks_, seen_families_, seen_archs_;
+  // GROUP_BY_ARCH: each class's tasks and families (SummaryRow.tasks, .families).
+  std::map<std::string, std::pair<std::set<std::string>, std::set<std::string>>> arch_names_;
 };
 
 // The Summary rows' percentages for two summaries of the same grouping, paired by group:

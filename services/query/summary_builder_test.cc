@@ -119,6 +119,11 @@ TEST(SummaryBuilderTest, GroupByClassAndFilter) {
   ExpectRow(s.class_weighted(), "Class-weighted", 4, 500.0 / 6, 5000.0 / 60, 200.0 / 3);
   EXPECT_EQ(s.classes(), 2);
   EXPECT_TRUE(b.CheckFilterMatched(7).ok());
+  // A class row names its models' tasks and families (the dashboard filters on them).
+  ASSERT_EQ(s.rows(1).tasks_size(), 1);
+  EXPECT_EQ(s.rows(1).tasks(0), "text-generation");
+  EXPECT_EQ(s.rows(1).families_size(), 1);
+  EXPECT_EQ(s.total().tasks_size(), 0);
 }
 
 TEST(SummaryBuilderTest, FilterValueNoModelHasIsNamed) {

@@ -1,6 +1,7 @@
 // touchstone-scheduler --db URL [--listen HOST:PORT] [--http-port N] [--token-file F]
 //                      [--tls-cert F --tls-key F] [--lease-ttl S] [--db-threads N]
 //                      [--port-file F] [--alertmanager http://HOST:PORT] [--dashboard-url U]
+//                      [--chart-js FILE]
 // Tokens: --token-file (`role token` lines, mode 0600; services/common/auth.h), else the
 // TOUCHSTONE_{WORKER,READER,ADMIN}_TOKEN variables, else none (open; logged).
 // Serves until SIGTERM or SIGINT, then shuts down in order (scheduler.h).
@@ -22,6 +23,8 @@ int Usage(const std::string& why) {
                "         [--token-file FILE] [--tls-cert FILE --tls-key FILE]\n"
                "         [--lease-ttl SECONDS] [--db-threads N] [--port-file FILE]\n"
                "         [--alertmanager http://HOST:PORT] [--dashboard-url URL]\n"
+               "         [--chart-js FILE]  (the web dashboard's Chart.js; default: Debian's\n"
+               "                            /usr/share/javascript/chart.js/chart.min.js)\n"
                "  --token-file  'role token' lines (worker, reader, admin), mode 0600; a file\n"
                "                of one bare token is an admin token. Without it:\n"
                "                TOUCHSTONE_WORKER_TOKEN, _READER_TOKEN, _ADMIN_TOKEN.\n",
@@ -70,6 +73,8 @@ int main(int argc, char** argv) {
       o.alertmanager_url = argv[++i];
     } else if (a == "--dashboard-url" && has) {
       o.dashboard_url = argv[++i];
+    } else if (a == "--chart-js" && has) {
+      o.chart_js = argv[++i];
     } else if (a == "--port-file" && has) {
       port_file = argv[++i];
     } else {

@@ -7,6 +7,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 
 #include "services/common/tls.h"
+#include "services/scheduler/dashboard_http.h"
 #include "services/scheduler/scheduler_impl.h"
 
 namespace ts::scheduler {
@@ -106,12 +107,23 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
     common::HttpServerOptions ho;
     ho.port = opts.http_port;
     ho.tokens = impl->tokens;
+    // The web dashboard (dashboard_http.h) reads through the Query service in process.
+    ConfigureDashboardServer(&ho);
+    DashboardOptions dash;
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    dash.channel = impl->server->InProcessChannel(args);
+    dash.tokens = impl->tokens;
+    if (!opts.chart_js.empty()) dash.chart_js = opts.chart_js;
     auto http = common::HttpServer::Start(
-        ho, {{"/metrics", raw->metrics.reg.Handler()},
-             {"/healthz", [raw](const std::string&) {
-                return raw->db_ok ? common::HttpResponse{200, "text/plain", "ok\n"}
-                                  : common::HttpResponse{503, "text/plain", "database unreachable\n"};
-              }}});
+        ho,
+        {{"/metrics", raw->metrics.reg.Handler()},
+         {"/healthz",
+          [raw](const std::string&) {
+            return raw->db_ok ? common::HttpResponse{200, "text/plain", "ok\n"}
+                              : common::HttpResponse{503, "text/plain", "database unreachable\n"};
+          }}},
+        DashboardRoutes(dash));
     if (!http.ok()) return http.status();
     impl->http = std::move(*http);
   }

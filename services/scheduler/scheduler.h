@@ -33,7 +33,9 @@ namespace ts::scheduler {
 struct SchedulerOptions {
   std::string db_url;                  // required
   std::string listen = "127.0.0.1:0";  // gRPC address; port 0 picks a free one
-  int http_port = 0;                   // /metrics, /healthz (0: a free one; -1: none)
+  // /metrics, /healthz and the web dashboard (dashboard_http.h) (0: a free one; -1: none)
+  int http_port = 0;
+  std::string chart_js;  // the dashboard's Chart.js file; empty: Debian's libjs-chart.js path
   // Bearer tokens by role (services/common/auth.h); no tokens: open, logged at start. Each
   // method's role: SchedulerMethodRole. gRPC health and reflection need no token.
   common::TokenSet tokens;

@@ -42,6 +42,9 @@ struct Metrics {
       reg.Gauge("touchstone_scheduler_sweeps_running", "Sweeps not yet done");
   prometheus::Gauge& workers_alive = reg.Gauge("touchstone_scheduler_workers_alive",
                                                "Workers heard from within three lease TTLs");
+  prometheus::Gauge& alerts_open = reg.Gauge(
+      "touchstone_scheduler_alerts_open",
+      "Open regression alerts, counted after each summary and detection pass");
   prometheus::Gauge& db_up =
       reg.Gauge("touchstone_scheduler_db_up", "1 when the last database check succeeded");
   prometheus::Gauge& lease_calls_open = reg.Gauge(

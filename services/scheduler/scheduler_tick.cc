@@ -28,6 +28,8 @@ void Scheduler::Impl::Tick(store::Store* s) {
           (void)q->SummarizeDoneSweeps();
           (void)q->DetectDoneSweeps();
           SetRegressionGauges(*q);
+          auto open = q->ListAlerts("open", 0, 100000);
+          if (open.ok()) metrics.alerts_open.Set(static_cast<double>(open->size()));
         }
         summarizing = false;
       })) {

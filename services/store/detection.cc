@@ -29,20 +29,6 @@ constexpr size_t kDropWindow = 7;        // prior sweeps whose median the drop r
 // Serializes detections (alerts and quarantine of every line): detection is rare and short.
 constexpr const char* kLock = "SELECT pg_advisory_xact_lock(736215011)";
 
-// The profile line: the name less a trailing "-<version>" ("sim-2.1" -> "sim"), so that a
-// profile's versions share their history; a name without a version is its own line.
-std::string ProfileLine(const std::string& name) {
-  size_t end = name.size();
-  bool digit = false;
-  while (end > 0 &&
-         (std::isdigit(static_cast<unsigned char>(name[end - 1])) || name[end - 1] == '.')) {
-    digit = digit || name[end - 1] != '.';
-    --end;
-  }
-  if (!digit || end < 2 || name[end - 1] != '-') return name;
-  return name.substr(0, end - 1);
-}
-
 // The first "aten::op[.overload]" named in `text`; "" for none.
 std::string OpNamedIn(const std::string& text) {
   const size_t at = text.find("aten::");
@@ -536,6 +522,18 @@ absl::StatusOr<int> Store::DetectDoneSweeps(int max) {
     if (!st.ok()) return st;
   }
   return done;
+}
+
+std::string ProfileLine(const std::string& name) {
+  size_t end = name.size();
+  bool digit = false;
+  while (end > 0 &&
+         (std::isdigit(static_cast<unsigned char>(name[end - 1])) || name[end - 1] == '.')) {
+    digit = digit || name[end - 1] != '.';
+    --end;
+  }
+  if (!digit || end < 2 || name[end - 1] != '-') return name;
+  return name.substr(0, end - 1);
 }
 
 }  // namespace ts::store

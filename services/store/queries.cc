@@ -33,6 +33,7 @@ absl::StatusOr<pb::SweepInfo> SweepInfoOf(pqxx::transaction_base& w, const pqxx:
   s.set_state(row[2].c_str());
   s.set_profile(row[3].c_str());
   s.set_profile_sha(row[4].c_str());
+  s.set_line(ProfileLine(s.profile()));
   for (auto& m : ParseTextArray(row[5])) s.add_modes(std::move(m));
   s.set_sample(row[6].as<int64_t>());
   s.set_baseline_sweep_id(row[7].as<int64_t>());

@@ -286,6 +286,10 @@ class Store {
   std::unique_ptr<Impl> impl_;
 };
 
+// The profile line: the name less a trailing "-<version>" ("sim-2.1" -> "sim"), so that a
+// profile's versions share their history; a name without a version is its own line.
+std::string ProfileLine(const std::string& name);
+
 // Embedded migrations, in order: {version, file name, SQL}.
 struct Migration {
   int version;

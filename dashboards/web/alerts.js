@@ -1,0 +1,34 @@
+// Regressions and alerts: the open alerts (Query.ListAlerts) with their models; an empty state
+// when there are none.
+'use strict';
+
+TS.run(async () => {
+  const state = TS.param('state') || 'open';
+  const data = await TS.api('alerts', {state: state});
+  const c = TS.content();
+  if (data.alerts.length === 0) {
+    c.appendChild(TS.el('p', {id: 'empty', class: 'muted'}, 'No ' + state + ' alerts.'));
+    TS.status('');
+    return;
+  }
+  for (const a of data.alerts) {
+    const s = TS.el('section', {class: 'alert', 'data-alert': a.alertId});
+    s.appendChild(TS.el('h2', {}, '#' + a.alertId + ' ' + a.severity + ' · line ' + a.line + ' · ' +
+                                      TS.enumName(a.mode) + ' · ' + a.causeKind + ': ' + a.causeText));
+    s.appendChild(TS.el('p', {class: 'muted'}, a.state + '; sweeps ' + a.firstSweepId + '–' + a.lastSweepId +
+                                                   '; classes ' + a.archs.join(', ') +
+                                                   (a.ackNote ? '; acknowledged: ' + a.ackNote : '')));
+    const t = TS.el('table', {}, TS.el('thead', {}, TS.el('tr', {}, TS.el('th', {class: 'name'}, 'Model'),
+        TS.el('th', {class: 'name'}, 'Class'), TS.el('th', {class: 'name'}, 'Task'), TS.el('th', {}, 'Sweep'))));
+    const b = TS.el('tbody');
+    for (const m of a.models) {
+      b.appendChild(TS.el('tr', {}, TS.el('td', {class: 'name'}, TS.link(TS.url('/model', {id: m.modelId}), m.modelId)),
+                          TS.el('td', {class: 'name'}, m.arch), TS.el('td', {class: 'name'}, m.task),
+                          TS.el('td', {}, m.sweepId)));
+    }
+    t.appendChild(b);
+    s.appendChild(t);
+    c.appendChild(s);
+  }
+  TS.status(data.alerts.length + ' ' + state + ' alerts.');
+});
