@@ -51,7 +51,7 @@ int64_t Int(const json& j, const char* key) {
   return j[key].is_string() ? std::stoll(j[key].get<std::string>()) : j[key].get<int64_t>();
 }
 
-testing::ProcessResult Run(std::vector<std::string> argv, double timeout_s = 600) {
+testing::ProcessResult RunTs(std::vector<std::string> argv, double timeout_s = 600) {
   argv.insert(argv.begin(), kBin + "/touchstone");
   return testing::RunProcess(argv, "", timeout_s);
 }
@@ -61,7 +61,7 @@ TEST(FlakyE2eTest, ProbabilityDefectFlipsAreFlakyQuarantinedAndNeverAlerted) {
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const fs::path dir = tmpl;
   // The catalog: classifiers with a tanh head, from the generated catalog.
-  auto gen = Run({"catalog", "generate", "--count", "3000", "--out", (dir / "all.jsonl").string()});
+  auto gen = RunTs({"catalog", "generate", "--count", "3000", "--out", (dir / "all.jsonl").string()});
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
   {
     std::ifstream in(dir / "all.jsonl");
@@ -101,7 +101,7 @@ TEST(FlakyE2eTest, ProbabilityDefectFlipsAreFlakyQuarantinedAndNeverAlerted) {
       argv.push_back("--baseline");
       argv.push_back(std::to_string(sweeps.back()));
     }
-    auto r = Run(argv);
+    auto r = RunTs(argv);
     ASSERT_EQ(r.exit_code, 0) << testing::Describe(r) << r.err;
     const json j = json::parse(ReadText(dir / "sweep.json"));
     EXPECT_EQ(j["models_recorded"], kModels);
@@ -135,7 +135,7 @@ TEST(FlakyE2eTest, ProbabilityDefectFlipsAreFlakyQuarantinedAndNeverAlerted) {
                                  tokens, std::string("--format"), std::string("json")}) {
       args.push_back(f);
     }
-    return Run(args, 300);
+    return RunTs(args, 300);
   };
 
   // Each night's verdicts and confirmations, through ListResults.
@@ -213,9 +213,11 @@ TEST(FlakyE2eTest, ProbabilityDefectFlipsAreFlakyQuarantinedAndNeverAlerted) {
   auto listed = cli({"alerts", "quarantine"});
   ASSERT_EQ(listed.exit_code, 0) << listed.err;
   std::set<std::string> got, want;
-  for (const auto& e : json::parse(listed.out).value("entries", json::array())) {
-    EXPECT_EQ(e["mode"], "MODE_EAGER");
-    got.insert(e["modelId"].get<std::string>());
+  const json listed_json = json::parse(listed.out);
+  for (const json& e : listed_json.value("entries", json::array())) {
+    EXPECT_EQ(e.at("mode"), "MODE_EAGER");
+    const std::string model = e.at("modelId");
+    got.insert(model);
   }
   for (const auto& [id, passes] : quarantine) want.insert(id);
   EXPECT_EQ(got, want) << listed.out;
