@@ -1,0 +1,34 @@
+// `touchstone zoo export` (README.md, "Checkpoints"): one class's tiny model as files any tool
+// can reproduce a run from: config.json (the tiny config, built at that size), model.safetensors
+// (its seeded weights, HF state_dict names), inputs.safetensors (the seeded batch's inputs) and
+// outputs.safetensors (Forward's outputs, CPU fp32). clients/python/hf_crosscheck.py runs the
+// same files through transformers.
+//
+// Thread-safety: pure functions (files only).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "workers/base/status.h"
+#include "workers/zoo/model.h"
+
+namespace ts::zoo {
+
+struct ExportOptions {
+  std::string arch;  // empty: config["architectures"][0]
+  uint64_t seed = 0;
+};
+
+// Writes the four files into `out_dir` (created). Errors name the field or the file.
+Status ExportModel(const nlohmann::json& config, const ExportOptions& opts,
+                   const std::string& out_dir);
+
+// Loads an exported folder back (config.json at its own size, weights from model.safetensors by
+// name), runs inputs.safetensors and returns the largest |difference| from outputs.safetensors
+// over every output; an error names the tensor that is missing, mis-shaped or unreadable.
+StatusOr<double> ReplayExport(const std::string& dir);
+
+}  // namespace ts::zoo

@@ -1,0 +1,222 @@
+// Tests of safetensors.h and export.h: every registered class exports and replays to identical
+// outputs; truncated, mislabelled, sharded and mismatched checkpoints.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "workers/zoo/export.h"
+#include "workers/zoo/safetensors.h"
+
+namespace ts::zoo {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() / ("zoo_export_test_" + std::to_string(::getpid()) + "_" +
+                                         std::to_string(counter_++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string str() const { return path_.string(); }
+  fs::path path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+std::string Export(const std::string& arch, const fs::path& dir, uint64_t seed = 3) {
+  ExportOptions o;
+  o.arch = arch;
+  o.seed = seed;
+  Status s = ExportModel(*ExampleConfig(arch), o, dir.string());
+  return s.ok() ? "" : s.ToString();
+}
+
+std::string Bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteBytes(const fs::path& p, const std::string& b) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(b.data(), static_cast<std::streamsize>(b.size()));
+}
+
+// The header and the data of a safetensors file.
+std::pair<nlohmann::json, std::string> Split(const std::string& b) {
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<unsigned char>(b[i]);
+  return {nlohmann::json::parse(b.substr(8, len)), b.substr(8 + len)};
+}
+
+std::string Join(const nlohmann::json& header, const std::string& data) {
+  std::string h = header.dump();
+  while (h.size() % 8) h.push_back(' ');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
+  return out + h + data;
+}
+
+TEST(ExportTest, EveryClassRoundTripsToIdenticalOutputs) {
+  TempDir tmp;
+  std::vector<std::string> failed;
+  for (const ArchInfo& a : SupportedArchitectures()) {
+    const fs::path dir = tmp.path() / a.arch;
+    const std::string err = Export(a.arch, dir);
+    if (!err.empty()) {
+      failed.push_back(a.arch + ": export: " + err);
+      continue;
+    }
+    for (const char* f : {"config.json", "model.safetensors", "inputs.safetensors",
+                          "outputs.safetensors"}) {
+      EXPECT_TRUE(fs::exists(dir / f)) << a.arch << " " << f;
+    }
+    auto worst = ReplayExport(dir.string());
+    if (!worst.ok()) {
+      failed.push_back(a.arch + ": replay: " + worst.status().ToString());
+    } else if (*worst != 0.0) {
+      failed.push_back(a.arch + ": outputs differ by " + std::to_string(*worst));
+    }
+    fs::remove_all(dir);
+  }
+  EXPECT_TRUE(failed.empty()) << failed.size() << " classes, first: " << failed.front();
+  for (const auto& f : failed) ADD_FAILURE() << f;
+}
+
+TEST(ExportTest, SameSeedSameFilesOtherSeedOtherWeights) {
+  TempDir tmp;
+  ASSERT_EQ(Export("LlamaForCausalLM", tmp.path() / "a", 5), "");
+  ASSERT_EQ(Export("LlamaForCausalLM", tmp.path() / "b", 5), "");
+  ASSERT_EQ(Export("LlamaForCausalLM", tmp.path() / "c", 6), "");
+  EXPECT_EQ(Bytes(tmp.path() / "a/model.safetensors"), Bytes(tmp.path() / "b/model.safetensors"));
+  EXPECT_NE(Bytes(tmp.path() / "a/model.safetensors"), Bytes(tmp.path() / "c/model.safetensors"));
+  auto cfg = nlohmann::json::parse(Bytes(tmp.path() / "a/config.json"));
+  EXPECT_EQ(cfg["architectures"][0], "LlamaForCausalLM");
+  EXPECT_EQ(cfg["model_type"], "llama");
+}
+
+TEST(ExportTest, TruncatedFileIsLoadFailNamingTheTensor) {
+  TempDir tmp;
+  ASSERT_EQ(Export("BertForMaskedLM", tmp.path()), "");
+  const fs::path f = tmp.path() / "model.safetensors";
+  const std::string b = Bytes(f);
+  auto [header, data] = Split(b);
+  // The tensor whose buffer is last.
+  std::string last;
+  uint64_t end = 0;
+  for (const auto& [name, e] : header.items()) {
+    if (name != "__metadata__" && e["data_offsets"][1].get<uint64_t>() > end) {
+      end = e["data_offsets"][1].get<uint64_t>();
+      last = name;
+    }
+  }
+  WriteBytes(f, b.substr(0, b.size() - 16));
+  auto r = ReplayExport(tmp.str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("tensor '" + last + "'"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("truncated"), std::string::npos) << r.status().message();
+  // A file cut inside its header.
+  WriteBytes(f, b.substr(0, 20));
+  r = ReplayExport(tmp.str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("truncated"), std::string::npos) << r.status().message();
+}
+
+TEST(ExportTest, MislabelledDtypeIsLoadFailNamingTheTensor) {
+  TempDir tmp;
+  ASSERT_EQ(Export("GPT2LMHeadModel", tmp.path()), "");
+  const fs::path f = tmp.path() / "model.safetensors";
+  auto [header, data] = Split(Bytes(f));
+  const std::string victim = "transformer.h.0.attn.c_attn.weight";
+  ASSERT_TRUE(header.contains(victim));
+  ASSERT_EQ(header[victim]["dtype"], "F32");
+  header[victim]["dtype"] = "F16";
+  WriteBytes(f, Join(header, data));
+  auto r = ReplayExport(tmp.str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tensor '" + victim + "'"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("mislabelled"), std::string::npos);
+  header[victim]["dtype"] = "F8_E9M9";
+  WriteBytes(f, Join(header, data));
+  r = ReplayExport(tmp.str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tensor '" + victim + "': unsupported dtype"),
+            std::string::npos)
+      << r.status().message();
+}
+
+TEST(ExportTest, MissingOrMisshapedTensorNamesIt) {
+  auto m = BuildModel(*ExampleConfig("LlamaForCausalLM"), BuildOptions());
+  ASSERT_TRUE(m.ok());
+  TensorMap ckpt = (*m)->InitWeights(1);
+  ckpt["unused.extra"] = at::zeros({2});  // ignored
+  ASSERT_TRUE(WeightsFromCheckpoint(**m, ckpt).ok());
+  TensorMap missing = ckpt;
+  missing.erase("model.norm.weight");
+  auto r = WeightsFromCheckpoint(**m, missing);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tensor 'model.norm.weight': missing"), std::string::npos)
+      << r.status().message();
+  TensorMap shaped = ckpt;
+  shaped["model.norm.weight"] = at::zeros({3});
+  r = WeightsFromCheckpoint(**m, shaped);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tensor 'model.norm.weight': shape [3]"), std::string::npos)
+      << r.status().message();
+}
+
+TEST(ExportTest, ShardedIndexAndDtypeConversion) {
+  TempDir tmp;
+  auto m = BuildModel(*ExampleConfig("Qwen2ForCausalLM"), BuildOptions());
+  ASSERT_TRUE(m.ok());
+  const WeightMap w = (*m)->InitWeights(2);
+  TensorMap a, b;
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  int i = 0;
+  for (const auto& [k, v] : w) {
+    const bool first = i++ % 2 == 0;
+    (first ? a : b)[k] = v.to(at::kBFloat16);
+    index["weight_map"][k] = first ? "model-00001-of-00002.safetensors"
+                                   : "model-00002-of-00002.safetensors";
+  }
+  ASSERT_TRUE(WriteSafetensors((tmp.path() / "model-00001-of-00002.safetensors").string(), a).ok());
+  ASSERT_TRUE(WriteSafetensors((tmp.path() / "model-00002-of-00002.safetensors").string(), b).ok());
+  std::ofstream(tmp.path() / "model.safetensors.index.json") << index.dump();
+  auto ckpt = ReadCheckpoint(tmp.str());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  EXPECT_EQ(ckpt->size(), w.size());
+  auto loaded = WeightsFromCheckpoint(**m, *ckpt, at::kFloat);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  for (const auto& [k, v] : w) {
+    EXPECT_EQ(loaded->at(k).scalar_type(), at::kFloat);
+    EXPECT_TRUE(at::equal(loaded->at(k), v.to(at::kBFloat16).to(at::kFloat))) << k;
+  }
+  // An index naming a tensor its shard lacks.
+  index["weight_map"]["model.extra"] = "model-00001-of-00002.safetensors";
+  std::ofstream(tmp.path() / "model.safetensors.index.json") << index.dump();
+  auto bad = ReadCheckpoint(tmp.str());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tensor 'model.extra'"), std::string::npos);
+  // Hub-mirror layout: weights_dir/org/name.
+  EXPECT_EQ(CheckpointDirFor(tmp.path().parent_path().string(), tmp.path().filename().string()),
+            tmp.str());
+  EXPECT_EQ(CheckpointDirFor(tmp.str(), "org/absent"), "");
+}
+
+}  // namespace
+}  // namespace ts::zoo
