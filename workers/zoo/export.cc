@@ -1,6 +1,7 @@
 // Export of a class's tiny model and its replay (export.h).
 #include "workers/zoo/export.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -40,7 +41,16 @@ Status ExportModel(const nlohmann::json& config, const ExportOptions& opts,
     out << tiny.dump(2) << "\n";
     if (!out) return InternalError(out_dir + "/config.json: write failed");
   }
-  const WeightMap w = m->InitWeights(opts.seed);
+  WeightMap w = m->InitWeights(opts.seed);
+  if (opts.compact) {
+    for (auto& [name, t] : w) {
+      if (!at::isFloatingType(t.scalar_type()) || t.numel() == 0) continue;
+      const double top = t.abs().max().item<double>();
+      if (top == 0.0) continue;
+      const double step = std::exp2(std::ceil(std::log2(top / 15.0)));
+      t = at::clamp(at::round(t / step), -15, 15) * step;
+    }
+  }
   const Batch batch = m->MakeBatch(opts.seed, 0);
   std::vector<at::Tensor> outs;
   {
@@ -56,7 +66,13 @@ Status ExportModel(const nlohmann::json& config, const ExportOptions& opts,
   }
   const std::map<std::string, std::string> meta = {
       {"format", "pt"}, {"arch", m->spec().arch}, {"seed", std::to_string(opts.seed)}};
-  TS_RETURN_IF_ERROR(WriteSafetensors((fs::path(out_dir) / "model.safetensors").string(), w, meta));
+  WeightMap stored = w;
+  if (opts.compact) {
+    for (auto& [name, t] : stored)
+      if (at::isFloatingType(t.scalar_type())) t = t.to(at::kHalf);  // exact: k * 2^e
+  }
+  TS_RETURN_IF_ERROR(
+      WriteSafetensors((fs::path(out_dir) / "model.safetensors").string(), stored, meta));
   TS_RETURN_IF_ERROR(
       WriteSafetensors((fs::path(out_dir) / "inputs.safetensors").string(), batch.inputs, meta));
   auto out_meta = meta;

@@ -20,6 +20,11 @@ namespace ts::zoo {
 struct ExportOptions {
   std::string arch;  // empty: config["architectures"][0]
   uint64_t seed = 0;
+  // Small files for shipping every class at once (scripts/hf_export_all): each float weight is
+  // rounded to at most 31 levels k * 2^e (|k| <= 15, 2^e the power of two just above
+  // max|w| / 15), exact in F16, and stored F16; Forward runs on the rounded weights, so the
+  // files stay consistent (and compress well). Off: the seeded weights as they are, F32.
+  bool compact = false;
 };
 
 // Writes the four files into `out_dir` (created). Errors name the field or the file.

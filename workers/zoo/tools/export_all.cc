@@ -1,10 +1,11 @@
 // zoo_export_all: `touchstone zoo export` for every registered class in one process (export.h),
 // for scripts/hf_export_all on a build without the full `touchstone` command.
 //
-//   zoo_export_all --out ROOT [--seed N] [SUBSTRING]
+//   zoo_export_all --out ROOT [--seed N] [--compact] [SUBSTRING]
 //
 // Writes ROOT/<class>/{config.json, model.safetensors, inputs.safetensors, outputs.safetensors}
-// from each class's example config; exit 1 when any class fails (each failure printed).
+// from each class's example config (--compact: ExportOptions::compact); exit 1 when any class
+// fails (each failure printed).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -16,21 +17,24 @@
 int main(int argc, char** argv) {
   std::string out, filter;
   uint64_t seed = 0;
+  bool compact = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) {
       out = argv[++i];
     } else if (a == "--seed" && i + 1 < argc) {
       seed = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--compact") {
+      compact = true;
     } else if (!a.empty() && a[0] != '-') {
       filter = a;
     } else {
-      std::fprintf(stderr, "usage: zoo_export_all --out ROOT [--seed N] [SUBSTRING]\n");
+      std::fprintf(stderr, "usage: zoo_export_all --out ROOT [--seed N] [--compact] [SUBSTR]\n");
       return 2;
     }
   }
   if (out.empty()) {
-    std::fprintf(stderr, "usage: zoo_export_all --out ROOT [--seed N] [SUBSTRING]\n");
+    std::fprintf(stderr, "usage: zoo_export_all --out ROOT [--seed N] [--compact] [SUBSTR]\n");
     return 2;
   }
   int failed = 0, done = 0;
@@ -39,6 +43,7 @@ int main(int argc, char** argv) {
     ts::zoo::ExportOptions o;
     o.arch = a.arch;
     o.seed = seed;
+    o.compact = compact;
     const ts::Status s = ts::zoo::ExportModel(*ts::zoo::ExampleConfig(a.arch), o,
                                               (std::filesystem::path(out) / a.arch).string());
     if (!s.ok()) {
