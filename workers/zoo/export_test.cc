@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -105,6 +106,32 @@ TEST(ExportTest, SameSeedSameFilesOtherSeedOtherWeights) {
   auto cfg = nlohmann::json::parse(Bytes(tmp.path() / "a/config.json"));
   EXPECT_EQ(cfg["architectures"][0], "LlamaForCausalLM");
   EXPECT_EQ(cfg["model_type"], "llama");
+}
+
+TEST(ExportTest, CompactExportIsF16OnAGridAndReplaysExactly) {
+  TempDir tmp;
+  for (const char* arch : {"LlamaForCausalLM", "BertForMaskedLM", "ResNetForImageClassification"}) {
+    ExportOptions o;
+    o.arch = arch;
+    o.seed = 4;
+    o.compact = true;
+    const fs::path dir = tmp.path() / arch;
+    ASSERT_TRUE(ExportModel(*ExampleConfig(arch), o, dir.string()).ok()) << arch;
+    auto worst = ReplayExport(dir.string());
+    ASSERT_TRUE(worst.ok()) << worst.status().ToString();
+    EXPECT_EQ(*worst, 0.0) << arch;
+    auto w = ReadSafetensors((dir / "model.safetensors").string());
+    ASSERT_TRUE(w.ok());
+    for (const auto& [k, t] : *w) {
+      EXPECT_EQ(t.scalar_type(), at::kHalf) << k;
+      const double top = t.abs().max().item<double>();
+      if (top == 0.0) continue;
+      const double step = std::exp2(std::ceil(std::log2(top / 15.0)));
+      const at::Tensor levels = t.to(at::kDouble) / step;
+      EXPECT_TRUE(at::equal(levels, at::round(levels))) << k << ": on the grid";
+      EXPECT_LE(std::get<0>(at::_unique(levels)).size(0), 31) << k;
+    }
+  }
 }
 
 TEST(ExportTest, TruncatedFileIsLoadFailNamingTheTensor) {
