@@ -45,6 +45,14 @@ std::string Export(const std::string& arch, const fs::path& dir, uint64_t seed =
   return s.ok() ? "" : s.ToString();
 }
 
+std::unique_ptr<Model> Tiny(const std::string& arch) {
+  BuildOptions o;
+  o.arch = arch;
+  auto m = BuildModel(*ExampleConfig(arch), o);
+  EXPECT_TRUE(m.ok()) << arch << ": " << m.status().ToString();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
 std::string Bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -188,20 +196,20 @@ TEST(ExportTest, MislabelledDtypeIsLoadFailNamingTheTensor) {
 }
 
 TEST(ExportTest, MissingOrMisshapedTensorNamesIt) {
-  auto m = BuildModel(*ExampleConfig("LlamaForCausalLM"), BuildOptions());
-  ASSERT_TRUE(m.ok());
-  TensorMap ckpt = (*m)->InitWeights(1);
+  auto m = Tiny("LlamaForCausalLM");
+  ASSERT_TRUE(m);
+  TensorMap ckpt = m->InitWeights(1);
   ckpt["unused.extra"] = at::zeros({2});  // ignored
-  ASSERT_TRUE(WeightsFromCheckpoint(**m, ckpt).ok());
+  ASSERT_TRUE(WeightsFromCheckpoint(*m, ckpt).ok());
   TensorMap missing = ckpt;
   missing.erase("model.norm.weight");
-  auto r = WeightsFromCheckpoint(**m, missing);
+  auto r = WeightsFromCheckpoint(*m, missing);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("tensor 'model.norm.weight': missing"), std::string::npos)
       << r.status().message();
   TensorMap shaped = ckpt;
   shaped["model.norm.weight"] = at::zeros({3});
-  r = WeightsFromCheckpoint(**m, shaped);
+  r = WeightsFromCheckpoint(*m, shaped);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("tensor 'model.norm.weight': shape [3]"), std::string::npos)
       << r.status().message();
@@ -209,9 +217,9 @@ TEST(ExportTest, MissingOrMisshapedTensorNamesIt) {
 
 TEST(ExportTest, ShardedIndexAndDtypeConversion) {
   TempDir tmp;
-  auto m = BuildModel(*ExampleConfig("Qwen2ForCausalLM"), BuildOptions());
-  ASSERT_TRUE(m.ok());
-  const WeightMap w = (*m)->InitWeights(2);
+  auto m = Tiny("Qwen2ForCausalLM");
+  ASSERT_TRUE(m);
+  const WeightMap w = m->InitWeights(2);
   TensorMap a, b;
   nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
   int i = 0;
@@ -227,7 +235,7 @@ TEST(ExportTest, ShardedIndexAndDtypeConversion) {
   auto ckpt = ReadCheckpoint(tmp.str());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
   EXPECT_EQ(ckpt->size(), w.size());
-  auto loaded = WeightsFromCheckpoint(**m, *ckpt, at::kFloat);
+  auto loaded = WeightsFromCheckpoint(*m, *ckpt, at::kFloat);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   for (const auto& [k, v] : w) {
     EXPECT_EQ(loaded->at(k).scalar_type(), at::kFloat);
