@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "workers/zoo/safetensors.h"
+#include "workers/zoo/state_dict.h"
 
 namespace ts::zoo {
 namespace {
@@ -66,7 +67,8 @@ Status ExportModel(const nlohmann::json& config, const ExportOptions& opts,
   }
   const std::map<std::string, std::string> meta = {
       {"format", "pt"}, {"arch", m->spec().arch}, {"seed", std::to_string(opts.seed)}};
-  WeightMap stored = w;
+  // What transformers' state_dict holds: the weights, tied copies, buffers (state_dict.h).
+  TensorMap stored = StateDict(*m, w, opts.seed);
   if (opts.compact) {
     for (auto& [name, t] : stored)
       if (at::isFloatingType(t.scalar_type())) t = t.to(at::kHalf);  // exact: k * 2^e

@@ -1,6 +1,7 @@
 // `touchstone zoo export` (README.md, "Checkpoints"): one class's tiny model as files any tool
 // can reproduce a run from: config.json (the tiny config, built at that size), model.safetensors
-// (its seeded weights, HF state_dict names), inputs.safetensors (the seeded batch's inputs) and
+// (its transformers state_dict: the seeded weights by their HF names, tied copies and buffers,
+// state_dict.h), inputs.safetensors (the seeded batch's inputs) and
 // outputs.safetensors (Forward's outputs, CPU fp32). clients/python/hf_crosscheck.py runs the
 // same files through transformers.
 //

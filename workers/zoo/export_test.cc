@@ -12,6 +12,7 @@
 
 #include "workers/zoo/export.h"
 #include "workers/zoo/safetensors.h"
+#include "workers/zoo/state_dict.h"
 
 namespace ts::zoo {
 namespace {
@@ -140,6 +141,35 @@ TEST(ExportTest, CompactExportIsF16OnAGridAndReplaysExactly) {
       EXPECT_LE(std::get<0>(at::_unique(levels)).size(0), 31) << k;
     }
   }
+}
+
+// The extra state_dict entries transformers keeps (state_dict.h), and the export writes them.
+TEST(ExportTest, StateDictHasTiedCopiesAndBuffers) {
+  auto tied_to = [](const std::string& arch, const std::string& name) -> std::string {
+    auto m = Tiny(arch);
+    if (!m) return "<no model>";
+    for (const StateDictEntry& e : StateDictShapes(*m))
+      if (e.name == name) return e.tied_to.empty() ? "<own>" : e.tied_to;
+    return "<absent>";
+  };
+  EXPECT_EQ(tied_to("GemmaForCausalLM", "lm_head.weight"), "model.embed_tokens.weight");
+  EXPECT_EQ(tied_to("LlamaForCausalLM", "lm_head.weight"), "<own>");  // untied: a weight
+  EXPECT_EQ(tied_to("BertForMaskedLM", "cls.predictions.decoder.weight"),
+            "bert.embeddings.word_embeddings.weight");
+  EXPECT_EQ(tied_to("BertForMaskedLM", "cls.predictions.decoder.bias"), "cls.predictions.bias");
+  EXPECT_EQ(tied_to("T5ForConditionalGeneration", "encoder.embed_tokens.weight"), "shared.weight");
+  EXPECT_EQ(tied_to("T5ForConditionalGeneration", "decoder.embed_tokens.weight"), "shared.weight");
+  EXPECT_EQ(tied_to("T5EncoderModel", "decoder.embed_tokens.weight"), "<absent>");
+  EXPECT_EQ(tied_to("ResNetForImageClassification",
+                    "resnet.embedder.embedder.normalization.num_batches_tracked"),
+            "<own>");
+  EXPECT_EQ(tied_to("Wav2Vec2ForCTC", "wav2vec2.masked_spec_embed"), "<own>");
+  TempDir tmp;
+  ASSERT_EQ(Export("GemmaForCausalLM", tmp.path()), "");
+  auto sd = ReadSafetensors((tmp.path() / "model.safetensors").string());
+  ASSERT_TRUE(sd.ok());
+  ASSERT_TRUE(sd->count("lm_head.weight"));
+  EXPECT_TRUE(at::equal(sd->at("lm_head.weight"), sd->at("model.embed_tokens.weight")));
 }
 
 TEST(ExportTest, TruncatedFileIsLoadFailNamingTheTensor) {
