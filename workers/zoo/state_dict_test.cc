@@ -1,4 +1,5 @@
-// Issue 17 item 2: every class's weights are transformers' state_dict, strictly. The expected
+// Issue 17 item 2: every class's state_dict (state_dict.h: its weights by their HF names, tied
+// copies and buffers) is transformers' state_dict, strictly. The expected
 // keys and shapes are transformers' own (workers/zoo/data/hf_state_dict_keys.json, made from the
 // exported tiny configs by clients/python/hf_crosscheck.py --keys; the command is in
 // workers/zoo/data/README.md), never the zoo's.
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "workers/zoo/model.h"
+#include "workers/zoo/state_dict.h"
 
 namespace ts::zoo {
 namespace {
@@ -67,7 +69,7 @@ TEST(StateDictTest, EveryClassHasTransformersKeysAndShapes) {
     auto m = BuildModel(*ExampleConfig(a.arch), o);
     ASSERT_TRUE(m.ok()) << a.arch;
     std::map<std::string, std::vector<int64_t>> zoo, hf;
-    for (const auto& [n, s] : (*m)->WeightShapes()) zoo[n] = s;
+    for (const StateDictEntry& e : StateDictShapes(**m)) zoo[e.name] = e.shape;
     for (const auto& [n, s] : classes[a.arch].items()) hf[n] = s.get<std::vector<int64_t>>();
     size_t total = 0;
     const std::vector<std::string> d = Differences(zoo, hf, &total);
