@@ -132,6 +132,7 @@ TEST(ExportTest, CompactExportIsF16OnAGridAndReplaysExactly) {
     auto w = ReadSafetensors((dir / "model.safetensors").string());
     ASSERT_TRUE(w.ok());
     for (const auto& [k, t] : *w) {
+      if (!at::isFloatingType(t.scalar_type())) continue;  // num_batches_tracked
       EXPECT_EQ(t.scalar_type(), at::kHalf) << k;
       const double top = t.abs().max().item<double>();
       if (top == 0.0) continue;
