@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
     o.model_id = job.value("model_id", std::string());
     o.checkpoint_dir = job.value("checkpoint_dir", std::string());
     if (o.checkpoint_dir.empty()) {
-      o.checkpoint_dir = zoo::CheckpointDirFor(job.value("weights_dir", std::string()), o.model_id);
+      o.checkpoint_dir =
+          ts::zoo::CheckpointDirFor(job.value("weights_dir", std::string()), o.model_id);
     }
     if (job.contains("modes") && job["modes"].is_array()) {
       o.modes.clear();
