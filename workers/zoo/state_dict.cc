@@ -69,7 +69,9 @@ std::vector<StateDictEntry> StateDictShapes(const Model& model) {
       const std::string h = head;
       const bool transform = have.count(h + ".transform.dense.weight") ||
                              have.count(h + ".dense.weight");
-      if (have.count(h + ".bias") && transform && !have.count(h + ".decoder.weight")) {
+      // BertGenerationDecoder's lm_head is a bare decoder Linear with its own bias parameter.
+      const bool bare = h == "lm_head" && !have.count("lm_head.weight");
+      if (have.count(h + ".bias") && (transform || bare) && !have.count(h + ".decoder.weight")) {
         add(h + ".decoder.weight", embed);
         add(h + ".decoder.bias", h + ".bias");
         mlm = true;
