@@ -30,6 +30,7 @@
 #include "cli/sweep.h"
 #include "cli/sweep_catalog.h"
 #include "cli/usage.h"
+#include "cli/zoo_command.h"
 #include "proto/names.h"
 #include "services/query/summary_builder.h"
 #include "services/query/text_tables.h"
@@ -42,6 +43,7 @@
 #include "workers/zoo/config.h"
 #include "workers/zoo/config_hash.h"
 #include "workers/zoo/model.h"
+#include "workers/zoo/safetensors.h"
 
 namespace {
 
@@ -49,14 +51,16 @@ constexpr const char* kUsage =
     "usage: touchstone run-model --config FILE [--arch CLASS] [--task TASK] --profile FILE\n"
     "                            [--modes eager,compile,train] [--seed N] [--format json|text]\n"
     "                            [--timeout-s S] [--no-isolate] [--audit-ops] [--model-id ID]\n"
+    "                            [--weights-dir DIR]   (DIR/<model id>: a checkpoint to run)\n"
     "       touchstone zoo list [--format json|text]\n"
     "       touchstone zoo supports CONFIG   (exit 0 iff its architecture is built by the zoo)\n"
+    "       touchstone zoo export --arch CLASS [--config FILE] [--seed N] --out DIR\n"
     "       touchstone summarize < results.jsonl   (run-model JSON lines -> verdict table)\n"
     "       touchstone catalog generate [--seed N] [--count N] --out FILE.jsonl [--data DIR]\n"
     "       touchstone catalog import FILE.jsonl --out FILE.jsonl\n"
     "       touchstone run-catalog --catalog FILE --sample N --profile FILE [--seed N]\n"
     "                              [--modes eager,compile,train] [--format json|text]\n"
-    "                              [--audit-ops]\n"
+    "                              [--audit-ops] [--weights-dir DIR]\n"
     "       touchstone sweep [--sample N|all] [--profile FILE] [--workers W] [--db URL]\n"
     "                        [--baseline SWEEP] [--json FILE] [--serve]   (see cli/README.md)\n"
     "       touchstone db migrate --db URL\n"
@@ -151,6 +155,7 @@ struct RunModelFlags {
   ts::engine::RunOptions opts;
   double timeout_s = 120;
   bool isolate = true;
+  std::string weights_dir;  // --weights-dir: the model id's checkpoint when it has one
 };
 
 // Returns 0, or the exit code of a usage error (already printed).
@@ -200,12 +205,15 @@ int ParseRunModelFlags(const std::vector<std::string>& args, RunModelFlags* f) {
       f->opts.audit_ops = true;
     } else if (a == "--model-id") {
       if (!value(&f->opts.model_id)) return Usage("--model-id needs an id");
+    } else if (a == "--weights-dir") {
+      if (!value(&f->weights_dir)) return Usage("--weights-dir needs a folder");
     } else {
       return Usage("unknown argument '" + a + "'");
     }
   }
   if (f->config_path.empty()) return Usage("--config is required");
   if (f->profile_path.empty()) return Usage("--profile is required");
+  f->opts.checkpoint_dir = ts::zoo::CheckpointDirFor(f->weights_dir, f->opts.model_id);
   return 0;
 }
 
@@ -274,41 +282,6 @@ int RunModelCommand(const std::vector<std::string>& args) {
   } else {
     std::cout << TextOf(result);
   }
-  return 0;
-}
-
-int ZooCommand(const std::vector<std::string>& args) {
-  if (args.size() == 2 && args[0] == "supports") {
-    // Exit 0 iff the config's architectures[0] is a class the zoo builds.
-    std::string text;
-    if (!ReadFile(args[1], &text)) return Usage("cannot read config " + args[1]);
-    auto config = nlohmann::json::parse(text, nullptr, false);
-    const std::string arch = ts::zoo::ArchOf(config);  // "" for a discarded parse
-    if (arch.empty()) return 1;
-    for (const auto& a : ts::zoo::SupportedArchitectures()) {
-      if (a.arch == arch) return 0;
-    }
-    return 1;
-  }
-  if (args.empty() || args[0] != "list") return Usage("zoo: expected 'list' or 'supports FILE'");
-  std::string format = "text";
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--format" && i + 1 < args.size()) {
-      format = args[++i];
-      if (format != "json" && format != "text") return Usage("--format must be json or text");
-    } else {
-      return Usage("zoo list: unknown argument '" + args[i] + "'");
-    }
-  }
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& a : ts::zoo::SupportedArchitectures()) {
-    if (format == "json") {
-      out.push_back({{"arch", a.arch}, {"family", a.family}, {"task", a.task}});
-    } else {
-      std::cout << a.arch << "\t" << a.task << "\t" << a.family << "\n";
-    }
-  }
-  if (format == "json") std::cout << out.dump() << std::endl;
   return 0;
 }
 
@@ -438,6 +411,7 @@ struct RunCatalogFlags {
   uint64_t sample = 1000, seed = 0;
   std::set<std::string> modes = ts::engine::KnownModes();
   bool audit_ops = false;
+  std::string weights_dir;  // --weights-dir: Hub-mirror checkpoints by model id
 };
 
 // Returns 0, or the exit code of a usage error (already printed).
@@ -454,6 +428,8 @@ int ParseRunCatalogFlags(const std::vector<std::string>& args, RunCatalogFlags* 
       }
     } else if (args[i] == "--seed" && has) {
       if (!ParseUint(args[++i], &f->seed)) return Usage("--seed: not a number");
+    } else if (args[i] == "--weights-dir" && has) {
+      f->weights_dir = args[++i];
     } else if (args[i] == "--audit-ops") {
       f->audit_ops = true;
     } else if (args[i] == "--format" && has) {
@@ -515,6 +491,10 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
     o.seed = f.seed;
     o.audit_ops = f.audit_ops;
     o.model_id = rows[i].id;
+    // The row's own checkpoint, else weights_dir/<id> when it holds one, else seeded weights.
+    o.checkpoint_dir = rows[i].checkpoint.empty()
+                           ? ts::zoo::CheckpointDirFor(f.weights_dir, rows[i].id)
+                           : (std::filesystem::path(f.weights_dir) / rows[i].checkpoint).string();
     const auto record = ts::runner::ToRecord(ts::engine::RunModel(rows[i].config, o));
     suspects.Add(rows[i].id, record);
     touchstone::v1::ResultRow row;
@@ -560,7 +540,7 @@ int main(int argc, char** argv) {
   const std::string cmd = args[0];
   args.erase(args.begin());
   if (cmd == "run-model") return RunModelCommand(args);
-  if (cmd == "zoo") return ZooCommand(args);
+  if (cmd == "zoo") return ts::cli::ZooCommand(args);
   if (cmd == "summarize") return SummarizeCommand();
   if (cmd == "catalog") return CatalogCommand(args);
   if (cmd == "run-catalog") return RunCatalogCommand(args);

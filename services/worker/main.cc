@@ -1,5 +1,6 @@
 // touchstone-worker --scheduler HOST:PORT [--token-file F] [--tls-ca F] [--name N]
 //                   [--runner PATH] [--state-dir DIR] [--http-port N] [--report-batch N]
+//                   [--weights-dir DIR]
 // Token: the `worker` (else `admin`) line of --token-file (or its one bare token), else
 // TOUCHSTONE_WORKER_TOKEN (else TOUCHSTONE_ADMIN_TOKEN), else none.
 // SIGTERM or SIGINT: drain (finish the current model, report, release the shard) and exit 0.
@@ -22,7 +23,9 @@ int Usage(const std::string& why) {
                "touchstone-worker: %s\n"
                "usage: touchstone-worker --scheduler HOST:PORT [--token-file FILE] [--tls-ca FILE]\n"
                "         [--name NAME] [--runner PATH] [--state-dir DIR] [--http-port N]\n"
-               "         [--report-batch N]\n"
+               "         [--report-batch N] [--weights-dir DIR]\n"
+               "  --weights-dir a Hub-mirror folder: a model id with a checkpoint in DIR/<id>\n"
+               "                runs on it (model.safetensors or its sharded index)\n"
                "  --token-file  the 'worker' (else 'admin') line of a tokens file, or a bare\n"
                "                token; without it TOUCHSTONE_WORKER_TOKEN\n"
                "  --tls-ca      TLS to the scheduler, trusting the CA certificates in FILE\n",
@@ -56,6 +59,8 @@ int main(int argc, char** argv) {
       o.runner_path = argv[++i];
     } else if (a == "--state-dir" && has) {
       o.state_dir = argv[++i];
+    } else if (a == "--weights-dir" && has) {
+      o.weights_dir = argv[++i];
     } else if (a == "--http-port" && has) {
       o.http_port = std::atoi(argv[++i]);
     } else if (a == "--report-batch" && has) {

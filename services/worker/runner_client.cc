@@ -134,6 +134,7 @@ runner::ChildOutcome RunnerClient::RunOnce(const JobSpec& job, const std::set<st
                          {"config", job.config},  {"arch", job.arch},
                          {"modes", modes},         {"seed", job.seed},
                          {"audit_ops", job.audit_ops}};
+  if (!job.weights_dir.empty()) line["weights_dir"] = job.weights_dir;
   if (!WriteAll(to_child_, line.dump() + "\n")) {
     Reap(&o);  // it closed its input: it died
     return o;

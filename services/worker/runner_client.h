@@ -37,7 +37,8 @@ struct JobSpec {
   std::set<std::string> modes;
   uint64_t seed = 0;
   double timeout_s = 300;
-  bool audit_ops = false;  // replay passing modes op by op too (the sweep's audit_ops)
+  bool audit_ops = false;
+  std::string weights_dir;  // the child runs weights_dir/<model_id> when it holds a checkpoint  // replay passing modes op by op too (the sweep's audit_ops)
 };
 
 class RunnerClient {

@@ -204,6 +204,7 @@ struct Worker::Impl {
       spec.seed = job.seed();
       spec.timeout_s = l.model_timeout_s() > 0 ? l.model_timeout_s() : 300;
       spec.audit_ops = l.audit_ops();
+      spec.weights_dir = opts.weights_dir;
       spec.config = nlohmann::json::parse(job.config_json(), nullptr, false);
       const auto t0 = Clock::now();
       auto result = runner->RunJob(*profile, spec);

@@ -29,6 +29,9 @@ struct WorkerOptions {
   std::string name;         // default: host/pid
   std::string runner_path;  // touchstone-runner
   std::string state_dir;    // profiles and the runner's log
+  // Hub-mirror weights: a job whose model id has a checkpoint under weights_dir/<id> runs on
+  // it (the runner resolves and reads it; zoo/safetensors.h); empty: seeded weights.
+  std::string weights_dir;
   int http_port = 0;        // -1: none
   int report_batch = 16;    // results per ReportResults
   double report_interval_s = 2;  // or this long since the last report

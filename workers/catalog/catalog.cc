@@ -163,6 +163,7 @@ std::string ToJsonLine(const Row& r) {
   j["config_hash"] = r.config_hash;
   j["config"] = r.config;
   j["tiny_config"] = r.tiny_config;
+  if (!r.checkpoint.empty()) j["checkpoint"] = r.checkpoint;
   return j.dump();
 }
 
@@ -182,6 +183,10 @@ StatusOr<Row> ParseJsonLine(const std::string& line) {
   r.config = j["config"];
   r.tiny_config = j.value("tiny_config", json());
   r.config_hash = j.value("config_hash", zoo::ConfigHash(r.config));
+  if (j.contains("checkpoint") && !j["checkpoint"].is_null()) {
+    if (!j["checkpoint"].is_string()) return InvalidArgumentError("checkpoint: not a string");
+    r.checkpoint = j["checkpoint"];
+  }
   return r;
 }
 

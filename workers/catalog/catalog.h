@@ -35,6 +35,10 @@ struct Row {
   nlohmann::json config;
   nlohmann::json tiny_config;  // null when the zoo cannot build the class
   std::string config_hash;
+  // The row's own checkpoint folder (model.safetensors or its sharded index), absolute or
+  // relative to the run's --weights-dir; empty: weights_dir/<id> when that holds one, else
+  // seeded weights.
+  std::string checkpoint;
 };
 
 // One JSON line (no newline). Keys in the documented order.

@@ -58,6 +58,11 @@ struct RunOptions {
   // The catalog row's id ("org/name"): it seeds the model's own weights (ModelWeights). Empty:
   // the architecture's seeded weights alone.
   std::string model_id;
+  // A checkpoint folder (zoo/safetensors.h: model.safetensors or model.safetensors.index.json):
+  // the config is built at its own size (no tiny scaling) and its weights are read from the
+  // folder by their HF names instead of seeded; a missing, mis-shaped or unreadable tensor is
+  // load_fail naming it. Empty: seeded weights (ModelWeights).
+  std::string checkpoint_dir;
   int train_steps = 5;
   int64_t batch_size = 2;
   double learning_rate = 0.05;

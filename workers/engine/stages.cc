@@ -17,6 +17,7 @@
 #include "workers/simdevice/runtime.h"
 #include "workers/zoo/config.h"
 #include "workers/zoo/config_hash.h"
+#include "workers/zoo/safetensors.h"
 
 namespace ts::engine::internal {
 namespace {
@@ -162,6 +163,7 @@ StageEnd Build(StageContext& ctx) {
   zoo::BuildOptions bo;
   bo.arch = ctx.opts.arch;
   bo.task = ctx.opts.task;
+  bo.tiny = ctx.opts.checkpoint_dir.empty();  // a checkpoint runs at its own size
   auto built = zoo::BuildModel(ctx.config, bo);
   if (!built.ok()) {
     // Not built: the architecture the run named, else the config's.
@@ -181,9 +183,19 @@ StageEnd Build(StageContext& ctx) {
     ctx.opts.on_built({{"arch", r.arch}, {"task", r.task}, {"family", r.family},
                        {"config_hash", r.config_hash}});
   }
+  if (!ctx.opts.checkpoint_dir.empty()) {
+    auto ckpt = zoo::ReadCheckpoint(ctx.opts.checkpoint_dir);
+    StatusOr<zoo::WeightMap> w = ckpt.status();
+    if (ckpt.ok()) w = zoo::WeightsFromCheckpoint(*ctx.model, *ckpt);
+    if (!w.ok()) {
+      EndAllModes(ctx, Verdict::kLoadFail, ctx.opts.checkpoint_dir + ": " + w.status().message());
+      return StageEnd::kStopModel;
+    }
+    ctx.weights = std::move(*w);
+  }
   ModeResult load;
   if (!Guarded(load, Verdict::kLoadFail, [&] {
-        ctx.weights = ModelWeights(*ctx.model, ctx.opts);
+        if (ctx.opts.checkpoint_dir.empty()) ctx.weights = ModelWeights(*ctx.model, ctx.opts);
         ctx.batch = ctx.model->MakeBatch(ctx.opts.seed, ctx.opts.batch_size);
       })) {
     EndAllModes(ctx, Verdict::kLoadFail, load.error);

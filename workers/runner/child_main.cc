@@ -3,7 +3,8 @@
 //   touchstone-runner --profile FILE
 //
 // stdin, one JSON object a line: {"job_id", "model_id", "config", "arch", "task", "modes": [...],
-// "seed", "audit_ops"}.
+// "seed", "audit_ops", "checkpoint_dir", "weights_dir" (a Hub-mirror folder: the model id's
+// checkpoint under it, when it holds one)}.
 // The protocol (workers/runner/protocol.h) goes out on the original stdout: "ready" once the
 // profile is active, then per job "stage NAME" lines, "model JSON", and the result record
 // (touchstone.v1.ModelResult, every mode the engine reports) as a length-prefixed frame; "error
@@ -24,6 +25,7 @@
 #include "workers/runner/protocol.h"
 #include "workers/runner/record.h"
 #include "workers/simdevice/runtime.h"
+#include "workers/zoo/safetensors.h"
 
 namespace {
 
@@ -80,6 +82,11 @@ int main(int argc, char** argv) {
     o.seed = job.value("seed", uint64_t{0});
     o.audit_ops = job.value("audit_ops", false);
     o.model_id = job.value("model_id", std::string());
+    o.checkpoint_dir = job.value("checkpoint_dir", std::string());
+    if (o.checkpoint_dir.empty()) {
+      o.checkpoint_dir =
+          ts::zoo::CheckpointDirFor(job.value("weights_dir", std::string()), o.model_id);
+    }
     if (job.contains("modes") && job["modes"].is_array()) {
       o.modes.clear();
       for (const auto& m : job["modes"]) {

@@ -32,15 +32,22 @@ DecoderFamily Gemma3Text() {
             return r.Error(cap, "soft-capping is not supported by the zoo (use gemma2)");
         }
         TS_ASSIGN_OR_RETURN(double local, r.Double("rope_local_base_freq", 10000.0));
-        // transformers 5: rope_parameters.sliding_attention.rope_theta first.
+        // transformers 5 (Gemma3TextConfig, RotaryEmbeddingConfigMixin.standardize_rope_params):
+        // a `rope_parameters` nested by layer type gives the sliding layers its whole
+        // `sliding_attention` entry (kind and factors; rope_theta defaulting to
+        // rope_local_base_freq); a flat `rope_scaling` / `rope_parameters` is the full layers'
+        // alone, and the sliding layers run default RoPE on rope_local_base_freq.
         const std::optional<RopeParamsRef> ref = FindRopeParams(config, "sliding_attention");
-        if (ref && !ref->sub.empty()) {
-          ConfigReader s(RopeParams(config, *ref), ref->Prefix());
-          TS_ASSIGN_OR_RETURN(local, s.Double("rope_theta", local));
+        if (ref && ref->sub == "sliding_attention") {
+          json lc = config;
+          lc["rope_theta"] = local;
+          TS_ASSIGN_OR_RETURN(c.rope_local, ParseRope(lc, c.max_pos, "sliding_attention"));
+        } else {
+          c.rope_local = RopeConfig();
+          c.rope_local.theta = local;
+          c.rope_local.max_position_embeddings = c.max_pos;
+          c.rope_local.original_max_position_embeddings = c.max_pos;
         }
-        c.rope_local = RopeConfig();
-        c.rope_local.theta = local;
-        c.rope_local.max_position_embeddings = c.max_pos;
         return SlidingWithPattern(r, config, /*pattern_default=*/6, /*rope_local=*/true, c);
       },
       .scale_extra = [](const json& real, const Recipe& rc, json& t) {

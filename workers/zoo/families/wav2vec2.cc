@@ -93,6 +93,7 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config) {
   c.ctc_sum = red == "sum";
   TS_ASSIGN_OR_RETURN(c.zero_infinity, r.Bool("ctc_zero_infinity", false));
   TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
+  TS_ASSIGN_OR_RETURN(c.weighted_layer_sum, r.Bool("use_weighted_layer_sum", false));
   return c;
 }
 

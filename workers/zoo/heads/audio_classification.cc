@@ -55,14 +55,30 @@ class Wav2Vec2SequenceClassification : public Wav2Vec2Trunk {
  public:
   Wav2Vec2SequenceClassification(ModelSpec spec, Wav2Vec2Recipe recipe)
       : Wav2Vec2Trunk(std::move(spec), std::move(recipe), "wav2vec2.") {
+    if (r_.weighted_layer_sum) Add("layer_weights", {r_.layers + 1});
     AddLinear("projector", r_.proj_size, r_.hidden);
     AddLinear("classifier", r_.num_labels, r_.proj_size);
   }
 
   std::vector<std::string> OutputNames() const override { return {"logits"}; }
 
+  // transformers' Wav2Vec2ForSequenceClassification.forward: with use_weighted_layer_sum, the
+  // hidden states stacked on dim 1, times softmax(layer_weights).view(-1, 1, 1), summed.
   std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
-    return {Classify(w, Encode(w, inputs).first)};
+    if (!r_.weighted_layer_sum) return {Classify(w, Encode(w, inputs).first)};
+    std::vector<at::Tensor> all;
+    Encode(w, inputs, &all);
+    at::Tensor norm = at::softmax(GetWeight(w, "layer_weights"), -1).view({-1, 1, 1});
+    return {Classify(w, (at::stack(all, 1) * norm).sum(1))};
+  }
+
+  // layer_weights start at 1 / (num_hidden_layers + 1), as transformers initialises them.
+  void InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const override {
+    if (name == "layer_weights") {
+      t.fill_(1.0 / static_cast<double>(r_.layers + 1));
+      return;
+    }
+    Wav2Vec2Trunk::InitWeight(name, t, gen);
   }
 
   at::Tensor Loss(const WeightMap& w, const Batch& batch) const override {

@@ -194,14 +194,19 @@ at::Tensor Wav2Vec2Trunk::EncoderLayer(const WeightMap& w, int64_t i, const at::
 }
 
 std::pair<at::Tensor, at::Tensor> Wav2Vec2Trunk::Encode(const WeightMap& w,
-                                                        const TensorMap& inputs) const {
+                                                        const TensorMap& inputs,
+                                                        std::vector<at::Tensor>* all) const {
   at::Tensor x = FeatureEncoder(w, GetInput(inputs, "input_values"));
   at::Tensor feats = Ln(w, pre_ + "feature_projection.layer_norm", x.transpose(1, 2), r_.eps);
   at::Tensor hs = Lin(w, pre_ + "feature_projection.projection", feats);
   hs = hs + PositionalConv(w, hs);
   if (!r_.stable_layer_norm) hs = Ln(w, pre_ + "encoder.layer_norm", hs, r_.eps);
-  for (int64_t i = 0; i < r_.layers; ++i) hs = EncoderLayer(w, i, hs);
+  for (int64_t i = 0; i < r_.layers; ++i) {
+    if (all) all->push_back(hs);
+    hs = EncoderLayer(w, i, hs);
+  }
   if (r_.stable_layer_norm) hs = Ln(w, pre_ + "encoder.layer_norm", hs, r_.eps);
+  if (all) all->push_back(hs);
   return {hs, feats};
 }
 

@@ -52,6 +52,9 @@ struct Wav2Vec2Recipe {
   int64_t pos_kernel = 128, pos_groups = 16, pad = 0, proj_size = 256, num_labels = 2;
   double eps = 1e-5;
   bool ctc_sum = true, zero_infinity = false;
+  // Wav2Vec2ForSequenceClassification: a softmax(`layer_weights`)-weighted sum of the encoder's
+  // num_hidden_layers + 1 hidden states instead of the last one.
+  bool weighted_layer_sum = false;
 };
 
 // Output frames of the tiny wav2vec2 run (its input length is derived from it).
@@ -70,8 +73,12 @@ class Wav2Vec2Trunk : public Model {
   void Add(const std::string& name, std::vector<int64_t> shape);
   void AddLinear(const std::string& p, int64_t out, int64_t in);
   void InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const override;
-  // input_values [B, L] -> {last hidden state [B, frames, hidden], extract_features}.
-  std::pair<at::Tensor, at::Tensor> Encode(const WeightMap& w, const TensorMap& inputs) const;
+  // input_values [B, L] -> {last hidden state [B, frames, hidden], extract_features}. With
+  // `all`, also every hidden state transformers' encoder returns under output_hidden_states
+  // (num_hidden_layers + 1: the encoder's input, then each layer's output; the stable-layer-norm
+  // encoder's last entry is after its final norm).
+  std::pair<at::Tensor, at::Tensor> Encode(const WeightMap& w, const TensorMap& inputs,
+                                           std::vector<at::Tensor>* all = nullptr) const;
   // The input_values of a batch: randn [B, L] with L giving kW2vFrames frames.
   at::Tensor InputValues(at::Generator& gen, int64_t batch_size) const;
 

@@ -45,10 +45,17 @@ struct Moe {
 };
 
 // Phi-3 longrope: per-frequency factors, short within the original context, long past it.
+// transformers 5 (modeling_rope_utils.py _compute_longrope_parameters): `factor` is the dict's,
+// else max_position_embeddings / original; `attention_factor` the dict's, else
+// sqrt(1 + ln(factor) / ln(original)) when factor > 1, else 1.
 struct LongRope {
   bool on = false;
   std::vector<double> short_factor, long_factor;
   int64_t original = 4096;
+  std::optional<double> factor;            // rope_scaling.factor
+  std::optional<double> attention_factor;  // rope_scaling.attention_factor
+  // The cos/sin scale for a model whose max_position_embeddings is `max_pos`.
+  double AttentionFactor(int64_t max_pos) const;
 };
 
 struct Act {

@@ -150,12 +150,19 @@ Status ReadLongRope(const ConfigReader& r, const json& config, Recipe& c) {
   TS_ASSIGN_OR_RETURN(c.longrope.short_factor, DoubleList(rs, prefix, "short_factor", half));
   TS_ASSIGN_OR_RETURN(c.longrope.long_factor, DoubleList(rs, prefix, "long_factor", half));
   ConfigReader s(rs, prefix);
-  if (s.Has("original_max_position_embeddings")) {
-    TS_ASSIGN_OR_RETURN(c.longrope.original, s.Int("original_max_position_embeddings"));
-    TS_RETURN_IF_ERROR(Positive(s, "original_max_position_embeddings", c.longrope.original));
-  } else {
-    TS_ASSIGN_OR_RETURN(c.longrope.original, r.Int("original_max_position_embeddings", 4096));
+  // transformers 5 standardize_rope_params: Phi3Config always has the top-level
+  // original_max_position_embeddings (default 4096), and it wins over the dict's own.
+  if (r.Has("original_max_position_embeddings")) {
+    TS_ASSIGN_OR_RETURN(c.longrope.original, r.Int("original_max_position_embeddings"));
     TS_RETURN_IF_ERROR(Positive(r, "original_max_position_embeddings", c.longrope.original));
+  } else {
+    c.longrope.original = 4096;
+  }
+  for (const char* field : {"factor", "attention_factor"}) {
+    if (!s.Has(field)) continue;
+    TS_ASSIGN_OR_RETURN(double v, s.Double(field));
+    if (!(v > 0.0)) return s.Error(field, "must be positive");
+    (field[0] == 'f' ? c.longrope.factor : c.longrope.attention_factor) = v;
   }
   return OkStatus();
 }

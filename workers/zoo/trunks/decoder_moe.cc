@@ -97,13 +97,16 @@ std::pair<at::Tensor, at::Tensor> DecoderModel::LongRopeTables(const at::Tensor&
   at::Tensor inv_freq = at::reciprocal(ext_t * at::pow(c_.rope.theta, expo));
   at::Tensor freqs = pos.to(dt).unsqueeze(-1) * inv_freq;
   at::Tensor emb = at::cat({freqs, freqs}, -1);
-  const double factor = static_cast<double>(c_.max_pos) / static_cast<double>(lr.original);
-  double attn_factor = 1.0;
-  if (factor > 1.0) {
-    attn_factor =
-        std::sqrt(1.0 + std::log(factor) / std::log(static_cast<double>(lr.original)));
-  }
+  const double attn_factor = lr.AttentionFactor(c_.max_pos);
   return {emb.cos() * attn_factor, emb.sin() * attn_factor};
+}
+
+double LongRope::AttentionFactor(int64_t max_pos) const {
+  if (attention_factor) return *attention_factor;
+  const double f =
+      factor ? *factor : static_cast<double>(max_pos) / static_cast<double>(original);
+  if (f <= 1.0) return 1.0;
+  return std::sqrt(1.0 + std::log(f) / std::log(static_cast<double>(original)));
 }
 
 }  // namespace ts::zoo::internal::decoder

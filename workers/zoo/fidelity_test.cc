@@ -1,0 +1,254 @@
+// Fidelity tests (issue 17 item 1): each expected value comes from the transformers code named in
+// the test (transformers 5), never from another zoo path that could share the bug.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "workers/zoo/family_test_util.h"
+#include "workers/zoo/model.h"
+
+namespace ts::zoo {
+namespace {
+
+std::unique_ptr<Model> BuildFull(const nlohmann::json& cfg) {
+  BuildOptions o;
+  o.tiny = false;
+  auto m = BuildModel(cfg, o);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+double MaxAbs(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+// ---- Phi-3 longrope ----------------------------------------------------------------------------
+
+// A one-layer Phi-3 at full size: head_dim 8, four longrope factors each.
+nlohmann::json Phi3(int64_t max_pos) {
+  return {{"architectures", {"Phi3Model"}},
+          {"model_type", "phi3"},
+          {"hidden_size", 16},
+          {"intermediate_size", 32},
+          {"num_attention_heads", 2},
+          {"num_key_value_heads", 2},
+          {"num_hidden_layers", 1},
+          {"vocab_size", 32},
+          {"max_position_embeddings", max_pos},
+          {"original_max_position_embeddings", 4096},
+          {"rope_theta", 10000.0},
+          {"rope_scaling",
+           {{"type", "longrope"},
+            {"short_factor", {1.0, 1.5, 2.0, 3.0}},
+            {"long_factor", {2.0, 4.0, 8.0, 16.0}}}}};
+}
+
+at::Tensor RunPhi3(const nlohmann::json& cfg) {
+  auto m = BuildFull(cfg);
+  if (!m) return {};
+  WeightMap w = m->InitWeights(11, at::kDouble);
+  for (auto& [k, v] : w)
+    if (k.find("qkv_proj") != std::string::npos) v = v * 3;  // scores of order one, unsaturated
+  const at::Tensor ids = at::arange(1, 9, at::kLong).view({1, 8});
+  return m->Forward(w, {{"input_ids", ids}})[0];
+}
+
+// modeling_rope_utils.py _compute_longrope_parameters (transformers 5): factor = the dict's
+// `factor`, else max_position_embeddings / original_max_position_embeddings; attention_factor =
+// the dict's, else sqrt(1 + ln(factor) / ln(original)) when factor > 1, else 1. cos and sin are
+// multiplied by attention_factor (the rotary embedding's attention_scaling).
+TEST(FidelityTest, Phi3LongropeAttentionFactorAndFactorAsTransformers5) {
+  const double hf_implicit = std::sqrt(1.0 + std::log(131072.0 / 4096.0) / std::log(4096.0));
+  const at::Tensor implicit = RunPhi3(Phi3(131072));
+  ASSERT_TRUE(implicit.defined());
+  // An explicit attention_factor equal to the formula's value changes nothing.
+  nlohmann::json same = Phi3(131072);
+  same["rope_scaling"]["attention_factor"] = hf_implicit;
+  EXPECT_LT(MaxAbs(RunPhi3(same), implicit), 1e-12);
+  // An explicit attention_factor of 1 is what a model without extension (max == original) gets.
+  nlohmann::json one = Phi3(131072);
+  one["rope_scaling"]["attention_factor"] = 1.0;
+  const at::Tensor unscaled = RunPhi3(Phi3(4096));
+  EXPECT_GT(MaxAbs(unscaled, implicit), 1e-6) << "the attention factor shows";
+  EXPECT_LT(MaxAbs(RunPhi3(one), unscaled), 1e-12);
+  // An explicit factor replaces max / original in the formula.
+  nlohmann::json f8 = Phi3(131072);
+  f8["rope_scaling"]["factor"] = 8.0;
+  nlohmann::json f8_want = Phi3(131072);
+  f8_want["rope_scaling"]["attention_factor"] =
+      std::sqrt(1.0 + std::log(8.0) / std::log(4096.0));
+  EXPECT_LT(MaxAbs(RunPhi3(f8), RunPhi3(f8_want)), 1e-12);
+  EXPECT_GT(MaxAbs(RunPhi3(f8), implicit), 1e-6);
+  // short_mscale / long_mscale are not read by transformers 5: they cannot fail the load.
+  nlohmann::json ms = Phi3(131072);
+  ms["rope_scaling"]["short_mscale"] = 1.1;
+  ms["rope_scaling"]["long_mscale"] = 1.2;
+  EXPECT_LT(MaxAbs(RunPhi3(ms), implicit), 1e-12);
+  // A non-positive attention_factor names the field.
+  nlohmann::json bad = Phi3(131072);
+  bad["rope_scaling"]["attention_factor"] = -1.0;
+  BuildOptions o;
+  o.tiny = false;
+  auto r = BuildModel(bad, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("rope_scaling.attention_factor"), std::string::npos)
+      << r.status().message();
+}
+
+// ---- wav2vec2 use_weighted_layer_sum ------------------------------------------------------------
+
+nlohmann::json W2v(const std::string& arch, int64_t layers) {
+  return {{"architectures", {arch}},
+          {"model_type", "wav2vec2"},
+          {"hidden_size", 16},
+          {"num_hidden_layers", layers},
+          {"num_attention_heads", 2},
+          {"intermediate_size", 32},
+          {"conv_dim", {8, 8}},
+          {"conv_stride", {3, 2}},
+          {"conv_kernel", {4, 2}},
+          {"num_conv_pos_embeddings", 4},
+          {"num_conv_pos_embedding_groups", 2},
+          {"classifier_proj_size", 8},
+          {"num_labels", 3}};
+}
+
+// modeling_wav2vec2.py Wav2Vec2ForSequenceClassification: layer_weights = ones(L + 1) / (L + 1);
+// forward stacks outputs.hidden_states (Wav2Vec2Encoder: the input after the encoder's layer norm,
+// then each layer's output) on dim 1, multiplies by softmax(layer_weights).view(-1, 1, 1), sums,
+// then projector, mean over frames, classifier.
+TEST(FidelityTest, Wav2Vec2WeightedLayerSumIsSoftmaxWeightedHiddenStates) {
+  nlohmann::json cfg = W2v("Wav2Vec2ForSequenceClassification", 2);
+  cfg["use_weighted_layer_sum"] = true;
+  auto m = BuildFull(cfg);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(testing::WeightShape(*m, "layer_weights"), (std::vector<int64_t>{3}));
+  WeightMap w = m->InitWeights(4, at::kDouble);
+  EXPECT_TRUE(at::allclose(w.at("layer_weights"), at::full({3}, 1.0 / 3.0, at::kDouble)));
+  // Weights p = softmax(layer_weights) = [0, 0.3, 0.7]: hidden states 1 and 2 are the last
+  // hidden states of the one- and two-layer Wav2Vec2Model on the same weights.
+  w["layer_weights"] =
+      at::log(at::tensor(std::vector<double>{1e-300, 0.3, 0.7}, at::kDouble));
+  at::Tensor values = at::randn({2, 40}, at::TensorOptions().dtype(at::kDouble));
+  const at::Tensor got = m->Forward(w, {{"input_values", values}})[0];
+
+  WeightMap base;
+  const std::string pre = "wav2vec2.";
+  for (const auto& [k, v] : w)
+    if (k.rfind(pre, 0) == 0) base[k.substr(pre.size())] = v;
+  std::vector<at::Tensor> states;
+  for (int64_t layers : {1, 2}) {
+    auto bm = BuildFull(W2v("Wav2Vec2Model", layers));
+    ASSERT_TRUE(bm);
+    WeightMap bw;
+    for (const auto& [n, s] : bm->WeightShapes()) bw[n] = base.at(n);
+    states.push_back(bm->Forward(bw, {{"input_values", values}})[0]);
+  }
+  at::Tensor mixed = 0.3 * states[0] + 0.7 * states[1];
+  at::Tensor proj = at::linear(mixed, w.at("projector.weight"), w.at("projector.bias"));
+  at::Tensor want =
+      at::linear(proj.mean(1), w.at("classifier.weight"), w.at("classifier.bias"));
+  EXPECT_LT(MaxAbs(got, want), 1e-10);
+  // Without the flag there is no layer_weights and the last state alone is classified.
+  auto plain = BuildFull(W2v("Wav2Vec2ForSequenceClassification", 2));
+  ASSERT_TRUE(plain);
+  EXPECT_TRUE(testing::WeightShape(*plain, "layer_weights").empty());
+  WeightMap pw = w;
+  pw.erase("layer_weights");
+  at::Tensor last = at::linear(states[1], w.at("projector.weight"), w.at("projector.bias"));
+  EXPECT_LT(MaxAbs(plain->Forward(pw, {{"input_values", values}})[0],
+                   at::linear(last.mean(1), w.at("classifier.weight"), w.at("classifier.bias"))),
+            1e-10);
+}
+
+// ---- gemma3 nested rope_parameters ----------------------------------------------------------
+
+nlohmann::json Gemma3(const std::string& layer_type) {
+  return {{"architectures", {"Gemma3TextModel"}},
+          {"model_type", "gemma3_text"},
+          {"hidden_size", 16},
+          {"intermediate_size", 32},
+          {"num_attention_heads", 2},
+          {"num_key_value_heads", 1},
+          {"head_dim", 8},
+          {"num_hidden_layers", 1},
+          {"vocab_size", 32},
+          {"max_position_embeddings", 128},
+          {"query_pre_attn_scalar", 8},
+          {"sliding_window", 64},  // longer than the run: only the rotary differs
+          {"layer_types", {layer_type}}};
+}
+
+at::Tensor RunGemma3(const nlohmann::json& cfg) {
+  auto m = BuildFull(cfg);
+  if (!m) return {};
+  WeightMap w = m->InitWeights(7, at::kDouble);
+  for (auto& [k, v] : w)
+    if (k.find("q_proj") != std::string::npos || k.find("k_proj") != std::string::npos) v = v * 20;
+  const at::Tensor ids = at::arange(1, 13, at::kLong).view({1, 12});
+  return m->Forward(w, {{"input_ids", ids}})[0];
+}
+
+// configuration_gemma3.py (transformers 5) and modeling_rope_utils.py
+// RotaryEmbeddingConfigMixin.standardize_rope_params: `rope_parameters` nested by layer type gives
+// each layer type its whole entry; a legacy config's `rope_scaling` is the full layers' and the
+// sliding layers run default RoPE on rope_local_base_freq.
+TEST(FidelityTest, Gemma3NestedRopeParametersPerLayerType) {
+  const nlohmann::json full_linear = {{"rope_type", "linear"}, {"factor", 8.0},
+                                      {"rope_theta", 1000000.0}};
+  // Full layer: legacy rope_scaling == nested full_attention entry.
+  nlohmann::json legacy = Gemma3("full_attention");
+  legacy["rope_theta"] = 1000000.0;
+  legacy["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  legacy["rope_local_base_freq"] = 10000.0;
+  nlohmann::json nested = Gemma3("full_attention");
+  nested["rope_parameters"] = {{"full_attention", full_linear},
+                               {"sliding_attention",
+                                {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+  const at::Tensor full = RunGemma3(nested);
+  ASSERT_TRUE(full.defined());
+  EXPECT_LT(MaxAbs(RunGemma3(legacy), full), 1e-12);
+  // Sliding layer: its entry's kind and factor are read as the full layers' are: a sliding layer
+  // on {linear, 8, 1e6} computes what a full layer on the same entry computes.
+  nlohmann::json sliding = Gemma3("sliding_attention");
+  sliding["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}},
+                                {"sliding_attention", full_linear}};
+  EXPECT_LT(MaxAbs(RunGemma3(sliding), full), 1e-12);
+  // The legacy sliding layer ignores rope_scaling: default RoPE on rope_local_base_freq, as the
+  // nested config's {default, 1e4} sliding entry.
+  nlohmann::json legacy_sl = legacy;
+  legacy_sl["layer_types"] = {"sliding_attention"};
+  nlohmann::json nested_sl = nested;
+  nested_sl["layer_types"] = {"sliding_attention"};
+  const at::Tensor a = RunGemma3(legacy_sl);
+  EXPECT_LT(MaxAbs(a, RunGemma3(nested_sl)), 1e-12);
+  EXPECT_GT(MaxAbs(a, full), 1e-6) << "the two entries differ";
+}
+
+// ---- a non-object rope_scaling ----------------------------------------------------------------
+
+// Every class whose transformers model reads rope_scaling (RotaryEmbeddingConfigMixin: a dict or
+// None) refuses a non-object one, naming the field; a class that does not read it (GPT-J) loads.
+TEST(FidelityTest, NonObjectRopeScalingIsAnErrorNamingTheField) {
+  for (const char* arch :
+       {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Phi3ForCausalLM",
+        "Gemma3ForCausalLM", "GemmaForCausalLM", "Qwen3ForCausalLM", "GPTNeoXForCausalLM",
+        "StableLmForCausalLM", "HeliumForCausalLM", "Exaone4ForCausalLM", "GraniteForCausalLM",
+        "CohereForCausalLM", "PersimmonForCausalLM", "MixtralForCausalLM"}) {
+    for (const nlohmann::json& bad : {nlohmann::json("linear"), nlohmann::json(8),
+                                      nlohmann::json::array({1, 2})}) {
+      for (const char* field : {"rope_scaling", "rope_parameters"}) {
+        SCOPED_TRACE(std::string(arch) + " " + field + " " + bad.dump());
+        testing::ExpectConfigError(arch, field, bad, std::string(field) + ":");
+      }
+    }
+  }
+  auto gptj = *ExampleConfig("GPTJForCausalLM");
+  gptj["rope_scaling"] = "gptj";
+  BuildOptions o;
+  o.arch = "GPTJForCausalLM";
+  EXPECT_TRUE(BuildModel(gptj, o).ok());
+}
+
+}  // namespace
+}  // namespace ts::zoo
