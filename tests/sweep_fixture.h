@@ -217,8 +217,8 @@ class SweepTest : public ::testing::Test {
     return p;
   }
 
-  // Every model has exactly one primary row per mode, and one model_runs row.
-  void ExpectExactlyOnce(int64_t sweep) {
+  // Every model has exactly one primary row per mode (`modes` of them), and one model_runs row.
+  void ExpectExactlyOnce(int64_t sweep, int modes = 3) {
     pqxx::connection c(db_);
     pqxx::nontransaction n(c);
     auto per_mode = n.exec_params(R"(
@@ -227,7 +227,7 @@ class SweepTest : public ::testing::Test {
                                   sweep);
     EXPECT_EQ(per_mode[0][0].as<int64_t>(), per_mode[0][1].as<int64_t>()) << "duplicate results";
     EXPECT_EQ(per_mode[0][2].as<int64_t>(), static_cast<int64_t>(models_.size()));
-    EXPECT_EQ(per_mode[0][0].as<int64_t>(), static_cast<int64_t>(3 * models_.size()));
+    EXPECT_EQ(per_mode[0][0].as<int64_t>(), static_cast<int64_t>(modes * models_.size()));
     auto runs = n.exec_params(
         "SELECT count(*), count(DISTINCT model_id) FROM model_runs WHERE sweep_id = $1 AND run = 1",
         sweep);

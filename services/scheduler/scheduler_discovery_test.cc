@@ -163,7 +163,15 @@ TEST_F(SchedulerDiscoveryTest, ReflectionServesTheSchedulerDescriptor) {
       for (const auto& m : s.method()) methods.insert(m.name());
       EXPECT_TRUE(methods.contains("CreateSweep"));
       EXPECT_TRUE(methods.contains("ListResults"));
-      EXPECT_EQ(methods.size(), 10u);
+      EXPECT_TRUE(methods.contains("AddSchedule"));
+      // Exactly the methods this binary was compiled with (scheduler.proto), no more or fewer.
+      const gp::ServiceDescriptor* compiled =
+          gp::DescriptorPool::generated_pool()->FindServiceByName("touchstone.v1.Scheduler");
+      ASSERT_NE(compiled, nullptr);
+      std::set<std::string> want;
+      for (int k = 0; k < compiled->method_count(); ++k) want.insert(compiled->method(k)->name());
+      EXPECT_EQ(methods, want);
+      EXPECT_EQ(methods.size(), 14u);
     }
   }
   EXPECT_TRUE(found) << "no file in the response defines touchstone.v1.Scheduler";
