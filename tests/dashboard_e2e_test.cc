@@ -98,25 +98,15 @@ class DashboardE2eTest : public ::testing::Test {
         {kBin + "/touchstone", "serve", "--state-dir", (*dir_ / "state").string()}, o);
     ASSERT_TRUE(pid.ok()) << pid.status();
     serve_pid_ = *pid;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::istringstream log(ReadText(*dir_ / "serve.log"));
-      for (std::string line; std::getline(log, line);) {
-        if (line.rfind("serving: ", 0) != 0) continue;
-        std::istringstream words(line.substr(9));
-        for (std::string w; words >> w;) {
-          if (w.rfind("grpc=", 0) == 0) grpc_ = w.substr(5);
-          if (w.rfind("http=", 0) == 0) http_ = w.substr(5);
-          if (w.rfind("tokens=", 0) == 0) tokens_ = w.substr(7);
-        }
-        auto t = common::ReadClientToken(tokens_, {common::Role::kReader});
-        ASSERT_TRUE(t.ok()) << t.status();
-        reader_ = *t;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    FAIL() << "no 'serving:' line from touchstone serve:\n" << ReadText(*dir_ / "serve.log");
+    auto e = testing::WaitForServing((*dir_ / "serve.log").string());
+    ASSERT_TRUE(e.has_value()) << "no 'serving:' line from touchstone serve:\n"
+                               << ReadText(*dir_ / "serve.log");
+    grpc_ = e->grpc;
+    http_ = e->http;
+    tokens_ = e->tokens;
+    auto t = common::ReadClientToken(tokens_, {common::Role::kReader});
+    ASSERT_TRUE(t.ok()) << t.status();
+    reader_ = *t;
   }
 
   static pb::Summary Summary(int64_t sweep, pb::GroupBy by) {

@@ -115,21 +115,9 @@ TEST(FlakyE2eTest, ProbabilityDefectFlipsAreFlakyQuarantinedAndNeverAlerted) {
   auto pid = common::Spawn({kBin + "/touchstone", "serve", "--state-dir", (dir / "state").string()},
                            so);
   ASSERT_TRUE(pid.ok()) << pid.status();
-  std::string target, tokens;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-  while (target.empty() && std::chrono::steady_clock::now() < deadline) {
-    std::istringstream log(ReadText(dir / "serve.log"));
-    for (std::string line; std::getline(log, line);) {
-      if (line.rfind("serving: ", 0) != 0) continue;
-      std::istringstream words(line.substr(9));
-      for (std::string w; words >> w;) {
-        if (w.rfind("grpc=", 0) == 0) target = w.substr(5);
-        if (w.rfind("tokens=", 0) == 0) tokens = w.substr(7);
-      }
-    }
-    if (target.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_FALSE(target.empty()) << ReadText(dir / "serve.log");
+  auto serving = testing::WaitForServing((dir / "serve.log").string());
+  ASSERT_TRUE(serving.has_value()) << ReadText(dir / "serve.log");
+  const std::string target = serving->grpc, tokens = serving->tokens;
   const auto cli = [&](std::vector<std::string> args) {
     for (const std::string& f : {std::string("--scheduler"), target, std::string("--token-file"),
                                  tokens, std::string("--format"), std::string("json")}) {

@@ -95,21 +95,11 @@ class QueryE2eTest : public ::testing::Test {
                              o);
     ASSERT_TRUE(pid.ok()) << pid.status();
     serve_pid_ = *pid;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::istringstream log(ReadText(*dir_ / "serve.log"));
-      for (std::string line; std::getline(log, line);) {
-        if (line.rfind("serving: ", 0) != 0) continue;
-        std::istringstream words(line.substr(9));
-        for (std::string w; words >> w;) {
-          if (w.rfind("grpc=", 0) == 0) target_ = w.substr(5);
-          if (w.rfind("tokens=", 0) == 0) tokens_ = w.substr(7);
-        }
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    FAIL() << "no 'serving:' line from touchstone serve:\n" << ReadText(*dir_ / "serve.log");
+    auto e = testing::WaitForServing((*dir_ / "serve.log").string());
+    ASSERT_TRUE(e.has_value()) << "no 'serving:' line from touchstone serve:\n"
+                               << ReadText(*dir_ / "serve.log");
+    target_ = e->grpc;
+    tokens_ = e->tokens;
   }
 
   static testing::ProcessResult Cli(std::vector<std::string> args) {
