@@ -49,6 +49,7 @@ absl::StatusOr<Database> OpenDatabase(const DatabaseArgs& args) {
   if (!args.state_dir.empty()) {
     store::EmbeddedPostgresOptions po;
     po.data_dir = (std::filesystem::absolute(args.state_dir) / "pg" / "data").string();
+    po.fast_unsafe = true;  // benchmark clusters: query figures are taken without fsync
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(po.data_dir).parent_path(), ec);
     auto pg = store::EmbeddedPostgres::Start(po);

@@ -23,7 +23,10 @@ constexpr CommandText kDb = {
     "  prune: drop finished sweeps' results (a tombstone with their counts stays). --older-than:\n"
     "  those that finished more than DAYS ago; --keep: all but the newest N (both: both rules);\n"
     "  --sweep: these. Never a running sweep or a running sweep's baseline. Without --db, the\n"
-    "  embedded database under --state-dir (default .touchstone).\n"};
+    "  embedded database under --state-dir (default .touchstone).\n"
+    "       touchstone db workers [--db URL | --state-dir DIR]\n"
+    "  workers: the workers seen in the last day and every quarantined one (a worker that ends\n"
+    "  too many leases in a row without a result leases nothing for a while).\n"};
 
 int DbMigrate(const std::string& url) {
   store::StoreOptions o;
@@ -140,12 +143,61 @@ int DbPrune(const std::vector<std::string>& args) {
   return 0;
 }
 
+int DbWorkers(const std::vector<std::string>& args) {
+  std::string db, state_dir = ".touchstone";
+  for (size_t i = 1; i < args.size(); ++i) {
+    const bool has = i + 1 < args.size();
+    if (args[i] == "--db" && has) {
+      db = args[++i];
+    } else if (args[i] == "--state-dir" && has) {
+      state_dir = args[++i];
+    } else {
+      return Usage(kDb, "workers: unknown or incomplete argument '" + args[i] + "'");
+    }
+  }
+  std::unique_ptr<store::EmbeddedPostgres> pg;
+  if (db.empty()) {
+    const fs::path data = cluster::LocalCluster::EmbeddedDataDir(state_dir);
+    std::error_code ec;
+    if (!fs::exists(data / "PG_VERSION", ec)) {
+      return Usage(kDb, "--state-dir: no embedded database under " + data.string() +
+                            " (give --db URL for another one)");
+    }
+    store::EmbeddedPostgresOptions po;
+    po.data_dir = data.string();
+    auto p = store::EmbeddedPostgres::Start(po);
+    if (!p.ok()) return Fail(kDb, p.status().ToString());
+    pg = std::move(*p);
+    db = pg->url();
+  }
+  store::StoreOptions o;
+  o.url = db;
+  auto s = store::Store::Connect(o);
+  if (!s.ok()) return Fail(kDb, s.status().ToString());
+  if (auto st = (*s)->Migrate(); !st.ok()) return Fail(kDb, st.ToString());
+  auto rows = (*s)->ListWorkers();
+  if (!rows.ok()) return Fail(kDb, rows.status().ToString());
+  std::printf("%-8s %-32s %-20s %8s %7s  %s\n", "worker", "name", "last seen", "failures",
+              "leased", "quarantined until");
+  int quarantined = 0;
+  for (const auto& w : *rows) {
+    quarantined += !w.quarantined_until.empty();
+    std::printf("%-8lld %-32s %-20s %8d %7lld  %s\n", static_cast<long long>(w.worker_id),
+                w.name.c_str(), w.last_seen.c_str(), w.failures,
+                static_cast<long long>(w.shards_leased),
+                w.quarantined_until.empty() ? "-" : w.quarantined_until.c_str());
+  }
+  std::printf("%zu workers, %d quarantined\n", rows->size(), quarantined);
+  return 0;
+}
+
 }  // namespace
 
 int DbCommand(const std::vector<std::string>& args) {
   if (args.size() == 3 && args[0] == "migrate" && args[1] == "--db") return DbMigrate(args[2]);
   if (!args.empty() && args[0] == "prune") return DbPrune(args);
-  return Usage(kDb, "expected 'db migrate --db URL' or 'db prune ...'");
+  if (!args.empty() && args[0] == "workers") return DbWorkers(args);
+  return Usage(kDb, "expected 'db migrate --db URL', 'db prune ...' or 'db workers ...'");
 }
 
 }  // namespace ts::cli

@@ -33,7 +33,9 @@ constexpr CommandText kSweep = {
     "usage: touchstone sweep [--sample N|all] [--profile FILE] [--workers W] [--db URL]\n"
     "                        [--baseline SWEEP] [--json FILE] [--serve] [--catalog FILE]\n"
     "                        [--seed N] [--modes eager,compile,train] [--state-dir DIR]\n"
-    "                        [--lease-ttl S] [--model-timeout S] [--no-audit-ops]\n"};
+    "                        [--lease-ttl S] [--model-timeout S] [--no-audit-ops]\n"
+    "                        [--fast-unsafe]  (the embedded PostgreSQL without fsync: faster,\n"
+    "                        but an OS crash or power loss can corrupt its results)\n"};
 
 // Set by SIGINT/SIGTERM: the sweep is cancelled and the services stopped in order.
 std::atomic<bool> interrupted{false};
@@ -55,6 +57,7 @@ struct SweepFlags {
   // Replay passing modes op by op too (suspects as warnings). On by default: it costs +19% per
   // model (bench/RESULTS.md, "Deeper verdicts"), under the +30% a nightly sweep affords.
   bool audit_ops = true;
+  bool fast_unsafe = false;  // the embedded PostgreSQL without fsync
 };
 
 // Returns 0, or the exit code of a usage error (already printed).
@@ -89,6 +92,8 @@ int ParseSweepFlags(const std::vector<std::string>& args, SweepFlags* o) {
       o->serve = true;
     } else if (a == "--audit-ops") {
       o->audit_ops = true;
+    } else if (a == "--fast-unsafe") {
+      o->fast_unsafe = true;
     } else if (a == "--no-audit-ops") {
       o->audit_ops = false;
     } else if (a == "--catalog" && has) {
@@ -248,6 +253,7 @@ int FollowAndSummarize(cluster::LocalCluster* cluster, cluster::SweepDriver* dri
   cluster::FollowOptions fo;
   fo.interrupted = &interrupted;
   fo.between_polls = [cluster] { return cluster->Supervise(); };
+  fo.why_stalled = [cluster] { return cluster->Diagnose(); };
   auto followed = driver->Follow(s->sweep_id, fo);
   if (!followed.ok()) return Fail(kSweep, std::string(followed.status().message()));
   s->followed = *followed;
@@ -281,6 +287,7 @@ int RunSweep(const SweepFlags& o, const Profile& profile, const std::string& dat
   co.db_url = o.db;
   co.workers = o.workers;
   co.lease_ttl_s = o.lease_ttl_s;
+  co.fast_unsafe = o.fast_unsafe;
   co.interrupted = &interrupted;
   auto cluster = cluster::LocalCluster::Start(co);
   if (!cluster.ok()) return Fail(kSweep, std::string(cluster.status().message()));

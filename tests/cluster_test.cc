@@ -74,6 +74,23 @@ class LocalClusterTest : public ::testing::Test {
   }
   fs::path Postmaster() const { return dir_ / "state" / "pg" / "data" / "postmaster.pid"; }
 
+  // The kModels catalog models, and a sweep over them on sim-2.0 in shards of 2 (many shards,
+  // so that work is in flight when something is killed).
+  static absl::StatusOr<pb::CreateSweepResponse> CreateSweep(cluster::SweepDriver& d) {
+    pb::CreateSweepRequest req;
+    for (auto& m : Models()) {
+      req.mutable_filter()->add_model_ids(m.id());
+      if (auto st = d.AddModel(std::move(m)); !st.ok()) return st;
+    }
+    if (auto st = d.FlushModels(); !st.ok()) return st;
+    const std::string profile = ReadText(fs::path(TS_PROFILES_DIR) / "sim-2.0.json");
+    req.set_name("cluster-test");
+    req.mutable_profile()->set_name(json::parse(profile)["name"].get<std::string>());
+    req.mutable_profile()->set_body(profile);
+    req.set_shard_max_models(2);
+    return d.CreateSweep(req);
+  }
+
   fs::path dir_;
 };
 
@@ -116,18 +133,7 @@ TEST_F(LocalClusterTest, SweepCompletesOnceEachThroughSchedulerRestartAndCrashTh
   auto driver = cluster::SweepDriver::Connect({c.target(), c.token()});
   ASSERT_TRUE(driver.ok()) << driver.status();
   cluster::SweepDriver& d = **driver;
-  pb::CreateSweepRequest req;
-  for (auto& m : Models()) {
-    req.mutable_filter()->add_model_ids(m.id());
-    ASSERT_TRUE(d.AddModel(std::move(m)).ok());
-  }
-  ASSERT_TRUE(d.FlushModels().ok());
-  const std::string profile = ReadText(fs::path(TS_PROFILES_DIR) / "sim-2.0.json");
-  req.set_name("cluster-test");
-  req.mutable_profile()->set_name(json::parse(profile)["name"].get<std::string>());
-  req.mutable_profile()->set_body(profile);
-  req.set_shard_max_models(2);  // many shards, so that work is in flight at the restart
-  auto created = d.CreateSweep(req);
+  auto created = CreateSweep(d);
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_EQ(created->models(), kModels);
   ASSERT_TRUE(c.StartWorkers().ok());
@@ -175,6 +181,56 @@ TEST_F(LocalClusterTest, SweepCompletesOnceEachThroughSchedulerRestartAndCrashTh
   EXPECT_FALSE(fs::exists(Postmaster()));
   EXPECT_TRUE(c.Stop().ok());
   EXPECT_FALSE(d.Progress(created->sweep_id()).ok());
+}
+
+// Issue 14: kill -9 of the embedded PostgreSQL's postmaster mid-sweep. Supervise() notices,
+// restarts it (crash recovery), and the sweep finishes with every model recorded once; the
+// stalled progress line meanwhile says why.
+TEST_F(LocalClusterTest, EmbeddedPostgresKilledMidSweepIsRestartedAndTheSweepFinishesOnce) {
+  auto started = cluster::LocalCluster::Start(Options(TS_BIN_DIR));
+  ASSERT_TRUE(started.ok()) << started.status();
+  cluster::LocalCluster& c = **started;
+  auto driver = cluster::SweepDriver::Connect({c.target(), c.token()});
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  cluster::SweepDriver& d = **driver;
+  auto created = CreateSweep(d);
+  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_TRUE(c.StartWorkers().ok());
+  AwaitFirstResult(&d, created->sweep_id());
+
+  pid_t postmaster = 0;
+  std::ifstream(Postmaster()) >> postmaster;
+  ASSERT_GT(postmaster, 0);
+  ASSERT_EQ(::kill(postmaster, SIGKILL), 0);
+  for (int i = 0; i < 200 && !Gone(postmaster); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  EXPECT_EQ(c.Diagnose(), "the embedded PostgreSQL is down");
+
+  char notes[] = "/tmp/ts-cluster-notes-XXXXXX";
+  const int fd = ::mkstemp(notes);
+  ASSERT_GE(fd, 0);
+  FILE* out = ::fdopen(fd, "w");
+  cluster::FollowOptions fo;
+  fo.between_polls = [&c] { return c.Supervise(); };
+  fo.why_stalled = [&c] { return c.Diagnose(); };
+  fo.out = out;
+  auto followed = d.Follow(created->sweep_id(), fo);
+  std::fclose(out);
+  const std::string printed = ReadText(notes);
+  fs::remove(notes);
+  ASSERT_TRUE(followed.ok()) << followed.status() << "\n" << printed;
+  EXPECT_EQ(followed->progress.state(), "done");
+  EXPECT_EQ(followed->progress.models_recorded(), kModels);
+  EXPECT_EQ(followed->progress.duplicates(), 0);
+  EXPECT_EQ(c.database_restarts(), 1);
+  int64_t rows_with_status = 0;
+  auto tally = d.Summarize(created->sweep_id(), [&](const pb::ResultRow& row) {
+    rows_with_status += !row.status().empty();
+  });
+  ASSERT_TRUE(tally.ok()) << tally.status();
+  EXPECT_EQ(rows_with_status, kModels);
+  ASSERT_TRUE(c.Stop().ok());
 }
 
 TEST_F(LocalClusterTest, StartThatFailsStopsTheDatabaseItStarted) {

@@ -127,6 +127,38 @@ TEST_F(SweepTest, SchedulerKilledAndRestartedCarriesOn) {
   ExpectExactlyOnce(sweep);
 }
 
+// Issue 14: an outage longer than the lease TTL (the scheduler down for 3 TTLs while the
+// workers keep running their models): the restarted scheduler's start-up grace lets them
+// re-attach on their tokens, so no lease expires, no model is charged a lost lease, and every
+// result they finished during the outage is stored once.
+TEST_F(SweepTest, SchedulerDownThreeTtlsLosesNoResultAndChargesNoModel) {
+  StartScheduler();
+  const int64_t sweep = CreateSweep(40, Cheap, json::array());
+  StartWorker("w1");
+  StartWorker("w2");
+  WaitFor(sweep, [](const auto& p) { return p.models_recorded() >= 6; }, 120);
+  const int port = grpc_port_;
+  Kill9("scheduler");
+  std::this_thread::sleep_for(std::chrono::seconds(6));  // --lease-ttl 2: three TTLs
+  StartScheduler(port);
+  auto p = WaitFor(sweep, [](const auto& q) { return q.state() == "done"; }, 240);
+  EXPECT_EQ(p.failures(), 0);
+  ExpectExactlyOnce(sweep);
+  pqxx::connection c(db_);
+  pqxx::nontransaction n(c);
+  const std::string id = std::to_string(sweep);
+  EXPECT_EQ(n.exec("SELECT coalesce(sum(expiries), 0) FROM shards WHERE sweep_id = " + id)[0][0]
+                .as<int>(),
+            0);
+  EXPECT_EQ(n.exec("SELECT coalesce(sum(lost_leases), 0) FROM jobs WHERE sweep_id = " + id)[0][0]
+                .as<int>(),
+            0);
+  EXPECT_EQ(n.exec("SELECT count(*) FROM results WHERE sweep_id = " + id +
+                   " AND status <> 'pass'")[0][0]
+                .as<int>(),
+            0);
+}
+
 TEST_F(SweepTest, PostgresRestartedMidSweepServicesReconnect) {
   StartScheduler();
   const int64_t sweep = CreateSweep(40, Cheap, json::array());

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "services/common/auth.h"
+#include "services/common/http_server.h"
 #include "services/common/process.h"
 #include "services/store/embedded_postgres.h"
 
@@ -57,6 +58,7 @@ absl::Status LocalCluster::StartDatabase() {
   if (!db_url_.empty()) return absl::OkStatus();
   store::EmbeddedPostgresOptions po;
   po.data_dir = EmbeddedDataDir(state_);
+  po.fast_unsafe = opts_.fast_unsafe;
   Notice("starting embedded PostgreSQL under " + po.data_dir);
   auto pg = store::EmbeddedPostgres::Start(po);
   if (!pg.ok()) return pg.status();
@@ -161,6 +163,24 @@ absl::Status LocalCluster::StartWorkers() {
 }
 
 absl::Status LocalCluster::Supervise() {
+  // The embedded PostgreSQL first: the services cannot do anything without it.
+  if (pg_ != nullptr && !pg_->Alive()) {
+    ++db_restarts_;
+    if (opts_.notices != nullptr) {
+      std::fprintf(opts_.notices,
+                   "\n%s: the embedded PostgreSQL under %s stopped; restarting it (crash "
+                   "recovery keeps every committed result)\n",
+                   opts_.log_prefix.c_str(), pg_->data_dir().c_str());
+    }
+    if (db_restarts_ > kMaxRestarts) {
+      return absl::UnavailableError("the embedded PostgreSQL keeps dying; see " +
+                                    pg_->data_dir() + "/server.log");
+    }
+    if (auto st = pg_->RecoverAfterCrash(); !st.ok()) {
+      return absl::UnavailableError("the embedded PostgreSQL stopped and cannot start again: " +
+                                    std::string(st.message()));
+    }
+  }
   std::vector<Service*> services = {&scheduler_};
   for (auto& w : workers_) services.push_back(&w);
   for (Service* s : services) {
@@ -180,6 +200,19 @@ absl::Status LocalCluster::Supervise() {
     }
   }
   return absl::OkStatus();
+}
+
+std::string LocalCluster::Diagnose() const {
+  if (pg_ != nullptr && !pg_->Alive()) return "the embedded PostgreSQL is down";
+  if (scheduler_.pid <= 0) return "the scheduler is not running";
+  int alive = 0;
+  for (const auto& w : workers_) alive += w.pid > 0 && ::kill(w.pid, 0) == 0 ? 1 : 0;
+  if (opts_.workers > 0 && alive == 0) return "no worker is alive";
+  auto health = common::HttpGet(http_port_, "/healthz");
+  if (!health.ok()) return "the scheduler does not answer on its HTTP port";
+  if (health->status != 200) return "the scheduler cannot reach its database";
+  return std::to_string(alive) + " workers alive; the models in flight are still running (see " +
+         state_ + "/logs)";
 }
 
 absl::Status LocalCluster::RestartScheduler(double grace_s) {

@@ -11,15 +11,18 @@
 //   logs/             scheduler.log, worker-I.log (stdout and stderr of each service)
 //   workers/wI/       each worker's own state folder
 //   pg/data           the embedded PostgreSQL cluster (EmbeddedDataDir), unless db_url is set
+//   pg/pgpass         its generated password (libpq password file, 0600; embedded_postgres.h)
 //
 // Lifecycle:
 //   Start()          database, then the scheduler on a free loopback port (gRPC and HTTP);
 //                    returns once the scheduler has reported its ports.
 //   StartWorkers()   the N workers. Separate so that the caller queues work first and the
 //                    workers do not begin by backing off an empty queue.
-//   Supervise()      restarts any service that died (the scheduler on the same port, so that
-//                    the workers reconnect; a dead worker's shard comes back when its lease
-//                    expires). Called between progress polls; never restarts a stopped service.
+//   Supervise()      restarts the embedded PostgreSQL if its postmaster died (crash recovery
+//                    keeps every committed result), then any service that died (the scheduler
+//                    on the same port, so that the workers reconnect; a dead worker's shard
+//                    comes back when its lease expires). Called between progress polls; never
+//                    restarts a stopped service.
 //   Stop()           in order: stop accepting (SIGTERM to every worker: they lease nothing
 //                    more, finish or release their shard), drain and join (each worker gets
 //                    30 s, then SIGKILL), then the scheduler (SIGTERM, SIGKILL after 15 s), then
@@ -40,7 +43,7 @@
 // an existing tokens file lets group or others read it, UNAVAILABLE when the scheduler exits (or
 // `interrupted` is set) before listening, DEADLINE_EXCEEDED when it does not report its ports
 // in 60 s; the messages name the log to read. Supervise() returns UNAVAILABLE when a service
-// died more than 20 times or cannot be spawned again.
+// (or the embedded PostgreSQL) died more than 20 times or cannot be started again.
 #pragma once
 
 #include <sys/types.h>
@@ -67,6 +70,7 @@ struct LocalClusterOptions {
                             // the running executable
   int workers = 1;          // StartWorkers() launches this many
   double lease_ttl_s = 30;  // the scheduler's --lease-ttl
+  bool fast_unsafe = false; // the embedded PostgreSQL without fsync (embedded_postgres.h)
   // Set (by a signal handler) to give up waiting for the scheduler to start. May be null.
   const std::atomic<bool>* interrupted = nullptr;
   // Notices on stderr-like output ("<log_prefix>: starting embedded PostgreSQL under ...",
@@ -111,6 +115,10 @@ class LocalCluster {
   const std::string& state_dir() const { return state_; }  // absolute
   int workers() const { return opts_.workers; }
   int scheduler_restarts() const { return scheduler_.restarts; }
+  int database_restarts() const { return db_restarts_; }
+  // Why a sweep may not be moving, in words: the database down, no worker alive, the scheduler
+  // cut off from its database, or the workers busy (FollowOptions::why_stalled).
+  std::string Diagnose() const;
   int worker_restarts() const;
   pid_t scheduler_pid() const { return scheduler_.pid; }  // -1 once stopped
   std::vector<pid_t> worker_pids() const;                 // -1 for a stopped one
@@ -132,6 +140,7 @@ class LocalCluster {
   void Notice(const std::string& text) const;
 
   LocalClusterOptions opts_;
+  int db_restarts_ = 0;  // embedded PostgreSQL restarts by Supervise()
   std::string state_;
   std::string db_url_;
   std::string token_;  // admin

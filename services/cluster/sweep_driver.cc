@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "services/common/grpc_status.h"
+#include "services/common/random.h"
 #include "services/common/tls.h"
 #include "touchstone/v1/query.grpc.pb.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
@@ -18,7 +19,7 @@ namespace {
 namespace pb = ::touchstone::v1;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kMaxMessageBytes = 64 << 20;
+constexpr int kMaxMessageBytes = 64 << 20;  // answers; requests stay under 32 MiB
 
 // One line of progress, in place on a terminal (\r), else newline-terminated.
 void PrintProgress(FILE* out, const pb::SweepProgress& p, double secs, bool tty) {
@@ -89,8 +90,11 @@ absl::StatusOr<std::unique_ptr<SweepDriver>> SweepDriver::Connect(const SweepDri
 }
 
 absl::Status SweepDriver::AddModel(pb::CatalogModel model) {
+  pending_bytes_ += model.ByteSizeLong() + 8;
   *pending_.add_models() = std::move(model);
-  if (pending_.models_size() < kUpsertBatch) return absl::OkStatus();
+  if (pending_.models_size() < kUpsertBatch && pending_bytes_ < kUpsertBatchBytes) {
+    return absl::OkStatus();
+  }
   return FlushModels();
 }
 
@@ -99,13 +103,18 @@ absl::Status SweepDriver::FlushModels() {
   pb::UpsertModelsResponse resp;
   absl::Status st = rpc_->CallWithRetry(&pb::Scheduler::Stub::UpsertModels, pending_, &resp);
   pending_.clear_models();
+  pending_bytes_ = 0;
   return st;
 }
 
 absl::StatusOr<pb::CreateSweepResponse> SweepDriver::CreateSweep(
     const pb::CreateSweepRequest& request) {
   pb::CreateSweepResponse created;
-  absl::Status st = rpc_->CallWithRetry(&pb::Scheduler::Stub::CreateSweep, request, &created);
+  // One request id across the retries: a retry after an in-doubt commit (the answer was lost
+  // with the scheduler) gets the sweep the first call made, not a second sweep.
+  pb::CreateSweepRequest req = request;
+  if (req.request_id().empty()) req.set_request_id(common::RandomHex(16));
+  absl::Status st = rpc_->CallWithRetry(&pb::Scheduler::Stub::CreateSweep, req, &created);
   if (!st.ok()) return st;
   return created;
 }
@@ -133,6 +142,12 @@ absl::StatusOr<FollowResult> SweepDriver::Follow(int64_t sweep_id, const FollowO
   const bool tty = opts.out != nullptr && ::isatty(::fileno(opts.out));
   auto last_line = Clock::now() - std::chrono::seconds(60);
   const auto t_sweep = Clock::now();
+  // Stall notes: when jobs_done last moved, the last poll error, when polls began failing.
+  auto last_change = Clock::now();
+  auto last_note = Clock::now();
+  int64_t last_done = -1;
+  std::string last_error;
+  Clock::time_point failing_since;
   for (;;) {
     if (opts.interrupted != nullptr && opts.interrupted->load()) {
       auto cancelled = Cancel(sweep_id);
@@ -147,6 +162,35 @@ absl::StatusOr<FollowResult> SweepDriver::Follow(int64_t sweep_id, const FollowO
     const auto t_poll = Clock::now();
     auto p = Progress(sweep_id);
     const auto poll_cost = Clock::now() - t_poll;
+    if (!p.ok()) {
+      last_error = std::string(p.status().message());
+      if (failing_since == Clock::time_point()) failing_since = t_poll;
+      const double failing_s = std::chrono::duration<double>(Clock::now() - failing_since).count();
+      if (failing_s > opts.unreachable_limit_s) {
+        return absl::UnavailableError("sweep " + std::to_string(sweep_id) +
+                                      ": no progress answer for " +
+                                      std::to_string(static_cast<int>(failing_s)) +
+                                      " s (the sweep may still be running): " + last_error);
+      }
+    } else {
+      last_error.clear();
+      failing_since = Clock::time_point();
+      if (p->jobs_done() != last_done) {
+        last_done = p->jobs_done();
+        last_change = Clock::now();
+      }
+    }
+    // A line that has not moved says why, once per stall_note_s.
+    const double stalled_s = std::chrono::duration<double>(Clock::now() - last_change).count();
+    if (opts.out != nullptr && stalled_s > opts.stall_note_s &&
+        Clock::now() - last_note > std::chrono::duration<double>(opts.stall_note_s)) {
+      const std::string why = !last_error.empty() ? "the scheduler answers: " + last_error
+                              : opts.why_stalled  ? opts.why_stalled()
+                                                  : std::string("no job finished");
+      std::fprintf(opts.out, "%sno job recorded for %.0f s: %s\n", tty ? "\n" : "", stalled_s,
+                   why.c_str());
+      last_note = Clock::now();
+    }
     if (p.ok()) {
       result.progress = *p;
       const bool running = p->state() == "running";

@@ -57,6 +57,14 @@ struct FollowOptions {
   // Called before every poll, e.g. LocalCluster::Supervise; an error ends Follow() with it.
   std::function<absl::Status()> between_polls;
   FILE* out = stderr;  // the progress line; null: none
+  // When no job was recorded for stall_note_s, a line says so and why: the scheduler's last
+  // error if progress polls fail, else this (e.g. LocalCluster::Diagnose); null: "no job
+  // finished".
+  std::function<std::string()> why_stalled;
+  double stall_note_s = 60;
+  // Progress polls failing for this long end Follow() with UNAVAILABLE naming the last error,
+  // rather than waiting forever (the sweep itself is left running).
+  double unreachable_limit_s = 600;
 };
 
 struct FollowResult {
@@ -77,13 +85,17 @@ struct ResultTally {
 class SweepDriver {
  public:
   static constexpr int kUpsertBatch = 2000;
+  // A batch is sent sooner when its encoded size reaches this (the scheduler takes at most
+  // common::kMaxRequestBytes per request).
+  static constexpr size_t kUpsertBatchBytes = 8 << 20;
 
   static absl::StatusOr<std::unique_ptr<SweepDriver>> Connect(const SweepDriverOptions& opts);
   ~SweepDriver();
   SweepDriver(const SweepDriver&) = delete;
   SweepDriver& operator=(const SweepDriver&) = delete;
 
-  // Queues a model for the scheduler's catalog; sends the queue when it reaches kUpsertBatch.
+  // Queues a model for the scheduler's catalog; sends the queue when it reaches kUpsertBatch
+  // models or kUpsertBatchBytes.
   absl::Status AddModel(touchstone::v1::CatalogModel model);
   // Sends the models still queued.
   absl::Status FlushModels();
@@ -108,6 +120,7 @@ class SweepDriver {
 
   std::unique_ptr<Rpc> rpc_;
   touchstone::v1::UpsertModelsRequest pending_;
+  size_t pending_bytes_ = 0;
 };
 
 }  // namespace ts::cluster

@@ -1,4 +1,5 @@
 #include "services/common/auth.h"
+#include "services/common/random.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -279,20 +280,7 @@ std::string ClientTokenFromEnvironment(std::initializer_list<Role> prefer) {
   return "";
 }
 
-absl::StatusOr<std::string> RandomToken() {
-  std::ifstream in("/dev/urandom", std::ios::binary);
-  unsigned char bytes[32];
-  if (!in.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
-    return absl::InternalError("/dev/urandom: cannot read");
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
+absl::StatusOr<std::string> RandomToken() { return RandomHex(32); }
 
 absl::StatusOr<std::map<Role, std::string>> LoadOrMakeTokensFile(const std::string& path) {
   std::map<Role, std::string> tokens;

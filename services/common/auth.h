@@ -118,7 +118,7 @@ absl::StatusOr<std::string> ReadClientToken(const std::string& path,
 // The first of `prefer` set in the environment (TokenEnvVar); empty when none is.
 std::string ClientTokenFromEnvironment(std::initializer_list<Role> prefer);
 
-// A fresh random token: 32 bytes from /dev/urandom as 64 hex digits.
+// A fresh random token: 32 bytes from OpenSSL's CSPRNG as 64 hex digits (random.h).
 absl::StatusOr<std::string> RandomToken();
 
 // One token per role in a tokens file made for a private cluster (LocalCluster, `touchstone

@@ -1,5 +1,6 @@
-// touchstone-scheduler --db URL [--listen HOST:PORT] [--http-port N] [--token-file F]
-//                      [--tls-cert F --tls-key F] [--lease-ttl S] [--db-threads N]
+// touchstone-scheduler --db URL [--listen HOST:PORT] [--http-port N] [--http-host H]
+//                      [--token-file F] [--insecure] [--tls-cert F --tls-key F]
+//                      [--lease-ttl S] [--startup-grace S] [--db-threads N]
 //                      [--port-file F] [--alertmanager http://HOST:PORT] [--dashboard-url U]
 //                      [--chart-js FILE]
 // Tokens: --token-file (`role token` lines, mode 0600; services/common/auth.h), else the
@@ -20,14 +21,20 @@ int Usage(const std::string& why) {
   std::fprintf(stderr,
                "touchstone-scheduler: %s\n"
                "usage: touchstone-scheduler --db URL [--listen HOST:PORT] [--http-port N]\n"
-               "         [--token-file FILE] [--tls-cert FILE --tls-key FILE]\n"
-               "         [--lease-ttl SECONDS] [--db-threads N] [--port-file FILE]\n"
+               "         [--http-host HOST] [--token-file FILE] [--insecure]\n"
+               "         [--tls-cert FILE --tls-key FILE] [--lease-ttl SECONDS]\n"
+               "         [--startup-grace SECONDS] [--db-threads N] [--port-file FILE]\n"
                "         [--alertmanager http://HOST:PORT] [--dashboard-url URL]\n"
                "         [--chart-js FILE]  (the web dashboard's Chart.js; default: Debian's\n"
                "                            /usr/share/javascript/chart.js/chart.min.js)\n"
                "  --token-file  'role token' lines (worker, reader, admin), mode 0600; a file\n"
                "                of one bare token is an admin token. Without it:\n"
-               "                TOUCHSTONE_WORKER_TOKEN, _READER_TOKEN, _ADMIN_TOKEN.\n",
+               "                TOUCHSTONE_WORKER_TOKEN, _READER_TOKEN, _ADMIN_TOKEN.\n"
+               "  --http-host   the HTTP listener's address (default 127.0.0.1; 0.0.0.0 lets\n"
+               "                Prometheus on another host scrape /metrics)\n"
+               "  --insecure    allow a non-loopback --listen or --http-host without tokens\n"
+               "  --startup-grace  leases run at least this long after a start or a database\n"
+               "                outage before they may expire (default max(5, 2 x lease TTL))\n",
                why.c_str());
   return 2;
 }
@@ -56,6 +63,14 @@ int main(int argc, char** argv) {
     } else if (a == "--http-port" && has) {
       if (!ParseDouble(argv[++i], &v)) return Usage("--http-port: not a number");
       o.http_port = static_cast<int>(v);
+    } else if (a == "--http-host" && has) {
+      o.http_host = argv[++i];
+    } else if (a == "--insecure") {
+      o.insecure = true;
+    } else if (a == "--startup-grace" && has) {
+      if (!ParseDouble(argv[++i], &o.startup_grace_s) || o.startup_grace_s <= 0) {
+        return Usage("--startup-grace: must be a positive number of seconds");
+      }
     } else if (a == "--token-file" && has) {
       token_file = argv[++i];
     } else if (a == "--tls-cert" && has) {

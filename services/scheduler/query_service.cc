@@ -8,6 +8,7 @@
 #include <grpcpp/alarm.h>
 
 #include "proto/names.h"
+#include "services/common/field_limits.h"
 #include "services/common/grpc_status.h"
 #include "services/query/compare.h"
 #include "services/query/gate.h"
@@ -388,6 +389,15 @@ grpc::ServerWriteReactor<Msg>* QueryService::OpenStream(
   return w;
 }
 
+namespace {
+// Every string's limits (services/common/field_limits.h), then the request's own checks.
+template <typename Req>
+absl::Status Checked(const Req& r) {
+  absl::Status st = common::CheckStrings(r);
+  return st.ok() ? query::Check(r) : st;
+}
+}  // namespace
+
 template <typename Req, typename Resp, typename Fn>
 grpc::ServerUnaryReactor* QueryService::Handle(const char* method,
                                                grpc::CallbackServerContext* ctx, const Req* req,
@@ -395,7 +405,7 @@ grpc::ServerUnaryReactor* QueryService::Handle(const char* method,
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const Admit& admit = writes ? admit_writes_ : admit_;
   absl::Status st = admit ? admit(ctx) : absl::OkStatus();
-  if (st.ok()) st = query::Check(*req);
+  if (st.ok()) st = Checked(*req);
   if (!st.ok()) {
     reactor->Finish(common::ToGrpcStatus(st));
     return reactor;
@@ -488,7 +498,7 @@ grpc::ServerWriteReactor<pb::SweepProgress>* QueryService::WatchSweep(
     grpc::CallbackServerContext* ctx, const pb::WatchSweepRequest* req) {
   const int64_t sweep_id = req->sweep_id();
   return OpenStream<pb::SweepProgress>(
-      ctx, query::Check(*req), query::WatchIntervalMs(req->interval_ms()),
+      ctx, Checked(*req), query::WatchIntervalMs(req->interval_ms()),
       [sweep_id](store::Store& s, pb::SweepProgress* msg, bool* write, bool* last) {
         auto p = s.GetSweep(sweep_id);
         if (!p.ok()) return p.status();
@@ -503,7 +513,7 @@ grpc::ServerWriteReactor<pb::AlertsUpdate>* QueryService::WatchAlerts(
     grpc::CallbackServerContext* ctx, const pb::WatchAlertsRequest* req) {
   auto watch = std::make_shared<AlertWatch>(req->state());
   return OpenStream<pb::AlertsUpdate>(
-      ctx, query::Check(*req), query::WatchIntervalMs(req->interval_ms()),
+      ctx, Checked(*req), query::WatchIntervalMs(req->interval_ms()),
       [watch](store::Store& s, pb::AlertsUpdate* msg, bool* write, bool* last) {
         return watch->Poll(s, msg, write, last);
       });

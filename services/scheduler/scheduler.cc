@@ -6,6 +6,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 
+#include "services/common/field_limits.h"
 #include "services/common/tls.h"
 #include "services/scheduler/dashboard_http.h"
 #include "services/scheduler/scheduler_impl.h"
@@ -23,6 +24,33 @@ constexpr std::pair<std::string_view, Role> kMethodRoles[] = {
     {"AddSchedule", Role::kAdmin},     {"ListSchedules", Role::kAdmin},
     {"RemoveSchedule", Role::kAdmin},  {"SetScheduleEnabled", Role::kAdmin}};
 
+// The host of "HOST:PORT", "[V6]:PORT" or "unix:PATH" ("" for a unix socket: local).
+std::string HostOf(const std::string& address) {
+  if (address.rfind("unix:", 0) == 0) return "";
+  if (!address.empty() && address[0] == '[') return address.substr(1, address.find(']') - 1);
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+bool IsLoopback(const std::string& host) {
+  return host.empty() || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// Open mode (no tokens) is for one machine: a listener others can reach needs tokens, or the
+// operator's explicit --insecure.
+absl::Status CheckExposure(const SchedulerOptions& opts) {
+  if (!opts.tokens.open() || opts.insecure) return absl::OkStatus();
+  const auto refuse = [](const std::string& field, const std::string& value) {
+    return absl::InvalidArgumentError(
+        field + ": '" + value + "' is not a loopback address and no tokens are configured, so "
+        "anyone who reaches it could create and cancel sweeps; give tokens (--token-file) or "
+        "--insecure");
+  };
+  if (!IsLoopback(HostOf(opts.listen))) return refuse("listen", opts.listen);
+  if (opts.http_port >= 0 && !IsLoopback(opts.http_host)) return refuse("http_host", opts.http_host);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::optional<Role> SchedulerMethodRole(std::string_view method) {
@@ -38,6 +66,7 @@ Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptions& opts) {
   if (opts.db_url.empty()) return absl::InvalidArgumentError("db: a database URL is required");
   if (!(opts.lease_ttl_s > 0)) return absl::InvalidArgumentError("lease_ttl_s: must be > 0");
+  if (auto st = CheckExposure(opts); !st.ok()) return st;
   auto creds = common::MakeServerCredentials(opts.tls_cert_file, opts.tls_key_file);
   if (!creds.ok()) return creds.status();
   auto impl = std::make_unique<Impl>();
@@ -61,6 +90,9 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   impl->store_opts.lease_ttl_s = opts.lease_ttl_s;
   impl->store_opts.split_after_expiries = opts.split_after_expiries;
   impl->store_opts.max_lost_leases = opts.max_lost_leases;
+  impl->store_opts.quarantine_after = opts.quarantine_after;
+  impl->store_opts.quarantine_window_s = opts.quarantine_window_s;
+  impl->store_opts.quarantine_s = opts.quarantine_s;
 
   // The database may still be starting (or restarting): wait for it, then migrate.
   const auto deadline = Clock::now() + std::chrono::duration<double>(opts.db_wait_s);
@@ -97,7 +129,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   builder.AddListeningPort(opts.listen, *creds, &impl->grpc_port);
   builder.RegisterService(impl.get());
   builder.RegisterService(impl->query.get());
-  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetMaxReceiveMessageSize(common::kMaxRequestBytes);
   impl->server = builder.BuildAndStart();
   if (!impl->server || impl->grpc_port == 0) {
     return absl::UnavailableError("grpc: cannot listen on " + opts.listen);
@@ -105,6 +137,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   if (opts.http_port >= 0) {
     Impl* raw = impl.get();
     common::HttpServerOptions ho;
+    ho.host = opts.http_host;
     ho.port = opts.http_port;
     ho.tokens = impl->tokens;
     // The web dashboard (dashboard_http.h) reads through the Query service in process.

@@ -35,6 +35,10 @@ struct SchedulerOptions {
   std::string listen = "127.0.0.1:0";  // gRPC address; port 0 picks a free one
   // /metrics, /healthz and the web dashboard (dashboard_http.h) (0: a free one; -1: none)
   int http_port = 0;
+  std::string http_host = "127.0.0.1";  // the HTTP listener's address (0.0.0.0: every one)
+  // Without tokens (open mode) a listener on anything but loopback is refused, unless this is
+  // set: anyone who can reach the port could then create and cancel sweeps.
+  bool insecure = false;
   std::string chart_js;  // the dashboard's Chart.js file; empty: Debian's libjs-chart.js path
   // Bearer tokens by role (services/common/auth.h); no tokens: open, logged at start. Each
   // method's role: SchedulerMethodRole. gRPC health and reflection need no token.
@@ -42,8 +46,16 @@ struct SchedulerOptions {
   std::string tls_cert_file;  // both set: TLS on the gRPC port (services/common/tls.h)
   std::string tls_key_file;
   double lease_ttl_s = 30;
+  // After start-up and after the database was out, every current lease runs at least this
+  // much longer before expiry may requeue it (0: max(5 s, 2 lease TTLs)).
+  double startup_grace_s = 0;
   int split_after_expiries = 2;
   int max_lost_leases = 3;
+  // A worker ending this many leases in a row without a result within quarantine_window_s is
+  // quarantined for quarantine_s (store.h, StoreOptions).
+  int quarantine_after = 5;
+  double quarantine_window_s = 600;
+  double quarantine_s = 600;
   int db_threads = 4;     // reports, catalog upserts, sweep creation
   int lease_threads = 2;  // register, lease, heartbeat (their own pool: leases never queue
                           // behind reports)

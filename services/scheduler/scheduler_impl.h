@@ -42,6 +42,9 @@ struct Metrics {
       reg.Gauge("touchstone_scheduler_sweeps_running", "Sweeps not yet done");
   prometheus::Gauge& workers_alive = reg.Gauge("touchstone_scheduler_workers_alive",
                                                "Workers heard from within three lease TTLs");
+  prometheus::Gauge& workers_quarantined = reg.Gauge(
+      "touchstone_scheduler_workers_quarantined",
+      "Workers quarantined for ending too many leases in a row without a result");
   prometheus::Gauge& alerts_open = reg.Gauge(
       "touchstone_scheduler_alerts_open",
       "Open regression alerts, counted after each summary and detection pass");
@@ -54,12 +57,20 @@ struct Metrics {
       "touchstone_scheduler_report_yields_total",
       "Reports that held their database work back behind a backlog of LeaseShard calls");
   prometheus::Counter& leases = reg.Counter("touchstone_scheduler_leases_total", "Shards leased");
+  prometheus::Counter& lease_statements = reg.Counter(
+      "touchstone_scheduler_lease_statements_total",
+      "Leasing statements run (each serves a batch of LeaseShard calls)");
+  prometheus::Counter& idle_answers = reg.Counter(
+      "touchstone_scheduler_lease_idle_answers_total",
+      "LeaseShard calls answered 'nothing queued' from memory, without a statement");
   prometheus::Family<prometheus::Counter>& lease_events = reg.CounterFamily(
       "touchstone_scheduler_lease_events_total",
       "Leases that expired, shards split, models recorded crash after lost workers");
   prometheus::Counter& expired = lease_events.Add({{"event", "expired"}});
   prometheus::Counter& split = lease_events.Add({{"event", "split"}});
   prometheus::Counter& crashed = lease_events.Add({{"event", "crashed"}});
+  prometheus::Counter& graced = lease_events.Add({{"event", "graced"}});
+  prometheus::Counter& quarantined_workers = lease_events.Add({{"event", "worker_quarantined"}});
   prometheus::Family<prometheus::Counter>& results = reg.CounterFamily(
       "touchstone_scheduler_results_total", "Mode verdicts stored, by mode and status");
   prometheus::Family<prometheus::Histogram>& rpc = reg.HistogramFamily(
@@ -104,6 +115,58 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   std::mutex mu;
   std::map<int64_t, Clock::time_point> workers_seen;
   std::atomic<bool> db_ok{false};
+  // Whether the current leases got their start-up grace since the scheduler started or the
+  // database was last out (ticker only): expiry waits for it.
+  bool leases_graced = false;
+  Clock::time_point last_forget;  // ticker only: the last ForgetOldRequests
+  double GraceSeconds() const {
+    return opts.startup_grace_s > 0 ? opts.startup_grace_s : std::max(5.0, 2 * opts.lease_ttl_s);
+  }
+  // Idle polls. Once a leasing statement (or the ticker's queue count) found no queued shard,
+  // LeaseShard answers workers this scheduler knows with "nothing" from memory for
+  // kIdleWindow, unless a write that may queue work ran here since (queue_epoch moved): 1,000
+  // idle workers cost about one statement a second rather than two thousand. Work queued
+  // through another scheduler is seen within kIdleWindow.
+  static constexpr auto kIdleWindow = std::chrono::milliseconds(1000);
+  std::mutex idle_mu;
+  uint64_t queue_epoch = 0;             // bumped after each write that may queue shards
+  uint64_t empty_epoch = ~uint64_t{0};  // the epoch at which the queue was last seen empty
+  Clock::time_point empty_at;
+  uint64_t QueueEpoch() {
+    std::lock_guard<std::mutex> l(idle_mu);
+    return queue_epoch;
+  }
+  void QueueMayHaveWork() {
+    std::lock_guard<std::mutex> l(idle_mu);
+    ++queue_epoch;
+  }
+  // The queue was empty for a look that began at `epoch`; kept only if nothing moved since.
+  void QueueSeenEmpty(uint64_t epoch) {
+    std::lock_guard<std::mutex> l(idle_mu);
+    if (epoch != queue_epoch) return;
+    empty_epoch = epoch;
+    empty_at = Clock::now();
+  }
+  bool QueueKnownEmpty() {
+    std::lock_guard<std::mutex> l(idle_mu);
+    return empty_epoch == queue_epoch && Clock::now() - empty_at < kIdleWindow;
+  }
+  // Workers whose last leasing statement here found nothing for them: only they are answered
+  // from memory. A worker that got a shard asks the database again, so that the retry of a
+  // call whose answer was lost gets its shard back (request_id) rather than "nothing".
+  std::set<int64_t> idle_workers;  // guarded by mu
+  bool IdleWorker(int64_t worker_id) {
+    std::lock_guard<std::mutex> l(mu);
+    return idle_workers.count(worker_id) > 0;
+  }
+  void SetIdle(int64_t worker_id, bool idle) {
+    std::lock_guard<std::mutex> l(mu);
+    if (idle) {
+      idle_workers.insert(worker_id);
+    } else {
+      idle_workers.erase(worker_id);
+    }
+  }
   std::thread ticker;
   std::mutex tick_mu;
   std::condition_variable tick_cv;
@@ -114,11 +177,14 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   // new sweep, a scheduler restart) waits for a few statements instead of one each.
   struct LeaseWaiter {
     int64_t worker_id;
+    std::string request_id;  // "" when the call carried none
     pb::LeaseShardResponse* resp;
     grpc::ServerUnaryReactor* reactor;
     Clock::time_point t0;
   };
   static constexpr size_t kLeaseBatch = 8;
+  // How long a worker told "nothing queued" waits before asking again (+-50% on its side).
+  static constexpr int kIdleRetryMs = 500;
   std::mutex lease_mu;
   std::deque<LeaseWaiter> lease_waiters;
   // LeaseShard calls not answered yet, waiting or being served (guarded by lease_mu). While
@@ -191,11 +257,14 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
       return reactor;
     }
     const auto t0 = Clock::now();
-    const bool queued = on->Submit([this, method, req, resp, reactor, fn, t0](store::Store* s) {
-      Answer(reactor, method,
-             s ? fn(*s, *req, resp)
-               : absl::UnavailableError(std::string(method) + ": database unreachable; retry"),
-             t0);
+    const bool writes = on == pool.get();
+    const bool queued = on->Submit([this, method, req, resp, reactor, fn, t0, writes](store::Store* s) {
+      absl::Status st = s ? fn(*s, *req, resp)
+                          : absl::UnavailableError(std::string(method) + ": database unreachable; retry");
+      // A sweep, a released shard or a confirmation run may have queued work: idle polls go
+      // back to the database (after the commit, so a statement that missed it is not cached).
+      if (writes) QueueMayHaveWork();
+      Answer(reactor, method, st, t0);
     });
     if (!queued) reactor->Finish(QueueFull());
     return reactor;

@@ -26,9 +26,17 @@ grpc::ServerUnaryReactor* Scheduler::Impl::LeaseShard(grpc::CallbackServerContex
     reactor->Finish(common::ToGrpcStatus(st));
     return reactor;
   }
+  // Idle fleet: the queue was just seen empty and nothing here queued work since.
+  if (QueueKnownEmpty() && IdleWorker(req->worker_id())) {
+    resp->set_retry_after_ms(kIdleRetryMs);
+    Seen(req->worker_id());
+    metrics.idle_answers.Increment();
+    Answer(reactor, "LeaseShard", absl::OkStatus(), Clock::now());
+    return reactor;
+  }
   {
     std::lock_guard<std::mutex> l(lease_mu);
-    lease_waiters.push_back({req->worker_id(), resp, reactor, Clock::now()});
+    lease_waiters.push_back({req->worker_id(), req->request_id(), resp, reactor, Clock::now()});
     metrics.lease_calls_open.Set(static_cast<double>(++lease_calls_open));
   }
   if (!lease_pool->Submit([this](store::Store* s) { ServeLeases(s); })) {
@@ -64,17 +72,38 @@ void Scheduler::Impl::ServeLeases(store::Store* s) {
   }
   if (batch.empty()) return;
   std::vector<int64_t> ids;
-  for (const auto& b : batch) ids.push_back(b.worker_id);
+  std::vector<std::string> requests;
+  for (const auto& b : batch) {
+    ids.push_back(b.worker_id);
+    requests.push_back(b.request_id);
+  }
+  const uint64_t epoch = QueueEpoch();  // before the statement: see QueueSeenEmpty
+  if (s) metrics.lease_statements.Increment();
   absl::StatusOr<std::vector<absl::StatusOr<pb::LeaseShardResponse>>> answers =
-      s ? s->LeaseShards(ids)
+      s ? s->LeaseShards(ids, requests)
         : absl::UnavailableError("LeaseShard: database unreachable; retry");
+  // A known worker (not quarantined) left without a shard means the queue ran dry.
+  if (answers.ok()) {
+    for (const auto& a : *answers) {
+      if (a.ok() && !a->has_shard() && !a->quarantined()) {
+        QueueSeenEmpty(epoch);
+        break;
+      }
+    }
+  }
 
   for (size_t i = 0; i < batch.size(); ++i) {
     absl::Status st = answers.ok() ? (*answers)[i].status() : answers.status();
     if (st.ok()) {
       *batch[i].resp = std::move(*(*answers)[i]);
       Seen(batch[i].worker_id);
-      if (batch[i].resp->has_shard()) metrics.leases.Increment();
+      if (batch[i].resp->has_shard()) {
+        metrics.leases.Increment();
+      } else if (!batch[i].resp->quarantined()) {
+        batch[i].resp->set_retry_after_ms(kIdleRetryMs);
+      }
+      // A quarantined worker always asks the database (its quarantine ends there).
+      SetIdle(batch[i].worker_id, !batch[i].resp->has_shard() && !batch[i].resp->quarantined());
     }
     Answer(batch[i].reactor, "LeaseShard", st, batch[i].t0);
   }

@@ -401,5 +401,182 @@ TEST_F(SchedulerTest, RestartedSchedulerCarriesOn) {
   EXPECT_NE(second.shard_id(), lease.shard_id());
 }
 
+// Idle polls are answered from memory once the queue was seen empty; a sweep created here is
+// leased by the very next poll.
+TEST_F(SchedulerTest, IdleFleetRunsNoLeaseStatementsAndANewSweepIsLeasedAtOnce) {
+  LoadModels(4);
+  std::vector<int64_t> workers;
+  for (int i = 0; i < 4; ++i) {
+    pb::RegisterWorkerRequest reg;
+    reg.set_name("w" + std::to_string(i));
+    pb::RegisterWorkerResponse w;
+    ASSERT_TRUE(stub_->RegisterWorker(Ctx().get(), reg, &w).ok());
+    workers.push_back(w.worker_id());
+  }
+  const auto poll = [&](int64_t worker) {
+    pb::LeaseShardRequest lq;
+    lq.set_worker_id(worker);
+    pb::LeaseShardResponse lease;
+    auto st = stub_->LeaseShard(Ctx().get(), lq, &lease);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return lease;
+  };
+  for (int64_t w : workers) EXPECT_FALSE(poll(w).has_shard());  // each seen idle once
+  const double statements = Metric("touchstone_scheduler_lease_statements_total");
+  const double idle = Metric("touchstone_scheduler_lease_idle_answers_total");
+  ASSERT_GE(statements, 1);
+  int polls = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+  while (std::chrono::steady_clock::now() < until) {
+    pb::LeaseShardResponse l = poll(workers[polls % workers.size()]);
+    EXPECT_FALSE(l.has_shard());
+    EXPECT_EQ(l.retry_after_ms(), 500);
+    ++polls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(polls, 100);
+  // About one statement per idle window (1 s) in 2.5 s of polling, not one per poll.
+  EXPECT_LE(Metric("touchstone_scheduler_lease_statements_total") - statements, 4);
+  EXPECT_GE(Metric("touchstone_scheduler_lease_idle_answers_total") - idle, polls - 8);
+  // A sweep created through this scheduler is leased by the next poll.
+  pb::CreateSweepRequest sweep;
+  sweep.mutable_profile()->set_name("p");
+  sweep.mutable_profile()->set_body("{}");
+  sweep.set_shard_max_models(1);
+  pb::CreateSweepResponse created;
+  ASSERT_TRUE(stub_->CreateSweep(Ctx().get(), sweep, &created).ok());
+  EXPECT_TRUE(poll(workers[0]).has_shard());
+}
+
+// A LeaseShard whose answer was lost, retried with its request id after other workers found the
+// queue empty: the retry still gets its shard and token back (from the database, not the idle
+// answer), and no second shard.
+TEST_F(SchedulerTest, LeaseRetriedWithItsRequestIdGetsItsShardEvenWhenTheQueueIsIdle) {
+  LoadModels(2);
+  pb::RegisterWorkerResponse a, b;
+  pb::RegisterWorkerRequest reg;
+  reg.set_name("a");
+  ASSERT_TRUE(stub_->RegisterWorker(Ctx().get(), reg, &a).ok());
+  reg.set_name("b");
+  ASSERT_TRUE(stub_->RegisterWorker(Ctx().get(), reg, &b).ok());
+  pb::CreateSweepRequest sweep;
+  sweep.mutable_profile()->set_name("p");
+  sweep.mutable_profile()->set_body("{}");
+  pb::CreateSweepResponse created;
+  ASSERT_TRUE(stub_->CreateSweep(Ctx().get(), sweep, &created).ok());
+  ASSERT_EQ(created.shards(), 1);
+  pb::LeaseShardRequest lq;
+  lq.set_worker_id(a.worker_id());
+  lq.set_request_id("a-lease-000001");
+  pb::LeaseShardResponse first, retry, other;
+  ASSERT_TRUE(stub_->LeaseShard(Ctx().get(), lq, &first).ok());
+  ASSERT_TRUE(first.has_shard());
+  pb::LeaseShardRequest bq;
+  bq.set_worker_id(b.worker_id());
+  ASSERT_TRUE(stub_->LeaseShard(Ctx().get(), bq, &other).ok());
+  EXPECT_FALSE(other.has_shard());  // the queue is now known to be empty
+  ASSERT_TRUE(stub_->LeaseShard(Ctx().get(), lq, &retry).ok());
+  ASSERT_TRUE(retry.has_shard());
+  EXPECT_TRUE(retry.replayed());
+  EXPECT_EQ(retry.shard_id(), first.shard_id());
+  EXPECT_EQ(retry.lease_token(), first.lease_token());
+  EXPECT_EQ(retry.jobs_size(), 2);
+}
+
+TEST(SchedulerExposureTest, OpenModeRefusesListenersOthersCanReachUnlessInsecure) {
+  SchedulerOptions o;
+  o.db_url = TestDatabaseUrl();
+  o.listen = "0.0.0.0:0";
+  auto s = Scheduler::Start(o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.status().message().substr(0, 7), "listen:") << s.status();
+  o.listen = "127.0.0.1:0";
+  o.http_host = "0.0.0.0";
+  s = Scheduler::Start(o);
+  EXPECT_EQ(s.status().message().substr(0, 10), "http_host:") << s.status();
+  o.insecure = true;
+  s = Scheduler::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  (*s)->Shutdown();
+  // With tokens, any address.
+  o.insecure = false;
+  o.listen = "0.0.0.0:0";
+  ASSERT_TRUE(o.tokens.Add(common::Role::kAdmin, "exposure-token").ok());
+  s = Scheduler::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto health = common::HttpGet((*s)->http_port(), "/healthz");
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 200);
+}
+
+// The scheduler is down for three lease TTLs while its worker keeps running: the restarted one
+// gives the lease its start-up grace, so the worker's heartbeat and report on its old token
+// are taken, and no lease expires.
+TEST_F(SchedulerTest, OutageOfThreeTtlsLosesNoLeaseThanksToTheStartupGrace) {
+  LoadModels(2);
+  sched_->Shutdown();
+  sched_.reset();
+  opts_.lease_ttl_s = 1;
+  auto s = Scheduler::Start(opts_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  sched_ = std::move(*s);
+  stub_ = pb::Scheduler::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(sched_->grpc_port()), grpc::InsecureChannelCredentials()));
+  pb::RegisterWorkerRequest reg;
+  reg.set_name("w");
+  pb::RegisterWorkerResponse w;
+  ASSERT_TRUE(stub_->RegisterWorker(Ctx().get(), reg, &w).ok());
+  pb::CreateSweepRequest sweep;
+  sweep.mutable_profile()->set_name("p");
+  sweep.mutable_profile()->set_body("{}");
+  sweep.add_modes("eager");
+  pb::CreateSweepResponse created;
+  ASSERT_TRUE(stub_->CreateSweep(Ctx().get(), sweep, &created).ok());
+  pb::LeaseShardRequest lq;
+  lq.set_worker_id(w.worker_id());
+  pb::LeaseShardResponse lease;
+  ASSERT_TRUE(stub_->LeaseShard(Ctx().get(), lq, &lease).ok());
+  ASSERT_TRUE(lease.has_shard());
+  sched_->Shutdown();
+  sched_.reset();
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // 3 TTLs with nobody answering
+  s = Scheduler::Start(opts_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  sched_ = std::move(*s);
+  stub_ = pb::Scheduler::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(sched_->grpc_port()), grpc::InsecureChannelCredentials()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // a few ticks of the new one
+  pb::HeartbeatRequest hb;
+  hb.set_worker_id(w.worker_id());
+  hb.set_shard_id(lease.shard_id());
+  hb.set_lease_token(lease.lease_token());
+  hb.set_job_id(lease.jobs(0).job_id());
+  pb::HeartbeatResponse hr;
+  auto st = stub_->Heartbeat(Ctx().get(), hb, &hr);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  pb::ReportResultsRequest report;
+  report.set_worker_id(w.worker_id());
+  report.set_shard_id(lease.shard_id());
+  report.set_lease_token(lease.lease_token());
+  report.set_finish(true);
+  for (const auto& j : lease.jobs()) {
+    auto* m = report.add_results();
+    m->set_job_id(j.job_id());
+    m->set_model_id(j.model_id());
+    auto* v = m->add_modes();
+    v->set_mode(pb::MODE_EAGER);
+    v->set_status(pb::VERDICT_PASS);
+  }
+  pb::ReportResultsResponse rr;
+  st = stub_->ReportResults(Ctx().get(), report, &rr);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(rr.accepted(), 2);
+  pqxx::connection c(opts_.db_url);
+  pqxx::nontransaction n(c);
+  EXPECT_EQ(n.exec("SELECT coalesce(sum(expiries), 0) FROM shards")[0][0].as<int>(), 0);
+  EXPECT_EQ(n.exec("SELECT coalesce(sum(lost_leases), 0) FROM jobs")[0][0].as<int>(), 0);
+  EXPECT_GE(Metric("touchstone_scheduler_lease_events_total{event=\"graced\"}"), 1);
+}
+
 }  // namespace
 }  // namespace ts::scheduler

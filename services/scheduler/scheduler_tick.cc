@@ -8,14 +8,27 @@ namespace ts::scheduler {
 void Scheduler::Impl::Tick(store::Store* s) {
   if (!s) {
     db_ok = false;
+    leases_graced = false;
     metrics.db_up.Set(0);
     return;
   }
-  auto e = s->ExpireLeases();
+  // Start-up grace, also after the database was out: workers that kept running while nobody
+  // answered get to heartbeat and report on their current token before any lease expires.
+  absl::StatusOr<store::ExpiryStats> e = absl::UnavailableError("leases not yet graced");
+  if (!leases_graced) {
+    auto g = s->ExtendLeases(GraceSeconds());
+    if (g.ok()) {
+      leases_graced = true;
+      metrics.graced.Increment(static_cast<double>(*g));
+    }
+  }
+  if (leases_graced) e = s->ExpireLeases();
   if (e.ok()) {
+    if (e->expired + e->split > 0) QueueMayHaveWork();
     metrics.expired.Increment(e->expired);
     metrics.split.Increment(e->split);
     metrics.crashed.Increment(e->crashed);
+    metrics.quarantined_workers.Increment(e->quarantined);
   }
   // A done sweep's kept answers take seconds on a large sweep: off the ticker (lease expiry
   // must not wait), one at a time, on the query pool.
@@ -44,8 +57,15 @@ void Scheduler::Impl::Tick(store::Store* s) {
     delivering = false;
   }
   TickSchedules();
+  // Stored answers of idempotent calls: a retry comes within seconds; kept a day.
+  if (last_forget == Clock::time_point() || Clock::now() - last_forget > std::chrono::minutes(10)) {
+    if (s->ForgetOldRequests().ok()) last_forget = Clock::now();
+  }
+  const uint64_t epoch = QueueEpoch();
   auto q = s->Queue();
+  if (q.ok() && q->shards_queued == 0) QueueSeenEmpty(epoch);
   db_ok = e.ok() && q.ok();
+  if (!db_ok) leases_graced = false;
   metrics.db_up.Set(db_ok ? 1 : 0);
   server->GetHealthCheckService()->SetServingStatus(db_ok);
   if (q.ok()) {
@@ -53,12 +73,14 @@ void Scheduler::Impl::Tick(store::Store* s) {
     metrics.shards_leased.Set(static_cast<double>(q->shards_leased));
     metrics.jobs_pending.Set(static_cast<double>(q->jobs_pending));
     metrics.sweeps_running.Set(static_cast<double>(q->sweeps_running));
+    metrics.workers_quarantined.Set(static_cast<double>(q->workers_quarantined));
   }
   std::lock_guard<std::mutex> l(mu);
   const auto horizon = std::chrono::duration<double>(3 * opts.lease_ttl_s);
   int alive = 0;
   for (auto it = workers_seen.begin(); it != workers_seen.end();) {
     if (Clock::now() - it->second > horizon) {
+      idle_workers.erase(it->first);
       it = workers_seen.erase(it);
     } else {
       ++alive;

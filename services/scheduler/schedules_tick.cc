@@ -14,6 +14,7 @@ void Scheduler::Impl::TickSchedules() {
     if (s) {
       auto t = s->StartDueSchedules(now);
       if (t.ok()) {
+        if (t->started > 0) QueueMayHaveWork();
         metrics.schedule_runs.Add({{"outcome", "started"}}).Increment(t->started);
         metrics.schedule_runs.Add({{"outcome", "skipped"}}).Increment(t->skipped);
         metrics.schedule_runs.Add({{"outcome", "failed"}}).Increment(t->failed);

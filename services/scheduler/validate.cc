@@ -1,6 +1,8 @@
 #include "services/scheduler/validate.h"
 
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <regex>
 #include <set>
 #include <string>
@@ -9,12 +11,19 @@
 
 #include "proto/names.h"
 #include "services/common/cron.h"
+#include "services/common/field_limits.h"
 
 namespace ts::scheduler {
 namespace {
 
 absl::Status Bad(const std::string& field, const std::string& why) {
   return absl::InvalidArgumentError(field + ": " + why);
+}
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
 }
 
 absl::Status Positive(const std::string& field, int64_t v) {
@@ -26,6 +35,21 @@ absl::Status Lease(int64_t worker_id, int64_t shard_id, const std::string& token
   if (auto st = Positive("worker_id", worker_id); !st.ok()) return st;
   if (auto st = Positive("shard_id", shard_id); !st.ok()) return st;
   if (token.empty()) return Bad("lease_token", "required");
+  return absl::OkStatus();
+}
+
+// A client-made request id: empty (not idempotent) or 8 to 128 of [A-Za-z0-9._:-].
+absl::Status RequestId(const std::string& id) {
+  if (id.empty()) return absl::OkStatus();
+  if (id.size() < 8 || id.size() > 128) {
+    return Bad("request_id", "want 8 to 128 characters, got " + std::to_string(id.size()));
+  }
+  for (char c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != ':' &&
+        c != '-') {
+      return Bad("request_id", "want only [A-Za-z0-9._:-]");
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -77,24 +101,32 @@ absl::Status Verdict(const std::string& at, const pb::ModeVerdict& v) {
 
 }  // namespace
 
-absl::Status Validate(const pb::RegisterWorkerRequest& r) {
+namespace {
+
+absl::Status Shape(const pb::RegisterWorkerRequest& r) {
   if (r.name().empty()) return Bad("name", "required");
   if (r.slots() < 0) return Bad("slots", "must be >= 0");
   return absl::OkStatus();
 }
 
-absl::Status Validate(const pb::LeaseShardRequest& r) { return Positive("worker_id", r.worker_id()); }
-
-absl::Status Validate(const pb::HeartbeatRequest& r) {
-  return Lease(r.worker_id(), r.shard_id(), r.lease_token());
+absl::Status Shape(const pb::LeaseShardRequest& r) {
+  if (auto st = Positive("worker_id", r.worker_id()); !st.ok()) return st;
+  return RequestId(r.request_id());
 }
 
-absl::Status Validate(const pb::FinishShardRequest& r) {
-  return Lease(r.worker_id(), r.shard_id(), r.lease_token());
-}
-
-absl::Status Validate(const pb::ReportResultsRequest& r) {
+absl::Status Shape(const pb::HeartbeatRequest& r) {
   if (auto st = Lease(r.worker_id(), r.shard_id(), r.lease_token()); !st.ok()) return st;
+  if (r.job_id() < 0) return Bad("job_id", "must be >= 0 (0: between jobs)");
+  return absl::OkStatus();
+}
+
+absl::Status Shape(const pb::FinishShardRequest& r) {
+  return Lease(r.worker_id(), r.shard_id(), r.lease_token());
+}
+
+absl::Status Shape(const pb::ReportResultsRequest& r) {
+  if (auto st = Lease(r.worker_id(), r.shard_id(), r.lease_token()); !st.ok()) return st;
+  if (auto st = RequestId(r.request_id()); !st.ok()) return st;
   if (r.results_size() == 0) return Bad("results", "empty");
   if (r.results_size() > kMaxResultsPerReport) {
     return Bad("results", "at most " + std::to_string(kMaxResultsPerReport) + " per report");
@@ -126,7 +158,7 @@ absl::Status Validate(const pb::ReportResultsRequest& r) {
   return absl::OkStatus();
 }
 
-absl::Status Validate(const pb::UpsertModelsRequest& r) {
+absl::Status Shape(const pb::UpsertModelsRequest& r) {
   if (r.models_size() == 0) return Bad("models", "empty");
   if (r.models_size() > kMaxModelsPerUpsert) {
     return Bad("models", "at most " + std::to_string(kMaxModelsPerUpsert) + " per call");
@@ -142,8 +174,9 @@ absl::Status Validate(const pb::UpsertModelsRequest& r) {
   return absl::OkStatus();
 }
 
-absl::Status Validate(const pb::CreateSweepRequest& r) {
+absl::Status Shape(const pb::CreateSweepRequest& r) {
   if (r.profile().name().empty()) return Bad("profile.name", "required");
+  if (auto st = RequestId(r.request_id()); !st.ok()) return st;
   if (auto st = JsonObject("profile.body", r.profile().body()); !st.ok()) return st;
   std::set<std::string> seen;
   for (int i = 0; i < r.modes_size(); ++i) {
@@ -156,8 +189,16 @@ absl::Status Validate(const pb::CreateSweepRequest& r) {
   if (r.shard_max_models() < 0 || r.shard_max_models() > 10000) {
     return Bad("shard_max_models", "must be in [0, 10000]");
   }
-  if (!(r.shard_target_s() >= 0)) return Bad("shard_target_s", "must be >= 0");
-  if (!(r.model_timeout_s() >= 0)) return Bad("model_timeout_s", "must be >= 0");
+  // A floor on the shard's work: a tiny target would ask for a shard per model and more (the
+  // shard count is also bounded by the model count when packing).
+  if (!(r.shard_target_s() == 0 || (r.shard_target_s() >= kMinShardTargetS &&
+                                    r.shard_target_s() <= kMaxShardTargetS))) {
+    return Bad("shard_target_s", "must be 0 (30 s) or in [" + Num(kMinShardTargetS) + ", " +
+                                     Num(kMaxShardTargetS) + "] seconds");
+  }
+  if (!(r.model_timeout_s() >= 0 && r.model_timeout_s() <= kMaxModelTimeoutS)) {
+    return Bad("model_timeout_s", "must be in [0, " + Num(kMaxModelTimeoutS) + "] seconds");
+  }
   if (auto st = Names("filter.tasks", r.filter().tasks()); !st.ok()) return st;
   if (auto st = Names("filter.families", r.filter().families()); !st.ok()) return st;
   if (auto st = Names("filter.archs", r.filter().archs()); !st.ok()) return st;
@@ -165,10 +206,10 @@ absl::Status Validate(const pb::CreateSweepRequest& r) {
   return absl::OkStatus();
 }
 
-absl::Status Validate(const pb::GetSweepRequest& r) { return Positive("sweep_id", r.sweep_id()); }
-absl::Status Validate(const pb::CancelSweepRequest& r) { return Positive("sweep_id", r.sweep_id()); }
+absl::Status Shape(const pb::GetSweepRequest& r) { return Positive("sweep_id", r.sweep_id()); }
+absl::Status Shape(const pb::CancelSweepRequest& r) { return Positive("sweep_id", r.sweep_id()); }
 
-absl::Status Validate(const pb::ListResultsRequest& r) {
+absl::Status Shape(const pb::ListResultsRequest& r) {
   if (auto st = Positive("sweep_id", r.sweep_id()); !st.ok()) return st;
   if (r.page_size() < 0 || r.page_size() > 10000) return Bad("page_size", "must be in [0, 10000]");
   return absl::OkStatus();
@@ -184,22 +225,49 @@ absl::Status ScheduleName(const std::string& name) {
 }
 }  // namespace
 
-absl::Status Validate(const pb::AddScheduleRequest& r) {
+absl::Status Shape(const pb::AddScheduleRequest& r) {
   if (auto st = ScheduleName(r.name()); !st.ok()) return st;
   if (auto spec = common::CronSpec::Parse(r.cron()); !spec.ok()) return spec.status();
-  if (auto st = Validate(r.sweep()); !st.ok()) {
+  if (auto st = Shape(r.sweep()); !st.ok()) {
     return absl::InvalidArgumentError("sweep." + std::string(st.message()));
   }
   if (r.sweep().baseline_sweep_id() != 0) {
     return Bad("sweep.baseline_sweep_id", "must be 0: a schedule's baseline is `baseline`");
+  }
+  if (!r.sweep().request_id().empty()) {
+    return Bad("sweep.request_id", "must be empty: each due time makes its own sweep");
   }
   if (!r.baseline().empty() && r.baseline() != "previous" && r.baseline() != "none") {
     return Bad("baseline", "want previous or none, got '" + r.baseline() + "'");
   }
   return absl::OkStatus();
 }
-absl::Status Validate(const pb::ListSchedulesRequest&) { return absl::OkStatus(); }
-absl::Status Validate(const pb::RemoveScheduleRequest& r) { return ScheduleName(r.name()); }
-absl::Status Validate(const pb::SetScheduleEnabledRequest& r) { return ScheduleName(r.name()); }
+absl::Status Shape(const pb::ListSchedulesRequest&) { return absl::OkStatus(); }
+absl::Status Shape(const pb::RemoveScheduleRequest& r) { return ScheduleName(r.name()); }
+absl::Status Shape(const pb::SetScheduleEnabledRequest& r) { return ScheduleName(r.name()); }
+
+// Every string first (NULs, lengths: services/common/field_limits.h), then the shape.
+template <typename Req>
+absl::Status Full(const Req& r) {
+  if (absl::Status st = common::CheckStrings(r); !st.ok()) return st;
+  return Shape(r);
+}
+
+}  // namespace
+
+absl::Status Validate(const pb::RegisterWorkerRequest& r) { return Full(r); }
+absl::Status Validate(const pb::LeaseShardRequest& r) { return Full(r); }
+absl::Status Validate(const pb::HeartbeatRequest& r) { return Full(r); }
+absl::Status Validate(const pb::FinishShardRequest& r) { return Full(r); }
+absl::Status Validate(const pb::ReportResultsRequest& r) { return Full(r); }
+absl::Status Validate(const pb::UpsertModelsRequest& r) { return Full(r); }
+absl::Status Validate(const pb::CreateSweepRequest& r) { return Full(r); }
+absl::Status Validate(const pb::GetSweepRequest& r) { return Full(r); }
+absl::Status Validate(const pb::CancelSweepRequest& r) { return Full(r); }
+absl::Status Validate(const pb::ListResultsRequest& r) { return Full(r); }
+absl::Status Validate(const pb::AddScheduleRequest& r) { return Full(r); }
+absl::Status Validate(const pb::ListSchedulesRequest& r) { return Full(r); }
+absl::Status Validate(const pb::RemoveScheduleRequest& r) { return Full(r); }
+absl::Status Validate(const pb::SetScheduleEnabledRequest& r) { return Full(r); }
 
 }  // namespace ts::scheduler

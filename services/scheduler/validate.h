@@ -1,4 +1,5 @@
-// Shape checks for every scheduler request, before anything reaches the database. Each error is
+// Checks for every scheduler request, before anything reaches the database: every string's
+// limits (NUL bytes, lengths; services/common/field_limits.h), then the shape. Each error is
 // INVALID_ARGUMENT whose message starts with the field's path ("results[2].modes[0].status:
 // unknown status 'passs'"), as proto/touchstone/v1/scheduler.proto documents.
 //
@@ -32,5 +33,9 @@ absl::Status Validate(const pb::SetScheduleEnabledRequest& r);
 // Most models per UpsertModels call and results per ReportResults call.
 inline constexpr int kMaxModelsPerUpsert = 5000;
 inline constexpr int kMaxResultsPerReport = 1000;
+// CreateSweep's shard_target_s, when not 0, and model_timeout_s (a day).
+inline constexpr double kMinShardTargetS = 1;
+inline constexpr double kMaxShardTargetS = 1e9;
+inline constexpr double kMaxModelTimeoutS = 86400;
 
 }  // namespace ts::scheduler

@@ -273,7 +273,7 @@ void PrepareReportStatements(pqxx::connection& c) {
   c.prepare("mark_done", R"(
     WITH d AS (UPDATE jobs SET done = true WHERE job_id = ANY($1::bigint[]))
     UPDATE shards SET jobs_done = jobs_done + $3, primary_done = primary_done + $4,
-                      primary_failed = primary_failed + $5
+                      primary_failed = primary_failed + $5, lease_results = lease_results + $3
     WHERE shard_id = $2)");
 }
 
@@ -299,6 +299,16 @@ int FinishLeasedShard(pqxx::transaction_base& txn, int64_t shard_id, int64_t swe
 absl::StatusOr<pb::ReportResultsResponse> Store::ReportResults(const pb::ReportResultsRequest& r) {
   return impl_->Run("ReportResults", [&]() -> absl::StatusOr<pb::ReportResultsResponse> {
     pqxx::work w(*impl_->conn);
+    // A retried report (its answer was lost, or two copies race) gets the first one's answer,
+    // even when that one finished the shard and the token is no longer current.
+    auto earlier = BeginRequest(w, "ReportResults", r.request_id(), r);
+    if (!earlier.ok()) return earlier.status();
+    if (*earlier) {
+      pb::ReportResultsResponse replay;
+      if (!replay.ParseFromString(**earlier)) return absl::DataLossError("request_id: stored answer unreadable");
+      replay.set_replayed(true);
+      return replay;
+    }
     pqxx::result s =
         w.exec_prepared("renew", r.shard_id(), r.lease_token(), impl_->opts.lease_ttl_s);
     if (s.empty()) return StaleToken(w, r.shard_id());
@@ -316,9 +326,12 @@ absl::StatusOr<pb::ReportResultsResponse> Store::ReportResults(const pb::ReportR
       SettleConfirmations(w, sweep_id, *fresh, jobs);
     }
     // Confirmation shards were queued above, so the sweep cannot be settled too early.
+    // A worker that stores results is a good worker again.
+    if (!fresh->empty()) NoteLeaseEnd(w, impl_->opts, r.worker_id(), true, nullptr);
     if (r.finish()) out.set_jobs_left(FinishLeasedShard(w, r.shard_id(), sweep_id, true));
-    w.commit();
     out.set_accepted(static_cast<int>(fresh->size()));
+    EndRequest(w, "ReportResults", r.request_id(), out);
+    w.commit();
     return out;
   });
 }
@@ -327,10 +340,16 @@ absl::StatusOr<pb::FinishShardResponse> Store::FinishShard(const pb::FinishShard
   return impl_->Run("FinishShard", [&]() -> absl::StatusOr<pb::FinishShardResponse> {
     pqxx::work w(*impl_->conn);
     pqxx::result s = w.exec_params(R"(
-      SELECT sweep_id FROM shards WHERE shard_id = $1 AND lease_token = $2 AND state = 'leased'
+      SELECT sweep_id, worker_id, lease_results FROM shards
+      WHERE shard_id = $1 AND lease_token = $2 AND state = 'leased'
       FOR UPDATE)",
                                    r.shard_id(), r.lease_token());
     if (s.empty()) return StaleToken(w, r.shard_id());
+    // A shard given back without a single result is a failed lease of its worker (one whose
+    // runner cannot start gives back every shard it takes).
+    if (r.release() && !s[0][1].is_null()) {
+      NoteLeaseEnd(w, impl_->opts, s[0][1].as<int64_t>(), s[0][2].as<int>() > 0, nullptr);
+    }
     const int jobs_left = FinishLeasedShard(w, r.shard_id(), s[0][0].as<int64_t>(), r.release());
     w.commit();
     pb::FinishShardResponse out;

@@ -39,12 +39,30 @@ struct StoreOptions {
   // otherwise re-plan the lease statement (~0.9 ms) on every call. Not for connections that
   // run queries over the partitioned results, whose custom plans prune partitions.
   bool generic_plans = false;
+  // A worker that ends this many leases in a row without storing a result (lost, or released
+  // empty), within quarantine_window_s, is quarantined for quarantine_s: it leases nothing, and
+  // the leases it loses charge no model (migration 12).
+  int quarantine_after = 5;
+  double quarantine_window_s = 600;
+  double quarantine_s = 600;
 };
 
 struct ExpiryStats {
   int expired = 0;  // leases that ran out and were requeued
   int split = 0;    // shards split into single-model shards
   int crashed = 0;  // models recorded as crash after max_lost_leases
+  int quarantined = 0;  // workers quarantined by these expiries
+};
+
+// A registered worker as `touchstone db workers` lists it.
+struct WorkerRow {
+  int64_t worker_id = 0;
+  std::string name;
+  std::string version;
+  std::string last_seen;          // RFC 3339, UTC
+  int failures = 0;               // leases ended in a row without a stored result
+  std::string quarantined_until;  // RFC 3339, UTC; "" when not quarantined now
+  int64_t shards_leased = 0;      // shards it holds now
 };
 
 // Retention: which finished sweeps to prune (Store::PruneSweeps, `touchstone db prune`). The
@@ -95,6 +113,7 @@ struct QueueStats {
   int64_t shards_leased = 0;
   int64_t jobs_pending = 0;
   int64_t sweeps_running = 0;
+  int64_t workers_quarantined = 0;
 };
 
 class Store {
@@ -113,13 +132,16 @@ class Store {
   absl::StatusOr<pb::RegisterWorkerResponse> RegisterWorker(const pb::RegisterWorkerRequest& r);
   // The next queued shard (highest priority, oldest first) with FOR UPDATE SKIP LOCKED;
   // has_shard=false when the queue is empty. NOT_FOUND for an unknown worker_id.
-  absl::StatusOr<pb::LeaseShardResponse> LeaseShard(int64_t worker_id);
+  // A request_id already used by this worker for a lease it still holds answers with that
+  // shard and token (replayed), renewed, instead of leasing another.
+  absl::StatusOr<pb::LeaseShardResponse> LeaseShard(int64_t worker_id,
+                                                    const std::string& request_id = "");
   // LeaseShard for several workers in one transaction and one leasing statement (the
   // scheduler batches the requests that queue up behind a busy lease thread). One answer per
   // worker, in order: NOT_FOUND for an unknown worker_id, has_shard=false when the queue ran
   // out. The outer status is the transaction's (a database error fails every answer).
   absl::StatusOr<std::vector<absl::StatusOr<pb::LeaseShardResponse>>> LeaseShards(
-      const std::vector<int64_t>& worker_ids);
+      const std::vector<int64_t>& worker_ids, const std::vector<std::string>& request_ids = {});
   absl::StatusOr<pb::HeartbeatResponse> Heartbeat(const pb::HeartbeatRequest& r);
   // One transaction: checks the token (and renews the lease), stores results with COPY,
   // marks their jobs done, detects new failures vs the baseline and queues their confirmation
@@ -129,6 +151,15 @@ class Store {
   // Requeues expired leases, splits shards that keep losing workers, records models lost too
   // often as `crash`, marks finished sweeps done.
   absl::StatusOr<ExpiryStats> ExpireLeases();
+  // Start-up grace: every current lease runs at least `grace_s` more, so that workers that
+  // kept running while no scheduler (or no database) answered can heartbeat and report on
+  // their current token before expiry requeues their shards. Returns the leases extended.
+  absl::StatusOr<int64_t> ExtendLeases(double grace_s);
+  // Drops the stored answers of idempotent calls (request ids) older than `older_than_s`: a
+  // retry comes within seconds; a day is plenty. Returns the rows dropped.
+  absl::StatusOr<int64_t> ForgetOldRequests(double older_than_s = 86400);
+  // Workers seen within `seen_within_s` (and every quarantined one), newest first.
+  absl::StatusOr<std::vector<WorkerRow>> ListWorkers(double seen_within_s = 86400);
 
   absl::StatusOr<pb::UpsertModelsResponse> UpsertModels(const pb::UpsertModelsRequest& r);
   absl::StatusOr<pb::CreateSweepResponse> CreateSweep(const pb::CreateSweepRequest& r);

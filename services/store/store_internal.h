@@ -146,6 +146,12 @@ absl::StatusOr<pb::CreateSweepResponse> CreateSweepIn(pqxx::transaction_base& w,
 // sweeps.cc: the sweep's state, "" for no such sweep.
 std::string SweepState(pqxx::transaction_base& txn, int64_t sweep_id);
 
+// leasing.cc: a lease of `worker_id` ended: `produced` (a result was stored under it) clears
+// its failures; otherwise one more lease in a row without a result (a new streak when the last
+// began over quarantine_window_s ago), and at quarantine_after it is quarantined (counted in
+// *quarantined when not null). Returns whether the worker is quarantined now.
+bool NoteLeaseEnd(pqxx::transaction_base& w, const StoreOptions& o, int64_t worker_id,
+                  bool produced, int* quarantined);
 // leasing.cc: why a token check failed: NOT_FOUND for no such shard, FAILED_PRECONDITION
 // otherwise.
 absl::Status StaleToken(pqxx::transaction_base& txn, int64_t shard_id);
@@ -154,6 +160,18 @@ absl::Status StaleToken(pqxx::transaction_base& txn, int64_t shard_id);
 // expiry). Settles the sweep. Returns the jobs left.
 int FinishLeasedShard(pqxx::transaction_base& txn, int64_t shard_id, int64_t sweep_id,
                       bool release);
+
+// requests.cc: idempotent calls (rpc_requests, migration 12). BeginRequest inserts the call's
+// row in `w` and returns nullopt when `request_id` is new (or empty: not idempotent); a
+// concurrent twin's INSERT waits for this transaction. When the id was used before it returns
+// that call's stored answer, or INVALID_ARGUMENT ("request_id: ...") when it was used for
+// another request. EndRequest stores the answer in the same transaction.
+absl::StatusOr<std::optional<std::string>> BeginRequest(pqxx::transaction_base& w,
+                                                         const char* method,
+                                                         const std::string& request_id,
+                                                         const google::protobuf::Message& req);
+void EndRequest(pqxx::transaction_base& w, const char* method, const std::string& request_id,
+                const google::protobuf::Message& answer);
 
 // Live reads see one snapshot across their statements, while reports keep landing.
 using ReadTxn = pqxx::transaction<pqxx::repeatable_read, pqxx::read_only>;

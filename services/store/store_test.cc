@@ -268,6 +268,293 @@ TEST_F(StoreTest, StaleLeaseTokenIsRefusedAndStoresNothing) {
   EXPECT_EQ(store_->Heartbeat(hb).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(StoreTest, LeaseRetriedWithItsRequestIdGetsTheSameShardAndToken) {
+  ASSERT_TRUE(store_->CreateSweep(Sweep(5)).ok());  // two shards
+  // The first call leased a shard, and its answer was lost on the way back.
+  auto first = store_->LeaseShard(worker_, "lease-req-0001");
+  ASSERT_TRUE(first.ok() && first->has_shard());
+  EXPECT_FALSE(first->replayed());
+  auto retry = store_->LeaseShard(worker_, "lease-req-0001");
+  ASSERT_TRUE(retry.ok() && retry->has_shard()) << retry.status();
+  EXPECT_TRUE(retry->replayed());
+  EXPECT_EQ(retry->shard_id(), first->shard_id());
+  EXPECT_EQ(retry->lease_token(), first->lease_token());
+  EXPECT_EQ(retry->jobs_size(), first->jobs_size());
+  EXPECT_EQ(retry->modes_size(), 3);
+  EXPECT_EQ(retry->profile().name(), "sim-test");
+  // A new request is a new lease: the other shard, then nothing.
+  auto second = store_->LeaseShard(worker_, "lease-req-0002");
+  ASSERT_TRUE(second.ok() && second->has_shard());
+  EXPECT_NE(second->shard_id(), first->shard_id());
+  EXPECT_FALSE(store_->LeaseShard(worker_, "lease-req-0003")->has_shard());
+  // Another worker cannot take a lease by replaying someone else's request id.
+  auto other = store_->RegisterWorker(Worker("w2"));
+  auto stolen = store_->LeaseShard(other->worker_id(), "lease-req-0001");
+  ASSERT_TRUE(stolen.ok());
+  EXPECT_FALSE(stolen->has_shard());
+  // Once the shard is finished, the old request id leases nothing.
+  std::vector<pb::ModelResult> all;
+  for (const auto& j : first->jobs()) all.push_back(Result(j));
+  ASSERT_TRUE(store_->ReportResults(Report(*first, all)).ok());
+  ASSERT_TRUE(store_->FinishShard(Finish(*first)).ok());
+  EXPECT_FALSE(store_->LeaseShard(worker_, "lease-req-0001")->has_shard());
+}
+
+TEST_F(StoreTest, CreateSweepRetriedWithItsRequestIdMakesOneSweep) {
+  pb::CreateSweepRequest req = Sweep(5);
+  req.set_request_id("create-req-0001");
+  auto a = store_->CreateSweep(req);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(a->replayed());
+  auto b = store_->CreateSweep(req);  // the in-doubt commit's retry
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(b->replayed());
+  EXPECT_EQ(b->sweep_id(), a->sweep_id());
+  EXPECT_EQ(b->models(), a->models());
+  EXPECT_EQ(b->shards(), a->shards());
+  EXPECT_EQ(store_->Queue()->shards_queued, a->shards());  // no second sweep's shards
+  // The same id for another request is refused, naming the field; nothing is made.
+  req.set_sample(3);
+  auto c = store_->CreateSweep(req);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.status().message().substr(0, 11), "request_id:") << c.status();
+  EXPECT_EQ(store_->Queue()->sweeps_running, 1);
+  // A refused call leaves no answer behind: after the fix the same id creates the sweep.
+  pb::CreateSweepRequest bad = Sweep(5);
+  bad.set_request_id("create-req-0002");
+  bad.mutable_filter()->add_tasks("no-such-task");
+  EXPECT_FALSE(store_->CreateSweep(bad).ok());
+  bad.mutable_filter()->clear_tasks();
+  auto d = store_->CreateSweep(bad);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->replayed());
+  EXPECT_NE(d->sweep_id(), a->sweep_id());
+  // Answers older than the cut-off are forgotten.
+  auto forgotten = store_->ForgetOldRequests(0);
+  ASSERT_TRUE(forgotten.ok());
+  EXPECT_EQ(*forgotten, 2);
+}
+
+TEST_F(StoreTest, ReportRetriedAfterItFinishedTheShardGetsTheFirstAnswer) {
+  auto sw = store_->CreateSweep(Sweep(10));
+  auto l = store_->LeaseShard(worker_);
+  ASSERT_TRUE(l.ok() && l->has_shard());
+  std::vector<pb::ModelResult> all;
+  for (const auto& j : l->jobs()) all.push_back(Result(j));
+  pb::ReportResultsRequest rep = Report(*l, all);
+  rep.set_finish(true);
+  rep.set_request_id("report-req-0001");
+  auto first = store_->ReportResults(rep);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->accepted(), 10);
+  // The answer was lost; the shard is done and its token gone, yet the retry is answered.
+  auto retry = store_->ReportResults(rep);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_TRUE(retry->replayed());
+  EXPECT_EQ(retry->accepted(), 10);
+  EXPECT_EQ(retry->jobs_left(), 0);
+  auto p = store_->GetSweep(sw->sweep_id());
+  EXPECT_EQ(p->state(), "done");
+  EXPECT_EQ(p->models_recorded(), 10);
+  EXPECT_EQ(p->duplicates(), 0);
+  // Without a request id the same retry is refused as stale (what workers saw before).
+  rep.clear_request_id();
+  EXPECT_EQ(store_->ReportResults(rep).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(StoreTest, TwoConcurrentIdenticalReportsStoreOnce) {
+  auto sw = store_->CreateSweep(Sweep(10));
+  auto l = store_->LeaseShard(worker_);
+  ASSERT_TRUE(l.ok() && l->has_shard());
+  std::vector<pb::ModelResult> all;
+  for (const auto& j : l->jobs()) all.push_back(Result(j));
+  pb::ReportResultsRequest rep = Report(*l, all);
+  rep.set_finish(true);
+  rep.set_request_id("report-twins-01");
+  auto s1 = Open();
+  auto s2 = Open();
+  // Both start together on their own connections; whichever inserts the request's row second
+  // waits for the first to commit, then answers from it.
+  std::atomic<int> ready{0};
+  absl::StatusOr<pb::ReportResultsResponse> a = absl::UnknownError("not run");
+  absl::StatusOr<pb::ReportResultsResponse> b = absl::UnknownError("not run");
+  std::thread ta([&] {
+    ++ready;
+    while (ready < 2) std::this_thread::yield();
+    a = s1->ReportResults(rep);
+  });
+  std::thread tb([&] {
+    ++ready;
+    while (ready < 2) std::this_thread::yield();
+    b = s2->ReportResults(rep);
+  });
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->replayed() + b->replayed(), 1);  // one stored, the other answered from it
+  EXPECT_EQ(a->accepted(), 10);
+  EXPECT_EQ(b->accepted(), 10);
+  pqxx::connection c(opts_.url);
+  pqxx::nontransaction n(c);
+  EXPECT_EQ(n.exec("SELECT count(*) FROM results WHERE sweep_id = " +
+                   std::to_string(sw->sweep_id()))[0][0].as<int>(),
+            30);
+  auto p = store_->GetSweep(sw->sweep_id());
+  EXPECT_EQ(p->models_recorded(), 10);
+  EXPECT_EQ(p->duplicates(), 0);
+}
+
+TEST_F(StoreTest, ReportAfterTheShardWasReLeasedIsRefusedAndTheNewHoldersResultsKept) {
+  opts_.lease_ttl_s = 0;
+  auto s = Open();
+  auto sw = s->CreateSweep(Sweep(10));
+  auto old_lease = s->LeaseShard(worker_);
+  ASSERT_TRUE(old_lease.ok() && old_lease->has_shard());
+  ASSERT_EQ(s->ExpireLeases()->expired, 1);
+  auto w2 = s->RegisterWorker(Worker("w2"));
+  auto new_lease = s->LeaseShard(w2->worker_id());
+  ASSERT_TRUE(new_lease.ok() && new_lease->has_shard());
+  ASSERT_EQ(new_lease->shard_id(), old_lease->shard_id());
+  pb::ReportResultsRequest fresh = Report(*new_lease, {Result(new_lease->jobs(0), "pass")});
+  fresh.set_worker_id(w2->worker_id());
+  ASSERT_TRUE(s->ReportResults(fresh).ok());
+  // The old holder comes back with a different verdict for the same model: refused.
+  pb::ReportResultsRequest late = Report(*old_lease, {Result(old_lease->jobs(0), "fail_accuracy")});
+  late.set_request_id("late-report-01");
+  EXPECT_EQ(s->ReportResults(late).status().code(), absl::StatusCode::kFailedPrecondition);
+  auto rows = s->ListResults(sw->sweep_id(), "", 100);
+  ASSERT_TRUE(rows.ok());
+  int stored = 0;
+  for (const auto& r : *rows) {
+    if (r.status().empty()) continue;
+    ++stored;
+    EXPECT_EQ(r.status().at("eager"), "pass") << r.model_id();
+  }
+  EXPECT_EQ(stored, 1);
+}
+
+TEST_F(StoreTest, LostLeaseChargesOnlyTheJobInFlight) {
+  opts_.lease_ttl_s = 0;
+  auto s = Open();
+  auto sw = s->CreateSweep(Sweep(10));
+  auto l = s->LeaseShard(worker_);
+  ASSERT_TRUE(l.ok() && l->has_shard());
+  ASSERT_EQ(l->jobs_size(), 10);
+  // The worker reported the first two models and said it was running the fourth (the third
+  // finished but waits in its report batch) when it was lost.
+  ASSERT_TRUE(s->ReportResults(Report(*l, {Result(l->jobs(0)), Result(l->jobs(1))})).ok());
+  pb::HeartbeatRequest hb;
+  hb.set_worker_id(worker_);
+  hb.set_shard_id(l->shard_id());
+  hb.set_lease_token(l->lease_token());
+  hb.set_job_id(l->jobs(3).job_id());
+  ASSERT_TRUE(s->Heartbeat(hb).ok());
+  ASSERT_EQ(s->ExpireLeases()->expired, 1);
+  pqxx::connection c(opts_.url);
+  pqxx::nontransaction n(c);
+  const auto lost = [&] {
+    std::map<int64_t, int> out;
+    for (const auto& row : n.exec("SELECT job_id, lost_leases FROM jobs WHERE sweep_id = " +
+                                  std::to_string(sw->sweep_id()))) {
+      out[row[0].as<int64_t>()] = row[1].as<int>();
+    }
+    return out;
+  };
+  for (const auto& [job, count] : lost()) {
+    EXPECT_EQ(count, job == l->jobs(3).job_id() ? 1 : 0) << "job " << job;
+  }
+  // Lost again without a heartbeat (the worker died on its first model): the first job it
+  // would run is charged, never the ones that did not start.
+  auto again = s->LeaseShard(worker_);
+  ASSERT_TRUE(again.ok() && again->has_shard());
+  ASSERT_EQ(s->ExpireLeases()->expired, 1);
+  for (const auto& [job, count] : lost()) {
+    const int want = job == l->jobs(3).job_id() ? 1 : job == l->jobs(2).job_id() ? 1 : 0;
+    EXPECT_EQ(count, want) << "job " << job;
+  }
+}
+
+TEST_F(StoreTest, WorkerLosingLeasesInARowIsQuarantinedAndItsChargesAreTakenBack) {
+  opts_.lease_ttl_s = 0;
+  opts_.quarantine_after = 3;
+  auto s = Open();
+  auto sw = s->CreateSweep(Sweep(2));  // five shards of two
+  ASSERT_TRUE(sw.ok());
+  auto bad = s->RegisterWorker(Worker("flaky-host/1"));
+  int quarantined = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto l = s->LeaseShard(bad->worker_id());
+    ASSERT_TRUE(l.ok() && l->has_shard()) << i;
+    auto e = s->ExpireLeases();
+    ASSERT_TRUE(e.ok()) << e.status();
+    quarantined += e->quarantined;
+  }
+  EXPECT_EQ(quarantined, 1);
+  pqxx::connection c(opts_.url);
+  pqxx::nontransaction n(c);
+  EXPECT_EQ(n.exec("SELECT coalesce(sum(lost_leases), 0) FROM jobs")[0][0].as<int>(), 0)
+      << "the bad worker's charges were not taken back";
+  auto refused = s->LeaseShard(bad->worker_id());
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(refused->has_shard());
+  EXPECT_TRUE(refused->quarantined());
+  EXPECT_GT(refused->retry_after_ms(), 500);
+  // Restarted by its supervisor under the same name: still quarantined.
+  auto again = s->RegisterWorker(Worker("flaky-host/1"));
+  EXPECT_TRUE(s->LeaseShard(again->worker_id())->quarantined());
+  auto rows = s->ListWorkers();
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  int listed_quarantined = 0;
+  for (const auto& w : *rows) {
+    if (w.name == "flaky-host/1") {
+      ++listed_quarantined;
+      EXPECT_EQ(w.failures, 3);
+      EXPECT_FALSE(w.quarantined_until.empty());
+    }
+  }
+  EXPECT_EQ(listed_quarantined, 2);
+  EXPECT_EQ(s->Queue()->workers_quarantined, 2);
+  // A good worker runs the sweep (the first shard was split after its two losses): nobody was
+  // charged, nothing is a crash.
+  EXPECT_GE(Drain(*s), 5);
+  auto p = s->GetSweep(sw->sweep_id());
+  EXPECT_EQ(p->state(), "done");
+  EXPECT_EQ(p->failures(), 0);
+}
+
+TEST_F(StoreTest, WorkerThatStoresAResultStartsItsCountAgain) {
+  opts_.lease_ttl_s = 0;
+  opts_.quarantine_after = 3;
+  auto s = Open();
+  ASSERT_TRUE(s->CreateSweep(Sweep(2)).ok());
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 2; ++i) {  // two lost leases: one short of quarantine
+      ASSERT_TRUE(s->LeaseShard(worker_)->has_shard());
+      ASSERT_EQ(s->ExpireLeases()->quarantined, 0);
+    }
+    auto l = s->LeaseShard(worker_);
+    ASSERT_TRUE(l.ok() && l->has_shard());
+    ASSERT_TRUE(s->ReportResults(Report(*l, {Result(l->jobs(0))})).ok());
+    EXPECT_EQ(s->ExpireLeases()->quarantined, 0);
+  }
+  EXPECT_FALSE(s->LeaseShard(worker_)->quarantined());
+}
+
+TEST_F(StoreTest, ExtendedLeasesOutliveTheirTtlUntilTheGraceEnds) {
+  opts_.lease_ttl_s = 0;  // expired as soon as taken
+  auto s = Open();
+  ASSERT_TRUE(s->CreateSweep(Sweep(5)).ok());
+  auto l = s->LeaseShard(worker_);
+  ASSERT_TRUE(l.ok() && l->has_shard());
+  auto g = s->ExtendLeases(60);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(*g, 1);
+  EXPECT_EQ(s->ExpireLeases()->expired, 0);
+  // The holder reports on its token as if nothing happened.
+  EXPECT_TRUE(s->ReportResults(Report(*l, {Result(l->jobs(0))})).ok());
+}
+
 TEST_F(StoreTest, ReportNamesTheBadField) {
   auto sw = store_->CreateSweep(Sweep(10));
   auto l = store_->LeaseShard(worker_);
@@ -524,6 +811,35 @@ TEST_F(StoreTest, ShardsArePackedByHistoricalDuration) {
       EXPECT_EQ(row[1].as<int>(), 1) << "model-0 shares its shard";
     }
   }
+}
+
+// The history that packs a new sweep comes from the newest three done sweeps only, so the
+// cost of CreateSweep does not grow with the sweeps kept.
+TEST_F(StoreTest, PackingReadsTheTimingsOfTheNewestThreeDoneSweepsOnly) {
+  for (int k = 0; k < 4; ++k) {
+    ASSERT_TRUE(store_->CreateSweep(Sweep(10)).ok());
+    for (;;) {
+      auto l = store_->LeaseShard(worker_);
+      ASSERT_TRUE(l.ok());
+      if (!l->has_shard()) break;
+      std::vector<pb::ModelResult> res;
+      for (const auto& j : l->jobs()) {
+        res.push_back(Result(j));
+        // The oldest sweep says 100 s; the three newer ones 2 s.
+        res.back().set_total_ms(k == 0 ? 100000 : 2000);
+      }
+      ASSERT_TRUE(store_->ReportResults(Report(*l, res)).ok());
+      ASSERT_TRUE(store_->FinishShard(Finish(*l)).ok());
+    }
+  }
+  auto s = store_->CreateSweep(Sweep(10));
+  ASSERT_TRUE(s.ok()) << s.status();
+  pqxx::connection c(opts_.url);
+  pqxx::nontransaction n(c);
+  EXPECT_DOUBLE_EQ(n.exec_params("SELECT sum(estimated_ms) FROM shards WHERE sweep_id = $1",
+                                 s->sweep_id())[0][0]
+                       .as<double>(),
+                   10 * 2000.0);
 }
 
 TEST_F(StoreTest, ConcurrentLeasesNeverShareAShard) {

@@ -113,13 +113,17 @@ int64_t InsertSweep(pqxx::transaction_base& w, const pb::CreateSweepRequest& r) 
   return sw[0][0].as<int64_t>();
 }
 
-// The models the filter selects, each with its expected duration in ms: its own mean over past
-// sweeps, else its class's (arch), else 1 s. Ordered by model_id.
+constexpr int kHistorySweeps = 3;  // done sweeps whose timings pack a new sweep's shards
+
+// The models the filter selects, each with its expected duration in ms: its own mean over the
+// newest kHistorySweeps done sweeps, else its class's (arch) there, else 1 s. Ordered by
+// model_id.
 //
 // The sample (r.sample() > 0) is stratified by task: within each task the models are ranked by
 // md5(model_id || seed), and each model's rank divided by its task's size is its `frac`; the
 // first `sample` models by (frac, md5) are taken. So every task gets about its share, and ties
 // between tasks go by the seeded hash.
+
 pqxx::result SelectModels(pqxx::transaction_base& w, const pb::CreateSweepRequest& r) {
   const auto& f = r.filter();
   std::string where = "true";
@@ -133,6 +137,15 @@ pqxx::result SelectModels(pqxx::transaction_base& w, const pb::CreateSweepReques
   cond("arch", f.archs());
   cond("model_id", f.model_ids());
   const std::string seed = w.quote(std::to_string(r.seed()));
+  // Timing history from the newest few done sweeps only, named by id so that the planner
+  // reads just their partitions: the cost of a CreateSweep does not grow with the sweeps kept.
+  std::string recent;
+  for (const auto& row : w.exec(R"(
+      SELECT sweep_id FROM sweeps WHERE state = 'done'
+      ORDER BY sweep_id DESC LIMIT )" + std::to_string(kHistorySweeps))) {
+    recent += (recent.empty() ? "" : ", ") + std::string(row[0].c_str());
+  }
+  const std::string in_recent = recent.empty() ? "false" : "mr.sweep_id IN (" + recent + ")";
   std::string sql = R"(
     WITH sel AS (
       SELECT m.model_id, m.arch,
@@ -142,7 +155,7 @@ pqxx::result SelectModels(pqxx::transaction_base& w, const pb::CreateSweepReques
     picked AS (SELECT * FROM sel ORDER BY frac, md5(model_id || )" + seed + R"() )" +
                     (r.sample() > 0 ? "LIMIT " + std::to_string(r.sample()) : "") + R"(),
     hist AS (SELECT mr.model_id, avg(mr.total_ms) AS ms FROM model_runs mr
-             WHERE mr.run = 1 AND mr.total_ms > 0
+             WHERE )" + in_recent + R"( AND mr.run = 1 AND mr.total_ms > 0
                AND mr.model_id IN (SELECT model_id FROM picked) GROUP BY mr.model_id),
     arch_hist AS (SELECT m.arch, avg(h.ms) AS ms FROM hist h JOIN models m USING (model_id)
                   GROUP BY m.arch)
@@ -176,8 +189,11 @@ Packing PackShards(pqxx::transaction_base& w, const pqxx::result& sel,
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   Packing out;
   out.models = static_cast<int64_t>(models.size());
-  const int64_t k = std::max<int64_t>({1, (out.models + max_models - 1) / max_models,
-                                       static_cast<int64_t>(std::ceil(total_ms / target_ms))});
+  // Never more shards than models: an empty shard would only be leased to be closed.
+  const int64_t k = std::min<int64_t>(
+      std::max<int64_t>(1, out.models),
+      std::max<int64_t>({1, (out.models + max_models - 1) / max_models,
+                         static_cast<int64_t>(std::ceil(total_ms / target_ms))}));
   out.shards = k;
   std::vector<int64_t> shard_ids;
   for (const auto& row :
@@ -406,8 +422,21 @@ absl::StatusOr<pb::CreateSweepResponse> CreateSweepIn(pqxx::transaction_base& w,
 absl::StatusOr<pb::CreateSweepResponse> Store::CreateSweep(const pb::CreateSweepRequest& r) {
   return impl_->Run("CreateSweep", [&]() -> absl::StatusOr<pb::CreateSweepResponse> {
     pqxx::work w(*impl_->conn);
+    // A CreateSweep retried after an in-doubt commit answers with the sweep it made.
+    auto earlier = BeginRequest(w, "CreateSweep", r.request_id(), r);
+    if (!earlier.ok()) return earlier.status();
+    if (*earlier) {
+      pb::CreateSweepResponse replay;
+      if (!replay.ParseFromString(**earlier)) {
+        return absl::DataLossError("request_id: stored answer unreadable");
+      }
+      replay.set_replayed(true);
+      return replay;
+    }
     auto out = CreateSweepIn(w, r);
-    if (out.ok()) w.commit();
+    if (!out.ok()) return out;
+    EndRequest(w, "CreateSweep", r.request_id(), *out);
+    w.commit();
     return out;
   });
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -13,10 +14,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include "proto/names.h"
+#include "services/common/field_limits.h"
 #include "services/common/grpc_status.h"
 #include "services/common/http_server.h"
 #include "services/common/jitter.h"
 #include "services/common/metrics.h"
+#include "services/common/random.h"
 #include "services/common/tls.h"
 #include "services/worker/runner_client.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
@@ -31,6 +34,14 @@ using Clock = std::chrono::steady_clock;
 bool Retryable(grpc::StatusCode c) {
   return c == grpc::StatusCode::UNAVAILABLE || c == grpc::StatusCode::DEADLINE_EXCEEDED ||
          c == grpc::StatusCode::RESOURCE_EXHAUSTED || c == grpc::StatusCode::ABORTED;
+}
+
+bool IsHexDigest(const std::string& s) {
+  if (s.size() < 8 || s.size() > 128) return false;
+  for (char c : s) {
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
 }
 
 int64_t RssBytes(pid_t pid) {
@@ -62,6 +73,7 @@ struct Worker::Impl {
   std::optional<std::pair<int64_t, std::string>> lease;  // shard, token (for the heartbeat)
   std::atomic<bool> lease_lost{false};
   std::atomic<bool> shard_cancelled{false};  // the shard's sweep was cancelled
+  std::atomic<int64_t> job_in_flight{0};     // the job the runner is on (0: none), heartbeated
   bool stop_heartbeat = false;
   std::thread heartbeat;
 
@@ -76,6 +88,9 @@ struct Worker::Impl {
                                              "RPCs retried while the scheduler was unavailable");
   prometheus::Counter& leases_lost = reg.Counter(
       "touchstone_worker_leases_lost_total", "Leases refused as stale; the shard was dropped");
+  prometheus::Counter& strings_clamped = reg.Counter(
+      "touchstone_worker_strings_clamped_total",
+      "Strings of model records cut to the scheduler's limits (NULs replaced, long errors cut)");
   prometheus::Family<prometheus::Gauge>& rss = reg.GaugeFamily(
       "touchstone_worker_rss_bytes", "Resident memory of the worker and of its runner child");
   prometheus::Gauge& rss_worker = rss.Add({{"process", "worker"}});
@@ -114,6 +129,7 @@ struct Worker::Impl {
       hb.set_worker_id(worker_id);
       hb.set_shard_id(lease->first);
       hb.set_lease_token(lease->second);
+      hb.set_job_id(job_in_flight);
       l.unlock();
       pb::HeartbeatResponse resp;
       grpc::Status st = Call(&pb::Scheduler::Stub::Heartbeat, hb, &resp, /*retry=*/false);
@@ -133,7 +149,13 @@ struct Worker::Impl {
 
   // Writes the profile once per digest; the runner child reads it from there.
   absl::StatusOr<std::string> ProfileFile(const pb::Profile& p) {
-    const fs::path path = fs::path(opts.state_dir) / "profiles" / (p.sha().empty() ? "profile" : p.sha());
+    // The digest names a file: only hex is taken (a scheduler bug or a hostile peer could send
+    // "../x"), and no digest means no cache (a name per body would collide).
+    if (!IsHexDigest(p.sha())) {
+      return absl::InvalidArgumentError("profile.sha: want 8 to 128 hex digits, got '" +
+                                        p.sha().substr(0, 80) + "'");
+    }
+    const fs::path path = fs::path(opts.state_dir) / "profiles" / p.sha();
     const std::string file = path.string() + ".json";
     if (fs::exists(file)) return file;
     std::error_code ec;
@@ -158,6 +180,9 @@ struct Worker::Impl {
     req.set_worker_id(worker_id);
     req.set_shard_id(l.shard_id());
     req.set_lease_token(l.lease_token());
+    // One id per report, kept across its retries: a report whose answer was lost is answered
+    // from the store instead of being refused as stale after it finished the shard.
+    req.set_request_id(common::RandomHex(16));
     for (auto& r : *batch) *req.add_results() = std::move(r);
     batch->clear();
     pb::ReportResultsResponse resp;
@@ -207,7 +232,9 @@ struct Worker::Impl {
       spec.weights_dir = opts.weights_dir;
       spec.config = nlohmann::json::parse(job.config_json(), nullptr, false);
       const auto t0 = Clock::now();
+      job_in_flight = job.job_id();
       auto result = runner->RunJob(*profile, spec);
+      job_in_flight = 0;
       if (!result.ok()) {
         // The runner itself cannot start: a worker problem, not the model's. Give the shard
         // back and pause.
@@ -222,6 +249,8 @@ struct Worker::Impl {
       record.set_job_id(job.job_id());
       record.set_model_id(job.model_id());
       record.set_run(job.run());
+      // One model's runaway error text costs that text, not the report (field_limits.h).
+      if (int cut = common::ClampStrings(&record); cut > 0) strings_clamped.Increment(cut);
       for (const auto& v : record.modes()) {
         verdicts.Add({{"mode", proto::ModeName(v.mode())}, {"status", proto::VerdictName(v.status())}})
             .Increment();
@@ -329,11 +358,20 @@ absl::Status Worker::Run() {
   while (!w.draining) {
     pb::LeaseShardRequest lq;
     lq.set_worker_id(w.worker_id);
+    lq.set_request_id(common::RandomHex(16));  // kept across this call's retries
     pb::LeaseShardResponse lease;
     grpc::Status st = w.Call(&pb::Scheduler::Stub::LeaseShard, lq, &lease);
     if (!st.ok()) {
       if (w.draining) break;
       if (!Retryable(st.error_code())) return common::FromGrpcStatus(st);
+      continue;
+    }
+    if (lease.quarantined()) {
+      std::fprintf(stderr,
+                   "touchstone-worker: quarantined by the scheduler (too many leases in a row "
+                   "lost or given back without a result); asking again in %d ms\n",
+                   lease.retry_after_ms());
+      w.SleepUnlessDraining(lease.retry_after_ms() / 1000.0);
       continue;
     }
     if (!lease.has_shard()) {
