@@ -157,7 +157,7 @@ TEST_F(StoreTest, MigrationsApplyOnceAndAreIdempotent) {
   ASSERT_TRUE(store_->Migrate().ok());
   auto v = store_->AppliedMigrations();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(*v, (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
 }
 
 TEST_F(StoreTest, SweepRunsToDoneWithEveryModelRecordedOnce) {
@@ -1113,7 +1113,8 @@ TEST_F(StoreTest, PruneNeverHoldsUpAnotherSweepsReports) {
   for (const auto& j : lease->jobs()) res.push_back(Result(j));
   const pb::ReportResultsRequest report = Report(*lease, res);
   StoreOptions reporter_opts = opts_;
-  reporter_opts.url += "?application_name=prune-test-reporter";
+  reporter_opts.url += std::string(reporter_opts.url.find('?') == std::string::npos ? "?" : "&") +
+                       "application_name=prune-test-reporter";
   auto reporter_or = Store::Connect(reporter_opts);
   ASSERT_TRUE(reporter_or.ok()) << reporter_or.status();
   std::unique_ptr<Store> reporter = std::move(*reporter_or);
