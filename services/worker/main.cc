@@ -1,5 +1,5 @@
 // touchstone-worker --scheduler HOST:PORT [--token-file F] [--tls-ca F] [--name N]
-//                   [--runner PATH] [--state-dir DIR] [--http-port N] [--report-batch N]
+//                   [--runner PATH] [--state-dir DIR] [--http-port N] [--http-host H] [--report-batch N]
 //                   [--weights-dir DIR]
 // Token: the `worker` (else `admin`) line of --token-file (or its one bare token), else
 // TOUCHSTONE_WORKER_TOKEN (else TOUCHSTONE_ADMIN_TOKEN), else none.
@@ -23,6 +23,8 @@ int Usage(const std::string& why) {
                "touchstone-worker: %s\n"
                "usage: touchstone-worker --scheduler HOST:PORT [--token-file FILE] [--tls-ca FILE]\n"
                "         [--name NAME] [--runner PATH] [--state-dir DIR] [--http-port N]\n"
+               "         [--http-host H]  (default 127.0.0.1; 0.0.0.0: scraped or probed from\n"
+               "                          another host)\n"
                "         [--report-batch N] [--weights-dir DIR]\n"
                "  --weights-dir a Hub-mirror folder: a model id with a checkpoint in DIR/<id>\n"
                "                runs on it (model.safetensors or its sharded index)\n"
@@ -63,6 +65,8 @@ int main(int argc, char** argv) {
       o.weights_dir = argv[++i];
     } else if (a == "--http-port" && has) {
       o.http_port = std::atoi(argv[++i]);
+    } else if (a == "--http-host" && has) {
+      o.http_host = argv[++i];
     } else if (a == "--report-batch" && has) {
       o.report_batch = std::atoi(argv[++i]);
       if (o.report_batch < 1) return Usage("--report-batch: must be >= 1");

@@ -316,6 +316,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opts
   if (opts.http_port >= 0) {
     Impl* raw = impl.get();
     common::HttpServerOptions ho;
+    ho.host = opts.http_host;
     ho.port = opts.http_port;  // /metrics and /healthz only: open (http_server.h)
     auto http = common::HttpServer::Start(
         ho, {{"/metrics", raw->reg.Handler([raw] {

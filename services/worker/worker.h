@@ -33,6 +33,9 @@ struct WorkerOptions {
   // it (the runner resolves and reads it; zoo/safetensors.h); empty: seeded weights.
   std::string weights_dir;
   int http_port = 0;        // -1: none
+  // The HTTP listener's address (/metrics and /healthz, open: counts only); 0.0.0.0 for a
+  // Prometheus or a kubelet probe from another host.
+  std::string http_host = "127.0.0.1";
   int report_batch = 16;    // results per ReportResults
   double report_interval_s = 2;  // or this long since the last report
   double idle_poll_s = 0.5;      // wait when the queue is empty (the scheduler may say less), +-50%
