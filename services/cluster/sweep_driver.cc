@@ -80,6 +80,10 @@ absl::StatusOr<std::unique_ptr<SweepDriver>> SweepDriver::Connect(const SweepDri
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // Back within a second of a restarted scheduler (as the workers: services/worker/worker.cc).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   auto rpc = std::make_unique<Rpc>();
   auto channel = common::MakeChannel(opts.target, opts.tls_ca_file, args);
   if (!channel.ok()) return channel.status();

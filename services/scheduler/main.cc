@@ -34,7 +34,7 @@ int Usage(const std::string& why) {
                "                Prometheus on another host scrape /metrics)\n"
                "  --insecure    allow a non-loopback --listen or --http-host without tokens\n"
                "  --startup-grace  leases run at least this long after a start or a database\n"
-               "                outage before they may expire (default max(5, 2 x lease TTL))\n",
+               "                outage before they may expire (default max(10, 2 x lease TTL))\n",
                why.c_str());
   return 2;
 }

@@ -47,7 +47,8 @@ struct SchedulerOptions {
   std::string tls_key_file;
   double lease_ttl_s = 30;
   // After start-up and after the database was out, every current lease runs at least this
-  // much longer before expiry may requeue it (0: max(5 s, 2 lease TTLs)).
+  // much longer before expiry may requeue it (0: max(10 s, 2 lease TTLs): a worker
+  // reconnects within a few seconds of the scheduler coming back).
   double startup_grace_s = 0;
   int split_after_expiries = 2;
   int max_lost_leases = 3;

@@ -120,7 +120,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   bool leases_graced = false;
   Clock::time_point last_forget;  // ticker only: the last ForgetOldRequests
   double GraceSeconds() const {
-    return opts.startup_grace_s > 0 ? opts.startup_grace_s : std::max(5.0, 2 * opts.lease_ttl_s);
+    return opts.startup_grace_s > 0 ? opts.startup_grace_s : std::max(10.0, 2 * opts.lease_ttl_s);
   }
   // Idle polls. Once a leasing statement (or the ticker's queue count) found no queued shard,
   // LeaseShard answers workers this scheduler knows with "nothing" from memory for

@@ -309,6 +309,11 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opts
       RunnerOptions{opts.runner_path, opts.state_dir + "/runner.log"});
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
+  // Reconnect within a second of the scheduler coming back, however long it was away: gRPC's
+  // own backoff (1 s x 1.6 per attempt) would leave a worker deaf for ~10 s after a 6 s outage,
+  // longer than the start-up grace a restarted scheduler gives its leases.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 250);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   auto channel = common::MakeChannel(opts.scheduler, opts.tls_ca_file, args);
   if (!channel.ok()) return channel.status();
