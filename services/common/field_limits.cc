@@ -25,6 +25,11 @@ absl::Status CheckOne(const std::string& path, std::string_view name, const std:
   return absl::OkStatus();
 }
 
+// The common case without building a path: no NUL and within the limit.
+bool Fine(std::string_view name, const std::string& v) {
+  return v.size() <= StringLimit(name) && v.find('\0') == std::string::npos;
+}
+
 // A map entry is named by its key: "timings_ms[\"total\"]".
 std::string EntryPath(const std::string& field_path, const gp::Message& entry) {
   const gp::Descriptor* d = entry.GetDescriptor();
@@ -48,14 +53,15 @@ absl::Status Walk(const gp::Message& m, const std::string& prefix, int depth) {
     const std::string path = prefix.empty() ? f->name() : prefix + "." + f->name();
     const bool is_map = f->is_map();
     if (f->cpp_type() == gp::FieldDescriptor::CPPTYPE_STRING) {
+      std::string scratch;  // the References below return the field itself, not a copy
       if (f->is_repeated()) {
         for (int i = 0; i < r->FieldSize(m, f); ++i) {
-          absl::Status st =
-              CheckOne(path + "[" + std::to_string(i) + "]", f->name(), r->GetRepeatedString(m, f, i));
-          if (!st.ok()) return st;
+          const std::string& v = r->GetRepeatedStringReference(m, f, i, &scratch);
+          if (Fine(f->name(), v)) continue;
+          return CheckOne(path + "[" + std::to_string(i) + "]", f->name(), v);
         }
-      } else if (absl::Status st = CheckOne(path, f->name(), r->GetString(m, f)); !st.ok()) {
-        return st;
+      } else if (const std::string& v = r->GetStringReference(m, f, &scratch); !Fine(f->name(), v)) {
+        return CheckOne(path, f->name(), v);
       }
     } else if (f->cpp_type() == gp::FieldDescriptor::CPPTYPE_MESSAGE) {
       if (f->is_repeated()) {

@@ -180,6 +180,7 @@ void StoreResults(pqxx::transaction_base& w, int64_t sweep_id, int64_t worker_id
 // Marks the fresh results' jobs done and adds them to the shard's tallies. Returns the models
 // whose primary run has a non-pass mode: the candidates for new failures against the baseline.
 std::vector<std::string> MarkDone(pqxx::transaction_base& w, int64_t shard_id,
+                                  int64_t worker_id,
                                   const std::vector<const pb::ModelResult*>& fresh,
                                   const JobRows& jobs) {
   std::vector<int64_t> done_ids;
@@ -196,7 +197,7 @@ std::vector<std::string> MarkDone(pqxx::transaction_base& w, int64_t shard_id,
   }
   if (!done_ids.empty()) {
     w.exec_prepared("mark_done", IdArray(done_ids), shard_id, static_cast<int>(done_ids.size()),
-                    primary, static_cast<int>(failing.size()));
+                    primary, static_cast<int>(failing.size()), worker_id);
   }
   return failing;
 }
@@ -269,9 +270,12 @@ void PrepareReportStatements(pqxx::connection& c) {
     SELECT job_id, model_id, run, done FROM jobs
     WHERE shard_id = $1 AND job_id = ANY($2::bigint[]))");
   // Marks a report's jobs done and adds them to their shard's tallies ($2: the shard, whose
-  // row the report already holds through "renew").
+  // row the report already holds through "renew"); its worker ($6), having stored results, has
+  // no failed leases in a row (NoteLeaseEnd's `produced`, in the same round trip).
   c.prepare("mark_done", R"(
-    WITH d AS (UPDATE jobs SET done = true WHERE job_id = ANY($1::bigint[]))
+    WITH d AS (UPDATE jobs SET done = true WHERE job_id = ANY($1::bigint[])),
+    good AS (UPDATE workers SET failures = 0, failing_since = NULL
+             WHERE worker_id = $6 AND failures > 0)
     UPDATE shards SET jobs_done = jobs_done + $3, primary_done = primary_done + $4,
                       primary_failed = primary_failed + $5, lease_results = lease_results + $3
     WHERE shard_id = $2)");
@@ -320,14 +324,12 @@ absl::StatusOr<pb::ReportResultsResponse> Store::ReportResults(const pb::ReportR
     auto fresh = FreshResults(r, jobs, sweep->modes, out);
     if (!fresh.ok()) return fresh.status();
     StoreResults(w, sweep_id, r.worker_id(), *fresh, jobs);
-    const std::vector<std::string> failing = MarkDone(w, r.shard_id(), *fresh, jobs);
+    const std::vector<std::string> failing = MarkDone(w, r.shard_id(), r.worker_id(), *fresh, jobs);
     if (sweep->baseline > 0) {
       if (!failing.empty()) QueueConfirmations(w, sweep_id, *sweep, failing);
       SettleConfirmations(w, sweep_id, *fresh, jobs);
     }
     // Confirmation shards were queued above, so the sweep cannot be settled too early.
-    // A worker that stores results is a good worker again.
-    if (!fresh->empty()) NoteLeaseEnd(w, impl_->opts, r.worker_id(), true, nullptr);
     if (r.finish()) out.set_jobs_left(FinishLeasedShard(w, r.shard_id(), sweep_id, true));
     out.set_accepted(static_cast<int>(fresh->size()));
     EndRequest(w, "ReportResults", r.request_id(), out);
