@@ -106,13 +106,17 @@ void PrintPruned(const store::PruneRequest& req, const store::PruneResult& r) {
               static_cast<long long>(models));
 }
 
-int DbPrune(const std::vector<std::string>& args) {
-  PruneFlags f;
-  if (int rc = ParsePruneFlags(args, &f); rc != 0) return rc;
-  std::unique_ptr<store::EmbeddedPostgres> pg;
-  if (f.db.empty()) {
-    // Only an existing embedded cluster: pruning never creates one.
-    const fs::path data = cluster::LocalCluster::EmbeddedDataDir(f.state_dir);
+// The store of `db`, else of the embedded cluster under `state_dir` (started, never created:
+// these commands only read or trim what a sweep made), migrated.
+struct OpenedStore {
+  std::unique_ptr<store::EmbeddedPostgres> pg;  // when embedded: stopped when this goes
+  std::unique_ptr<store::Store> store;
+};
+
+// Returns 0, or the exit code of an error (already printed).
+int OpenStore(std::string db, const std::string& state_dir, OpenedStore* out) {
+  if (db.empty()) {
+    const fs::path data = cluster::LocalCluster::EmbeddedDataDir(state_dir);
     std::error_code ec;
     if (!fs::exists(data / "PG_VERSION", ec)) {
       return Usage(kDb, "--state-dir: no embedded database under " + data.string() +
@@ -122,15 +126,24 @@ int DbPrune(const std::vector<std::string>& args) {
     po.data_dir = data.string();
     auto p = store::EmbeddedPostgres::Start(po);
     if (!p.ok()) return Fail(kDb, p.status().ToString());
-    pg = std::move(*p);
-    f.db = pg->url();
+    out->pg = std::move(*p);
+    db = out->pg->url();
   }
   store::StoreOptions o;
-  o.url = f.db;
+  o.url = db;
   auto s = store::Store::Connect(o);
   if (!s.ok()) return Fail(kDb, s.status().ToString());
   if (auto st = (*s)->Migrate(); !st.ok()) return Fail(kDb, st.ToString());
-  auto r = (*s)->PruneSweeps(f.req);
+  out->store = std::move(*s);
+  return 0;
+}
+
+int DbPrune(const std::vector<std::string>& args) {
+  PruneFlags f;
+  if (int rc = ParsePruneFlags(args, &f); rc != 0) return rc;
+  OpenedStore opened;
+  if (int rc = OpenStore(f.db, f.state_dir, &opened); rc != 0) return rc;
+  auto r = opened.store->PruneSweeps(f.req);
   if (!r.ok()) {
     std::fprintf(stderr, "touchstone db prune: %s\n", std::string(r.status().message()).c_str());
     const auto code = r.status().code();
@@ -155,27 +168,9 @@ int DbWorkers(const std::vector<std::string>& args) {
       return Usage(kDb, "workers: unknown or incomplete argument '" + args[i] + "'");
     }
   }
-  std::unique_ptr<store::EmbeddedPostgres> pg;
-  if (db.empty()) {
-    const fs::path data = cluster::LocalCluster::EmbeddedDataDir(state_dir);
-    std::error_code ec;
-    if (!fs::exists(data / "PG_VERSION", ec)) {
-      return Usage(kDb, "--state-dir: no embedded database under " + data.string() +
-                            " (give --db URL for another one)");
-    }
-    store::EmbeddedPostgresOptions po;
-    po.data_dir = data.string();
-    auto p = store::EmbeddedPostgres::Start(po);
-    if (!p.ok()) return Fail(kDb, p.status().ToString());
-    pg = std::move(*p);
-    db = pg->url();
-  }
-  store::StoreOptions o;
-  o.url = db;
-  auto s = store::Store::Connect(o);
-  if (!s.ok()) return Fail(kDb, s.status().ToString());
-  if (auto st = (*s)->Migrate(); !st.ok()) return Fail(kDb, st.ToString());
-  auto rows = (*s)->ListWorkers();
+  OpenedStore opened;
+  if (int rc = OpenStore(db, state_dir, &opened); rc != 0) return rc;
+  auto rows = opened.store->ListWorkers();
   if (!rows.ok()) return Fail(kDb, rows.status().ToString());
   std::printf("%-8s %-32s %-20s %8s %7s  %s\n", "worker", "name", "last seen", "failures",
               "leased", "quarantined until");

@@ -65,6 +65,19 @@ class SchedulerTest : public ::testing::Test {
     return std::stod(m->body.substr(at + line.size()));
   }
 
+  // Shuts the scheduler down, waits `down`, and starts a new one with opts_ on the same
+  // database (a new port: the stub follows).
+  void Restart(std::chrono::milliseconds down = std::chrono::milliseconds(0)) {
+    sched_->Shutdown();
+    sched_.reset();
+    std::this_thread::sleep_for(down);
+    auto s = Scheduler::Start(opts_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    sched_ = std::move(*s);
+    stub_ = pb::Scheduler::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(sched_->grpc_port()), grpc::InsecureChannelCredentials()));
+  }
+
   SchedulerOptions opts_;
   std::unique_ptr<Scheduler> sched_;
   std::unique_ptr<pb::Scheduler::Stub> stub_;
@@ -381,13 +394,7 @@ TEST_F(SchedulerTest, RestartedSchedulerCarriesOn) {
   pb::LeaseShardResponse lease;
   ASSERT_TRUE(stub_->LeaseShard(Ctx().get(), lq, &lease).ok());
   // A new scheduler on the same database: the lease it never saw is still honoured.
-  sched_->Shutdown();
-  sched_.reset();
-  auto s = Scheduler::Start(opts_);
-  ASSERT_TRUE(s.ok()) << s.status();
-  sched_ = std::move(*s);
-  stub_ = pb::Scheduler::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(sched_->grpc_port()), grpc::InsecureChannelCredentials()));
+  Restart();
   pb::HeartbeatRequest hb;
   hb.set_worker_id(w.worker_id());
   hb.set_shard_id(lease.shard_id());
@@ -514,14 +521,8 @@ TEST(SchedulerExposureTest, OpenModeRefusesListenersOthersCanReachUnlessInsecure
 // are taken, and no lease expires.
 TEST_F(SchedulerTest, OutageOfThreeTtlsLosesNoLeaseThanksToTheStartupGrace) {
   LoadModels(2);
-  sched_->Shutdown();
-  sched_.reset();
   opts_.lease_ttl_s = 1;
-  auto s = Scheduler::Start(opts_);
-  ASSERT_TRUE(s.ok()) << s.status();
-  sched_ = std::move(*s);
-  stub_ = pb::Scheduler::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(sched_->grpc_port()), grpc::InsecureChannelCredentials()));
+  Restart();
   pb::RegisterWorkerRequest reg;
   reg.set_name("w");
   pb::RegisterWorkerResponse w;
@@ -537,14 +538,7 @@ TEST_F(SchedulerTest, OutageOfThreeTtlsLosesNoLeaseThanksToTheStartupGrace) {
   pb::LeaseShardResponse lease;
   ASSERT_TRUE(stub_->LeaseShard(Ctx().get(), lq, &lease).ok());
   ASSERT_TRUE(lease.has_shard());
-  sched_->Shutdown();
-  sched_.reset();
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // 3 TTLs with nobody answering
-  s = Scheduler::Start(opts_);
-  ASSERT_TRUE(s.ok()) << s.status();
-  sched_ = std::move(*s);
-  stub_ = pb::Scheduler::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(sched_->grpc_port()), grpc::InsecureChannelCredentials()));
+  Restart(std::chrono::seconds(3));  // 3 TTLs with nobody answering
   std::this_thread::sleep_for(std::chrono::milliseconds(600));  // a few ticks of the new one
   pb::HeartbeatRequest hb;
   hb.set_worker_id(w.worker_id());
