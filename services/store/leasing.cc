@@ -17,6 +17,18 @@ namespace {
 // 16 bytes from the CSPRNG: a token that cannot be guessed from the ones seen before.
 std::string NewToken() { return common::RandomHex(16); }
 
+// A pending job from a lease row whose columns from `at` on are job_id, model_id, run, arch,
+// task, config (lease_jobs and replay_leases).
+void AddJob(const pqxx::row& row, int at, pb::LeaseShardResponse& o) {
+  pb::Job* j = o.add_jobs();
+  j->set_job_id(row[at].as<int64_t>());
+  j->set_model_id(row[at + 1].c_str());
+  j->set_run(row[at + 2].as<int>());
+  j->set_arch(row[at + 3].c_str());
+  j->set_task(row[at + 4].c_str());
+  j->set_config_json(row[at + 5].c_str());
+}
+
 // A shard leased (or found empty) by one round of the leasing statement, by slot in `waiting`.
 struct LeaseRound {
   std::set<size_t> leased;  // slots that got a shard
@@ -44,13 +56,7 @@ void ReadLeaseRows(const pqxx::result& rows, const std::vector<size_t>& waiting,
       round.empty.insert(slot);
       continue;
     }
-    pb::Job* j = o.add_jobs();
-    j->set_job_id(row[4].as<int64_t>());
-    j->set_model_id(row[5].c_str());
-    j->set_run(row[6].as<int>());
-    j->set_arch(row[7].c_str());
-    j->set_task(row[8].c_str());
-    j->set_config_json(row[9].c_str());
+    AddJob(row, 4, o);
   }
 }
 
@@ -128,13 +134,7 @@ absl::Status ReplayLeases(Store::Impl& impl, const std::vector<int64_t>& worker_
       o.set_replayed(true);
     }
     if (row[5].is_null()) continue;  // every job has its result: the worker finishes it
-    pb::Job* j = o.add_jobs();
-    j->set_job_id(row[5].as<int64_t>());
-    j->set_model_id(row[6].c_str());
-    j->set_run(row[7].as<int>());
-    j->set_arch(row[8].c_str());
-    j->set_task(row[9].c_str());
-    j->set_config_json(row[10].c_str());
+    AddJob(row, 5, o);
   }
   for (size_t i : replayed) {
     if (auto st = CompleteLease(impl, n, out[i]); !st.ok()) return st;
