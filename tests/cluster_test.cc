@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -224,6 +225,88 @@ TEST_F(LocalClusterTest, EmbeddedPostgresKilledMidSweepIsRestartedAndTheSweepFin
   EXPECT_EQ(followed->progress.models_recorded(), kModels);
   EXPECT_EQ(followed->progress.duplicates(), 0);
   EXPECT_EQ(c.database_restarts(), 1);
+  int64_t rows_with_status = 0;
+  auto tally = d.Summarize(created->sweep_id(), [&](const pb::ResultRow& row) {
+    rows_with_status += !row.status().empty();
+  });
+  ASSERT_TRUE(tally.ok()) << tally.status();
+  EXPECT_EQ(rows_with_status, kModels);
+  ASSERT_TRUE(c.Stop().ok());
+}
+
+// Issue 14: the embedded PostgreSQL's data folder fills up (a 160 MiB tmpfs under state/pg,
+// filled with a ballast file once the sweep is queued: the sweep's fresh partitions have no page
+// yet, so its first report cannot be stored). The sweep stalls, the progress line says the disk
+// is full and what to do, workers keep their results and retry; once the ballast is removed the
+// sweep finishes with every model recorded once, and every stored row reads back.
+TEST_F(LocalClusterTest, DiskFullStallsSayingWhyAndFinishesOnceAfterSpaceIsFreed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root (CI runs as root)";
+  const fs::path pg = dir_ / "state" / "pg";
+  fs::create_directories(pg);
+  ASSERT_EQ(std::system(("mount -t tmpfs -o size=160m,mode=0700 touchstone-test " + pg.string())
+                            .c_str()),
+            0);
+  struct Unmount {
+    fs::path at;
+    ~Unmount() { (void)std::system(("umount -l " + at.string()).c_str()); }
+  } unmount{pg};
+  auto started = cluster::LocalCluster::Start(Options(TS_BIN_DIR));
+  ASSERT_TRUE(started.ok()) << started.status();
+  cluster::LocalCluster& c = **started;
+  auto driver = cluster::SweepDriver::Connect({c.target(), c.token()});
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  cluster::SweepDriver& d = **driver;
+  auto created = CreateSweep(d);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(c.Diagnose().find("is full"), std::string::npos);
+
+  // Fill the file system to the last byte.
+  const fs::path ballast = pg / "ballast";
+  {
+    std::ofstream out(ballast, std::ios::binary);
+    const std::string mib(1 << 20, 'x');
+    while (out.write(mib.data(), static_cast<std::streamsize>(mib.size())) && out.flush()) {
+    }
+    const std::string kib(1024, 'x');
+    out.clear();
+    while (out.write(kib.data(), static_cast<std::streamsize>(kib.size())) && out.flush()) {
+    }
+  }
+  EXPECT_LT(fs::space(pg).available, uint64_t{1} << 20);
+  EXPECT_NE(c.Diagnose().find("is full"), std::string::npos) << c.Diagnose();
+  ASSERT_TRUE(c.StartWorkers().ok());
+
+  char notes[] = "/tmp/ts-cluster-notes-XXXXXX";
+  const int fd = ::mkstemp(notes);
+  ASSERT_GE(fd, 0);
+  FILE* out = ::fdopen(fd, "w");
+  cluster::FollowOptions fo;
+  int64_t recorded_while_full = -1;
+  fo.between_polls = [&]() -> absl::Status {
+    // Free the space once the progress line has said why it stalled.
+    std::fflush(out);
+    if (recorded_while_full < 0 && ReadText(notes).find("is full") != std::string::npos) {
+      auto p = d.Progress(created->sweep_id());
+      recorded_while_full = p.ok() ? p->models_recorded() : -2;
+      fs::remove(ballast);
+    }
+    return c.Supervise();
+  };
+  fo.why_stalled = [&c] { return c.Diagnose(); };
+  fo.stall_note_s = 3;
+  fo.out = out;
+  auto followed = d.Follow(created->sweep_id(), fo);
+  std::fclose(out);
+  const std::string printed = ReadText(notes);
+  fs::remove(notes);
+  ASSERT_TRUE(followed.ok()) << followed.status() << "\n" << printed;
+  EXPECT_NE(printed.find("data folder " + (pg / "data").string() + " is full"), std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("free space there and the sweep carries on"), std::string::npos);
+  EXPECT_EQ(recorded_while_full, 0) << "nothing can be stored on a full disk";
+  EXPECT_EQ(followed->progress.state(), "done");
+  EXPECT_EQ(followed->progress.models_recorded(), kModels);
+  EXPECT_EQ(followed->progress.duplicates(), 0);
   int64_t rows_with_status = 0;
   auto tally = d.Summarize(created->sweep_id(), [&](const pb::ResultRow& row) {
     rows_with_status += !row.status().empty();

@@ -92,12 +92,16 @@ class SweepTest : public ::testing::Test {
     return o;
   }
 
+  // The schedulers' --lease-ttl: short, so that a lost lease comes back within a test.
+  std::string lease_ttl_ = "2";
+
   void StartScheduler(int port = 0) {
     fs::remove(dir_ / "ports");
     auto pid = common::Spawn(
         {kBin + "/touchstone-scheduler", "--db", db_, "--listen",
          "127.0.0.1:" + std::to_string(port), "--http-port", "0", "--token-file",
-         (dir_ / "token").string(), "--port-file", (dir_ / "ports").string(), "--lease-ttl", "2"},
+         (dir_ / "token").string(), "--port-file", (dir_ / "ports").string(), "--lease-ttl",
+         lease_ttl_},
         Log("scheduler.log"));
     ASSERT_TRUE(pid.ok()) << pid.status();
     procs_["scheduler"] = *pid;
@@ -119,7 +123,7 @@ class SweepTest : public ::testing::Test {
     auto pid = common::Spawn(
         {kBin + "/touchstone-scheduler", "--db", db_, "--listen", "127.0.0.1:0", "--http-port",
          "0", "--token-file", (dir_ / "token").string(), "--port-file", ports.string(),
-         "--lease-ttl", "2"},
+         "--lease-ttl", lease_ttl_},
         Log(name + ".log"));
     EXPECT_TRUE(pid.ok()) << pid.status();
     if (!pid.ok()) return 0;

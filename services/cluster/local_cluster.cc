@@ -21,6 +21,24 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kMaxRestarts = 20;
+// Below this much free space PostgreSQL cannot start a WAL segment (16 MiB) or extend a table
+// for long: the data folder counts as full.
+constexpr int64_t kLowSpaceBytes = int64_t{32} << 20;
+
+// Bytes an unprivileged writer may still use on the file system holding `dir`; -1: unknown.
+int64_t FreeBytes(const std::string& dir) {
+  std::error_code ec;
+  const fs::space_info s = fs::space(dir, ec);
+  return ec ? -1 : static_cast<int64_t>(s.available);
+}
+
+std::string Mib(int64_t bytes) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(1);
+  o << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  return o.str();
+}
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
@@ -162,9 +180,28 @@ absl::Status LocalCluster::StartWorkers() {
   return absl::OkStatus();
 }
 
+std::string LocalCluster::DiskFull() const {
+  if (pg_ == nullptr) return "";
+  const int64_t free = FreeBytes(pg_->data_dir());
+  if (free < 0 || free >= kLowSpaceBytes) return "";
+  return "the embedded PostgreSQL's data folder " + pg_->data_dir() + " is full (" + Mib(free) +
+         " free): free space there and the sweep carries on; every committed result is kept";
+}
+
 absl::Status LocalCluster::Supervise() {
   // The embedded PostgreSQL first: the services cannot do anything without it.
   if (pg_ != nullptr && !pg_->Alive()) {
+    // A full disk stopped it (a WAL write failing is a PANIC): starting it again cannot work
+    // until there is space. Wait for it, saying so once; Follow's limit on a scheduler that
+    // cannot answer ends the wait with an error if nobody frees any.
+    if (const std::string full = DiskFull(); !full.empty()) {
+      if (!waiting_for_space_ && opts_.notices != nullptr) {
+        std::fprintf(opts_.notices, "\n%s: %s\n", opts_.log_prefix.c_str(), full.c_str());
+      }
+      waiting_for_space_ = true;
+      return absl::OkStatus();
+    }
+    waiting_for_space_ = false;
     ++db_restarts_;
     if (opts_.notices != nullptr) {
       std::fprintf(opts_.notices,
@@ -203,6 +240,7 @@ absl::Status LocalCluster::Supervise() {
 }
 
 std::string LocalCluster::Diagnose() const {
+  if (std::string full = DiskFull(); !full.empty()) return full;
   if (pg_ != nullptr && !pg_->Alive()) return "the embedded PostgreSQL is down";
   if (scheduler_.pid <= 0) return "the scheduler is not running";
   int alive = 0;

@@ -19,7 +19,8 @@
 //   StartWorkers()   the N workers. Separate so that the caller queues work first and the
 //                    workers do not begin by backing off an empty queue.
 //   Supervise()      restarts the embedded PostgreSQL if its postmaster died (crash recovery
-//                    keeps every committed result), then any service that died (the scheduler
+//                    keeps every committed result; on a full disk it waits for space instead,
+//                    saying so once), then any service that died (the scheduler
 //                    on the same port, so that the workers reconnect; a dead worker's shard
 //                    comes back when its lease expires). Called between progress polls; never
 //                    restarts a stopped service.
@@ -116,8 +117,9 @@ class LocalCluster {
   int workers() const { return opts_.workers; }
   int scheduler_restarts() const { return scheduler_.restarts; }
   int database_restarts() const { return db_restarts_; }
-  // Why a sweep may not be moving, in words: the database down, no worker alive, the scheduler
-  // cut off from its database, or the workers busy (FollowOptions::why_stalled).
+  // Why a sweep may not be moving, in words: the embedded database's disk full, the database
+  // down, no worker alive, the scheduler cut off from its database, or the workers busy
+  // (FollowOptions::why_stalled).
   std::string Diagnose() const;
   int worker_restarts() const;
   pid_t scheduler_pid() const { return scheduler_.pid; }  // -1 once stopped
@@ -141,6 +143,9 @@ class LocalCluster {
 
   LocalClusterOptions opts_;
   int db_restarts_ = 0;  // embedded PostgreSQL restarts by Supervise()
+  bool waiting_for_space_ = false;  // the embedded PostgreSQL is down on a full disk
+  // Why the embedded PostgreSQL's data folder counts as full (under 32 MiB free); "" if not.
+  std::string DiskFull() const;
   std::string state_;
   std::string db_url_;
   std::string token_;  // admin

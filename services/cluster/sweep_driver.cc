@@ -188,9 +188,14 @@ absl::StatusOr<FollowResult> SweepDriver::Follow(int64_t sweep_id, const FollowO
     const double stalled_s = std::chrono::duration<double>(Clock::now() - last_change).count();
     if (opts.out != nullptr && stalled_s > opts.stall_note_s &&
         Clock::now() - last_note > std::chrono::duration<double>(opts.stall_note_s)) {
-      const std::string why = !last_error.empty() ? "the scheduler answers: " + last_error
-                              : opts.why_stalled  ? opts.why_stalled()
-                                                  : std::string("no job finished");
+      // Both when both are known: the scheduler's error and the cause seen from here (a full
+      // disk under the embedded PostgreSQL says what to do).
+      std::string why = opts.why_stalled ? opts.why_stalled() : "";
+      if (!last_error.empty()) {
+        why = "the scheduler answers: " + last_error + (why.empty() ? "" : "; " + why);
+      } else if (why.empty()) {
+        why = "no job finished";
+      }
       std::fprintf(opts.out, "%sno job recorded for %.0f s: %s\n", tty ? "\n" : "", stalled_s,
                    why.c_str());
       last_note = Clock::now();

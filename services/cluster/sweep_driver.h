@@ -58,7 +58,7 @@ struct FollowOptions {
   std::function<absl::Status()> between_polls;
   FILE* out = stderr;  // the progress line; null: none
   // When no job was recorded for stall_note_s, a line says so and why: the scheduler's last
-  // error if progress polls fail, else this (e.g. LocalCluster::Diagnose); null: "no job
+  // error if progress polls fail, and this (e.g. LocalCluster::Diagnose); neither: "no job
   // finished".
   std::function<std::string()> why_stalled;
   double stall_note_s = 60;

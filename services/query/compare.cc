@@ -27,6 +27,8 @@ void Flips(const pb::ResultRow& base, const pb::ResultRow& head, const Confirmat
     auto b = base.status().find(name);
     auto h = head.status().find(name);
     if (b == base.status().end() || h == head.status().end()) continue;
+    // A model the infrastructure lost on either side has no verdict to compare.
+    if (b->second == "lost" || h->second == "lost") continue;
     const bool bp = b->second == "pass", hp = h->second == "pass";
     if (bp == hp) continue;
     pb::ModelChange c =

@@ -192,6 +192,32 @@ TEST(GateTest, QuarantinedFlipsAreListedNotCounted) {
   EXPECT_EQ(g.quarantined_size(), 0);
 }
 
+// `lost` (the infrastructure lost the model's worker) is no verdict: pass -> lost is not a
+// regression and lost -> pass not a fix; pass -> crash (the model's process died) is.
+TEST(CompareTest, LostIsNeverAFlipButCrashIs) {
+  std::vector<pb::ResultRow> base = {Model("a", "t", "A", "pass"), Model("b", "t", "A", "lost"),
+                                     Model("c", "t", "A", "pass")};
+  std::vector<pb::ResultRow> head = {Model("a", "t", "A", "lost"), Model("b", "t", "A", "pass"),
+                                     Model("c", "t", "A", "crash")};
+  const std::vector<GroupTally> bg = TallyRows(base), hg = TallyRows(head);
+  const std::vector<ModelPair> pairs = AllPairs(base, head);
+  CompareInput in;
+  in.base_groups = &bg;
+  in.head_groups = &hg;
+  in.differing = &pairs;
+  in.base_modes = in.head_modes = {"eager"};
+  const pb::CompareSweepsResponse r = Compare(in);
+  EXPECT_EQ(r.regressed(), 1);
+  EXPECT_EQ(r.fixed(), 0);
+  ASSERT_EQ(r.changes_size(), 1);
+  EXPECT_EQ(r.changes(0).model_id(), "c");
+  EXPECT_EQ(r.changes(0).head_status(), "crash");
+  // Rates over the measured models: base 2/2 (b lost), head 1/2 (a lost, c crashed).
+  ASSERT_GE(r.groups_size(), 1);
+  EXPECT_NEAR(r.groups(0).base().eager_pct(), 100.0, 1e-9);
+  EXPECT_NEAR(r.groups(0).head().eager_pct(), 50.0, 1e-9);
+}
+
 TEST(CompareTest, FlipsAppearedDisappearedAndConfirmation) {
   std::vector<pb::ResultRow> base = {Model("a", "t", "A", "pass"), Model("b", "t", "A", "crash"),
                                      Model("c", "t", "A", "pass"), Model("gone", "u", "G", "pass")};

@@ -39,7 +39,7 @@ double ExactUpperTail(int64_t n, int64_t b) {
 }  // namespace
 
 const std::vector<std::string>& InfrastructureStatuses() {
-  static const std::vector<std::string> kStatuses = {"crash", "timeout", "skipped"};
+  static const std::vector<std::string> kStatuses = {"crash", "lost", "timeout", "skipped"};
   return kStatuses;
 }
 

@@ -13,14 +13,15 @@
 namespace ts::query {
 
 // Verdicts that never count as a regression or a fix, on either side of a pair:
-//   crash    the runner child died (an OOM kill of the runner, a lost worker: the scheduler
-//            records a model whose shard was lost 3 times as crash);
+//   crash    the runner child died (a signal or an exit: an OOM kill of the runner counts too);
+//   lost     the store's: the worker running the model was lost 3 times (preemption, a dead
+//            node), so the model has no verdict of its own;
 //   timeout  the per-model wall-clock limit, which a loaded host reaches without any device
 //            change;
 //   skipped  not run: the mode's verdict is the earlier stage's, counted in its own mode.
 // Every other status is the device's or the model's own verdict and counts.
 bool IsInfrastructureStatus(std::string_view status);
-// The same list, for the store's statements: {"crash", "timeout", "skipped"}.
+// The same list, for the store's statements: {"crash", "lost", "timeout", "skipped"}.
 const std::vector<std::string>& InfrastructureStatuses();
 
 // A model's mode in the cohort of both sweeps: both verdicts count (not infrastructure).

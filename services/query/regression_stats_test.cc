@@ -65,8 +65,8 @@ TEST(BonferroniTest, TheBoundIsAlphaOverTheTests) {
   EXPECT_TRUE(BonferroniSignificant(0.0009, 0));  // no tests counted: one
 }
 
-TEST(InfrastructureTest, CrashTimeoutAndSkippedNeverCount) {
-  for (const char* s : {"crash", "timeout", "skipped"}) {
+TEST(InfrastructureTest, CrashLostTimeoutAndSkippedNeverCount) {
+  for (const char* s : {"crash", "lost", "timeout", "skipped"}) {
     EXPECT_TRUE(IsInfrastructureStatus(s)) << s;
     EXPECT_FALSE(CountsInCohort("pass", s)) << s;
     EXPECT_FALSE(CountsInCohort(s, "fail_accuracy")) << s;

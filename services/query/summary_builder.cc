@@ -117,16 +117,24 @@ absl::Status SummaryBuilder::CheckFilterMatched(int64_t sweep_id) const {
   return absl::OkStatus();
 }
 
+int64_t SummaryBuilder::Measured(const Acc& a) const {
+  // `lost` is recorded in every mode of the model at once: the most any mode holds.
+  int64_t lost = 0;
+  for (const auto& counts : a.counts) lost = std::max(lost, counts[pb::VERDICT_LOST]);
+  return a.models - lost;
+}
+
 pb::SummaryRow SummaryBuilder::Row(const std::string& group, const Acc& a) const {
   pb::SummaryRow row;
   row.set_group(group);
   row.set_models(a.models);
-  row.set_opcov_pct(a.models == 0 ? 0.0 : 100.0 * a.opcov_sum / static_cast<double>(a.models));
+  const int64_t measured = Measured(a);
+  row.set_opcov_pct(measured == 0 ? 0.0 : 100.0 * a.opcov_sum / static_cast<double>(measured));
   for (const std::string& name : modes_) {
     const auto mode = proto::ModeFromName(name);
     if (!mode) continue;
     const auto& counts = a.counts[*mode - 1];
-    SetPct(&row, *mode, Pct(counts[pb::VERDICT_PASS], a.models));
+    SetPct(&row, *mode, Pct(counts[pb::VERDICT_PASS], measured));
     pb::ModeCounts* mc = row.add_modes();
     mc->set_mode(*mode);
     for (pb::Verdict v : proto::AllVerdicts()) {
@@ -156,19 +164,22 @@ pb::Summary SummaryBuilder::Build() const {
   pb::SummaryRow* cw = out.mutable_class_weighted();
   cw->set_group("Class-weighted");
   cw->set_models(total_.models);
-  int64_t classes = 0;
-  for (const auto& [arch, acc] : classes_) classes += acc.models != 0;
-  out.set_classes(classes);
-  if (classes == 0) return out;
+  int64_t classes = 0, measured = 0;
   for (const auto& [arch, acc] : classes_) {
-    if (acc.models == 0) continue;
+    classes += acc.models != 0;
+    measured += Measured(acc) != 0;
+  }
+  out.set_classes(classes);
+  if (measured == 0) return out;
+  for (const auto& [arch, acc] : classes_) {
+    if (Measured(acc) == 0) continue;  // every model of the class lost: no rate to weigh
     const pb::SummaryRow c = Row(arch, acc);
     cw->set_eager_pct(cw->eager_pct() + c.eager_pct());
     cw->set_opcov_pct(cw->opcov_pct() + c.opcov_pct());
     cw->set_compile_pct(cw->compile_pct() + c.compile_pct());
     cw->set_train_pct(cw->train_pct() + c.train_pct());
   }
-  const double k = static_cast<double>(classes);
+  const double k = static_cast<double>(measured);
   cw->set_eager_pct(cw->eager_pct() / k);
   cw->set_opcov_pct(cw->opcov_pct() / k);
   cw->set_compile_pct(cw->compile_pct() / k);

@@ -2,12 +2,15 @@
 // GetSummary, CompareSweeps and Gate, and the CLI's `touchstone sweep` / `run-catalog` tables.
 //
 // Definitions (query.proto, Summary):
-//   Eager % / Compile % / Train %  the share of a row's models whose primary verdict in that
-//                                  mode is pass (a mode the sweep did not request: 0);
-//   Mean OpCov %                   the mean of the models' opcov_ratio, x100;
+//   Eager % / Compile % / Train %  the share of a row's measured models whose primary verdict
+//                                  in that mode is pass (a mode the sweep did not request: 0);
+//   measured                       the row's models less those recorded `lost` (the worker
+//                                  running them was lost: no verdict of the model's own);
+//   Mean OpCov %                   the mean of the measured models' opcov_ratio, x100;
 //   Total                          the same over every model (model-weighted);
 //   Class-weighted                 the mean of the per-class (transformers arch) rates: every
-//                                  class counts once whatever its number of models;
+//                                  class with a measured model counts once whatever its
+//                                  number of models;
 //   status counts                  per requested mode, non-zero, in Verdict order; `skipped`
 //                                  is not counted.
 //
@@ -95,6 +98,8 @@ class SummaryBuilder {
   // filter leaves it out.
   std::array<Acc*, 3> Targets(const GroupKey& key);
   pb::SummaryRow Row(const std::string& group, const Acc& a) const;
+  // a.models less the models recorded `lost`.
+  int64_t Measured(const Acc& a) const;
 
   pb::GroupBy group_by_;
   std::vector<std::string> modes_;

@@ -104,6 +104,42 @@ TEST(SummaryBuilderTest, PreAggregatedGroupsGiveTheSameTable) {
   ExpectHandTable(b.Build());
 }
 
+// Models the infrastructure lost (`lost`: the worker running them was lost too often) count in
+// the row's models and status counts, and in no rate: the hand table's percentages stand, and a
+// class with only lost models does not weigh in the class-weighted row.
+TEST(SummaryBuilderTest, LostModelsCountInNoRate) {
+  SummaryBuilder b(pb::GROUP_BY_TASK, {"eager", "compile"});
+  for (const auto& r : Handful()) b.Add(r);
+  b.Add(Model("m7", "text-generation", "LlamaForCausalLM", "lost", "lost", 0.0));
+  b.Add(Model("m8", "text-generation", "OPTForCausalLM", "lost", "lost", 0.0));
+  const pb::Summary s = b.Build();
+  ASSERT_EQ(s.rows_size(), 2);
+  ExpectRow(s.rows(0), "fill-mask", 2, 50.0, 50.0, 0.0);
+  ExpectRow(s.rows(1), "text-generation", 6, 75.0, 80.0, 50.0);
+  ExpectRow(s.total(), "Total", 8, 400.0 / 6, 70.0, 200.0 / 6);
+  ExpectRow(s.class_weighted(), "Class-weighted", 8, 1300.0 / 18, 6500.0 / 90, 400.0 / 9);
+  EXPECT_EQ(s.classes(), 4);
+  const auto& eager = s.total().modes(0);
+  ASSERT_EQ(eager.statuses_size(), 4);
+  EXPECT_EQ(eager.statuses(2).status(), "pass");
+  EXPECT_EQ(eager.statuses(3).status(), "lost");
+  EXPECT_EQ(eager.statuses(3).models(), 2);
+  // A crash is the model's own verdict: it counts. m3 (crash) lost instead lifts Llama's rate.
+  SummaryBuilder c(pb::GROUP_BY_ARCH, {"eager"});
+  for (auto r : Handful()) {
+    if (r.model_id() == "m3") {  // as the store records it: no verdict, no op coverage
+      (*r.mutable_status())["eager"] = "lost";
+      r.set_opcov_ratio(0);
+    }
+    c.Add(r);
+  }
+  const pb::Summary t = c.Build();
+  ASSERT_EQ(t.rows_size(), 3);
+  EXPECT_EQ(t.rows(2).group(), "LlamaForCausalLM");
+  EXPECT_NEAR(t.rows(2).eager_pct(), 100.0, 1e-9);  // 2 of the 2 measured
+  EXPECT_NEAR(t.rows(2).opcov_pct(), 90.0, 1e-9);   // (1.0 + 0.8) / 2 over the measured two
+}
+
 TEST(SummaryBuilderTest, GroupByClassAndFilter) {
   pb::ResultFilter f;
   f.add_tasks("text-generation");

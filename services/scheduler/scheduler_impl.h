@@ -65,10 +65,10 @@ struct Metrics {
       "LeaseShard calls answered 'nothing queued' from memory, without a statement");
   prometheus::Family<prometheus::Counter>& lease_events = reg.CounterFamily(
       "touchstone_scheduler_lease_events_total",
-      "Leases that expired, shards split, models recorded crash after lost workers");
+      "Leases that expired, shards split, models recorded lost after their workers were lost");
   prometheus::Counter& expired = lease_events.Add({{"event", "expired"}});
   prometheus::Counter& split = lease_events.Add({{"event", "split"}});
-  prometheus::Counter& crashed = lease_events.Add({{"event", "crashed"}});
+  prometheus::Counter& lost = lease_events.Add({{"event", "lost"}});
   prometheus::Counter& graced = lease_events.Add({{"event", "graced"}});
   prometheus::Counter& quarantined_workers = lease_events.Add({{"event", "worker_quarantined"}});
   prometheus::Family<prometheus::Counter>& results = reg.CounterFamily(

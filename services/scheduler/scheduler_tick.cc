@@ -27,7 +27,7 @@ void Scheduler::Impl::Tick(store::Store* s) {
     if (e->expired + e->split > 0) QueueMayHaveWork();
     metrics.expired.Increment(e->expired);
     metrics.split.Increment(e->split);
-    metrics.crashed.Increment(e->crashed);
+    metrics.lost.Increment(e->lost);
     metrics.quarantined_workers.Increment(e->quarantined);
   }
   // A done sweep's kept answers take seconds on a large sweep: off the ticker (lease expiry

@@ -164,16 +164,17 @@ std::vector<size_t> CloseEmptyShards(Store::Impl& impl, const LeaseRound& round,
   return still;
 }
 
-// Records `crash` for every mode of a job whose shard lost its worker too often.
+// Records `lost` for every mode of a job whose worker was lost too often while running it: the
+// infrastructure's failure (preemption, a dead node), not a verdict on the model.
 void RecordLost(pqxx::transaction_base& txn, int64_t sweep_id, int64_t shard_id, int64_t job_id,
                 const std::string& model_id, int run, int lost,
                 const std::vector<std::string>& modes) {
   const std::string error = "the worker running this model was lost " + std::to_string(lost) +
                             " times (shard " + std::to_string(shard_id) +
-                            "); recorded as crash without a verdict from the model";
+                            "); recorded as lost: the model has no verdict of its own";
   std::vector<std::array<Cell, 7>> rows;
   for (const auto& m : modes) {
-    rows.push_back({std::to_string(sweep_id), model_id, m, std::to_string(run), "crash", error,
+    rows.push_back({std::to_string(sweep_id), model_id, m, std::to_string(run), "lost", error,
                     common::ErrorSignature(error)});
   }
   Copy<7>(txn, "results",
@@ -183,10 +184,9 @@ void RecordLost(pqxx::transaction_base& txn, int64_t sweep_id, int64_t shard_id,
     ON CONFLICT DO NOTHING)",
                   sweep_id, model_id, run);
   txn.exec_params("UPDATE jobs SET done = true WHERE job_id = $1", job_id);
-  const int primary = run == 1 ? 1 : 0;  // a crash is a failure
+  const int primary = run == 1 ? 1 : 0;  // recorded, but not a failure of the model
   txn.exec_params(R"(
-    UPDATE shards SET jobs_done = jobs_done + 1, primary_done = primary_done + $2,
-                      primary_failed = primary_failed + $2
+    UPDATE shards SET jobs_done = jobs_done + 1, primary_done = primary_done + $2
     WHERE shard_id = $1)",
                   shard_id, primary);
 }
@@ -256,7 +256,7 @@ namespace {
 
 // After a shard's lease expired and it was requeued (`row`: shard_id, sweep_id, expiries,
 // priority, job_in_flight): ends it when its sweep was cancelled or nothing is left, records its
-// one model as crash when that model was lost too often, or splits it when it keeps losing
+// one model as `lost` when that model was lost too often, or splits it when it keeps losing
 // workers. Only one job is charged the lost lease: the one the worker last said it was running
 // (Heartbeat.job_id) or, when that one has its result, the next one it would have run (a worker
 // runs a shard's jobs in job order); never the jobs that did not start.
@@ -301,7 +301,7 @@ absl::Status AfterExpiry(Store::Impl& impl, pqxx::transaction_base& w, const pqx
     RecordLost(w, sweep_id, shard_id, pending[0][0].as<int64_t>(), pending[0][1].c_str(),
                pending[0][2].as<int>(), pending[0][3].as<int>(), sweep->modes);
     end_shard();
-    ++stats.crashed;
+    ++stats.lost;
     return absl::OkStatus();
   }
   if (pending.size() > 1 && expiries >= impl.opts.split_after_expiries) {

@@ -32,7 +32,7 @@ struct StoreOptions {
   std::string url;               // postgresql://user@host:port/db
   double lease_ttl_s = 30;       // a lease not renewed for this long expires
   int split_after_expiries = 2;  // a multi-model shard whose lease expired this often is split
-  int max_lost_leases = 3;       // a model whose shard was lost this often is recorded `crash`
+  int max_lost_leases = 3;       // a model whose worker was lost this often is recorded `lost`
   double connect_timeout_s = 5;
   // Plan each statement once per connection (plan_cache_mode = force_generic_plan): for a
   // connection that runs only the short lease-path statements, where PostgreSQL would
@@ -50,7 +50,7 @@ struct StoreOptions {
 struct ExpiryStats {
   int expired = 0;  // leases that ran out and were requeued
   int split = 0;    // shards split into single-model shards
-  int crashed = 0;  // models recorded as crash after max_lost_leases
+  int lost = 0;  // models recorded `lost` after max_lost_leases
   int quarantined = 0;  // workers quarantined by these expiries
 };
 
@@ -149,7 +149,7 @@ class Store {
   absl::StatusOr<pb::ReportResultsResponse> ReportResults(const pb::ReportResultsRequest& r);
   absl::StatusOr<pb::FinishShardResponse> FinishShard(const pb::FinishShardRequest& r);
   // Requeues expired leases, splits shards that keep losing workers, records models lost too
-  // often as `crash`, marks finished sweeps done.
+  // often as `lost`, marks finished sweeps done.
   absl::StatusOr<ExpiryStats> ExpireLeases();
   // Start-up grace: every current lease runs at least `grace_s` more, so that workers that
   // kept running while no scheduler (or no database) answered can heartbeat and report on

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "proto/names.h"
+#include "services/query/summary_builder.h"
 #include "tests/fixtures/postgres_fixture.h"
 
 namespace ts::store {
@@ -127,7 +128,7 @@ class StoreTest : public ::testing::Test {
         "(SELECT count(*) FROM jobs WHERE sweep_id = " + id + " AND done), "
         "(SELECT count(*) FROM model_runs WHERE sweep_id = " + id + " AND run = 1), "
         "(SELECT count(DISTINCT model_id) FROM results WHERE sweep_id = " + id +
-        " AND run = 1 AND status <> 'pass')");
+        " AND run = 1 AND status NOT IN ('pass', 'lost'))");
     EXPECT_EQ(p->models_expected(), r[0][0].as<int64_t>()) << where;
     EXPECT_EQ(p->jobs_total(), r[0][1].as<int64_t>()) << where;
     EXPECT_EQ(p->jobs_done(), r[0][2].as<int64_t>()) << where;
@@ -617,7 +618,7 @@ TEST_F(StoreTest, RequeuedShardWithEveryResultInIsClosedAndTheNextOneLeased) {
   EXPECT_EQ(next->attempt(), 1);
 }
 
-TEST_F(StoreTest, ShardThatKeepsLosingWorkersIsSplitAndTheCulpritRecordedAsCrash) {
+TEST_F(StoreTest, ShardThatKeepsLosingWorkersIsSplitAndTheCulpritRecordedLostNotFailed) {
   opts_.lease_ttl_s = 0;
   auto s = Open();
   auto sw = s->CreateSweep(Sweep(10));
@@ -631,25 +632,34 @@ TEST_F(StoreTest, ShardThatKeepsLosingWorkersIsSplitAndTheCulpritRecordedAsCrash
   auto q = s->Queue();
   EXPECT_EQ(q->shards_queued, 10);
   ExpectTalliesMatchTables(*s, sw->sweep_id(), "after the split");
-  // The first single-model shard loses its worker once more: 3 losses -> crash.
+  // The first single-model shard loses its worker once more: 3 losses -> lost, which is the
+  // infrastructure's failure: recorded, not a failure of the model.
   auto l = s->LeaseShard(worker_);
   ASSERT_EQ(l->jobs_size(), 1);
   const std::string culprit = l->jobs(0).model_id();
   auto e = s->ExpireLeases();
-  EXPECT_EQ(e->crashed, 1);
-  ExpectTalliesMatchTables(*s, sw->sweep_id(), "after the crash");
-  EXPECT_EQ(s->GetSweep(sw->sweep_id())->failures(), 1);
+  EXPECT_EQ(e->lost, 1);
+  ExpectTalliesMatchTables(*s, sw->sweep_id(), "after the loss");
+  EXPECT_EQ(s->GetSweep(sw->sweep_id())->failures(), 0);
+  EXPECT_EQ(s->GetSweep(sw->sweep_id())->models_recorded(), 1);
   // Every other model passes.
   EXPECT_EQ(Drain(*s), 9);
   auto p = s->GetSweep(sw->sweep_id());
   EXPECT_EQ(p->state(), "done");
   EXPECT_EQ(p->models_recorded(), 10);
-  EXPECT_EQ(p->failures(), 1);
+  EXPECT_EQ(p->failures(), 0);
   EXPECT_EQ(p->duplicates(), 0);
   auto rows = s->ListResults(sw->sweep_id(), "", 100);
+  ASSERT_EQ(rows->size(), 10u);
   for (const auto& r : *rows) {
-    EXPECT_EQ(r.status().at("eager"), r.model_id() == culprit ? "crash" : "pass") << r.model_id();
+    EXPECT_EQ(r.status().at("eager"), r.model_id() == culprit ? "lost" : "pass") << r.model_id();
   }
+  // The done sweep's tallies (what tables and the gate read) hold it as lost, not crash.
+  auto groups = s->SweepGroups(sw->sweep_id(), "sweep_id");
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  // One model, in each of the sweep's modes.
+  EXPECT_EQ(query::VerdictCount(*groups, "lost"), static_cast<int64_t>(rows->at(0).status().size()));
+  EXPECT_EQ(query::VerdictCount(*groups, "crash"), 0);
 }
 
 TEST_F(StoreTest, NewFailuresGetTwoConfirmationRunsAndAreSettled) {

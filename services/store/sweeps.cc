@@ -243,7 +243,7 @@ void CountFromTables(pqxx::transaction_base& w, int64_t sweep_id, pb::SweepProgr
     SELECT count(*) FILTER (WHERE run = 1), count(*), count(*) FILTER (WHERE done),
            (SELECT count(*) FROM model_runs WHERE sweep_id = $1 AND run = 1),
            (SELECT count(DISTINCT model_id) FROM results
-            WHERE sweep_id = $1 AND run = 1 AND status <> 'pass')
+            WHERE sweep_id = $1 AND run = 1 AND status NOT IN ('pass', 'lost'))
     FROM jobs WHERE sweep_id = $1)",
                                  sweep_id);
   out->set_models_expected(j[0][0].as<int64_t>());
