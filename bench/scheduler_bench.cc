@@ -7,6 +7,7 @@
 //   build/bench/scheduler_bench [--workers 64] [--models 20000] [--shard 32] [--db-threads 4]
 //                               [--lease-threads 2] [--separate-finish] [--start idle|burst]
 //                               [--hold-first-ms N] [--schedulers N] [--idle-s S] [--db URL]
+//                               [--long-poll-ms N]
 //                               (default: a private PostgreSQL under /tmp)
 //
 // --schedulers N: N schedulers on the one database (issue 13), fake worker w on scheduler
@@ -26,6 +27,10 @@
 // --idle-s S (idle start): how long the fleet polls the empty queue before the sweep is created
 // (default 2); the leasing statements the first scheduler ran over that time, per second, are
 // the idle cost (issue 14: <= 100/s for 1,000 idle workers).
+// --long-poll-ms N (idle start): the idle fleet long-polls as touchstone-worker does (LeaseShard
+// with wait_ms N, asked again at once when it ends); a call held when the sweep is created is
+// timed from the creation. Workers left without a shard then wait out their poll before they
+// see the queue dry, so the sweep's time includes up to N ms of tail.
 // --hold-first-ms N: each fake worker waits N ms after its first lease before reporting it, as
 // a real worker does while it runs the shard's first models (seconds); every later shard is
 // still reported at once. It separates the burst's own cost from that of the first reports.
@@ -172,6 +177,7 @@ int main(int argc, char** argv) {
   bool reconnect = false;
   int schedulers = 1;
   double idle_s = 2;
+  int long_poll_ms = 0;
   std::string db;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -185,6 +191,7 @@ int main(int argc, char** argv) {
     else if (a == "--hold-first-ms" && i + 1 < argc) hold_first_ms = std::atoi(argv[++i]);
     else if (a == "--schedulers" && i + 1 < argc) schedulers = std::max(1, std::atoi(argv[++i]));
     else if (a == "--idle-s" && i + 1 < argc) idle_s = std::max(1.0, std::atof(argv[++i]));
+    else if (a == "--long-poll-ms" && i + 1 < argc) long_poll_ms = std::clamp(std::atoi(argv[++i]), 0, 60000);
     else if (a == "--start" && i + 1 < argc && (std::string(argv[i + 1]) == "idle" ||
                                                 std::string(argv[i + 1]) == "burst" ||
                                                 std::string(argv[i + 1]) == "reconnect")) {
@@ -196,7 +203,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "usage: scheduler_bench [--workers N] [--models N] [--shard N] "
                            "[--db-threads N] [--lease-threads N] [--separate-finish] "
                            "[--start idle|burst|reconnect] [--hold-first-ms N] [--schedulers N] "
-                           "[--idle-s S] [--db URL]\n");
+                           "[--idle-s S] [--db URL] [--long-poll-ms N]\n");
       return 2;
     }
   }
@@ -271,6 +278,7 @@ int main(int argc, char** argv) {
   // poll the empty queue; the clock starts once the sweep exists.
   std::vector<double> register_ms;
   std::atomic<bool> started{false};
+  std::atomic<Clock::rep> create_at{0};  // when the sweep's creation began (long polls)
   Clock::time_point t0;
   std::barrier registered(workers, [&]() noexcept {
     if (burst) {
@@ -308,13 +316,19 @@ int main(int argc, char** argv) {
         lq.set_worker_id(rr.worker_id());
         pb::LeaseShardResponse lease;
         const bool in_sweep = started;  // this call can find the sweep's shards
+        const bool long_poll = long_poll_ms > 0 && !in_sweep;
+        if (long_poll) lq.set_wait_ms(static_cast<uint32_t>(long_poll_ms));
         auto a = Clock::now();
         grpc::ClientContext lctx;
         grpc::Status st = stub->LeaseShard(&lctx, lq, &lease);
-        if (in_sweep || (st.ok() && lease.has_shard())) my_lease.push_back(Ms(Clock::now() - a));
+        // A held call waited for the sweep: its latency counts from the sweep's creation.
+        const auto from = long_poll ? std::max(a, Clock::time_point(Clock::duration(create_at.load())))
+                                    : a;
+        if (in_sweep || (st.ok() && lease.has_shard())) my_lease.push_back(Ms(Clock::now() - from));
         if (!st.ok()) continue;
         if (!lease.has_shard()) {
           if (in_sweep) break;  // the queue ran dry
+          if (long_poll && lease.retry_after_ms() == 0) continue;  // the wait was the backoff
           std::this_thread::sleep_for(std::chrono::duration<double>(
               ts::common::Jittered(lease.retry_after_ms() / 1000.0, 0.5)));  // as touchstone-worker
           continue;
@@ -367,6 +381,7 @@ int main(int argc, char** argv) {
         (MetricValue(port, "touchstone_scheduler_lease_statements_total") - st0) / span;
     idle_polls_per_s =
         (MetricValue(port, "touchstone_scheduler_lease_idle_answers_total") - idle0) / span;
+    create_at = Clock::now().time_since_epoch().count();
     if (!create_sweep()) return 1;
     t0 = Clock::now();
     started = true;

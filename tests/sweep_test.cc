@@ -88,6 +88,38 @@ TEST_F(SweepTest, WorkerDrainsOnSigtermAndReleasesItsShard) {
   EXPECT_NE(ReadText(dir_ / "w1.log").find("drained"), std::string::npos);
 }
 
+// An idle worker waits in a long poll (no poll every 0.5 s), takes a new sweep's shard as soon
+// as it is created, and on SIGTERM while waiting drains at once (its long poll is cancelled).
+TEST_F(SweepTest, IdleWorkerLongPollsTakesANewSweepAtOnceAndDrainsAtOnce) {
+  StartScheduler();
+  StartWorker("w1");
+  const auto parked = [this] {
+    auto m = common::HttpGet(http_port_, "/metrics", kToken);
+    const std::string name = "\ntouchstone_scheduler_lease_calls_parked ";
+    const size_t at = m.ok() ? m->body.find(name) : std::string::npos;
+    return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + name.size()));
+  };
+  const auto await_parked = [&] {
+    for (int i = 0; i < 600 && parked() != 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return parked();
+  };
+  ASSERT_EQ(await_parked(), 1) << ReadText(dir_ / "w1.log");
+  const int64_t sweep = CreateSweep(2, Cheap, json::array());
+  WaitFor(sweep, [](const auto& q) { return q.state() == "done"; }, 120);
+  ExpectExactlyOnce(sweep);
+  ASSERT_EQ(await_parked(), 1);
+  ::kill(procs_["w1"], SIGTERM);
+  const auto t0 = Clock::now();
+  auto e = common::WaitFor(procs_["w1"], 30);
+  ASSERT_TRUE(e.exited);
+  procs_["w1"] = -1;
+  EXPECT_EQ(e.code, 0);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 3.0)
+      << "the long poll (10 s) should be cancelled by the drain";
+}
+
 TEST_F(SweepTest, CancelledSweepStopsItsShardsButNotTheWorkers) {
   StartScheduler();
   const int64_t sweep = CreateSweep(40, Cheap, json::array());

@@ -179,6 +179,7 @@ void Scheduler::Shutdown() {
   if (impl_->http) impl_->http->Stop();
   // In-flight RPCs are answered by the pool, which is still running; watch streams end first.
   impl_->query->Shutdown();
+  impl_->EndParked(/*closing=*/true);  // long polls are answered "nothing", none parks again
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   impl_->pool->Stop();
   impl_->lease_pool->Stop();

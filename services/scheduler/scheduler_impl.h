@@ -63,6 +63,9 @@ struct Metrics {
   prometheus::Counter& idle_answers = reg.Counter(
       "touchstone_scheduler_lease_idle_answers_total",
       "LeaseShard calls answered 'nothing queued' from memory, without a statement");
+  prometheus::Gauge& lease_calls_parked = reg.Gauge(
+      "touchstone_scheduler_lease_calls_parked",
+      "LeaseShard long polls held while nothing is queued (wait_ms)");
   prometheus::Family<prometheus::Counter>& lease_events = reg.CounterFamily(
       "touchstone_scheduler_lease_events_total",
       "Leases that expired, shards split, models recorded lost after their workers were lost");
@@ -181,8 +184,40 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
     pb::LeaseShardResponse* resp;
     grpc::ServerUnaryReactor* reactor;
     Clock::time_point t0;
+    Clock::time_point wait_until;  // a long poll's end (t0 + wait_ms); t0: no long poll
+    grpc::CallbackServerContext* ctx;
   };
+  // Long polls. A call with wait_ms that would be answered "nothing queued" is parked here
+  // instead (guarded by lease_mu). The ticker serves them again when its count finds queued
+  // shards (work queued here or through another scheduler: within one tick), CreateSweep
+  // wakes them at once, and a parked call is answered "nothing" with
+  // retry_after_ms 0 when its wait ends (or its client went away). So 1,000 idle workers cost
+  // one call each per wait and the ticker's one count a tick, instead of 2,000 calls a second.
+  static constexpr uint32_t kMaxWaitMs = 60000;
+  std::vector<LeaseWaiter> parked;
+  bool parking_closed = false;  // Shutdown: answer at once
+  // Parks `w` unless parking is closed; false: the caller answers it.
+  bool Park(const LeaseWaiter& w) {
+    std::lock_guard<std::mutex> l(lease_mu);
+    if (parking_closed) return false;
+    parked.push_back(w);
+    metrics.lease_calls_parked.Set(static_cast<double>(parked.size()));
+    return true;
+  }
+  // Parked calls back to the leasing queue (queued shards were seen).
+  void WakeParked();
+  // Answers "nothing" to parked calls whose wait ended or whose client left; all of them
+  // (and no more parking) when `closing`.
+  void EndParked(bool closing);
+
   static constexpr size_t kLeaseBatch = 8;
+  static LeaseWaiter Waiter(const pb::LeaseShardRequest& req, pb::LeaseShardResponse* resp,
+                            grpc::ServerUnaryReactor* reactor, grpc::CallbackServerContext* ctx) {
+    const Clock::time_point now = Clock::now();
+    const uint32_t wait = std::min(req.wait_ms(), kMaxWaitMs);
+    return {req.worker_id(), req.request_id(), resp, reactor, now,
+            now + std::chrono::milliseconds(wait), ctx};
+  }
   // How long a worker told "nothing queued" waits before asking again (+-50% on its side).
   static constexpr int kIdleRetryMs = 500;
   std::mutex lease_mu;
@@ -284,6 +319,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
                                        const pb::LeaseShardRequest* req,
                                        pb::LeaseShardResponse* resp) override;
   void ServeLeases(store::Store* s);
+  bool ServeLeaseBatch(store::Store* s);  // false: nothing was waiting
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const pb::HeartbeatRequest* req,
                                       pb::HeartbeatResponse* resp) override;

@@ -1,4 +1,5 @@
 // The touchstone.v1.Scheduler RPCs: validated on gRPC's callback threads, answered on the pools.
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,17 +27,19 @@ grpc::ServerUnaryReactor* Scheduler::Impl::LeaseShard(grpc::CallbackServerContex
     reactor->Finish(common::ToGrpcStatus(st));
     return reactor;
   }
+  const LeaseWaiter waiter = Waiter(*req, resp, reactor, ctx);
   // Idle fleet: the queue was just seen empty and nothing here queued work since.
   if (QueueKnownEmpty() && IdleWorker(req->worker_id())) {
-    resp->set_retry_after_ms(kIdleRetryMs);
     Seen(req->worker_id());
+    if (waiter.wait_until > waiter.t0 && Park(waiter)) return reactor;
+    resp->set_retry_after_ms(kIdleRetryMs);
     metrics.idle_answers.Increment();
-    Answer(reactor, "LeaseShard", absl::OkStatus(), Clock::now());
+    Answer(reactor, "LeaseShard", absl::OkStatus(), waiter.t0);
     return reactor;
   }
   {
     std::lock_guard<std::mutex> l(lease_mu);
-    lease_waiters.push_back({req->worker_id(), req->request_id(), resp, reactor, Clock::now()});
+    lease_waiters.push_back(waiter);
     metrics.lease_calls_open.Set(static_cast<double>(++lease_calls_open));
   }
   if (!lease_pool->Submit([this](store::Store* s) { ServeLeases(s); })) {
@@ -60,8 +63,15 @@ grpc::ServerUnaryReactor* Scheduler::Impl::LeaseShard(grpc::CallbackServerContex
   return reactor;
 }
 
-// One lease-pool task per LeaseShard call; a task finding the queue already served is a no-op.
+// One lease-pool task per LeaseShard call (or per batch of woken long polls). A task serves
+// batches until the queue is empty, so a call whose own task could not be queued is still
+// served; a task finding the queue already served is a no-op.
 void Scheduler::Impl::ServeLeases(store::Store* s) {
+  while (ServeLeaseBatch(s)) {
+  }
+}
+
+bool Scheduler::Impl::ServeLeaseBatch(store::Store* s) {
   std::vector<LeaseWaiter> batch;
   {
     std::lock_guard<std::mutex> l(lease_mu);
@@ -70,7 +80,7 @@ void Scheduler::Impl::ServeLeases(store::Store* s) {
       lease_waiters.pop_front();
     }
   }
-  if (batch.empty()) return;
+  if (batch.empty()) return false;
   std::vector<int64_t> ids;
   std::vector<std::string> requests;
   for (const auto& b : batch) {
@@ -92,22 +102,67 @@ void Scheduler::Impl::ServeLeases(store::Store* s) {
     }
   }
 
+  const Clock::time_point now = Clock::now();
   for (size_t i = 0; i < batch.size(); ++i) {
     absl::Status st = answers.ok() ? (*answers)[i].status() : answers.status();
     if (st.ok()) {
-      *batch[i].resp = std::move(*(*answers)[i]);
+      pb::LeaseShardResponse& a = *(*answers)[i];
       Seen(batch[i].worker_id);
+      // A quarantined worker always asks the database (its quarantine ends there).
+      const bool idle = !a.has_shard() && !a.quarantined();
+      SetIdle(batch[i].worker_id, idle);
+      // Nothing for a long poll with time left: held until work is queued or its wait ends.
+      if (idle && batch[i].wait_until > now && Park(batch[i])) continue;
+      *batch[i].resp = std::move(a);
       if (batch[i].resp->has_shard()) {
         metrics.leases.Increment();
       } else if (!batch[i].resp->quarantined()) {
-        batch[i].resp->set_retry_after_ms(kIdleRetryMs);
+        batch[i].resp->set_retry_after_ms(batch[i].wait_until > batch[i].t0 ? 0 : kIdleRetryMs);
       }
-      // A quarantined worker always asks the database (its quarantine ends there).
-      SetIdle(batch[i].worker_id, !batch[i].resp->has_shard() && !batch[i].resp->quarantined());
     }
     Answer(batch[i].reactor, "LeaseShard", st, batch[i].t0);
   }
+  // Parked calls are no longer open either: a report does not hold back behind them.
   LeaseCallsAnswered(batch.size());
+  return true;
+}
+
+void Scheduler::Impl::WakeParked() {
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> l(lease_mu);
+    if (parked.empty()) return;
+    for (auto& w : parked) lease_waiters.push_back(w);
+    n = parked.size();
+    parked.clear();
+    lease_calls_open += n;
+    metrics.lease_calls_open.Set(static_cast<double>(lease_calls_open));
+    metrics.lease_calls_parked.Set(0);
+  }
+  // One task per batch, so that the lease threads share them; any one task serves them all.
+  for (size_t i = 0; i < n; i += kLeaseBatch) {
+    if (!lease_pool->Submit([this](store::Store* s) { ServeLeases(s); })) break;
+  }
+}
+
+void Scheduler::Impl::EndParked(bool closing) {
+  std::vector<LeaseWaiter> done;
+  {
+    std::lock_guard<std::mutex> l(lease_mu);
+    if (closing) parking_closed = true;
+    const Clock::time_point now = Clock::now();
+    auto keep = std::partition(parked.begin(), parked.end(), [&](const LeaseWaiter& w) {
+      return !closing && w.wait_until > now && !w.ctx->IsCancelled();
+    });
+    done.assign(keep, parked.end());
+    parked.erase(keep, parked.end());
+    metrics.lease_calls_parked.Set(static_cast<double>(parked.size()));
+  }
+  for (const LeaseWaiter& w : done) {
+    w.resp->set_retry_after_ms(0);  // the wait was the backoff: ask again now
+    metrics.idle_answers.Increment();
+    Answer(w.reactor, "LeaseShard", absl::OkStatus(), w.t0);
+  }
 }
 
 grpc::ServerUnaryReactor* Scheduler::Impl::Heartbeat(grpc::CallbackServerContext* ctx,
@@ -159,8 +214,10 @@ grpc::ServerUnaryReactor* Scheduler::Impl::UpsertModels(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* Scheduler::Impl::CreateSweep(grpc::CallbackServerContext* ctx,
                                       const pb::CreateSweepRequest* req,
                                       pb::CreateSweepResponse* resp) {
-  return Handle("CreateSweep", ctx, req, resp, [](store::Store& s, const auto& r, auto* out) {
-    return Assign(s.CreateSweep(r), out);
+  return Handle("CreateSweep", ctx, req, resp, [this](store::Store& s, const auto& r, auto* out) {
+    absl::Status st = Assign(s.CreateSweep(r), out);
+    if (st.ok()) WakeParked();  // committed: the long polls lease its shards now
+    return st;
   });
 }
 

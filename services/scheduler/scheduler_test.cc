@@ -455,6 +455,113 @@ TEST_F(SchedulerTest, IdleFleetRunsNoLeaseStatementsAndANewSweepIsLeasedAtOnce) 
   EXPECT_TRUE(poll(workers[0]).has_shard());
 }
 
+// Long polls (issue 14, item 8): an idle call with wait_ms is held, not answered every 0.5 s.
+// It ends with "nothing" and retry_after_ms 0 when its wait is over, is answered with a shard as
+// soon as a sweep is created here or through another scheduler on the database, and is
+// answered at once when the scheduler shuts down.
+TEST_F(SchedulerTest, LongPollsAreHeldUntilWorkIsQueuedOrTheirWaitEnds) {
+  using Clock = std::chrono::steady_clock;
+  LoadModels(4);
+  std::vector<int64_t> workers;
+  for (int i = 0; i < 3; ++i) {
+    pb::RegisterWorkerRequest reg;
+    reg.set_name("lp" + std::to_string(i));
+    pb::RegisterWorkerResponse w;
+    ASSERT_TRUE(stub_->RegisterWorker(Ctx().get(), reg, &w).ok());
+    workers.push_back(w.worker_id());
+  }
+  struct Poll {
+    grpc::Status st;
+    pb::LeaseShardResponse lease;
+    double seconds = 0;
+  };
+  const auto long_poll = [&](pb::Scheduler::Stub* stub, int64_t worker, uint32_t wait_ms) {
+    pb::LeaseShardRequest lq;
+    lq.set_worker_id(worker);
+    lq.set_wait_ms(wait_ms);
+    Poll p;
+    const auto t0 = Clock::now();
+    p.st = stub->LeaseShard(Ctx().get(), lq, &p.lease);
+    p.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return p;
+  };
+  const auto await_parked = [&](double n) {
+    for (int i = 0; i < 400 && Metric("touchstone_scheduler_lease_calls_parked") != n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return Metric("touchstone_scheduler_lease_calls_parked");
+  };
+
+  // Nothing queued: held for its wait, then "nothing", ask again at once.
+  const double statements = Metric("touchstone_scheduler_lease_statements_total");
+  Poll idle = long_poll(stub_.get(), workers[0], 1500);
+  ASSERT_TRUE(idle.st.ok()) << idle.st.error_message();
+  EXPECT_FALSE(idle.lease.has_shard());
+  EXPECT_EQ(idle.lease.retry_after_ms(), 0);
+  EXPECT_GE(idle.seconds, 1.3);
+  EXPECT_LT(idle.seconds, 4.0);
+  EXPECT_LE(Metric("touchstone_scheduler_lease_statements_total") - statements, 2);
+  pb::LeaseShardRequest too_long;
+  too_long.set_worker_id(workers[0]);
+  too_long.set_wait_ms(60001);
+  pb::LeaseShardResponse refused;
+  grpc::Status st = stub_->LeaseShard(Ctx().get(), too_long, &refused);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(st.error_message().substr(0, 8), "wait_ms:");
+
+  // Two held calls; a sweep created here answers both with a shard each, at once.
+  Poll a, b;
+  std::thread ta([&] { a = long_poll(stub_.get(), workers[1], 20000); });
+  std::thread tb([&] { b = long_poll(stub_.get(), workers[2], 20000); });
+  EXPECT_EQ(await_parked(2), 2);
+  pb::CreateSweepRequest sweep;
+  sweep.mutable_profile()->set_name("p");
+  sweep.mutable_profile()->set_body("{}");
+  sweep.set_shard_max_models(1);
+  sweep.mutable_filter()->add_model_ids("org/m0");
+  sweep.mutable_filter()->add_model_ids("org/m1");
+  pb::CreateSweepResponse created;
+  const auto t_create = Clock::now();
+  ASSERT_TRUE(stub_->CreateSweep(Ctx().get(), sweep, &created).ok());
+  ta.join();
+  tb.join();
+  const double after_create = std::chrono::duration<double>(Clock::now() - t_create).count();
+  ASSERT_TRUE(a.st.ok() && b.st.ok()) << a.st.error_message() << b.st.error_message();
+  EXPECT_TRUE(a.lease.has_shard());
+  EXPECT_TRUE(b.lease.has_shard());
+  EXPECT_NE(a.lease.shard_id(), b.lease.shard_id());
+  EXPECT_LT(after_create, 1.0);
+  EXPECT_EQ(Metric("touchstone_scheduler_lease_calls_parked"), 0);
+
+  // A sweep created through another scheduler on the same database: seen by this one's
+  // ticker (its queue count) within a tick.
+  auto other = Scheduler::Start(opts_);
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto other_stub = pb::Scheduler::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string((*other)->grpc_port()), grpc::InsecureChannelCredentials()));
+  Poll c;
+  std::thread tc([&] { c = long_poll(stub_.get(), workers[0], 20000); });
+  EXPECT_EQ(await_parked(1), 1);
+  sweep.mutable_filter()->clear_model_ids();
+  sweep.mutable_filter()->add_model_ids("org/m2");
+  const auto t_other = Clock::now();
+  ASSERT_TRUE(other_stub->CreateSweep(Ctx().get(), sweep, &created).ok());
+  tc.join();
+  ASSERT_TRUE(c.st.ok()) << c.st.error_message();
+  EXPECT_TRUE(c.lease.has_shard());
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t_other).count(), 3.0);
+  (*other)->Shutdown();
+
+  // Shutdown answers a held call at once ("nothing"), rather than after its 20 s.
+  Poll d;
+  std::thread td([&] { d = long_poll(stub_.get(), workers[1], 20000); });
+  EXPECT_EQ(await_parked(1), 1);
+  sched_->Shutdown();
+  td.join();
+  EXPECT_LT(d.seconds, 5.0);
+  EXPECT_FALSE(d.lease.has_shard());
+}
+
 // A LeaseShard whose answer was lost, retried with its request id after other workers found the
 // queue empty: the retry still gets its shard and token back (from the database, not the idle
 // answer), and no second shard.

@@ -64,6 +64,7 @@ void Scheduler::Impl::Tick(store::Store* s) {
   const uint64_t epoch = QueueEpoch();
   auto q = s->Queue();
   if (q.ok() && q->shards_queued == 0) QueueSeenEmpty(epoch);
+  if (q.ok() && q->shards_queued > 0) WakeParked();  // queued here or by another scheduler
   db_ok = e.ok() && q.ok();
   if (!db_ok) leases_graced = false;
   metrics.db_up.Set(db_ok ? 1 : 0);
@@ -120,6 +121,7 @@ void Scheduler::Impl::TickLoop() {
       if (c.ok()) s = std::move(*c);
     }
     Tick(s.get());
+    EndParked(/*closing=*/false);  // also while the database is out
     l.lock();
     tick_cv.wait_for(l, std::chrono::duration<double>(tick), [&] { return stopping; });
   }

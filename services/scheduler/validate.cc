@@ -111,6 +111,7 @@ absl::Status Shape(const pb::RegisterWorkerRequest& r) {
 
 absl::Status Shape(const pb::LeaseShardRequest& r) {
   if (auto st = Positive("worker_id", r.worker_id()); !st.ok()) return st;
+  if (r.wait_ms() > 60000) return Bad("wait_ms", "at most 60000 (60 s)");
   return RequestId(r.request_id());
 }
 

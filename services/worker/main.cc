@@ -1,6 +1,6 @@
 // touchstone-worker --scheduler HOST:PORT [--token-file F] [--tls-ca F] [--name N]
 //                   [--runner PATH] [--state-dir DIR] [--http-port N] [--http-host H] [--report-batch N]
-//                   [--weights-dir DIR]
+//                   [--weights-dir DIR] [--long-poll S]
 // Token: the `worker` (else `admin`) line of --token-file (or its one bare token), else
 // TOUCHSTONE_WORKER_TOKEN (else TOUCHSTONE_ADMIN_TOKEN), else none.
 // SIGTERM or SIGINT: drain (finish the current model, report, release the shard) and exit 0.
@@ -25,7 +25,10 @@ int Usage(const std::string& why) {
                "         [--name NAME] [--runner PATH] [--state-dir DIR] [--http-port N]\n"
                "         [--http-host H]  (default 127.0.0.1; 0.0.0.0: scraped or probed from\n"
                "                          another host)\n"
-               "         [--report-batch N] [--weights-dir DIR]\n"
+               "         [--report-batch N] [--weights-dir DIR] [--long-poll SECONDS]\n"
+               "  --long-poll   how long the scheduler may hold an idle lease call, answering\n"
+               "                as soon as work is queued (default 10, at most 60; 0: poll\n"
+               "                every 0.5 s)\n"
                "  --weights-dir a Hub-mirror folder: a model id with a checkpoint in DIR/<id>\n"
                "                runs on it (model.safetensors or its sharded index)\n"
                "  --token-file  the 'worker' (else 'admin') line of a tokens file, or a bare\n"
@@ -70,6 +73,12 @@ int main(int argc, char** argv) {
     } else if (a == "--report-batch" && has) {
       o.report_batch = std::atoi(argv[++i]);
       if (o.report_batch < 1) return Usage("--report-batch: must be >= 1");
+    } else if (a == "--long-poll" && has) {
+      char* end = nullptr;
+      o.long_poll_s = std::strtod(argv[++i], &end);
+      if (end == argv[i] || *end != '\0' || !(o.long_poll_s >= 0 && o.long_poll_s <= 60)) {
+        return Usage("--long-poll: seconds from 0 to 60");
+      }
     } else {
       return Usage("unknown argument '" + a + "'");
     }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
@@ -99,18 +100,36 @@ struct Worker::Impl {
       "touchstone_worker_runner_restarts", "Runner children replaced after a crash or timeout");
   std::unique_ptr<common::HttpServer> http;
 
+  // The long poll in flight, if any: Drain() cancels it (guarded by call_mu).
+  std::mutex call_mu;
+  grpc::ClientContext* long_poll = nullptr;
+  void CancelLongPoll() {
+    std::lock_guard<std::mutex> l(call_mu);
+    if (long_poll != nullptr) long_poll->TryCancel();
+  }
+
   // One RPC, retried with backoff while retryable. Draining gives up retrying after 60 s.
+  // wait_s: a long poll's wait, added to the deadline; the call is cancelled by Drain().
   template <typename Req, typename Resp>
   grpc::Status Call(grpc::Status (pb::Scheduler::Stub::*method)(grpc::ClientContext*, const Req&,
                                                                 Resp*),
-                    const Req& req, Resp* resp, bool retry = true) {
+                    const Req& req, Resp* resp, bool retry = true, double wait_s = 0) {
     const auto start = Clock::now();
     for (int attempt = 0;; ++attempt) {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(static_cast<int>(opts.rpc_timeout_s * 1000)));
+                       std::chrono::milliseconds(static_cast<int>((opts.rpc_timeout_s + wait_s) * 1000)));
       if (!opts.token.empty()) ctx.AddMetadata("authorization", "Bearer " + opts.token);
+      if (wait_s > 0) {
+        std::lock_guard<std::mutex> l(call_mu);
+        if (draining) return grpc::Status(grpc::StatusCode::CANCELLED, "draining");
+        long_poll = &ctx;
+      }
       grpc::Status st = (stub.get()->*method)(&ctx, req, resp);
+      if (wait_s > 0) {
+        std::lock_guard<std::mutex> l(call_mu);
+        long_poll = nullptr;
+      }
       if (st.ok() || !retry || !Retryable(st.error_code())) return st;
       if (draining && Clock::now() - start > std::chrono::seconds(60)) return st;
       retries.Increment();
@@ -341,7 +360,12 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opts
 int Worker::http_port() const { return impl_->http ? impl_->http->port() : -1; }
 
 void Worker::Drain() {
-  impl_->draining = true;
+  {
+    // Under call_mu: a long poll either sees draining before it starts or is cancelled here.
+    std::lock_guard<std::mutex> l(impl_->call_mu);
+    impl_->draining = true;
+  }
+  impl_->CancelLongPoll();
   impl_->cv.notify_all();
 }
 
@@ -365,8 +389,11 @@ absl::Status Worker::Run() {
     pb::LeaseShardRequest lq;
     lq.set_worker_id(w.worker_id);
     lq.set_request_id(common::RandomHex(16));  // kept across this call's retries
+    const double wait_s = std::clamp(w.opts.long_poll_s, 0.0, 60.0);
+    lq.set_wait_ms(static_cast<uint32_t>(wait_s * 1000));
     pb::LeaseShardResponse lease;
-    grpc::Status st = w.Call(&pb::Scheduler::Stub::LeaseShard, lq, &lease);
+    const auto asked = Clock::now();
+    grpc::Status st = w.Call(&pb::Scheduler::Stub::LeaseShard, lq, &lease, /*retry=*/true, wait_s);
     if (!st.ok()) {
       if (w.draining) break;
       if (!Retryable(st.error_code())) return common::FromGrpcStatus(st);
@@ -381,6 +408,12 @@ absl::Status Worker::Run() {
       continue;
     }
     if (!lease.has_shard()) {
+      // A long poll that waited: ask again at once. (One answered at once with 0, which a
+      // scheduler would only do by mistake, still waits below: never a busy loop.)
+      if (wait_s > 0 && lease.retry_after_ms() == 0 &&
+          Clock::now() - asked > std::chrono::duration<double>(wait_s / 2)) {
+        continue;
+      }
       const double wait = lease.retry_after_ms() > 0
                               ? std::min(w.opts.idle_poll_s, lease.retry_after_ms() / 1000.0)
                               : w.opts.idle_poll_s;

@@ -39,6 +39,9 @@ struct WorkerOptions {
   int report_batch = 16;    // results per ReportResults
   double report_interval_s = 2;  // or this long since the last report
   double idle_poll_s = 0.5;      // wait when the queue is empty (the scheduler may say less), +-50%
+  // LeaseShard long poll: the scheduler may hold "nothing queued" this long, answering as soon
+  // as work is queued (0: poll every idle_poll_s instead). Cancelled at once by Drain().
+  double long_poll_s = 10;
   double rpc_timeout_s = 30;
 };
 
