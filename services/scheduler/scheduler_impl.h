@@ -127,10 +127,16 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   }
   // Idle polls. Once a leasing statement (or the ticker's queue count) found no queued shard,
   // LeaseShard answers workers this scheduler knows with "nothing" from memory for
-  // kIdleWindow, unless a write that may queue work ran here since (queue_epoch moved): 1,000
+  // IdleWindow(), unless a write that may queue work ran here since (queue_epoch moved): 1,000
   // idle workers cost about one statement a second rather than two thousand. Work queued
-  // through another scheduler is seen within kIdleWindow.
-  static constexpr auto kIdleWindow = std::chrono::milliseconds(1000);
+  // through another scheduler is seen within IdleWindow().
+  double TickSeconds() const {
+    return opts.tick_s > 0 ? opts.tick_s : std::min(1.0, opts.lease_ttl_s / 4);
+  }
+  // At least two ticks, so that the ticker's queue counts keep it from lapsing while idle.
+  std::chrono::duration<double> IdleWindow() const {
+    return std::chrono::duration<double>(std::max(1.0, 2 * TickSeconds()));
+  }
   std::mutex idle_mu;
   uint64_t queue_epoch = 0;             // bumped after each write that may queue shards
   uint64_t empty_epoch = ~uint64_t{0};  // the epoch at which the queue was last seen empty
@@ -152,7 +158,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   }
   bool QueueKnownEmpty() {
     std::lock_guard<std::mutex> l(idle_mu);
-    return empty_epoch == queue_epoch && Clock::now() - empty_at < kIdleWindow;
+    return empty_epoch == queue_epoch && Clock::now() - empty_at < IdleWindow();
   }
   // Workers whose last leasing statement here found nothing for them: only they are answered
   // from memory. A worker that got a shard asks the database again, so that the retry of a
@@ -183,8 +189,10 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
     std::string request_id;  // "" when the call carried none
     pb::LeaseShardResponse* resp;
     grpc::ServerUnaryReactor* reactor;
-    Clock::time_point t0;
-    Clock::time_point wait_until;  // a long poll's end (t0 + wait_ms); t0: no long poll
+    Clock::time_point t0;          // arrival; for a woken long poll, its wake (the latency
+                                   // histogram times the service, not the wait)
+    Clock::time_point wait_until;  // a long poll's end (arrival + wait_ms)
+    bool long_poll;                // wait_ms > 0
     grpc::CallbackServerContext* ctx;
   };
   // Long polls. A call with wait_ms that would be answered "nothing queued" is parked here
@@ -216,7 +224,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
     const Clock::time_point now = Clock::now();
     const uint32_t wait = std::min(req.wait_ms(), kMaxWaitMs);
     return {req.worker_id(), req.request_id(), resp, reactor, now,
-            now + std::chrono::milliseconds(wait), ctx};
+            now + std::chrono::milliseconds(wait), wait > 0, ctx};
   }
   // How long a worker told "nothing queued" waits before asking again (+-50% on its side).
   static constexpr int kIdleRetryMs = 500;

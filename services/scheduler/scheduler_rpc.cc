@@ -31,7 +31,7 @@ grpc::ServerUnaryReactor* Scheduler::Impl::LeaseShard(grpc::CallbackServerContex
   // Idle fleet: the queue was just seen empty and nothing here queued work since.
   if (QueueKnownEmpty() && IdleWorker(req->worker_id())) {
     Seen(req->worker_id());
-    if (waiter.wait_until > waiter.t0 && Park(waiter)) return reactor;
+    if (waiter.long_poll && Park(waiter)) return reactor;
     resp->set_retry_after_ms(kIdleRetryMs);
     metrics.idle_answers.Increment();
     Answer(reactor, "LeaseShard", absl::OkStatus(), waiter.t0);
@@ -117,7 +117,7 @@ bool Scheduler::Impl::ServeLeaseBatch(store::Store* s) {
       if (batch[i].resp->has_shard()) {
         metrics.leases.Increment();
       } else if (!batch[i].resp->quarantined()) {
-        batch[i].resp->set_retry_after_ms(batch[i].wait_until > batch[i].t0 ? 0 : kIdleRetryMs);
+        batch[i].resp->set_retry_after_ms(batch[i].long_poll ? 0 : kIdleRetryMs);
       }
     }
     Answer(batch[i].reactor, "LeaseShard", st, batch[i].t0);
@@ -132,7 +132,11 @@ void Scheduler::Impl::WakeParked() {
   {
     std::lock_guard<std::mutex> l(lease_mu);
     if (parked.empty()) return;
-    for (auto& w : parked) lease_waiters.push_back(w);
+    const Clock::time_point now = Clock::now();
+    for (auto& w : parked) {
+      w.t0 = now;  // timed from here: the wait is not the service's latency
+      lease_waiters.push_back(w);
+    }
     n = parked.size();
     parked.clear();
     lease_calls_open += n;
@@ -161,7 +165,7 @@ void Scheduler::Impl::EndParked(bool closing) {
   for (const LeaseWaiter& w : done) {
     w.resp->set_retry_after_ms(0);  // the wait was the backoff: ask again now
     metrics.idle_answers.Increment();
-    Answer(w.reactor, "LeaseShard", absl::OkStatus(), w.t0);
+    Answer(w.reactor, "LeaseShard", absl::OkStatus(), Clock::now());  // nothing was served
   }
 }
 

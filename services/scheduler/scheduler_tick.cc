@@ -111,7 +111,7 @@ void Scheduler::Impl::SetRegressionGauges(store::Store& q) {
 }
 
 void Scheduler::Impl::TickLoop() {
-  const double tick = opts.tick_s > 0 ? opts.tick_s : std::min(1.0, opts.lease_ttl_s / 4);
+  const double tick = TickSeconds();
   std::unique_ptr<store::Store> s;
   std::unique_lock<std::mutex> l(tick_mu);
   while (!stopping) {
