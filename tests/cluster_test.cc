@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -121,6 +122,51 @@ void AwaitFirstResult(cluster::SweepDriver* driver, int64_t sweep_id) {
   ADD_FAILURE() << "no result in 300 s";
 }
 
+// Follows a sweep with the cluster supervised between polls and its progress lines captured.
+// `watch`, if set, sees what was printed so far before each poll.
+struct Followed {
+  absl::StatusOr<cluster::FollowResult> result;
+  std::string printed;
+};
+Followed FollowPrinting(cluster::LocalCluster& c, cluster::SweepDriver& d, int64_t sweep_id,
+                        double stall_note_s = 60,
+                        std::function<void(const std::string&)> watch = nullptr) {
+  char notes[] = "/tmp/ts-cluster-notes-XXXXXX";
+  const int fd = ::mkstemp(notes);
+  if (fd < 0) return {absl::InternalError("mkstemp"), ""};
+  FILE* out = ::fdopen(fd, "w");
+  cluster::FollowOptions fo;
+  fo.between_polls = [&]() -> absl::Status {
+    if (watch) {
+      std::fflush(out);
+      watch(ReadText(notes));
+    }
+    return c.Supervise();
+  };
+  fo.why_stalled = [&c] { return c.Diagnose(); };
+  fo.stall_note_s = stall_note_s;
+  fo.out = out;
+  Followed f{d.Follow(sweep_id, fo), ""};
+  std::fclose(out);
+  f.printed = ReadText(notes);
+  fs::remove(notes);
+  return f;
+}
+
+// The sweep ended done with each of its kModels models recorded once, and every row reads back.
+void ExpectEveryModelOnce(cluster::SweepDriver& d, const Followed& f, int64_t sweep_id) {
+  ASSERT_TRUE(f.result.ok()) << f.result.status() << "\n" << f.printed;
+  EXPECT_EQ(f.result->progress.state(), "done");
+  EXPECT_EQ(f.result->progress.models_recorded(), kModels);
+  EXPECT_EQ(f.result->progress.duplicates(), 0);
+  int64_t rows_with_status = 0;
+  auto tally = d.Summarize(sweep_id, [&](const pb::ResultRow& row) {
+    rows_with_status += !row.status().empty();
+  });
+  ASSERT_TRUE(tally.ok()) << tally.status();
+  EXPECT_EQ(rows_with_status, kModels);
+}
+
 TEST_F(LocalClusterTest, SweepCompletesOnceEachThroughSchedulerRestartAndCrashThenStopsInOrder) {
   auto started = cluster::LocalCluster::Start(Options(TS_BIN_DIR));
   ASSERT_TRUE(started.ok()) << started.status();
@@ -208,29 +254,9 @@ TEST_F(LocalClusterTest, EmbeddedPostgresKilledMidSweepIsRestartedAndTheSweepFin
   }
   EXPECT_EQ(c.Diagnose(), "the embedded PostgreSQL is down");
 
-  char notes[] = "/tmp/ts-cluster-notes-XXXXXX";
-  const int fd = ::mkstemp(notes);
-  ASSERT_GE(fd, 0);
-  FILE* out = ::fdopen(fd, "w");
-  cluster::FollowOptions fo;
-  fo.between_polls = [&c] { return c.Supervise(); };
-  fo.why_stalled = [&c] { return c.Diagnose(); };
-  fo.out = out;
-  auto followed = d.Follow(created->sweep_id(), fo);
-  std::fclose(out);
-  const std::string printed = ReadText(notes);
-  fs::remove(notes);
-  ASSERT_TRUE(followed.ok()) << followed.status() << "\n" << printed;
-  EXPECT_EQ(followed->progress.state(), "done");
-  EXPECT_EQ(followed->progress.models_recorded(), kModels);
-  EXPECT_EQ(followed->progress.duplicates(), 0);
+  const Followed f = FollowPrinting(c, d, created->sweep_id());
+  ExpectEveryModelOnce(d, f, created->sweep_id());
   EXPECT_EQ(c.database_restarts(), 1);
-  int64_t rows_with_status = 0;
-  auto tally = d.Summarize(created->sweep_id(), [&](const pb::ResultRow& row) {
-    rows_with_status += !row.status().empty();
-  });
-  ASSERT_TRUE(tally.ok()) << tally.status();
-  EXPECT_EQ(rows_with_status, kModels);
   ASSERT_TRUE(c.Stop().ok());
 }
 
@@ -276,43 +302,21 @@ TEST_F(LocalClusterTest, DiskFullStallsSayingWhyAndFinishesOnceAfterSpaceIsFreed
   EXPECT_NE(c.Diagnose().find("is full"), std::string::npos) << c.Diagnose();
   ASSERT_TRUE(c.StartWorkers().ok());
 
-  char notes[] = "/tmp/ts-cluster-notes-XXXXXX";
-  const int fd = ::mkstemp(notes);
-  ASSERT_GE(fd, 0);
-  FILE* out = ::fdopen(fd, "w");
-  cluster::FollowOptions fo;
   int64_t recorded_while_full = -1;
-  fo.between_polls = [&]() -> absl::Status {
-    // Free the space once the progress line has said why it stalled.
-    std::fflush(out);
-    if (recorded_while_full < 0 && ReadText(notes).find("is full") != std::string::npos) {
-      auto p = d.Progress(created->sweep_id());
-      recorded_while_full = p.ok() ? p->models_recorded() : -2;
-      fs::remove(ballast);
-    }
-    return c.Supervise();
-  };
-  fo.why_stalled = [&c] { return c.Diagnose(); };
-  fo.stall_note_s = 3;
-  fo.out = out;
-  auto followed = d.Follow(created->sweep_id(), fo);
-  std::fclose(out);
-  const std::string printed = ReadText(notes);
-  fs::remove(notes);
-  ASSERT_TRUE(followed.ok()) << followed.status() << "\n" << printed;
-  EXPECT_NE(printed.find("data folder " + (pg / "data").string() + " is full"), std::string::npos)
-      << printed;
-  EXPECT_NE(printed.find("free space there and the sweep carries on"), std::string::npos);
-  EXPECT_EQ(recorded_while_full, 0) << "nothing can be stored on a full disk";
-  EXPECT_EQ(followed->progress.state(), "done");
-  EXPECT_EQ(followed->progress.models_recorded(), kModels);
-  EXPECT_EQ(followed->progress.duplicates(), 0);
-  int64_t rows_with_status = 0;
-  auto tally = d.Summarize(created->sweep_id(), [&](const pb::ResultRow& row) {
-    rows_with_status += !row.status().empty();
+  // Free the space once the progress line has said why it stalled.
+  const Followed f = FollowPrinting(c, d, created->sweep_id(), /*stall_note_s=*/3,
+                                    [&](const std::string& printed) {
+    if (recorded_while_full >= 0 || printed.find("is full") == std::string::npos) return;
+    auto p = d.Progress(created->sweep_id());
+    recorded_while_full = p.ok() ? p->models_recorded() : -2;
+    fs::remove(ballast);
   });
-  ASSERT_TRUE(tally.ok()) << tally.status();
-  EXPECT_EQ(rows_with_status, kModels);
+  EXPECT_NE(f.printed.find("data folder " + (pg / "data").string() + " is full"),
+            std::string::npos)
+      << f.printed;
+  EXPECT_NE(f.printed.find("free space there and the sweep carries on"), std::string::npos);
+  EXPECT_EQ(recorded_while_full, 0) << "nothing can be stored on a full disk";
+  ExpectEveryModelOnce(d, f, created->sweep_id());
   ASSERT_TRUE(c.Stop().ok());
 }
 

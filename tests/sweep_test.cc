@@ -91,6 +91,7 @@ TEST_F(SweepTest, WorkerDrainsOnSigtermAndReleasesItsShard) {
 // An idle worker waits in a long poll (no poll every 0.5 s), takes a new sweep's shard as soon
 // as it is created, and on SIGTERM while waiting drains at once (its long poll is cancelled).
 TEST_F(SweepTest, IdleWorkerLongPollsTakesANewSweepAtOnceAndDrainsAtOnce) {
+  lease_ttl_ = "30";  // a wait is at most one TTL: the worker's full 10 s, cancelled by the drain
   StartScheduler();
   StartWorker("w1");
   const auto parked = [this] {

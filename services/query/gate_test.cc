@@ -49,6 +49,22 @@ std::vector<ModelPair> AllPairs(const std::vector<pb::ResultRow>& base,
   return out;
 }
 
+// Two sweeps of eager-only records, as Compare reads them.
+struct EagerPair {
+  EagerPair(const std::vector<pb::ResultRow>& base, const std::vector<pb::ResultRow>& head)
+      : bg(TallyRows(base)), hg(TallyRows(head)), pairs(AllPairs(base, head)) {}
+  CompareInput Input() const {
+    CompareInput in;
+    in.base_groups = &bg;
+    in.head_groups = &hg;
+    in.differing = &pairs;
+    in.base_modes = in.head_modes = {"eager"};
+    return in;
+  }
+  const std::vector<GroupTally> bg, hg;
+  const std::vector<ModelPair> pairs;
+};
+
 const pb::GateCheck* Find(const pb::GateResponse& g, const std::string& rule,
                           const std::string& group) {
   for (const auto& c : g.checks()) {
@@ -199,13 +215,8 @@ TEST(CompareTest, LostIsNeverAFlipButCrashIs) {
                                      Model("c", "t", "A", "pass")};
   std::vector<pb::ResultRow> head = {Model("a", "t", "A", "lost"), Model("b", "t", "A", "pass"),
                                      Model("c", "t", "A", "crash")};
-  const std::vector<GroupTally> bg = TallyRows(base), hg = TallyRows(head);
-  const std::vector<ModelPair> pairs = AllPairs(base, head);
-  CompareInput in;
-  in.base_groups = &bg;
-  in.head_groups = &hg;
-  in.differing = &pairs;
-  in.base_modes = in.head_modes = {"eager"};
+  const EagerPair pair(base, head);
+  CompareInput in = pair.Input();
   const pb::CompareSweepsResponse r = Compare(in);
   EXPECT_EQ(r.regressed(), 1);
   EXPECT_EQ(r.fixed(), 0);
@@ -223,13 +234,8 @@ TEST(CompareTest, FlipsAppearedDisappearedAndConfirmation) {
                                      Model("c", "t", "A", "pass"), Model("gone", "u", "G", "pass")};
   std::vector<pb::ResultRow> head = {Model("new", "v", "N", "crash"), Model("c", "t", "A", "pass"),
                                      Model("b", "t", "A", "pass"), Model("a", "t", "A", "oom")};
-  const std::vector<GroupTally> bg = TallyRows(base), hg = TallyRows(head);
-  const std::vector<ModelPair> pairs = AllPairs(base, head);
-  CompareInput in;
-  in.base_groups = &bg;
-  in.head_groups = &hg;
-  in.differing = &pairs;
-  in.base_modes = in.head_modes = {"eager"};
+  const EagerPair pair(base, head);
+  CompareInput in = pair.Input();
   in.confirmations[{"a", "eager"}] = "deterministic";
   const pb::CompareSweepsResponse r = Compare(in);
   EXPECT_EQ(r.common_models(), 3);

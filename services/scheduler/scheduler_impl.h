@@ -219,10 +219,13 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   void EndParked(bool closing);
 
   static constexpr size_t kLeaseBatch = 8;
-  static LeaseWaiter Waiter(const pb::LeaseShardRequest& req, pb::LeaseShardResponse* resp,
-                            grpc::ServerUnaryReactor* reactor, grpc::CallbackServerContext* ctx) {
+  // A call's waiter. Its wait is at most one lease TTL, so that a held worker is heard from
+  // within the TTLs that count it alive.
+  LeaseWaiter Waiter(const pb::LeaseShardRequest& req, pb::LeaseShardResponse* resp,
+                     grpc::ServerUnaryReactor* reactor, grpc::CallbackServerContext* ctx) const {
     const Clock::time_point now = Clock::now();
-    const uint32_t wait = std::min(req.wait_ms(), kMaxWaitMs);
+    const uint32_t wait = std::min({req.wait_ms(), kMaxWaitMs,
+                                    static_cast<uint32_t>(std::max(0.0, opts.lease_ttl_s) * 1000)});
     return {req.worker_id(), req.request_id(), resp, reactor, now,
             now + std::chrono::milliseconds(wait), wait > 0, ctx};
   }

@@ -163,6 +163,7 @@ void Scheduler::Impl::EndParked(bool closing) {
     metrics.lease_calls_parked.Set(static_cast<double>(parked.size()));
   }
   for (const LeaseWaiter& w : done) {
+    Seen(w.worker_id);
     w.resp->set_retry_after_ms(0);  // the wait was the backoff: ask again now
     metrics.idle_answers.Increment();
     Answer(w.reactor, "LeaseShard", absl::OkStatus(), Clock::now());  // nothing was served

@@ -89,6 +89,10 @@ absl::Status Verdict(const std::string& at, const pb::ModeVerdict& v) {
   if (proto::VerdictName(v.status()).empty()) {
     return Bad(at + ".status", "unknown status " + std::to_string(v.status()));
   }
+  if (v.status() == pb::VERDICT_LOST) {
+    return Bad(at + ".status", "lost is the scheduler's to record (a worker lost too often), "
+                               "not a verdict a worker reports");
+  }
   if (!v.audited() && v.suspects_size() > 0) {
     return Bad(at + ".suspects", "present, but the mode was not audited");
   }

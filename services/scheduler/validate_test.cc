@@ -63,6 +63,10 @@ TEST(ValidateTest, ReportErrorsNameTheField) {
          r.mutable_results(0)->mutable_modes(0)->set_status(touchstone::v1::VERDICT_UNSPECIFIED);
        },
        "results[0].modes[0].status: unknown status 0"},
+      {[](auto& r) {
+         r.mutable_results(0)->mutable_modes(0)->set_status(touchstone::v1::VERDICT_LOST);
+       },
+       "results[0].modes[0].status: lost is the scheduler's"},
       {[](auto& r) { r.mutable_results(0)->set_opcov_ratio(1.5); }, "results[0].opcov_ratio:"},
       {[](auto& r) { r.mutable_results(0)->add_ops()->set_calls(1); }, "results[0].ops[0].op:"},
       {[](auto& r) { r.mutable_results(0)->set_tiny_config_json("[1"); },
