@@ -7,7 +7,7 @@
 //   build/bench/scheduler_bench [--workers 64] [--models 20000] [--shard 32] [--db-threads 4]
 //                               [--lease-threads 2] [--separate-finish] [--start idle|burst]
 //                               [--hold-first-ms N] [--schedulers N] [--idle-s S] [--db URL]
-//                               [--long-poll-ms N]
+//                               [--long-poll-ms N] [--lease-batch 8]
 //                               (default: a private PostgreSQL under /tmp)
 //
 // --schedulers N: N schedulers on the one database (issue 13), fake worker w on scheduler
@@ -171,7 +171,7 @@ double MetricValue(int http_port, const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int workers = 64, models = 20000, shard = 32, db_threads = 4, lease_threads = 2;
+  int workers = 64, models = 20000, shard = 32, db_threads = 4, lease_threads = 2, lease_batch = 8;
   bool finish_in_report = true, burst = false;
   int hold_first_ms = 0;
   bool reconnect = false;
@@ -186,6 +186,7 @@ int main(int argc, char** argv) {
     else if (a == "--shard" && i + 1 < argc) shard = std::atoi(argv[++i]);
     else if (a == "--db-threads" && i + 1 < argc) db_threads = std::atoi(argv[++i]);
     else if (a == "--lease-threads" && i + 1 < argc) lease_threads = std::atoi(argv[++i]);
+    else if (a == "--lease-batch" && i + 1 < argc) lease_batch = std::atoi(argv[++i]);
     else if (a == "--separate-finish") finish_in_report = false;
     else if (a == "--db" && i + 1 < argc) db = argv[++i];
     else if (a == "--hold-first-ms" && i + 1 < argc) hold_first_ms = std::atoi(argv[++i]);
@@ -203,7 +204,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "usage: scheduler_bench [--workers N] [--models N] [--shard N] "
                            "[--db-threads N] [--lease-threads N] [--separate-finish] "
                            "[--start idle|burst|reconnect] [--hold-first-ms N] [--schedulers N] "
-                           "[--idle-s S] [--db URL] [--long-poll-ms N]\n");
+                           "[--idle-s S] [--db URL] [--long-poll-ms N] [--lease-batch N]\n");
       return 2;
     }
   }
@@ -228,6 +229,7 @@ int main(int argc, char** argv) {
   so.db_url = db;
   so.db_threads = db_threads;
   so.lease_threads = lease_threads;
+  so.lease_batch = lease_batch;
   so.http_port = 0;  // read the server-side RPC histograms at the end
   std::vector<std::unique_ptr<ts::scheduler::Scheduler>> scheds;
   std::vector<std::string> targets;

@@ -60,6 +60,9 @@ struct SchedulerOptions {
   int db_threads = 4;     // reports, catalog upserts, sweep creation
   int lease_threads = 2;  // register, lease, heartbeat (their own pool: leases never queue
                           // behind reports)
+  // LeaseShard calls served by one leasing statement, at most: a burst of workers asking at
+  // once (a new sweep waking the long polls, a restart) waits for a few statements.
+  int lease_batch = 8;
   int query_threads = 8;  // GetSweep, CancelSweep, ListResults and the Query service (their own
                           // pool: progress and result queries never queue behind reports, and
                           // 8 concurrent readers do not queue behind each other)

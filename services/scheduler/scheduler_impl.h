@@ -182,7 +182,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   bool stopping = false;
   std::atomic<bool> shut{false};
   // LeaseShard calls waiting for a lease thread. Whichever thread comes free serves up to
-  // kLeaseBatch of them with one leasing statement, so a burst of workers asking at once (a
+  // LeaseBatch() of them with one leasing statement, so a burst of workers asking at once (a
   // new sweep, a scheduler restart) waits for a few statements instead of one each.
   struct LeaseWaiter {
     int64_t worker_id;
@@ -218,7 +218,7 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   // (and no more parking) when `closing`.
   void EndParked(bool closing);
 
-  static constexpr size_t kLeaseBatch = 8;
+  size_t LeaseBatch() const { return static_cast<size_t>(std::max(1, opts.lease_batch)); }
   // A call's waiter. Its wait is at most one lease TTL, so that a held worker is heard from
   // within the TTLs that count it alive.
   LeaseWaiter Waiter(const pb::LeaseShardRequest& req, pb::LeaseShardResponse* resp,

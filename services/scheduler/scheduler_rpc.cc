@@ -75,7 +75,7 @@ bool Scheduler::Impl::ServeLeaseBatch(store::Store* s) {
   std::vector<LeaseWaiter> batch;
   {
     std::lock_guard<std::mutex> l(lease_mu);
-    while (!lease_waiters.empty() && batch.size() < kLeaseBatch) {
+    while (!lease_waiters.empty() && batch.size() < LeaseBatch()) {
       batch.push_back(lease_waiters.front());
       lease_waiters.pop_front();
     }
@@ -144,7 +144,7 @@ void Scheduler::Impl::WakeParked() {
     metrics.lease_calls_parked.Set(0);
   }
   // One task per batch, so that the lease threads share them; any one task serves them all.
-  for (size_t i = 0; i < n; i += kLeaseBatch) {
+  for (size_t i = 0; i < n; i += LeaseBatch()) {
     if (!lease_pool->Submit([this](store::Store* s) { ServeLeases(s); })) break;
   }
 }

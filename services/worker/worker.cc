@@ -408,10 +408,11 @@ absl::Status Worker::Run() {
       continue;
     }
     if (!lease.has_shard()) {
-      // A long poll that waited: ask again at once. (One answered at once with 0, which a
-      // scheduler would only do by mistake, still waits below: never a busy loop.)
+      // A long poll that was held (the scheduler may hold it less than asked: at most a lease
+      // TTL): ask again at once. One answered "0" at once (a scheduler shutting down) still
+      // waits below: never a busy loop.
       if (wait_s > 0 && lease.retry_after_ms() == 0 &&
-          Clock::now() - asked > std::chrono::duration<double>(wait_s / 2)) {
+          Clock::now() - asked > std::chrono::duration<double>(std::min(wait_s / 2, 0.5))) {
         continue;
       }
       const double wait = lease.retry_after_ms() > 0
