@@ -184,6 +184,7 @@ void RecordLost(pqxx::transaction_base& txn, int64_t sweep_id, int64_t shard_id,
     ON CONFLICT DO NOTHING)",
                   sweep_id, model_id, run);
   txn.exec_params("UPDATE jobs SET done = true WHERE job_id = $1", job_id);
+  if (run > 1) SettleConfirmation(txn, sweep_id, model_id);  // it may have been the last one
   const int primary = run == 1 ? 1 : 0;  // recorded, but not a failure of the model
   txn.exec_params(R"(
     UPDATE shards SET jobs_done = jobs_done + 1, primary_done = primary_done + $2

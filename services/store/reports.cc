@@ -244,22 +244,30 @@ void SettleConfirmations(pqxx::transaction_base& w, int64_t sweep_id,
   for (const pb::ModelResult* res : fresh) {
     if (jobs.at(res->job_id()).run > 1) confirmed.insert(res->model_id());
   }
-  for (const auto& model : confirmed) {
-    w.exec_params("SELECT 1 FROM regressions WHERE sweep_id = $1 AND model_id = $2 FOR UPDATE",
-                  sweep_id, model);
-    w.exec_params(R"(
-      UPDATE regressions g SET confirmation = CASE WHEN (
-          SELECT count(DISTINCT r.status) FROM results r
-          WHERE r.sweep_id = g.sweep_id AND r.model_id = g.model_id AND r.mode = g.mode) = 1
-        THEN 'deterministic' ELSE 'flaky' END
-      WHERE g.sweep_id = $1 AND g.model_id = $2 AND NOT EXISTS (
-        SELECT 1 FROM jobs j WHERE j.sweep_id = $1 AND j.model_id = $2 AND j.run > 1
-          AND NOT j.done))",
-                  sweep_id, model);
-  }
+  for (const auto& model : confirmed) SettleConfirmation(w, sweep_id, model);
 }
 
 }  // namespace
+
+void SettleConfirmation(pqxx::transaction_base& w, int64_t sweep_id, const std::string& model) {
+  w.exec_params("SELECT 1 FROM regressions WHERE sweep_id = $1 AND model_id = $2 FOR UPDATE",
+                sweep_id, model);
+  w.exec_params(R"(
+    WITH seen AS (
+      SELECT g.mode, count(*) AS runs, count(DISTINCT r.status) AS statuses
+      FROM regressions g JOIN results r
+        ON r.sweep_id = g.sweep_id AND r.model_id = g.model_id AND r.mode = g.mode
+      WHERE g.sweep_id = $1 AND g.model_id = $2 AND r.status <> 'lost'
+      GROUP BY g.mode)
+    UPDATE regressions g SET confirmation = CASE WHEN s.statuses = 1 THEN 'deterministic'
+                                                 ELSE 'flaky' END
+    FROM seen s
+    WHERE g.sweep_id = $1 AND g.model_id = $2 AND g.mode = s.mode AND s.runs >= 2
+      AND NOT EXISTS (
+        SELECT 1 FROM jobs j WHERE j.sweep_id = $1 AND j.model_id = $2 AND j.run > 1
+          AND NOT j.done))",
+                sweep_id, model);
+}
 
 VerdictText StoredVerdict(const pb::ModeVerdict& v) {
   return {proto::ModeName(v.mode()), proto::VerdictName(v.status())};

@@ -128,6 +128,11 @@ void PrepareReportStatements(pqxx::connection& c);  // reports.cc: jobs_of, mark
 // sweeps.cc: marks the sweep done when none of its shards is queued or leased; returns 1 when
 // it did. Its final counts are taken later, off the report path (Progress).
 int SettleSweep(pqxx::transaction_base& txn, int64_t sweep_id);
+// reports.cc: settles `model`'s regressions in the sweep once no confirmation run is left:
+// `deterministic` when its recorded runs agree, `flaky` when they differ. A `lost` run (the
+// infrastructure's) is no observation: with fewer than two runs that count, it stays
+// `pending`. Called by a report of a confirmation run and when one is recorded lost.
+void SettleConfirmation(pqxx::transaction_base& w, int64_t sweep_id, const std::string& model);
 // sweeps.cc: the sweep's progress counts in `w`'s snapshot (kept, summed or counted: see the
 // definition). Keeps a done sweep's counts in sweeps.summary the first time.
 absl::StatusOr<pb::SweepProgress> Progress(pqxx::transaction_base& w, int64_t sweep_id);

@@ -707,6 +707,58 @@ TEST_F(StoreTest, NewFailuresGetTwoConfirmationRunsAndAreSettled) {
   }
 }
 
+// A confirmation run the infrastructure lost (its worker lost 3 times: `lost`) is no
+// observation. Model 0's run 2 is lost and its run 3 fails again: deterministic, not flaky.
+// Model 1's runs 2 and 3 are both lost: one observation only, so it stays pending.
+TEST_F(StoreTest, LostConfirmationRunsAreNoObservation) {
+  opts_.lease_ttl_s = 0;
+  opts_.quarantine_after = 100;  // one worker loses every lease here: not the point
+  auto s = Open();
+  auto base = s->CreateSweep(Sweep(10));
+  ASSERT_TRUE(base.ok());
+  Drain(*s, "pass");
+  auto req = Sweep(10);
+  req.set_baseline_sweep_id(base->sweep_id());
+  auto sw = s->CreateSweep(req);
+  ASSERT_TRUE(sw.ok()) << sw.status();
+  auto l = s->LeaseShard(worker_);
+  std::vector<pb::ModelResult> res;
+  for (const auto& j : l->jobs()) {
+    const bool bad = j.model_id() == "org/model-0" || j.model_id() == "org/model-1";
+    res.push_back(Result(j, bad ? "fail_accuracy" : "pass"));
+  }
+  ASSERT_TRUE(s->ReportResults(Report(*l, res)).ok());
+  ASSERT_TRUE(s->FinishShard(Finish(*l)).ok());
+  int lost = 0;
+  for (int guard = 0; guard < 100; ++guard) {
+    auto c = s->LeaseShard(worker_);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_FALSE(c->quarantined());
+    if (!c->has_shard()) break;
+    ASSERT_EQ(c->jobs_size(), 1);
+    const auto& j = c->jobs(0);
+    const bool lose = j.model_id() == "org/model-1" || j.run() == 2;
+    if (lose) {  // the worker dies with it, three times over
+      auto e = s->ExpireLeases();
+      ASSERT_TRUE(e.ok()) << e.status();
+      lost += e->lost;
+      continue;
+    }
+    ASSERT_TRUE(s->ReportResults(Report(*c, {Result(j, "fail_accuracy")})).ok());
+    ASSERT_TRUE(s->FinishShard(Finish(*c)).ok());
+  }
+  EXPECT_EQ(lost, 3);  // model 0's run 2, model 1's runs 2 and 3
+  auto p = s->GetSweep(sw->sweep_id());
+  EXPECT_EQ(p->state(), "done");
+  EXPECT_EQ(p->confirmed_deterministic(), 1);
+  EXPECT_EQ(p->confirmed_flaky(), 0);
+  auto rows = s->ListResults(sw->sweep_id(), "", 100);
+  ASSERT_EQ(rows->size(), 10u);
+  EXPECT_EQ((*rows)[0].model_id(), "org/model-0");
+  EXPECT_EQ((*rows)[0].confirmation(), "deterministic");
+  EXPECT_EQ((*rows)[1].confirmation(), "pending");
+}
+
 // The per-task split that sweeps.cc's SelectModels documents for a sample of `sample` models:
 // within each task the k-th of n models (by the seeded hash) has frac k/n, and the sample takes
 // the `sample` smallest fracs over all tasks. Ties between tasks are broken by the seeded hash,
