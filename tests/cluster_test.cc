@@ -93,6 +93,27 @@ class LocalClusterTest : public ::testing::Test {
     return d.CreateSweep(req);
   }
 
+  // A cluster started on Options(TS_BIN_DIR), a driver connected to it and the kModels sweep
+  // created; its workers not yet started.
+  struct Running {
+    std::unique_ptr<cluster::LocalCluster> cluster;
+    std::unique_ptr<cluster::SweepDriver> driver;  // destroyed first
+    pb::CreateSweepResponse sweep;
+  };
+  absl::StatusOr<Running> StartWithSweep() const {
+    Running r;
+    auto started = cluster::LocalCluster::Start(Options(TS_BIN_DIR));
+    if (!started.ok()) return started.status();
+    r.cluster = std::move(*started);
+    auto driver = cluster::SweepDriver::Connect({r.cluster->target(), r.cluster->token()});
+    if (!driver.ok()) return driver.status();
+    r.driver = std::move(*driver);
+    auto created = CreateSweep(*r.driver);
+    if (!created.ok()) return created.status();
+    r.sweep = std::move(*created);
+    return r;
+  }
+
   fs::path dir_;
 };
 
@@ -168,20 +189,16 @@ void ExpectEveryModelOnce(cluster::SweepDriver& d, const Followed& f, int64_t sw
 }
 
 TEST_F(LocalClusterTest, SweepCompletesOnceEachThroughSchedulerRestartAndCrashThenStopsInOrder) {
-  auto started = cluster::LocalCluster::Start(Options(TS_BIN_DIR));
-  ASSERT_TRUE(started.ok()) << started.status();
-  cluster::LocalCluster& c = **started;
+  auto running = StartWithSweep();
+  ASSERT_TRUE(running.ok()) << running.status();
+  cluster::LocalCluster& c = *running->cluster;
+  cluster::SweepDriver& d = *running->driver;
+  const pb::CreateSweepResponse* created = &running->sweep;
   EXPECT_TRUE(fs::exists(Postmaster()));
   EXPECT_GT(c.http_port(), 0);
   EXPECT_FALSE(c.token().empty());
   EXPECT_EQ(fs::status(c.token_file()).permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write);
-
-  auto driver = cluster::SweepDriver::Connect({c.target(), c.token()});
-  ASSERT_TRUE(driver.ok()) << driver.status();
-  cluster::SweepDriver& d = **driver;
-  auto created = CreateSweep(d);
-  ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_EQ(created->models(), kModels);
   ASSERT_TRUE(c.StartWorkers().ok());
 
@@ -234,14 +251,11 @@ TEST_F(LocalClusterTest, SweepCompletesOnceEachThroughSchedulerRestartAndCrashTh
 // restarts it (crash recovery), and the sweep finishes with every model recorded once; the
 // stalled progress line meanwhile says why.
 TEST_F(LocalClusterTest, EmbeddedPostgresKilledMidSweepIsRestartedAndTheSweepFinishesOnce) {
-  auto started = cluster::LocalCluster::Start(Options(TS_BIN_DIR));
-  ASSERT_TRUE(started.ok()) << started.status();
-  cluster::LocalCluster& c = **started;
-  auto driver = cluster::SweepDriver::Connect({c.target(), c.token()});
-  ASSERT_TRUE(driver.ok()) << driver.status();
-  cluster::SweepDriver& d = **driver;
-  auto created = CreateSweep(d);
-  ASSERT_TRUE(created.ok()) << created.status();
+  auto running = StartWithSweep();
+  ASSERT_TRUE(running.ok()) << running.status();
+  cluster::LocalCluster& c = *running->cluster;
+  cluster::SweepDriver& d = *running->driver;
+  const pb::CreateSweepResponse* created = &running->sweep;
   ASSERT_TRUE(c.StartWorkers().ok());
   AwaitFirstResult(&d, created->sweep_id());
 
@@ -276,14 +290,11 @@ TEST_F(LocalClusterTest, DiskFullStallsSayingWhyAndFinishesOnceAfterSpaceIsFreed
     fs::path at;
     ~Unmount() { (void)std::system(("umount -l " + at.string()).c_str()); }
   } unmount{pg};
-  auto started = cluster::LocalCluster::Start(Options(TS_BIN_DIR));
-  ASSERT_TRUE(started.ok()) << started.status();
-  cluster::LocalCluster& c = **started;
-  auto driver = cluster::SweepDriver::Connect({c.target(), c.token()});
-  ASSERT_TRUE(driver.ok()) << driver.status();
-  cluster::SweepDriver& d = **driver;
-  auto created = CreateSweep(d);
-  ASSERT_TRUE(created.ok()) << created.status();
+  auto running = StartWithSweep();
+  ASSERT_TRUE(running.ok()) << running.status();
+  cluster::LocalCluster& c = *running->cluster;
+  cluster::SweepDriver& d = *running->driver;
+  const pb::CreateSweepResponse* created = &running->sweep;
   EXPECT_EQ(c.Diagnose().find("is full"), std::string::npos);
 
   // Fill the file system to the last byte.

@@ -136,6 +136,29 @@ class StoreTest : public ::testing::Test {
     EXPECT_EQ(p->failures(), r[0][4].as<int64_t>()) << where;
   }
 
+  // A sweep of 10 models run to done, all passing, then a second one against it as baseline
+  // whose one primary shard is reported with models 0 and 1 failing (their confirmation runs
+  // queued, not run). Returns the second sweep.
+  absl::StatusOr<pb::CreateSweepResponse> HeadWhereModels0And1Fail(Store& s) {
+    auto base = s.CreateSweep(Sweep(10));
+    if (!base.ok()) return base.status();
+    Drain(s, "pass");
+    auto req = Sweep(10);
+    req.set_baseline_sweep_id(base->sweep_id());
+    auto sw = s.CreateSweep(req);
+    if (!sw.ok()) return sw.status();
+    auto l = s.LeaseShard(worker_);
+    if (!l.ok()) return l.status();
+    std::vector<pb::ModelResult> res;
+    for (const auto& j : l->jobs()) {
+      const bool bad = j.model_id() == "org/model-0" || j.model_id() == "org/model-1";
+      res.push_back(Result(j, bad ? "fail_accuracy" : "pass"));
+    }
+    if (auto r = s.ReportResults(Report(*l, res)); !r.ok()) return r.status();
+    if (auto f = s.FinishShard(Finish(*l)); !f.ok()) return f.status();
+    return sw;
+  }
+
   // n sweeps of every model, each run to done in turn.
   std::vector<int64_t> DoneSweeps(int n) {
     std::vector<int64_t> ids;
@@ -663,23 +686,10 @@ TEST_F(StoreTest, ShardThatKeepsLosingWorkersIsSplitAndTheCulpritRecordedLostNot
 }
 
 TEST_F(StoreTest, NewFailuresGetTwoConfirmationRunsAndAreSettled) {
-  auto base = store_->CreateSweep(Sweep(10));
-  ASSERT_TRUE(base.ok());
-  Drain(*store_, "pass");
-  auto req = Sweep(10);
-  req.set_baseline_sweep_id(base->sweep_id());
-  auto sw = store_->CreateSweep(req);
-  ASSERT_TRUE(sw.ok()) << sw.status();
   // Primary: models 0 and 1 fail; confirmations: model 0 fails again (deterministic), model 1
   // passes once (flaky).
-  auto l = store_->LeaseShard(worker_);
-  std::vector<pb::ModelResult> res;
-  for (const auto& j : l->jobs()) {
-    const bool bad = j.model_id() == "org/model-0" || j.model_id() == "org/model-1";
-    res.push_back(Result(j, bad ? "fail_accuracy" : "pass"));
-  }
-  ASSERT_TRUE(store_->ReportResults(Report(*l, res)).ok());
-  ASSERT_TRUE(store_->FinishShard(Finish(*l)).ok());
+  auto sw = HeadWhereModels0And1Fail(*store_);
+  ASSERT_TRUE(sw.ok()) << sw.status();
   EXPECT_EQ(store_->GetSweep(sw->sweep_id())->jobs_total(), 14);
   ExpectTalliesMatchTables(*store_, sw->sweep_id(), "with the confirmations queued");
   for (;;) {
@@ -714,21 +724,8 @@ TEST_F(StoreTest, LostConfirmationRunsAreNoObservation) {
   opts_.lease_ttl_s = 0;
   opts_.quarantine_after = 100;  // one worker loses every lease here: not the point
   auto s = Open();
-  auto base = s->CreateSweep(Sweep(10));
-  ASSERT_TRUE(base.ok());
-  Drain(*s, "pass");
-  auto req = Sweep(10);
-  req.set_baseline_sweep_id(base->sweep_id());
-  auto sw = s->CreateSweep(req);
+  auto sw = HeadWhereModels0And1Fail(*s);
   ASSERT_TRUE(sw.ok()) << sw.status();
-  auto l = s->LeaseShard(worker_);
-  std::vector<pb::ModelResult> res;
-  for (const auto& j : l->jobs()) {
-    const bool bad = j.model_id() == "org/model-0" || j.model_id() == "org/model-1";
-    res.push_back(Result(j, bad ? "fail_accuracy" : "pass"));
-  }
-  ASSERT_TRUE(s->ReportResults(Report(*l, res)).ok());
-  ASSERT_TRUE(s->FinishShard(Finish(*l)).ok());
   int lost = 0;
   for (int guard = 0; guard < 100; ++guard) {
     auto c = s->LeaseShard(worker_);
