@@ -4,9 +4,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "workers/zoo/safetensors.h"
 #include "workers/zoo/state_dict.h"
+#include "workers/zoo/trunks/decoder_family.h"
 
 namespace ts::zoo {
 namespace {
@@ -17,6 +19,36 @@ StatusOr<std::unique_ptr<Model>> BuildAtOwnSize(const nlohmann::json& config) {
   BuildOptions o;
   o.tiny = false;
   return BuildModel(config, o);
+}
+
+// transformers' decoder *ForSequenceClassification pools the last token that is not
+// pad_token_id, and refuses a batch of two without a pad id; the zoo pools the last attended
+// token (from attention_mask). For a config without a pad id the export names one: the smallest
+// id no attended token of the batch holds, which the padded positions then carry, so that both
+// pool the same token and the attended positions compute what they did without it.
+StatusOr<bool> NamePadForLastTokenPooling(const Model& m, uint64_t seed, nlohmann::json& tiny) {
+  const std::string& arch = m.spec().arch;
+  const std::string suffix = "ForSequenceClassification";
+  if (arch.size() < suffix.size() ||
+      arch.compare(arch.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  bool decoder = false;
+  for (const auto& f : internal::decoder::DecoderFamilies())
+    decoder = decoder || f.model_type == m.spec().family;
+  if (!decoder) return false;
+  auto pad = tiny.find("pad_token_id");
+  if (pad != tiny.end() && !pad->is_null()) return false;
+  const Batch batch = m.MakeBatch(seed, 0);
+  auto ids = batch.inputs.find("input_ids");
+  auto mask = batch.inputs.find("attention_mask");
+  if (ids == batch.inputs.end() || mask == batch.inputs.end()) return false;
+  const at::Tensor attended = ids->second.masked_select(mask->second.ne(0)).contiguous();
+  std::set<int64_t> used;
+  for (int64_t i = 0; i < attended.numel(); ++i) used.insert(attended[i].item<int64_t>());
+  int64_t id = 0;
+  while (used.count(id)) ++id;
+  tiny["pad_token_id"] = id;
+  return true;
 }
 
 }  // namespace
@@ -31,6 +63,10 @@ Status ExportModel(const nlohmann::json& config, const ExportOptions& opts,
   if (!tiny.contains("model_type")) tiny["model_type"] = scaled->spec().family;
   // What is exported is what config.json builds at its own size (the replay's model).
   TS_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, BuildAtOwnSize(tiny));
+  TS_ASSIGN_OR_RETURN(bool named_pad, NamePadForLastTokenPooling(*m, opts.seed, tiny));
+  if (named_pad) {
+    TS_ASSIGN_OR_RETURN(m, BuildAtOwnSize(tiny));
+  }
   if (m->WeightShapes() != scaled->WeightShapes()) {
     return InternalError(scaled->spec().arch + ": the tiny config does not rebuild the tiny model");
   }

@@ -117,6 +117,46 @@ TEST(ExportTest, SameSeedSameFilesOtherSeedOtherWeights) {
   EXPECT_EQ(cfg["model_type"], "llama");
 }
 
+// transformers' LlamaForSequenceClassification (modeling_llama.py, via
+// GenericForSequenceClassification.forward in modeling_layers.py) pools
+// (arange(S) * (input_ids != pad_token_id)).argmax(-1) and raises for a batch of two without a pad
+// id; the zoo pools the last attended token. The export names a pad id no attended token holds
+// and pads with it, so both pool the same token, and the logits are the zoo's without it.
+TEST(ExportTest, DecoderSequenceClassificationGetsAPadIdTheBatchPadsWith) {
+  TempDir tmp;
+  const std::string arch = "LlamaForSequenceClassification";
+  ASSERT_FALSE(ExampleConfig(arch)->contains("pad_token_id"));
+  ASSERT_EQ(Export(arch, tmp.path()), "");
+  auto cfg = nlohmann::json::parse(Bytes(tmp.path() / "config.json"));
+  ASSERT_TRUE(cfg.contains("pad_token_id") && cfg["pad_token_id"].is_number_integer());
+  const int64_t pad = cfg["pad_token_id"].get<int64_t>();
+  auto in = ReadSafetensors((tmp.path() / "inputs.safetensors").string());
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  const at::Tensor ids = in->at("input_ids"), mask = in->at("attention_mask");
+  ASSERT_GT(mask.eq(0).sum().item<int64_t>(), 0) << "the batch has padded positions";
+  EXPECT_TRUE(ids.masked_select(mask.eq(0)).eq(pad).all().item<bool>());
+  EXPECT_FALSE(ids.masked_select(mask.ne(0)).eq(pad).any().item<bool>());
+  // transformers' pooled index equals the last attended one in every row.
+  const at::Tensor hf_index = (at::arange(ids.size(1)) * ids.ne(pad).to(at::kLong)).argmax(-1);
+  const at::Tensor last_attended = mask.to(at::kLong).sum(-1) - 1;
+  EXPECT_TRUE(at::equal(hf_index, last_attended));
+  // The logits are those of the zoo's model without the pad id (same weights and tokens).
+  auto m = Tiny(arch);
+  ASSERT_NE(m, nullptr);
+  auto w = m->InitWeights(3);
+  auto out = ReadSafetensors((tmp.path() / "outputs.safetensors").string());
+  ASSERT_TRUE(out.ok());
+  const at::Tensor zoo = m->Forward(w, m->MakeBatch(3, 0).inputs)[0];
+  EXPECT_LT((zoo - out->at("logits")).abs().max().item<double>(), 1e-5);
+  auto replay = ReplayExport(tmp.str());
+  ASSERT_TRUE(replay.ok()) << replay.status().ToString();
+  EXPECT_EQ(*replay, 0.0);
+  // An encoder's pooling does not read the pad id: its config is left as it was.
+  ASSERT_EQ(Export("BertForSequenceClassification", tmp.path() / "bert"), "");
+  EXPECT_EQ(nlohmann::json::parse(Bytes(tmp.path() / "bert/config.json"))["pad_token_id"],
+            (*ExampleConfig("BertForSequenceClassification"))["pad_token_id"]);
+}
+
 TEST(ExportTest, CompactExportIsF16OnAGridAndReplaysExactly) {
   TempDir tmp;
   for (const char* arch : {"LlamaForCausalLM", "BertForMaskedLM", "ResNetForImageClassification"}) {

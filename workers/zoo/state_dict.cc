@@ -67,8 +67,8 @@ std::vector<StateDictEntry> StateDictShapes(const Model& model) {
     bool mlm = false;
     for (const char* head : {"cls.predictions", "predictions", "lm_head"}) {
       const std::string h = head;
-      const bool transform = have.count(h + ".transform.dense.weight") ||
-                             have.count(h + ".dense.weight");
+      const bool transform =
+          have.count(h + ".transform.dense.weight") || have.count(h + ".dense.weight");
       // BertGenerationDecoder's lm_head is a bare decoder Linear with its own bias parameter.
       const bool bare = h == "lm_head" && !have.count("lm_head.weight");
       if (have.count(h + ".bias") && (transform || bare) && !have.count(h + ".decoder.weight")) {
@@ -84,14 +84,45 @@ std::vector<StateDictEntry> StateDictShapes(const Model& model) {
       }
     }
     if (!mlm && HasSuffix(arch, {"ForCausalLM", "LMHeadModel", "ForConditionalGeneration"})) {
-      add(arch.rfind("Whisper", 0) == 0 ? "proj_out.weight" : "lm_head.weight", embed);
+      // Tied output projections under the class's own name (Whisper proj_out, BioGPT
+      // output_projection), else lm_head.
+      const char* head = arch.rfind("Whisper", 0) == 0  ? "proj_out.weight"
+                         : arch.rfind("BioGpt", 0) == 0 ? "output_projection.weight"
+                                                        : "lm_head.weight";
+      add(head, embed);
+    }
+  }
+  // Modules transformers builds but the class never calls (the zoo builds no weight for them;
+  // the export writes them, seeded, for a strict load): every BigBird head holds BigBirdModel
+  // with its pooler (add_pooling_layer defaults to True); BART's decoder-only CausalLM keeps
+  // each layer's cross-attention (encoder_attn, encoder_attn_layer_norm).
+  auto unused = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    if (have.count(name) || added.count(name)) return;
+    out.push_back({name, shape, at::kFloat, ""});
+    added.insert(name);
+  };
+  if (arch.rfind("BigBird", 0) == 0 && have.count("bert.embeddings.word_embeddings.weight")) {
+    const int64_t h = have.at("bert.embeddings.word_embeddings.weight")[1];
+    unused("bert.pooler.weight", {h, h});
+    unused("bert.pooler.bias", {h});
+  }
+  if (EndsWith(arch, "ForCausalLM") &&
+      (arch.rfind("Bart", 0) == 0 || arch.rfind("MBart", 0) == 0)) {
+    for (const auto& [n, s] : have) {
+      for (const char* from : {".self_attn.", ".self_attn_layer_norm."}) {
+        const size_t at = n.find(from);
+        if (n.rfind("model.decoder.layers.", 0) != 0 || at == std::string::npos) continue;
+        const std::string to =
+            std::string(from) == ".self_attn." ? ".encoder_attn." : ".encoder_attn_layer_norm.";
+        unused(n.substr(0, at) + to + n.substr(at + std::string(from).size()), s);
+      }
     }
   }
   // BatchNorm's step counter beside its running statistics.
   for (const auto& [n, s] : have) {
     if (!EndsWith(n, ".running_var")) continue;
-    const std::string name = n.substr(0, n.size() - std::string("running_var").size()) +
-                             "num_batches_tracked";
+    const std::string name =
+        n.substr(0, n.size() - std::string("running_var").size()) + "num_batches_tracked";
     if (!have.count(name)) out.push_back({name, {}, at::kLong, ""});
   }
   // wav2vec2: masked_spec_embed [hidden] under the base model's prefix.

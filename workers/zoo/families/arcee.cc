@@ -17,6 +17,7 @@ DecoderFamily Arcee() {
                   "ArceeForTokenClassification",
                   "ArceeForQuestionAnswering",
                   "ArceeModel"},
+      .qa_base = "transformer.",
       // arcee-ai/AFM-4.5B-Base
       .example = R"({"hidden_size":2560,"intermediate_size":18432,"num_attention_heads":20,"num_key_value_heads":4,
          "head_dim":128,"num_hidden_layers":36,"vocab_size":128004,"max_position_embeddings":65536,

@@ -28,6 +28,7 @@ Status ParseBigBird(const ConfigReader& r, const json&, Recipe& c) {
 
 EncoderFamily BigBird() {
   HeadNames names = BertHeadNames();
+  names.pooler = "pooler";  // BigBirdModel.pooler is a bare nn.Linear
   names.seq_pooled = false;
   names.seq_dense = "classifier.dense";
   names.seq_act = DenseAct::kHiddenAct;

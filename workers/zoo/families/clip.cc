@@ -72,6 +72,8 @@ StatusOr<ClipRecipe> ParseClip(const json& config, ClipKind kind) {
   };
   TS_ASSIGN_OR_RETURN(c.text, ParseTower(sub("text_config"), "text_config.", true));
   TS_ASSIGN_OR_RETURN(c.vision, ParseTower(sub("vision_config"), "vision_config.", false));
+  c.text.prefix = "text_model.";
+  c.vision.prefix = "vision_model.";
   TS_ASSIGN_OR_RETURN(c.projection_dim, r.Int("projection_dim", 512));
   if (c.projection_dim <= 0) return r.Error("projection_dim", "must be positive");
   TS_ASSIGN_OR_RETURN(c.logit_scale_init, r.Double("logit_scale_init_value", 2.6592));

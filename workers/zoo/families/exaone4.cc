@@ -28,6 +28,7 @@ DecoderFamily Exaone4() {
                   "Exaone4ForTokenClassification",
                   "Exaone4ForQuestionAnswering",
                   "Exaone4Model"},
+      .qa_base = "transformer.",
       // LGAI-EXAONE/EXAONE-4.0-32B (3 sliding layers, then a NoPE full layer)
       .example = R"({"hidden_size":5120,"intermediate_size":27392,"num_attention_heads":40,"num_key_value_heads":8,
          "head_dim":128,"num_hidden_layers":64,"vocab_size":102400,"max_position_embeddings":131072,

@@ -17,7 +17,7 @@ DecoderFamily GptNeoX() {
                 .up = "dense_h_to_4h",
                 .down = "dense_4h_to_h",
                 .final_norm = "final_layer_norm",
-                .lm_head = "embed_out",
+                .lm_head = "lm_head",  // transformers 5 (4.x: embed_out)
                 .token_cls = "classifier"},
       .llama_biases = false,
       .classic = true,

@@ -18,6 +18,7 @@ DecoderFamily Llama() {
         return OkStatus();
       },
       .classes = {"", "", "LlamaForTokenClassification", "LlamaForQuestionAnswering", "LlamaModel"},
+      .qa_base = "transformer.",
       // meta-llama/Llama-2-7b-hf
       .example = R"({"model_type":"llama","hidden_size":4096,"intermediate_size":11008,
            "num_attention_heads":32,"num_key_value_heads":32,"num_hidden_layers":32,

@@ -15,6 +15,7 @@ DecoderFamily Ministral() {
                   "MinistralForTokenClassification",
                   "MinistralForQuestionAnswering",
                   "MinistralModel"},
+      .qa_base = "transformer.",
       // mistralai/Ministral-8B-Instruct-2410 (interleaved sliding / full layers)
       .example = R"({"hidden_size":4096,"intermediate_size":12288,"num_attention_heads":32,"num_key_value_heads":8,
          "head_dim":128,"num_hidden_layers":36,"vocab_size":131072,"max_position_embeddings":32768,

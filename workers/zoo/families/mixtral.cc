@@ -1,5 +1,5 @@
-// mixtral: sparse MoE on every layer (`block_sparse_moe`, w1/w2/w3 experts, renormalised top-k),
-// sliding window.
+// mixtral: sparse MoE on every layer (transformers 5: `mlp.gate`, fused `mlp.experts.*`),
+// renormalised top-k, sliding window.
 #include <algorithm>
 #include <string>
 

@@ -18,6 +18,7 @@ DecoderFamily Nemotron() {
                   "NemotronForTokenClassification",
                   "NemotronForQuestionAnswering",
                   "NemotronModel"},
+      .qa_base = "transformer.",
       // nvidia/Minitron-4B-Base
       .example = R"({"hidden_size":3072,"intermediate_size":9216,"num_attention_heads":24,"num_key_value_heads":8,
          "head_dim":128,"num_hidden_layers":32,"vocab_size":256000,"max_position_embeddings":4096,

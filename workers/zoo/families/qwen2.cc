@@ -18,6 +18,7 @@ DecoderFamily Qwen2() {
       .windows = WindowPattern::kQwen,
       .parse = ReadQwen2Attention,
       .classes = {"", "", "Qwen2ForTokenClassification", "Qwen2ForQuestionAnswering", "Qwen2Model"},
+      .qa_base = "transformer.",
       // Qwen/Qwen2-7B
       .example = R"({"model_type":"qwen2","hidden_size":3584,"intermediate_size":18944,
            "num_attention_heads":28,"num_key_value_heads":4,"num_hidden_layers":28,

@@ -22,6 +22,7 @@ DecoderFamily Qwen3() {
                   "Qwen3ForTokenClassification",
                   "Qwen3ForQuestionAnswering",
                   "Qwen3Model"},
+      .qa_base = "transformer.",
       // Qwen/Qwen3-1.7B
       .example = R"({"model_type":"qwen3","hidden_size":2048,"intermediate_size":6144,
            "num_attention_heads":16,"num_key_value_heads":8,"head_dim":128,

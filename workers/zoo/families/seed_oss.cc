@@ -17,6 +17,7 @@ DecoderFamily SeedOss() {
                   "SeedOssForTokenClassification",
                   "SeedOssForQuestionAnswering",
                   "SeedOssModel"},
+      .qa_base = "transformer.",
       // ByteDance-Seed/Seed-OSS-36B-Base
       .example = R"({"hidden_size":5120,"intermediate_size":27648,"num_attention_heads":80,"num_key_value_heads":8,
          "head_dim":128,"num_hidden_layers":64,"vocab_size":155136,"max_position_embeddings":524288,

@@ -39,6 +39,7 @@ DecoderFamily SmolLm3() {
                   "SmolLM3ForTokenClassification",
                   "SmolLM3ForQuestionAnswering",
                   "SmolLM3Model"},
+      .qa_base = "transformer.",
       // HuggingFaceTB/SmolLM3-3B (every fourth layer NoPE)
       .example = R"({"hidden_size":2048,"intermediate_size":11008,"num_attention_heads":16,"num_key_value_heads":4,
          "num_hidden_layers":36,"vocab_size":128256,"max_position_embeddings":65536,"rms_norm_eps":1e-6,

@@ -294,6 +294,8 @@ std::vector<ArchEntry> DecoderArchs() {
       a.build = [fam, h = head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
         TS_ASSIGN_OR_RETURN(decoder::Recipe r,
                             decoder::ParseRecipe(*fam, decoder::Normalize(*fam, spec.tiny_config)));
+        if (h == TextHeadKind::kQuestionAnswering && !fam->qa_base.empty())
+          r.n.head_base = fam->qa_base;
         return decoder::BuildDecoderModel(std::move(spec), std::move(r), h);
       };
       out.push_back(std::move(a));

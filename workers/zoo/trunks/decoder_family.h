@@ -86,6 +86,9 @@ struct DecoderFamily {
   // Legacy field names (alias -> the name the config class keeps), resolved before parsing.
   std::vector<std::pair<std::string, std::string>> aliases = {};
   HeadClasses classes = {};
+  // The QuestionAnswering class's base-model prefix when it is not `names.head_base`
+  // (transformers 5's llama-lineage *ForQuestionAnswering hold the model as `transformer.`).
+  std::string qa_base = "";
   const char* example = "{}";  // modelled on a public checkpoint (named in the family file)
   // The first llama-style heads (llama, mistral, qwen2 CausalLM and SequenceClassification)
   // read and scale their configs with config.cc's ParseDecoderConfig and scaling.cc's

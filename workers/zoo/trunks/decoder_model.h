@@ -18,6 +18,10 @@ namespace ts::zoo::internal::decoder {
 struct Expert {
   std::string gate, up, down;
   std::string gate_b = "", up_b = "", down_b = "";  // llama mlp_bias
+  // A routed expert of transformers 5's fused layout: `index` >= 0 selects its slice of
+  // `gate_up` [E, 2I, H] (gate rows, then up rows) and of `down` [E, H, I].
+  std::string gate_up = "";
+  int64_t index = -1;
 };
 
 // Weight names of one layer ("" where the recipe has no such weight).

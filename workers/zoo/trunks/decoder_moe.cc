@@ -8,34 +8,26 @@
 
 namespace ts::zoo::internal::decoder {
 
+// transformers 5 names: the router `mlp.gate`, the routed experts fused as
+// `mlp.experts.gate_up_proj` [E, 2I, H] and `mlp.experts.down_proj` [E, H, I] (4.x: one module
+// per expert, mixtral's under block_sparse_moe with w1 / w3 / w2), qwen2_moe's shared expert and
+// its gate unfused.
 void DecoderModel::AddMoe(const std::string& p, LayerW& l) {
   const Moe& moe = c_.moe;
   const int64_t h = c_.hidden, e_im = moe.inter;
   l.moe = true;
-  if (moe.mixtral) {
-    const std::string s = p + "block_sparse_moe.";
-    l.router = Add(s + "gate.weight", {moe.experts, h});
-    for (int64_t e = 0; e < moe.experts; ++e) {
-      const std::string x = s + "experts." + std::to_string(e) + ".";
-      Expert ex;
-      ex.gate = Add(x + "w1.weight", {e_im, h});
-      ex.down = Add(x + "w2.weight", {h, e_im});
-      ex.up = Add(x + "w3.weight", {e_im, h});
-      l.experts.push_back(ex);
-    }
-    return;
-  }
-  const std::string m = p + c_.n.mlp;
+  const std::string m = p + (moe.mixtral ? std::string("mlp.") : c_.n.mlp);
   l.router = Add(m + "gate.weight", {moe.experts, h});
+  const std::string gate_up = Add(m + "experts.gate_up_proj", {moe.experts, 2 * e_im, h});
+  const std::string down = Add(m + "experts.down_proj", {moe.experts, h, e_im});
   for (int64_t e = 0; e < moe.experts; ++e) {
-    const std::string x = m + "experts." + std::to_string(e) + ".";
     Expert ex;
-    ex.gate = Add(x + "gate_proj.weight", {e_im, h});
-    ex.up = Add(x + "up_proj.weight", {e_im, h});
-    ex.down = Add(x + "down_proj.weight", {h, e_im});
+    ex.gate_up = gate_up;
+    ex.down = down;
+    ex.index = e;
     l.experts.push_back(ex);
   }
-  if (moe.shared_inter <= 0) return;
+  if (moe.mixtral || moe.shared_inter <= 0) return;
   const int64_t s_im = moe.shared_inter;
   l.shared.gate = Add(m + "shared_expert.gate_proj.weight", {s_im, h});
   l.shared.up = Add(m + "shared_expert.up_proj.weight", {s_im, h});
@@ -47,6 +39,12 @@ at::Tensor DecoderModel::Gated(const WeightMap& w, const at::Tensor& x, const Ex
   auto lin = [&](const at::Tensor& in, const std::string& wn, const std::string& bn) {
     return nn::Linear(in, GetWeight(w, wn), GetOptionalWeight(w, bn));
   };
+  if (e.index >= 0) {  // transformers 5 MixtralExperts: linear(x, gate_up[e]).chunk(2)
+    at::Tensor gu = nn::Linear(x, GetWeight(w, e.gate_up).select(0, e.index));
+    const int64_t im = gu.size(-1) / 2;
+    at::Tensor g = nn::Activate(gu.narrow(-1, 0, im), c_.act.a);
+    return nn::Linear(g * gu.narrow(-1, im, im), GetWeight(w, e.down).select(0, e.index));
+  }
   at::Tensor g = nn::Activate(lin(x, e.gate, e.gate_b), c_.act.a);
   return lin(g * lin(x, e.up, e.up_b), e.down, e.down_b);
 }
@@ -103,8 +101,7 @@ std::pair<at::Tensor, at::Tensor> DecoderModel::LongRopeTables(const at::Tensor&
 
 double LongRope::AttentionFactor(int64_t max_pos) const {
   if (attention_factor) return *attention_factor;
-  const double f =
-      factor ? *factor : static_cast<double>(max_pos) / static_cast<double>(original);
+  const double f = factor ? *factor : static_cast<double>(max_pos) / static_cast<double>(original);
   if (f <= 1.0) return 1.0;
   return std::sqrt(1.0 + std::log(f) / std::log(static_cast<double>(original)));
 }

@@ -164,13 +164,17 @@ TEST(DecoderTrunkTest, RealConfigsScaleKeepingNormsFusedProjectionsAndExperts) {
   ASSERT_NE(nx, nullptr);
   EXPECT_EQ(Shape(*nx, "gpt_neox.layers.0.attention.query_key_value.weight"),
             (std::vector<int64_t>{192, 64}));
-  EXPECT_TRUE(HasWeight(*nx, "embed_out.weight"));
+  EXPECT_TRUE(HasWeight(*nx, "lm_head.weight"));
   // MoE: 4 experts, top_k at most half.
   auto mx = MustBuild(Real("Mixtral-8x7B-v0.1.json"));
   ASSERT_NE(mx, nullptr);
   EXPECT_EQ(mx->spec().tiny_config["num_local_experts"], 4);
   EXPECT_EQ(mx->spec().tiny_config["num_experts_per_tok"], 2);
-  EXPECT_TRUE(HasWeight(*mx, "model.layers.0.block_sparse_moe.experts.3.w2.weight"));
+  // transformers 5's fused experts: gate_up_proj [E, 2I, H], down_proj [E, H, I].
+  EXPECT_EQ(Shape(*mx, "model.layers.0.mlp.experts.gate_up_proj"),
+            (std::vector<int64_t>{4, 2 * mx->spec().tiny_config["intermediate_size"].get<int64_t>(),
+                                  mx->spec().tiny_config["hidden_size"].get<int64_t>()}));
+  EXPECT_EQ(Shape(*mx, "model.layers.0.mlp.experts.down_proj")[0], 4);
   EXPECT_EQ(mx->spec().tiny_config["num_hidden_layers"], 1);  // every Mixtral layer is alike
   auto qm = MustBuild(Real("qwen2moe.json"));
   ASSERT_NE(qm, nullptr);
@@ -201,8 +205,9 @@ TEST(DecoderTrunkTest, MoeRoutesEachTokenToTopKExperts) {
   at::Tensor base = m->Forward(w, batch.inputs)[0];
   // Zeroing one expert of the (only, last) layer changes only the tokens routed to it: some, not all.
   auto w2 = w;
-  w2["model.layers.0.block_sparse_moe.experts.0.w2.weight"] =
-      at::zeros_like(w.at("model.layers.0.block_sparse_moe.experts.0.w2.weight"));
+  const std::string down = "model.layers.0.mlp.experts.down_proj";
+  w2[down] = w.at(down).clone();
+  w2[down][0].zero_();  // expert 0's slice
   at::Tensor y = m->Forward(w2, batch.inputs)[0];
   at::Tensor changed = (y - base).abs().amax(-1).gt(1e-6);  // [B, S]
   const int64_t n = changed.sum().item<int64_t>();
@@ -403,7 +408,9 @@ TEST(DecoderTrunkTest, LlamaStyleHeadsAgreeWithTheCausalLmBody) {
     for (const auto& [n, t] : w) {
       if (n.rfind("model.", 0) == 0) {
         wb[n.substr(6)] = t;
-        wq[n] = t;
+        // transformers 5's LlamaForQuestionAnswering and Qwen2's hold the model as
+        // `transformer` (GenericForQuestionAnswering); MistralForQuestionAnswering as `model`.
+        wq[(prefix == "Mistral" ? "model." : "transformer.") + n.substr(6)] = t;
       }
     }
     // Same weight names and shapes as the CausalLM's body.

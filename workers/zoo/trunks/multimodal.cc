@@ -32,7 +32,7 @@ PreLnEncoderRecipe ClipTowerRecipe::Encoder() const {
 
 ClipVisionTrunk::ClipVisionTrunk(ClipTowerRecipe recipe)
     : VisionTrunk(recipe.channels, recipe.image), r_(std::move(recipe)) {
-  const std::string p = "vision_model.";
+  const std::string& p = r_.prefix;
   const int64_t h = r_.hidden, n = (r_.image / r_.patch) * (r_.image / r_.patch) + 1;
   Add(p + "embeddings.class_embedding", {h});
   Add(p + "embeddings.patch_embedding.weight", {h, r_.channels, r_.patch, r_.patch});
@@ -47,7 +47,7 @@ ClipVisionTrunk::ClipVisionTrunk(ClipTowerRecipe recipe)
 }
 
 VisionFeatures ClipVisionTrunk::Forward(const WeightMap& w, const at::Tensor& px) const {
-  const std::string p = "vision_model.";
+  const std::string& p = r_.prefix;
   const int64_t b = px.size(0);
   at::Tensor x = nn::PatchEmbed(px, GetWeight(w, p + "embeddings.patch_embedding.weight"),
                                 at::Tensor(), r_.patch);
@@ -68,7 +68,7 @@ std::vector<int64_t> ClipVisionTrunk::LastHiddenShape() const {
 }
 
 bool ClipVisionTrunk::InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const {
-  if (name != "vision_model.embeddings.class_embedding") return false;
+  if (name != r_.prefix + "embeddings.class_embedding") return false;
   t.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(t.size(0))), gen);
   return true;
 }
@@ -80,7 +80,7 @@ namespace {
 class ClipTextTower {
  public:
   ClipTextTower(ClipTowerRecipe recipe, WeightList& weights) : r_(std::move(recipe)) {
-    const std::string p = "text_model.";
+    const std::string& p = r_.prefix;
     weights.emplace_back(p + "embeddings.token_embedding.weight",
                          std::vector<int64_t>{r_.vocab, r_.hidden});
     weights.emplace_back(p + "embeddings.position_embedding.weight",
@@ -92,7 +92,7 @@ class ClipTextTower {
 
   std::pair<at::Tensor, at::Tensor> Forward(const WeightMap& w, const at::Tensor& ids,
                                             const at::Tensor& mask) const {
-    const std::string p = "text_model.";
+    const std::string& p = r_.prefix;
     const int64_t s = ids.size(1);
     at::Tensor x = nn::Embedding(GetWeight(w, p + "embeddings.token_embedding.weight"), ids) +
                    GetWeight(w, p + "embeddings.position_embedding.weight").narrow(0, 0, s);

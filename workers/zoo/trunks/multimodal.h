@@ -22,6 +22,10 @@ struct ClipTowerRecipe {
   double eps = 1e-5;
   int64_t vocab = 0, max_pos = 77, eos = 2;       // text
   int64_t image = 224, patch = 32, channels = 3;  // vision
+  // The tower's state_dict prefix: "text_model." / "vision_model." inside CLIPModel; ""
+  // in transformers 5's CLIPTextModel / CLIPVisionModel, which hold the tower's modules
+  // directly.
+  std::string prefix;
   // The tower's encoder: CLIPEncoderLayer names, weights listed k, v, q, out_proj,
   // layer_norm1, fc1, fc2, layer_norm2.
   PreLnEncoderRecipe Encoder() const;

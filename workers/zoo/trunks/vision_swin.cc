@@ -44,20 +44,22 @@ SwinTrunk::SwinTrunk(SwinRecipe recipe)
       const std::string bp = sp + "blocks." + std::to_string(j) + ".";
       Add(bp + "layernorm_before.weight", {dim});
       Add(bp + "layernorm_before.bias", {dim});
-      Add(bp + "attention.self.relative_position_bias_table",
+      Add(bp + "attention.relative_position_bias.relative_position_bias_table",
           {(2 * ws - 1) * (2 * ws - 1), r_.num_heads[s]});
-      for (const char* n : {"query", "key", "value"}) {
-        Add(bp + "attention.self." + n + ".weight", {dim, dim});
-        if (r_.qkv_bias) Add(bp + "attention.self." + n + ".bias", {dim});
+      // transformers 5 names (4.x: attention.self.query ..., attention.output.dense,
+      // intermediate.dense, output.dense).
+      for (const char* n : {"q_proj", "k_proj", "v_proj"}) {
+        Add(bp + "attention." + n + ".weight", {dim, dim});
+        if (r_.qkv_bias) Add(bp + "attention." + n + ".bias", {dim});
       }
-      Add(bp + "attention.output.dense.weight", {dim, dim});
-      Add(bp + "attention.output.dense.bias", {dim});
+      Add(bp + "attention.o_proj.weight", {dim, dim});
+      Add(bp + "attention.o_proj.bias", {dim});
       Add(bp + "layernorm_after.weight", {dim});
       Add(bp + "layernorm_after.bias", {dim});
-      Add(bp + "intermediate.dense.weight", {mlp, dim});
-      Add(bp + "intermediate.dense.bias", {mlp});
-      Add(bp + "output.dense.weight", {dim, mlp});
-      Add(bp + "output.dense.bias", {dim});
+      Add(bp + "mlp.fc1.weight", {mlp, dim});
+      Add(bp + "mlp.fc1.bias", {mlp});
+      Add(bp + "mlp.fc2.weight", {dim, mlp});
+      Add(bp + "mlp.fc2.bias", {dim});
     }
     if (s + 1 < r_.depths.size()) {
       Add(sp + "downsample.reduction.weight", {2 * dim, 4 * dim});
@@ -121,20 +123,21 @@ at::Tensor SwinTrunk::WindowAttention(const WeightMap& w, const std::string& bp,
   const auto lopts = at::TensorOptions().dtype(at::kLong).device(win.device());
   const int64_t n = ws * ws, bw = win.size(0), hd = dim / heads;
   auto proj = [&](const char* name) {
-    const std::string p = bp + "attention.self." + name;
+    const std::string p = bp + "attention." + name;
     return nn::Linear(win, GetWeight(w, p + ".weight"),
                       r_.qkv_bias ? GetWeight(w, p + ".bias") : at::Tensor())
         .view({bw, n, heads, hd})
         .transpose(1, 2);
   };
-  at::Tensor q = proj("query"), k = proj("key"), v = proj("value");
+  at::Tensor q = proj("q_proj"), k = proj("k_proj"), v = proj("v_proj");
   at::Tensor scores = nn::Matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd));
   // Relative position bias: index (dh + ws - 1) * (2 ws - 1) + (dw + ws - 1).
   at::Tensor idx = at::arange(n, lopts);
   at::Tensor ih = at::div(idx, ws, "floor"), iw = at::remainder(idx, ws);
   at::Tensor rel = (ih.unsqueeze(1) - ih.unsqueeze(0) + (ws - 1)) * (2 * ws - 1) +
                    (iw.unsqueeze(1) - iw.unsqueeze(0) + (ws - 1));
-  const at::Tensor& table = GetWeight(w, bp + "attention.self.relative_position_bias_table");
+  const at::Tensor& table =
+      GetWeight(w, bp + "attention.relative_position_bias.relative_position_bias_table");
   at::Tensor bias = table.index_select(0, rel.reshape({-1})).view({n, n, heads}).permute({2, 0, 1});
   scores = scores + bias.unsqueeze(0);
   if (shift > 0) {
@@ -149,8 +152,8 @@ at::Tensor SwinTrunk::WindowAttention(const WeightMap& w, const std::string& bp,
                  .view({bw, heads, n, n});
   }
   at::Tensor ctx = nn::Matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({bw, n, dim});
-  return nn::Linear(ctx, GetWeight(w, bp + "attention.output.dense.weight"),
-                    GetWeight(w, bp + "attention.output.dense.bias"));
+  return nn::Linear(ctx, GetWeight(w, bp + "attention.o_proj.weight"),
+                    GetWeight(w, bp + "attention.o_proj.bias"));
 }
 
 at::Tensor SwinTrunk::Block(const WeightMap& w, const std::string& bp, const at::Tensor& x,
@@ -162,11 +165,11 @@ at::Tensor SwinTrunk::Block(const WeightMap& w, const std::string& bp, const at:
   if (shift > 0) merged = at::roll(merged, {shift, shift}, {1, 2});
   at::Tensor h = x + merged.reshape({b, res * res, dim});
   at::Tensor m = LnSeq(w, bp + "layernorm_after", h);
-  m = Activate(nn::Linear(m, GetWeight(w, bp + "intermediate.dense.weight"),
-                          GetWeight(w, bp + "intermediate.dense.bias")),
+  m = Activate(nn::Linear(m, GetWeight(w, bp + "mlp.fc1.weight"),
+                          GetWeight(w, bp + "mlp.fc1.bias")),
                r_.act);
-  return h + nn::Linear(m, GetWeight(w, bp + "output.dense.weight"),
-                        GetWeight(w, bp + "output.dense.bias"));
+  return h + nn::Linear(m, GetWeight(w, bp + "mlp.fc2.weight"),
+                        GetWeight(w, bp + "mlp.fc2.bias"));
 }
 
 }  // namespace ts::zoo::internal

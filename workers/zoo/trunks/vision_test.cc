@@ -82,7 +82,7 @@ TEST(VisionFamiliesTest, Swin) {
   CheckCommon("SwinModel", {2, 16, 64});
   auto m = Build("SwinForImageClassification");
   EXPECT_EQ(testing::WeightShape(
-                *m, "swin.encoder.layers.0.blocks.1.attention.self.relative_position_bias_table"),
+                *m, "swin.encoder.layers.0.blocks.1.attention.relative_position_bias.relative_position_bias_table"),
             (std::vector<int64_t>{49, 2}));
   EXPECT_EQ(testing::WeightShape(*m, "swin.encoder.layers.0.downsample.reduction.weight"),
             (std::vector<int64_t>{64, 128}));
@@ -197,10 +197,11 @@ TEST(VisionTrunkTest, EncoderListsLayerWeightsInTheNamingOrder) {
   internal::WeightList weights;
   internal::PreLnEncoder enc(r, "p.", weights);
   ASSERT_EQ(weights.size(), 13u);  // 3 q/k/v weights without bias, 5 modules with one
-  EXPECT_EQ(weights[0].first, "p.encoder.layer.0.attention.attention.key.weight");
-  EXPECT_EQ(weights[3].first, "p.encoder.layer.0.attention.output.dense.weight");
-  EXPECT_EQ(weights[7].second, (std::vector<int64_t>{16, 8}));  // intermediate.dense
-  EXPECT_EQ(weights[12].first, "p.encoder.layer.0.layernorm_after.bias");
+  // transformers 5's ViTLayer names.
+  EXPECT_EQ(weights[0].first, "p.layers.0.attention.k_proj.weight");
+  EXPECT_EQ(weights[3].first, "p.layers.0.attention.o_proj.weight");
+  EXPECT_EQ(weights[7].second, (std::vector<int64_t>{16, 8}));  // mlp.fc1
+  EXPECT_EQ(weights[12].first, "p.layers.0.layernorm_after.bias");
 }
 
 // transformers' ResNetBasicLayer: shortcut(x) + layer(x), then ACT2FN[hidden_act]; its inner

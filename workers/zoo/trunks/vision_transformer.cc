@@ -11,10 +11,11 @@ namespace ts::zoo::internal {
 
 EncoderNaming VitEncoderNaming() {
   using S = EncoderSlot;
-  return {"encoder.layer.",
-          {"layernorm_before", "attention.attention.query", "attention.attention.key",
-           "attention.attention.value", "attention.output.dense", "layernorm_after",
-           "intermediate.dense", "output.dense"},
+  // transformers 5's ViTLayer: attention.{q,k,v,o}_proj, mlp.fc1 / fc2, layers.N (4.x named
+  // them encoder.layer.N.attention.attention.query ... output.dense).
+  return {"layers.",
+          {"layernorm_before", "attention.q_proj", "attention.k_proj", "attention.v_proj",
+           "attention.o_proj", "layernorm_after", "mlp.fc1", "mlp.fc2"},
           {S::kNorm1, S::kQuery, S::kKey, S::kValue, S::kOut, S::kNorm2, S::kFc1, S::kFc2}};
 }
 
