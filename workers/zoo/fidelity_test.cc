@@ -225,6 +225,76 @@ TEST(FidelityTest, Gemma3NestedRopeParametersPerLayerType) {
   EXPECT_GT(MaxAbs(a, full), 1e-6) << "the two entries differ";
 }
 
+// ---- helium's interleaved rotary ----------------------------------------------------------------
+
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  return w * (x * at::rsqrt(x.pow(2).mean(-1, true) + eps));
+}
+
+// modular_helium.py (transformers 5): HeliumModel is LlamaModel with HeliumRMSNorm, HeliumMLP
+// (LlamaMLP: down(silu(gate x) * up x)) and HeliumAttention, whose apply_rotary_pos_emb
+// interleaves: cos = cos[..., :d/2].repeat_interleave(2), rotate_half(x) =
+// stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2); o_proj has no bias; scaling 1/sqrt(d).
+// LlamaRotaryEmbedding: inv_freq = 1 / theta^(arange(0, d, 2) / d), positions arange(S).
+TEST(FidelityTest, HeliumRotaryIsInterleavedAsTransformers) {
+  const int64_t hid = 8, heads = 2, d = 4, inter = 16, s = 6;
+  const double eps = 1e-8, theta = 100.0;  // a small base: every pair turns visibly
+  const nlohmann::json cfg = {{"architectures", {"HeliumModel"}}, {"model_type", "helium"},
+                              {"hidden_size", hid}, {"intermediate_size", inter},
+                              {"num_attention_heads", heads}, {"num_key_value_heads", heads},
+                              {"head_dim", d}, {"num_hidden_layers", 1}, {"vocab_size", 32},
+                              {"max_position_embeddings", 64}, {"rms_norm_eps", eps},
+                              {"rope_theta", theta}, {"attention_bias", true}};
+  auto m = BuildFull(cfg);
+  ASSERT_NE(m, nullptr);
+  WeightMap w = m->InitWeights(5, at::kDouble);
+  EXPECT_EQ(w.count("layers.0.self_attn.o_proj.bias"), 0u);
+  EXPECT_EQ(w.count("layers.0.self_attn.q_proj.bias"), 1u);
+  for (auto& [k, v] : w)
+    if (k.find("norm") != std::string::npos) v = v + 0.1 * at::arange(hid, at::kDouble);
+  const at::Tensor ids = at::arange(3, 3 + s, at::kLong).view({1, s});
+  const at::Tensor got = m->Forward(w, {{"input_ids", ids}})[0];
+  // The reference, written from the transformers code above.
+  const std::string l = "layers.0.";
+  auto lin = [&](const at::Tensor& x, const std::string& n) {
+    const std::string b = l + n + ".bias";
+    return at::linear(x, w.at(l + n + ".weight"), w.count(b) ? w.at(b) : at::Tensor());
+  };
+  at::Tensor x = w.at("embed_tokens.weight").index_select(0, ids.view(-1)).view({1, s, hid});
+  at::Tensor h = RmsNorm(x, w.at(l + "input_layernorm.weight"), eps);
+  auto split = [&](const at::Tensor& t) { return t.view({1, s, heads, d}).transpose(1, 2); };
+  at::Tensor q = split(lin(h, "self_attn.q_proj")), k = split(lin(h, "self_attn.k_proj"));
+  at::Tensor v = split(lin(h, "self_attn.v_proj"));
+  at::Tensor inv = 1.0 / at::pow(theta, at::arange(0, d, 2, at::kDouble) / d);
+  at::Tensor freqs = at::outer(at::arange(s, at::kDouble), inv);  // [S, d/2]
+  at::Tensor cos = at::cat({freqs, freqs}, -1).cos(), sin = at::cat({freqs, freqs}, -1).sin();
+  cos = cos.narrow(-1, 0, d / 2).repeat_interleave(2, -1);
+  sin = sin.narrow(-1, 0, d / 2).repeat_interleave(2, -1);
+  auto rot = [&](const at::Tensor& t) {
+    const at::Tensor even = t.slice(-1, 0, d, 2), odd = t.slice(-1, 1, d, 2);
+    return at::stack({-odd, even}, -1).flatten(-2);
+  };
+  q = q * cos + rot(q) * sin;
+  k = k * cos + rot(k) * sin;
+  at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
+  scores = scores.masked_fill(at::ones({s, s}, at::kBool).triu(1), -INFINITY);
+  at::Tensor a = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({1, s, hid});
+  x = x + lin(a, "self_attn.o_proj");
+  h = RmsNorm(x, w.at(l + "post_attention_layernorm.weight"), eps);
+  x = x + lin(at::silu(lin(h, "mlp.gate_proj")) * lin(h, "mlp.up_proj"), "mlp.down_proj");
+  const at::Tensor want = RmsNorm(x, w.at("norm.weight"), eps);
+  EXPECT_LT(MaxAbs(got, want), 1e-10);
+  // rotate_half over the halves (Llama's) is not what transformers computes for helium.
+  nlohmann::json llama = cfg;
+  llama["model_type"] = "llama";
+  llama["architectures"] = {"LlamaModel"};
+  auto lm = BuildFull(llama);
+  ASSERT_NE(lm, nullptr);
+  WeightMap wl = w;
+  wl[l + "self_attn.o_proj.bias"] = at::zeros({hid}, at::kDouble);
+  EXPECT_GT(MaxAbs(lm->Forward(wl, {{"input_ids", ids}})[0], want), 1e-4);
+}
+
 // ---- a non-object rope_scaling ----------------------------------------------------------------
 
 // Every class whose transformers model reads rope_scaling (RotaryEmbeddingConfigMixin: a dict or

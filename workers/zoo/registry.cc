@@ -11,10 +11,10 @@ namespace ts::zoo::internal {
 const std::vector<ArchEntry>& Registry() {
   static const std::vector<ArchEntry> kRegistry = [] {
     std::vector<ArchEntry> all;
-    for (auto list : {DecoderArchs, EncoderArchs,
-                      T5Archs, Mt5Archs, BartArchs, MbartArchs, WhisperArchs, Wav2Vec2Archs,
-                      VitArchs, DeitArchs, SwinArchs, ConvNextArchs, ResNetArchs,
-                      MobileNetV2Archs, EfficientNetArchs, ClipArchs}) {
+    for (auto list :
+         {DecoderArchs, EncoderArchs, T5Archs, Mt5Archs, BartArchs, MbartArchs, MvpArchs,
+          PlbartArchs, WhisperArchs, Wav2Vec2Archs, VitArchs, DeitArchs, SwinArchs, ConvNextArchs,
+          ResNetArchs, MobileNetV2Archs, EfficientNetArchs, ClipArchs}) {
       for (auto& e : list()) all.push_back(std::move(e));
     }
     std::sort(all.begin(), all.end(),

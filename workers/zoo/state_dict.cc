@@ -15,6 +15,12 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+bool HasPrefix(const std::string& arch, std::initializer_list<const char*> prefixes) {
+  for (const char* p : prefixes)
+    if (arch.rfind(p, 0) == 0) return true;
+  return false;
+}
+
 bool HasSuffix(const std::string& arch, std::initializer_list<const char*> suffixes) {
   for (const char* s : suffixes)
     if (EndsWith(arch, s)) return true;
@@ -94,8 +100,8 @@ std::vector<StateDictEntry> StateDictShapes(const Model& model) {
   }
   // Modules transformers builds but the class never calls (the zoo builds no weight for them;
   // the export writes them, seeded, for a strict load): every BigBird head holds BigBirdModel
-  // with its pooler (add_pooling_layer defaults to True); BART's decoder-only CausalLM keeps
-  // each layer's cross-attention (encoder_attn, encoder_attn_layer_norm).
+  // with its pooler (add_pooling_layer defaults to True); the BART lineage's decoder-only CausalLM
+  // keeps each layer's cross-attention (encoder_attn, encoder_attn_layer_norm).
   auto unused = [&](const std::string& name, const std::vector<int64_t>& shape) {
     if (have.count(name) || added.count(name)) return;
     out.push_back({name, shape, at::kFloat, ""});
@@ -106,8 +112,7 @@ std::vector<StateDictEntry> StateDictShapes(const Model& model) {
     unused("bert.pooler.weight", {h, h});
     unused("bert.pooler.bias", {h});
   }
-  if (EndsWith(arch, "ForCausalLM") &&
-      (arch.rfind("Bart", 0) == 0 || arch.rfind("MBart", 0) == 0)) {
+  if (EndsWith(arch, "ForCausalLM") && HasPrefix(arch, {"Bart", "MBart", "Mvp", "PLBart"})) {
     for (const auto& [n, s] : have) {
       for (const char* from : {".self_attn.", ".self_attn_layer_norm."}) {
         const size_t at = n.find(from);
@@ -136,7 +141,8 @@ std::vector<StateDictEntry> StateDictShapes(const Model& model) {
     // Wav2Vec2Config defaults: mask_time_prob 0.05, mask_feature_prob 0.
     const double time = prob("mask_time_prob", 0.05);
     const double feature = prob("mask_feature_prob", 0.0);
-    if (time > 0.0 || feature > 0.0) {
+    // UniSpeechSatModel builds it whatever the probabilities (modular_unispeech_sat.py).
+    if (time > 0.0 || feature > 0.0 || arch.rfind("UniSpeechSat", 0) == 0) {
       const std::string p =
           n.substr(0, n.size() - std::string("feature_projection.projection.weight").size());
       out.push_back({p + "masked_spec_embed", {s[0]}, at::kFloat, ""});

@@ -37,10 +37,14 @@ EncoderFamily Albert() {
       .names = {.pooler = "pooler",
                 .lm_dense = "predictions.dense",
                 .lm_norm = "predictions.LayerNorm",
-                .lm_bias = "predictions"},
+                .lm_bias = "predictions",
+                // AlbertForPreTraining: sentence-order prediction (AlbertSOPHead).
+                .pair_head = "sop_classifier.classifier",
+                .pair = {.output = "sop_logits", .label = "sentence_order_label"}},
       .parse_late = ParseAlbertGroups,
       .scale_extra = ScaleAlbertGroups,
-      .classes = AllHeads("Albert", /*causal=*/false),
+      .classes = AllHeads("Albert", /*causal=*/false, /*nsp=*/false, /*qa=*/true,
+                          /*pretraining=*/true),
       // albert-base-v2
       .example = json{{"model_type", "albert"},   {"attention_probs_dropout_prob", 0},
                       {"bos_token_id", 2},        {"classifier_dropout_prob", 0.1},

@@ -2,7 +2,8 @@
 // embedding scale, q/k/v/out biases, gelu fc1/fc2, post-LN; lm_head tied to shared +
 // final_logits_bias. Classes: ForConditionalGeneration, Model, ForSequenceClassification (decoder
 // state at the last eos of input_ids; dense, tanh, out_proj), ForQuestionAnswering, ForCausalLM
-// (the decoder alone).
+// (the decoder alone). mvp (RUCAIBox/mvp without prompts) and plbart (BART layers, scaled
+// embeddings, mBART's shift) are this lineage too (families/mvp_plbart.cc).
 #include "workers/zoo/families/bart.h"
 
 #include <algorithm>
@@ -53,22 +54,29 @@ Status ParseBartSizes(const ConfigReader& r, BartCfg& c) {
   return OkStatus();
 }
 
-StatusOr<BartCfg> ParseBart(const json& config) {
+// The lineage's config classes differ in defaults and extras: PLBartConfig scale_embedding
+// defaults to true; MvpConfig's prompts (use_prompt) add modules the zoo does not build.
+StatusOr<BartCfg> ParseBart(const json& config, const std::string& family) {
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
   ConfigReader r(config);
   BartCfg c;
   TS_RETURN_IF_ERROR(ParseBartSizes(r, c));
   TS_ASSIGN_OR_RETURN(std::string act, r.String("activation_function", "gelu"));
   TS_ASSIGN_OR_RETURN(c.act, ParseActivation(act, r.Name("activation_function")));
-  TS_ASSIGN_OR_RETURN(c.scale_embedding, r.Bool("scale_embedding", false));
+  TS_ASSIGN_OR_RETURN(c.scale_embedding, r.Bool("scale_embedding", family == "plbart"));
+  if (family == "mvp") {
+    TS_ASSIGN_OR_RETURN(bool prompt, r.Bool("use_prompt", false));
+    if (prompt)
+      return r.Error("use_prompt", "true (MVP's task prompts) is not supported by the zoo");
+  }
   TS_RETURN_IF_ERROR(ReadSeq2SeqTokens(r, /*pad_def=*/1, /*eos_def=*/2, /*start_is_eos=*/true, c));
   TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
   return c;
 }
 
-StatusOr<json> ScaleBart(const json& config) {
+StatusOr<json> ScaleBart(const json& config, const std::string& family) {
   using P = TinyProfile;
-  TS_ASSIGN_OR_RETURN(BartCfg c, ParseBart(config));
+  TS_ASSIGN_OR_RETURN(BartCfg c, ParseBart(config, family));
   json t = config;
   const int64_t heads = std::min(c.enc_heads, P::kHeads);
   const int64_t d = heads * (P::kHidden / P::kHeads);
@@ -172,9 +180,13 @@ const char* BartTask(Seq2SeqHead head) {
   }
 }
 
-StatusOr<std::unique_ptr<Model>> BuildBart(ModelSpec spec, Seq2SeqHead head, bool mbart) {
-  TS_ASSIGN_OR_RETURN(BartCfg c, ParseBart(spec.tiny_config));
-  EncDecRecipe r = BartRecipe(c, head, mbart);
+StatusOr<std::unique_ptr<Model>> BuildBart(ModelSpec spec, Seq2SeqHead head,
+                                           const std::string& family) {
+  TS_ASSIGN_OR_RETURN(BartCfg c, ParseBart(spec.tiny_config, family));
+  EncDecRecipe r = BartRecipe(c, head, family == "mbart");
+  // PLBart's shift_tokens_right is mBART's (the row's last token, its language code, wraps to
+  // the front); its layers are BART's post-LN ones.
+  if (family == "plbart") r.batch = EncDecRecipe::Batch::kMbart;
   switch (head) {
     case Seq2SeqHead::kConditionalGeneration:
       return MakeSeq2SeqLm(std::move(spec), std::move(r));
@@ -199,9 +211,8 @@ ArchEntry BartEntry(const std::string& arch, const std::string& family, Seq2SeqH
     example["is_encoder_decoder"] = false;
   }
   e.example_config = std::move(example);
-  const bool mbart = family == "mbart";
-  e.scale = [](const json& c) { return ScaleBart(c); };
-  e.build = [head, mbart](ModelSpec spec) { return BuildBart(std::move(spec), head, mbart); };
+  e.scale = [family](const json& c) { return ScaleBart(c, family); };
+  e.build = [head, family](ModelSpec spec) { return BuildBart(std::move(spec), head, family); };
   return e;
 }
 

@@ -62,7 +62,8 @@ EncoderFamily BigBird() {
       .names = names,
       .absolute_positions = true,
       .parse = ParseBigBird,
-      .classes = AllHeads("BigBird", /*causal=*/true, /*nsp=*/false, /*qa=*/false),
+      .classes = AllHeads("BigBird", /*causal=*/true, /*nsp=*/false, /*qa=*/false,
+                          /*pretraining=*/true),
       .example = example,
   };
 }

@@ -43,6 +43,7 @@ const std::vector<DecoderFamily>& DecoderFamilies() {
       GptNeoX(),
       Mixtral(),
       Qwen2Moe(),
+      Qwen3Moe(),
       Llama(),
       LlamaLm(),
       Mistral(),

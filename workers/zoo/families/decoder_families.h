@@ -26,6 +26,15 @@ Names BloomNames(bool emb_ln);
 Status RejectPostLnResidual(const ConfigReader& r);
 // qwen2.cc: rotary over the whole head and q/k/v biases (qwen2, qwen2_moe).
 Status ReadQwen2Attention(const ConfigReader& r, const json& config, Recipe& c);
+// qwen2_moe.cc: the Qwen MoE layers (qwen2_moe, qwen3_moe): softmax router, top-k, optional
+// renormalisation (norm_topk_prob), dense layers by decoder_sparse_step / mlp_only_layers, and
+// qwen2_moe's gated shared expert (shared_inter > 0); the config class's defaults.
+struct QwenMoeDefaults {
+  int64_t experts = 0, top_k = 0, inter = 0, shared_inter = 0;
+};
+Status ReadQwenMoe(const ConfigReader& r, const json& config, const QwenMoeDefaults& d,
+                   Recipe& c);
+void ScaleQwenMoe(const json& real, const Recipe& rc, json& t);
 
 DecoderFamily Helium();
 DecoderFamily Ministral();
@@ -65,6 +74,7 @@ DecoderFamily GptBigCode();
 DecoderFamily GptNeoX();
 DecoderFamily Mixtral();
 DecoderFamily Qwen2Moe();
+DecoderFamily Qwen3Moe();
 DecoderFamily Llama();
 DecoderFamily LlamaLm();
 DecoderFamily Mistral();

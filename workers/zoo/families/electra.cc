@@ -43,9 +43,11 @@ EncoderFamily Electra() {
                 .lm_dense = "generator_predictions.dense",
                 .lm_norm = "generator_predictions.LayerNorm",
                 .lm_bias = "generator_lm_head",
-                .lm_hidden_act = false},
+                .lm_hidden_act = false,
+                .pretraining_discriminator = true},
       .absolute_positions = true,
-      .classes = AllHeads("Electra", /*causal=*/true),
+      .classes = AllHeads("Electra", /*causal=*/true, /*nsp=*/false, /*qa=*/true,
+                          /*pretraining=*/true),
       .example = ElectraExample(false),
       .lm_example = ElectraExample(true),
   };

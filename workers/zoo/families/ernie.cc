@@ -31,7 +31,8 @@ EncoderFamily Ernie() {
         TS_ASSIGN_OR_RETURN(c.task_types, r.Int("task_type_vocab_size", 3));
         return Positive(r, "task_type_vocab_size", c.task_types);
       },
-      .classes = AllHeads("Ernie", /*causal=*/true, /*nsp=*/true),
+      .classes = AllHeads("Ernie", /*causal=*/true, /*nsp=*/true, /*qa=*/true,
+                          /*pretraining=*/true),
       .example = example,
   };
 }

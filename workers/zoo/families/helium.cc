@@ -1,4 +1,6 @@
-// helium: a plain llama layout.
+// helium: llama layout with GLM-style interleaved rotary (modular_helium.py apply_rotary_pos_emb:
+// cos[..., :d/2].repeat_interleave(2), rotate_half over the even/odd pairs) and a bias-free
+// o_proj whatever attention_bias says (HeliumAttention).
 #include "workers/zoo/families/decoder_families.h"
 
 namespace ts::zoo::internal::decoder {
@@ -8,6 +10,11 @@ DecoderFamily Helium() {
       .model_type = "helium",
       .fields = {.head_dim = "head_dim"},
       .defaults = {.max_pos = 4096, .eps = 1e-8, .theta = 100000.0, .head_dim = 128},
+      .parse = [](const ConfigReader&, const json&, Recipe& c) -> Status {
+        c.interleaved = true;
+        c.o_bias = false;
+        return OkStatus();
+      },
       .classes = {"HeliumForCausalLM",
                   "HeliumForSequenceClassification",
                   "HeliumForTokenClassification",

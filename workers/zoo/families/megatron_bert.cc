@@ -28,7 +28,8 @@ EncoderFamily MegatronBert() {
                     .base = "bert."},
       .names = BertHeadNames(),
       .absolute_positions = true,
-      .classes = AllHeads("MegatronBert", /*causal=*/true, /*nsp=*/true),
+      .classes = AllHeads("MegatronBert", /*causal=*/true, /*nsp=*/true, /*qa=*/true,
+                          /*pretraining=*/true),
       .example = example,
   };
 }

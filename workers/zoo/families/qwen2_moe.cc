@@ -7,17 +7,18 @@
 
 namespace ts::zoo::internal::decoder {
 
-namespace {
-
-Status ReadQwen2Moe(const ConfigReader& r, const json& config, Recipe& c) {
+Status ReadQwenMoe(const ConfigReader& r, const json& config, const QwenMoeDefaults& d,
+                   Recipe& c) {
   Moe& m = c.moe;
-  TS_ASSIGN_OR_RETURN(m.experts, r.Int("num_experts", 60));
+  TS_ASSIGN_OR_RETURN(m.experts, r.Int("num_experts", d.experts));
   TS_RETURN_IF_ERROR(Positive(r, "num_experts", m.experts));
-  TS_ASSIGN_OR_RETURN(m.top_k, r.Int("num_experts_per_tok", 4));
-  TS_ASSIGN_OR_RETURN(m.inter, r.Int("moe_intermediate_size", 1408));
+  TS_ASSIGN_OR_RETURN(m.top_k, r.Int("num_experts_per_tok", d.top_k));
+  TS_ASSIGN_OR_RETURN(m.inter, r.Int("moe_intermediate_size", d.inter));
   TS_RETURN_IF_ERROR(Positive(r, "moe_intermediate_size", m.inter));
-  TS_ASSIGN_OR_RETURN(m.shared_inter, r.Int("shared_expert_intermediate_size", 5632));
-  TS_RETURN_IF_ERROR(Positive(r, "shared_expert_intermediate_size", m.shared_inter));
+  if (d.shared_inter > 0) {
+    TS_ASSIGN_OR_RETURN(m.shared_inter, r.Int("shared_expert_intermediate_size", d.shared_inter));
+    TS_RETURN_IF_ERROR(Positive(r, "shared_expert_intermediate_size", m.shared_inter));
+  }
   TS_ASSIGN_OR_RETURN(m.norm_topk, r.Bool("norm_topk_prob", false));
   TS_ASSIGN_OR_RETURN(int64_t step, r.Int("decoder_sparse_step", 1));
   TS_RETURN_IF_ERROR(Positive(r, "decoder_sparse_step", step));
@@ -39,7 +40,23 @@ Status ReadQwen2Moe(const ConfigReader& r, const json& config, Recipe& c) {
   return OkStatus();
 }
 
-}  // namespace
+void ScaleQwenMoe(const json& real, const Recipe& rc, json& t) {
+  ScaleExperts(rc, "num_experts", t);
+  const int64_t hidden = t["hidden_size"].get<int64_t>();
+  const int64_t layers = t["num_hidden_layers"].get<int64_t>();
+  t["moe_intermediate_size"] = ScaleRatio(rc.moe.inter, rc.hidden, hidden, 8);
+  if (rc.moe.shared_inter > 0) {
+    t["shared_expert_intermediate_size"] = ScaleRatio(rc.moe.shared_inter, rc.hidden, hidden, 8);
+  }
+  t["decoder_sparse_step"] =
+      std::min<int64_t>(real.value("decoder_sparse_step", int64_t{1}), layers);
+  json only = json::array();
+  if (real.contains("mlp_only_layers") && real["mlp_only_layers"].is_array()) {
+    for (const auto& v : real["mlp_only_layers"])
+      if (v.get<int64_t>() < layers) only.push_back(v.get<int64_t>());
+  }
+  t["mlp_only_layers"] = only;
+}
 
 DecoderFamily Qwen2Moe() {
   return {
@@ -49,23 +66,11 @@ DecoderFamily Qwen2Moe() {
       .classic = true,
       .windows = WindowPattern::kQwen,
       .parse = ReadQwen2Attention,
-      .parse_layers = ReadQwen2Moe,
-      .scale_extra = [](const json& real, const Recipe& rc, json& t) {
-        ScaleExperts(rc, "num_experts", t);
-        const int64_t hidden = t["hidden_size"].get<int64_t>();
-        const int64_t layers = t["num_hidden_layers"].get<int64_t>();
-        t["moe_intermediate_size"] = ScaleRatio(rc.moe.inter, rc.hidden, hidden, 8);
-        t["shared_expert_intermediate_size"] =
-            ScaleRatio(rc.moe.shared_inter, rc.hidden, hidden, 8);
-        t["decoder_sparse_step"] =
-            std::min<int64_t>(real.value("decoder_sparse_step", int64_t{1}), layers);
-        json only = json::array();
-        if (real.contains("mlp_only_layers") && real["mlp_only_layers"].is_array()) {
-          for (const auto& v : real["mlp_only_layers"])
-            if (v.get<int64_t>() < layers) only.push_back(v.get<int64_t>());
-        }
-        t["mlp_only_layers"] = only;
+      .parse_layers = [](const ConfigReader& r, const json& config, Recipe& c) {
+        return ReadQwenMoe(r, config, {.experts = 60, .top_k = 4, .inter = 1408,
+                                       .shared_inter = 5632}, c);
       },
+      .scale_extra = ScaleQwenMoe,
       .classes = {"Qwen2MoeForCausalLM",
                   "Qwen2MoeForSequenceClassification",
                   "Qwen2MoeForTokenClassification",

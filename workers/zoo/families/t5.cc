@@ -138,11 +138,14 @@ EncDecRecipe T5Recipe(const T5Cfg& c, Seq2SeqHead head) {
   r.rel_buckets = c.buckets;
   r.rel_max_distance = c.max_distance;
   r.encoder_norms_kv_apart = true;
-  // T5ForTokenClassification wraps a T5EncoderModel as `transformer`.
-  const std::string pre = head == Seq2SeqHead::kTokenClassification ? "transformer." : "";
+  // T5ForTokenClassification wraps a T5EncoderModel as `transformer`,
+  // T5ForSequenceClassification a T5Model; T5ForQuestionAnswering holds the stacks itself.
+  const bool wrapped = head == Seq2SeqHead::kTokenClassification ||
+                       head == Seq2SeqHead::kSequenceClassification;
+  const std::string pre = wrapped ? "transformer." : "";
   r.shared = pre + "shared.weight";
   r.encoder = EncDecStack::Of(pre + "encoder", c.layers, c.heads, c.d_ff);
-  r.decoder = EncDecStack::Of("decoder", c.dec_layers, c.heads, c.d_ff);
+  r.decoder = EncDecStack::Of(pre + "decoder", c.dec_layers, c.heads, c.d_ff);
   r.decoder.decoder = true;
   r.decoder.cross = true;
   r.batch = EncDecRecipe::Batch::kT5;
@@ -202,11 +205,15 @@ ArchEntry T5Entry(const std::string& arch, const std::string& family, Seq2SeqHea
                   json example) {
   ArchEntry e;
   e.info = {arch, family,
-            head == Seq2SeqHead::kConditionalGeneration ? "text2text-generation"
-            : head == Seq2SeqHead::kTokenClassification ? "token-classification"
-                                                        : "feature-extraction"};
+            head == Seq2SeqHead::kConditionalGeneration    ? "text2text-generation"
+            : head == Seq2SeqHead::kTokenClassification    ? "token-classification"
+            : head == Seq2SeqHead::kSequenceClassification ? "text-classification"
+            : head == Seq2SeqHead::kQuestionAnswering      ? "question-answering"
+                                                           : "feature-extraction"};
   example["architectures"] = {arch};
-  if (head == Seq2SeqHead::kTokenClassification) example["num_labels"] = 2;
+  if (head == Seq2SeqHead::kTokenClassification || head == Seq2SeqHead::kSequenceClassification ||
+      head == Seq2SeqHead::kQuestionAnswering)
+    example["num_labels"] = 2;
   e.example_config = std::move(example);
   e.scale = [](const json& c) { return ScaleT5(c); };
   e.build = [head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
@@ -216,6 +223,8 @@ ArchEntry T5Entry(const std::string& arch, const std::string& family, Seq2SeqHea
       case Seq2SeqHead::kConditionalGeneration:
         return MakeSeq2SeqLm(std::move(spec), std::move(r));
       case Seq2SeqHead::kTokenClassification:
+      case Seq2SeqHead::kSequenceClassification:
+      case Seq2SeqHead::kQuestionAnswering:
         return MakeSeq2SeqClassification(std::move(spec), std::move(r), head);
       default:
         return MakeSeq2SeqBase(std::move(spec), std::move(r), head);
@@ -231,7 +240,10 @@ std::vector<ArchEntry> T5StyleArchs(const std::string& prefix, const std::string
                   lm_example),
           T5Entry(prefix + "Model", family, H::kModel, example),
           T5Entry(prefix + "EncoderModel", family, H::kEncoderModel, example),
-          T5Entry(prefix + "ForTokenClassification", family, H::kTokenClassification, example)};
+          T5Entry(prefix + "ForTokenClassification", family, H::kTokenClassification, example),
+          T5Entry(prefix + "ForSequenceClassification", family, H::kSequenceClassification,
+                  example),
+          T5Entry(prefix + "ForQuestionAnswering", family, H::kQuestionAnswering, example)};
 }
 
 std::vector<ArchEntry> T5Archs() {

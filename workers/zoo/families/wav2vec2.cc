@@ -58,10 +58,21 @@ Status ParseFeatureEncoder(const json& config, const ConfigReader& r, Wav2Vec2Re
   return OkStatus();
 }
 
-StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config) {
+// `family`: the model_type whose config class reads `config` ("wav2vec2", "hubert",
+// "unispeech-sat"): the heads' base prefix, and hubert's feature-projection and pos-conv fields.
+StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const std::string& family) {
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
   ConfigReader r(config);
   Wav2Vec2Recipe c;
+  if (family == "hubert") {
+    c.base = "hubert.";
+    c.extract_features_output = false;  // HubertModel returns BaseModelOutput
+    TS_ASSIGN_OR_RETURN(c.feat_proj_layer_norm, r.Bool("feat_proj_layer_norm", true));
+    TS_ASSIGN_OR_RETURN(bool bn, r.Bool("conv_pos_batch_norm", false));
+    if (bn) return r.Error("conv_pos_batch_norm", "true is not supported by the zoo");
+  } else if (family == "unispeech-sat") {
+    c.base = "unispeech_sat.";
+  }
   TS_ASSIGN_OR_RETURN(c.hidden, PositiveField(r, "hidden_size"));
   TS_ASSIGN_OR_RETURN(c.layers, PositiveField(r, "num_hidden_layers"));
   TS_ASSIGN_OR_RETURN(c.heads, PositiveField(r, "num_attention_heads"));
@@ -97,8 +108,8 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config) {
   return c;
 }
 
-StatusOr<json> ScaleWav2Vec2(const json& config) {
-  TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(config));
+StatusOr<json> ScaleWav2Vec2(const json& config, const std::string& family) {
+  TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(config, family));
   json t = config;
   const int64_t h = ScaleEncoderWidth(t, c.heads, c.hidden, c.intermediate, c.layers);
   std::vector<int64_t> dims;
@@ -117,13 +128,16 @@ StatusOr<json> ScaleWav2Vec2(const json& config) {
 
 using MakeFn = std::unique_ptr<Model> (*)(ModelSpec, Wav2Vec2Recipe);
 
-ArchEntry Wav2Vec2Entry(const std::string& arch, const char* task, MakeFn make, json example) {
+ArchEntry Wav2Vec2Entry(const std::string& arch, const char* task, MakeFn make, json example,
+                        const std::string& family = "wav2vec2") {
   example["architectures"] = {arch};
-  auto build = [make](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
-    TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(spec.tiny_config));
+  example["model_type"] = family;
+  auto build = [make, family](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
+    TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(spec.tiny_config, family));
     return make(std::move(spec), std::move(c));
   };
-  return {{arch, "wav2vec2", task}, std::move(example), ScaleWav2Vec2, build};
+  auto scale = [family](const json& config) { return ScaleWav2Vec2(config, family); };
+  return {{arch, family, task}, std::move(example), scale, build};
 }
 
 // Modelled on facebook/wav2vec2-base-960h.
@@ -169,6 +183,37 @@ std::vector<ArchEntry> Wav2Vec2Archs() {
                             std::move(ctc)));
   v.push_back(Wav2Vec2Entry("Wav2Vec2ForSequenceClassification", "audio-classification",
                             MakeWav2Vec2SequenceClassification, Wav2Vec2Example()));
+  v.push_back(Wav2Vec2Entry("Wav2Vec2ForAudioFrameClassification", "audio-frame-classification",
+                            MakeWav2Vec2FrameClassification, Wav2Vec2Example()));
+  // hubert (modular_hubert.py): wav2vec2's encoder under `hubert.`, the feature projection's
+  // layer norm only with feat_proj_layer_norm, HubertModel without extract_features; modelled
+  // on facebook/hubert-base-ls960 (its CTC fine-tune: facebook/hubert-large-ls960-ft).
+  json hubert = Wav2Vec2Example();
+  hubert["feat_proj_layer_norm"] = true;
+  hubert["conv_pos_batch_norm"] = false;
+  json hubert_ctc = hubert;
+  hubert_ctc["ctc_loss_reduction"] = "mean";  // as transformers' CTC fine-tuning writes it
+  v.push_back(Wav2Vec2Entry("HubertModel", "feature-extraction", MakeWav2Vec2Base, hubert,
+                            "hubert"));
+  v.push_back(Wav2Vec2Entry("HubertForCTC", "automatic-speech-recognition", MakeWav2Vec2Ctc,
+                            hubert_ctc, "hubert"));
+  v.push_back(Wav2Vec2Entry("HubertForSequenceClassification", "audio-classification",
+                            MakeWav2Vec2SequenceClassification, hubert, "hubert"));
+  // unispeech-sat (modular_unispeech_sat.py): wav2vec2's model and heads under `unispeech_sat.`,
+  // masked_spec_embed always present; modelled on microsoft/unispeech-sat-base.
+  json sat = Wav2Vec2Example();
+  sat["num_clusters"] = 504;
+  json sat_ctc = sat;
+  sat_ctc["ctc_loss_reduction"] = "mean";
+  v.push_back(Wav2Vec2Entry("UniSpeechSatModel", "feature-extraction", MakeWav2Vec2Base, sat,
+                            "unispeech-sat"));
+  v.push_back(Wav2Vec2Entry("UniSpeechSatForCTC", "automatic-speech-recognition", MakeWav2Vec2Ctc,
+                            sat_ctc, "unispeech-sat"));
+  v.push_back(Wav2Vec2Entry("UniSpeechSatForSequenceClassification", "audio-classification",
+                            MakeWav2Vec2SequenceClassification, sat, "unispeech-sat"));
+  v.push_back(Wav2Vec2Entry("UniSpeechSatForAudioFrameClassification",
+                            "audio-frame-classification", MakeWav2Vec2FrameClassification, sat,
+                            "unispeech-sat"));
   return v;
 }
 

@@ -16,18 +16,21 @@ class Wav2Vec2Base : public Wav2Vec2Trunk {
       : Wav2Vec2Trunk(std::move(spec), std::move(recipe), "") {}
 
   std::vector<std::string> OutputNames() const override {
+    if (!r_.extract_features_output) return {"last_hidden_state"};
     return {"last_hidden_state", "extract_features"};
   }
 
   std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
     auto [hs, feats] = Encode(w, inputs);
+    if (!r_.extract_features_output) return {hs};
     return {hs, feats};
   }
 
   at::Tensor Loss(const WeightMap& w, const Batch& batch) const override {
     std::vector<at::Tensor> out = Forward(w, batch.inputs);
-    return (out[0] - GetInput(batch.labels, "target").to(out[0].scalar_type())).pow(2).mean() +
-           out[1].pow(2).mean();
+    at::Tensor loss =
+        (out[0] - GetInput(batch.labels, "target").to(out[0].scalar_type())).pow(2).mean();
+    return out.size() > 1 ? loss + out[1].pow(2).mean() : loss;
   }
 
   Batch MakeBatch(uint64_t seed, int64_t batch_size) const override {

@@ -1,7 +1,8 @@
 // Audio classification heads: the encoder's states, `projector`, the mean over frames, then
 // `classifier`; cross entropy (MSE when num_labels == 1) over one label per clip.
 //   WhisperForAudioClassification: over the encoder-decoder trunk's encoder alone.
-//   Wav2Vec2ForSequenceClassification: over wav2vec2's encoder (`wav2vec2.`).
+//   Wav2Vec2ForSequenceClassification: over wav2vec2's encoder (`wav2vec2.`, or the family's
+//   base prefix); Wav2Vec2ForAudioFrameClassification: `classifier` per frame, no projector.
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "workers/zoo/families_internal.h"
@@ -51,25 +52,22 @@ class WhisperAudioClassification : public EncoderDecoderModel {
   }
 };
 
-class Wav2Vec2SequenceClassification : public Wav2Vec2Trunk {
- public:
-  Wav2Vec2SequenceClassification(ModelSpec spec, Wav2Vec2Recipe recipe)
-      : Wav2Vec2Trunk(std::move(spec), std::move(recipe), "wav2vec2.") {
+// The states a wav2vec2 classifier reads: the last hidden state, or with use_weighted_layer_sum
+// (transformers' Wav2Vec2ForSequenceClassification / ForAudioFrameClassification.forward) the
+// hidden states stacked on dim 1, times softmax(layer_weights).view(-1, 1, 1), summed.
+class Wav2Vec2Classifier : public Wav2Vec2Trunk {
+ protected:
+  Wav2Vec2Classifier(ModelSpec spec, Wav2Vec2Recipe recipe)
+      : Wav2Vec2Trunk(std::move(spec), recipe, recipe.base) {
     if (r_.weighted_layer_sum) Add("layer_weights", {r_.layers + 1});
-    AddLinear("projector", r_.proj_size, r_.hidden);
-    AddLinear("classifier", r_.num_labels, r_.proj_size);
   }
 
-  std::vector<std::string> OutputNames() const override { return {"logits"}; }
-
-  // transformers' Wav2Vec2ForSequenceClassification.forward: with use_weighted_layer_sum, the
-  // hidden states stacked on dim 1, times softmax(layer_weights).view(-1, 1, 1), summed.
-  std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
-    if (!r_.weighted_layer_sum) return {Classify(w, Encode(w, inputs).first)};
+  at::Tensor States(const WeightMap& w, const TensorMap& inputs) const {
+    if (!r_.weighted_layer_sum) return Encode(w, inputs).first;
     std::vector<at::Tensor> all;
     Encode(w, inputs, &all);
     at::Tensor norm = at::softmax(GetWeight(w, "layer_weights"), -1).view({-1, 1, 1});
-    return {Classify(w, (at::stack(all, 1) * norm).sum(1))};
+    return (at::stack(all, 1) * norm).sum(1);
   }
 
   // layer_weights start at 1 / (num_hidden_layers + 1), as transformers initialises them.
@@ -79,6 +77,21 @@ class Wav2Vec2SequenceClassification : public Wav2Vec2Trunk {
       return;
     }
     Wav2Vec2Trunk::InitWeight(name, t, gen);
+  }
+};
+
+class Wav2Vec2SequenceClassification : public Wav2Vec2Classifier {
+ public:
+  Wav2Vec2SequenceClassification(ModelSpec spec, Wav2Vec2Recipe recipe)
+      : Wav2Vec2Classifier(std::move(spec), std::move(recipe)) {
+    AddLinear("projector", r_.proj_size, r_.hidden);
+    AddLinear("classifier", r_.num_labels, r_.proj_size);
+  }
+
+  std::vector<std::string> OutputNames() const override { return {"logits"}; }
+
+  std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
+    return {Classify(w, States(w, inputs))};
   }
 
   at::Tensor Loss(const WeightMap& w, const Batch& batch) const override {
@@ -103,6 +116,40 @@ class Wav2Vec2SequenceClassification : public Wav2Vec2Trunk {
   }
 };
 
+// Wav2Vec2ForAudioFrameClassification (modeling_wav2vec2.py): `classifier` on every frame's
+// state, logits [B, frames, num_labels]; transformers' loss is
+// CrossEntropyLoss(logits.view(-1, L), argmax(labels.view(-1, L), axis=1)) over every frame of
+// one-hot labels, so here the labels are one class index per frame.
+class Wav2Vec2FrameClassification : public Wav2Vec2Classifier {
+ public:
+  Wav2Vec2FrameClassification(ModelSpec spec, Wav2Vec2Recipe recipe)
+      : Wav2Vec2Classifier(std::move(spec), std::move(recipe)) {
+    AddLinear("classifier", r_.num_labels, r_.hidden);
+  }
+
+  std::vector<std::string> OutputNames() const override { return {"logits"}; }
+
+  std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
+    return {Lin(w, "classifier", States(w, inputs))};
+  }
+
+  at::Tensor Loss(const WeightMap& w, const Batch& batch) const override {
+    at::Tensor logits = Forward(w, batch.inputs)[0];
+    const at::Tensor& labels = GetInput(batch.labels, "labels");
+    return CrossEntropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}));
+  }
+
+  Batch MakeBatch(uint64_t seed, int64_t batch_size) const override {
+    if (batch_size <= 0) batch_size = RunBatchSize(spec().tiny_config);
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    Batch batch;
+    batch.inputs["input_values"] = InputValues(gen, batch_size);
+    batch.labels["labels"] = at::randint(0, r_.num_labels, {batch_size, kW2vFrames}, gen,
+                                         at::TensorOptions().dtype(at::kLong));
+    return batch;
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<Model> MakeWhisperAudioClassification(ModelSpec spec, EncDecRecipe recipe) {
@@ -111,6 +158,10 @@ std::unique_ptr<Model> MakeWhisperAudioClassification(ModelSpec spec, EncDecReci
 
 std::unique_ptr<Model> MakeWav2Vec2SequenceClassification(ModelSpec spec, Wav2Vec2Recipe recipe) {
   return std::make_unique<Wav2Vec2SequenceClassification>(std::move(spec), std::move(recipe));
+}
+
+std::unique_ptr<Model> MakeWav2Vec2FrameClassification(ModelSpec spec, Wav2Vec2Recipe recipe) {
+  return std::make_unique<Wav2Vec2FrameClassification>(std::move(spec), std::move(recipe));
 }
 
 }  // namespace ts::zoo::internal

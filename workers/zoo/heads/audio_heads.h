@@ -15,5 +15,7 @@ std::unique_ptr<Model> MakeWav2Vec2Base(ModelSpec spec, Wav2Vec2Recipe recipe);
 std::unique_ptr<Model> MakeWav2Vec2Ctc(ModelSpec spec, Wav2Vec2Recipe recipe);
 // audio_classification.cc: Wav2Vec2ForSequenceClassification.
 std::unique_ptr<Model> MakeWav2Vec2SequenceClassification(ModelSpec spec, Wav2Vec2Recipe recipe);
+// audio_classification.cc: Wav2Vec2ForAudioFrameClassification.
+std::unique_ptr<Model> MakeWav2Vec2FrameClassification(ModelSpec spec, Wav2Vec2Recipe recipe);
 
 }  // namespace ts::zoo::internal

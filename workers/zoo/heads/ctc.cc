@@ -14,7 +14,7 @@ namespace {
 class Wav2Vec2Ctc : public Wav2Vec2Trunk {
  public:
   Wav2Vec2Ctc(ModelSpec spec, Wav2Vec2Recipe recipe)
-      : Wav2Vec2Trunk(std::move(spec), std::move(recipe), "wav2vec2.") {
+      : Wav2Vec2Trunk(std::move(spec), recipe, recipe.base) {
     AddLinear("lm_head", r_.vocab, r_.hidden);
   }
 

@@ -20,10 +20,28 @@ at::Tensor ShiftRight(const at::Tensor& labels, int64_t start, int64_t pad) {
   return out.masked_fill(out.eq(-100), pad);
 }
 
+at::Tensor BartTokens(const EncDecRecipe& r, at::Generator& gen, int64_t rows, int64_t len);
+at::Tensor WithEos(const EncDecRecipe& r, at::Tensor v, const at::Tensor& mask);
+void ClassificationLabels(const EncDecRecipe& r, Seq2SeqHead head, at::Generator& gen,
+                          int64_t batch_size, int64_t s, Batch& batch);
+
 // T5: uniform tokens; labels padded with -100; decoder_input_ids = labels shifted right.
+// T5ForSequenceClassification / ForQuestionAnswering: decoder_input_ids = _shift_right(input_ids)
+// (HF's default without decoder inputs); the classifier pools the decoder state at the last eos
+// of input_ids, so each row ends with eos and holds no other.
 Batch T5Batch(const EncDecRecipe& r, Seq2SeqHead head, at::Generator& gen, int64_t batch_size,
               int64_t s) {
   const int64_t t = std::max<int64_t>(2, s / 2);
+  if (head == Seq2SeqHead::kSequenceClassification || head == Seq2SeqHead::kQuestionAnswering) {
+    at::Tensor mask = MakeAttentionMask(batch_size, s);
+    at::Tensor ids = WithEos(r, BartTokens(r, gen, batch_size, s), mask);
+    Batch batch;
+    batch.inputs["input_ids"] = ids;
+    batch.inputs["attention_mask"] = mask;
+    batch.inputs["decoder_input_ids"] = ShiftRight(ids, r.start, r.pad);
+    ClassificationLabels(r, head, gen, batch_size, s, batch);
+    return batch;
+  }
   at::Tensor ids = at::randint(0, r.vocab, {batch_size, s}, gen, kLong);
   at::Tensor mask = MakeAttentionMask(batch_size, s);
   ids = ids.masked_fill(mask.eq(0), r.pad);
@@ -71,10 +89,9 @@ at::Tensor WithEos(const EncDecRecipe& r, at::Tensor v, const at::Tensor& mask) 
   return v.masked_fill(mask.eq(0), r.pad);
 }
 
-// BART's classification and QA heads: decoder_input_ids default to input_ids shifted right (HF).
-void BartClassificationLabels(const EncDecRecipe& r, Seq2SeqHead head, at::Generator& gen,
-                              int64_t batch_size, int64_t s, Batch& batch) {
-  batch.inputs["decoder_input_ids"] = BartShift(r, batch.inputs.at("input_ids"));
+// The classification and QA heads' labels: one class per row, or start / end positions.
+void ClassificationLabels(const EncDecRecipe& r, Seq2SeqHead head, at::Generator& gen,
+                          int64_t batch_size, int64_t s, Batch& batch) {
   if (head == Seq2SeqHead::kSequenceClassification) {
     batch.labels["labels"] = r.num_labels == 1
                                  ? at::randn({batch_size}, gen, kFloat)
@@ -98,7 +115,9 @@ Batch BartBatch(const EncDecRecipe& r, Seq2SeqHead head, at::Generator& gen, int
     return batch;
   }
   if (head == Seq2SeqHead::kSequenceClassification || head == Seq2SeqHead::kQuestionAnswering) {
-    BartClassificationLabels(r, head, gen, batch_size, s, batch);
+    // decoder_input_ids default to input_ids shifted right (HF).
+    batch.inputs["decoder_input_ids"] = BartShift(r, batch.inputs.at("input_ids"));
+    ClassificationLabels(r, head, gen, batch_size, s, batch);
     return batch;
   }
   at::Tensor dmask = MakeAttentionMask(batch_size, t);

@@ -118,5 +118,16 @@ std::unique_ptr<TextHead> MakeQuestionAnsweringHead(TextHeadSpec spec);
 std::unique_ptr<TextHead> MakeBaseModelHead(TextHeadSpec spec);
 std::unique_ptr<TextHead> MakeMaskedLmHead(TextHeadSpec spec);  // heads/causal_lm.cc
 std::unique_ptr<TextHead> MakeMultipleChoiceHead(TextHeadSpec spec);
+// heads/pretraining.cc: *ForPreTraining, the masked-LM head `lm` and the sentence-pair
+// classifier `pair` (a first-token sequence-classification spec) on the same hidden states.
+struct PairNames {
+  std::string output = "seq_relationship_logits";  // ALBERT: sop_logits
+  std::string label = "next_sentence_label";       // ALBERT: sentence_order_label
+};
+std::unique_ptr<TextHead> MakePreTrainingHead(TextHeadSpec lm, TextHeadSpec pair,
+                                              PairNames names);
+// heads/pretraining.cc: ElectraForPreTraining's discriminator (`spec.name` its module,
+// `spec.dense_act` its activation): logits [B, S].
+std::unique_ptr<TextHead> MakeDiscriminatorHead(TextHeadSpec spec);
 
 }  // namespace ts::zoo::internal

@@ -103,7 +103,7 @@ Wav2Vec2Trunk::Wav2Vec2Trunk(ModelSpec spec, Wav2Vec2Recipe r, std::string prefi
     in = r_.conv_dim[i];
   }
   const int64_t h = r_.hidden;
-  AddLn(pre_ + "feature_projection.layer_norm", in);
+  if (r_.feat_proj_layer_norm) AddLn(pre_ + "feature_projection.layer_norm", in);
   AddLinear(pre_ + "feature_projection.projection", h, in);
   const std::string pc = pre_ + "encoder.pos_conv_embed.conv.";
   Add(pc + "bias", {h});
@@ -197,7 +197,8 @@ std::pair<at::Tensor, at::Tensor> Wav2Vec2Trunk::Encode(const WeightMap& w,
                                                         const TensorMap& inputs,
                                                         std::vector<at::Tensor>* all) const {
   at::Tensor x = FeatureEncoder(w, GetInput(inputs, "input_values"));
-  at::Tensor feats = Ln(w, pre_ + "feature_projection.layer_norm", x.transpose(1, 2), r_.eps);
+  at::Tensor feats = x.transpose(1, 2);
+  if (r_.feat_proj_layer_norm) feats = Ln(w, pre_ + "feature_projection.layer_norm", feats, r_.eps);
   at::Tensor hs = Lin(w, pre_ + "feature_projection.projection", feats);
   hs = hs + PositionalConv(w, hs);
   if (!r_.stable_layer_norm) hs = Ln(w, pre_ + "encoder.layer_norm", hs, r_.eps);

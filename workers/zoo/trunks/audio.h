@@ -55,6 +55,13 @@ struct Wav2Vec2Recipe {
   // Wav2Vec2ForSequenceClassification: a softmax(`layer_weights`)-weighted sum of the encoder's
   // num_hidden_layers + 1 hidden states instead of the last one.
   bool weighted_layer_sum = false;
+  // The family (families/wav2vec2.cc): the heads' base-model prefix (wav2vec2.,
+  // hubert., unispeech_sat.); HubertFeatureProjection's layer norm only with
+  // feat_proj_layer_norm; the base model's extract_features output (Wav2Vec2BaseModelOutput;
+  // HubertModel returns BaseModelOutput without it).
+  std::string base = "wav2vec2.";
+  bool feat_proj_layer_norm = true;
+  bool extract_features_output = true;
 };
 
 // Output frames of the tiny wav2vec2 run (its input length is derived from it).

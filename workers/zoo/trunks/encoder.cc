@@ -25,6 +25,7 @@ TextHeadKind KindOf(Head head) {
     case Head::kQA:
       return TextHeadKind::kQuestionAnswering;
     case Head::kMaskedLM:
+    case Head::kPreTraining:  // its masked-LM part (the pair classifier is built beside it)
       return TextHeadKind::kMaskedLM;
     case Head::kMultipleChoice:
       return TextHeadKind::kMultipleChoice;
@@ -67,7 +68,19 @@ EncoderModel::EncoderModel(ModelSpec spec, Recipe r, const HeadNames& names, Hea
     final_ln_ = Add(p + r_.final_norm + ".weight", {r_.hidden});
     final_lnb_ = Add(p + r_.final_norm + ".bias", {r_.hidden});
   }
-  head_ = MakeTextHead(HeadSpec(names));
+  if (head_kind_ == Head::kPreTraining && names.pretraining_discriminator) {
+    TextHeadSpec d = HeadSpec(names, Head::kTokenCls);
+    d.name = "discriminator_predictions";
+    d.dense_act = r_.act;
+    head_ = MakeDiscriminatorHead(std::move(d));
+  } else if (head_kind_ == Head::kPreTraining) {
+    TextHeadSpec pair = HeadSpec(names, Head::kNextSentence);
+    pair.name = names.pair_head;
+    pair.num_labels = 2;
+    head_ = MakePreTrainingHead(HeadSpec(names, Head::kMaskedLM), std::move(pair), names.pair);
+  } else {
+    head_ = MakeTextHead(HeadSpec(names, head_kind_));
+  }
   for (auto& weight : head_->Weights()) shapes_.push_back(std::move(weight));
   for (int64_t li = 0; li < r_.layers; ++li) {
     if (r_.layout != Layout::kAlbert) {
@@ -185,9 +198,9 @@ void EncoderModel::AddLayer(const std::string& p, int64_t i) {
   layers_.push_back(std::move(l));
 }
 
-TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names) const {
+TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names, Head kind) const {
   TextHeadSpec hs;
-  hs.kind = KindOf(head_kind_);
+  hs.kind = KindOf(kind);
   hs.hidden = r_.hidden;
   hs.vocab = r_.vocab;
   hs.num_labels = r_.num_labels;
@@ -203,7 +216,7 @@ TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names) const {
       hs.dense_act = DenseActivation(act, r_);
     }
   };
-  switch (head_kind_) {
+  switch (kind) {
     case Head::kBase:
       hs.pooler = pooler;
       break;
@@ -228,6 +241,7 @@ TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names) const {
       break;
     case Head::kMaskedLM:
     case Head::kCausalLM:
+    case Head::kPreTraining:
       hs.name = names.lm_bias;
       hs.tied_weight = word_;
       hs.transform = names.lm_dense;

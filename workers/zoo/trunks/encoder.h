@@ -18,6 +18,7 @@
 #include <string>
 
 #include "workers/zoo/config.h"
+#include "workers/zoo/heads/text_head.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo::internal::encoder {
@@ -109,6 +110,12 @@ struct HeadNames {
   std::string lm_dense = "", lm_norm = "", lm_bias = "";
   bool lm_embedding_width = true;
   bool lm_hidden_act = true;
+  // *ForPreTraining: the sentence-pair classifier over the pooler (BERT's NSP head
+  // cls.seq_relationship, ALBERT's SOP head sop_classifier.classifier), its output and label.
+  std::string pair_head = "cls.seq_relationship";
+  PairNames pair = {};
+  // ELECTRA: *ForPreTraining is the replaced-token discriminator (discriminator_predictions).
+  bool pretraining_discriminator = false;
 };
 
 enum class Head {
@@ -119,7 +126,8 @@ enum class Head {
   kMaskedLM,
   kMultipleChoice,
   kCausalLM,
-  kNextSentence
+  kNextSentence,
+  kPreTraining,  // masked LM + the sentence-pair classifier (HeadNames::pair_head)
 };
 
 // Multiple-choice batches: choices per example.

@@ -94,6 +94,8 @@ const char* TaskOf(Head head) {
       return "text-generation";
     case Head::kNextSentence:
       return "next-sentence-prediction";
+    case Head::kPreTraining:
+      return "pretraining";
     case Head::kBase:
       break;
   }
@@ -110,14 +112,18 @@ std::vector<std::pair<Head, std::string>> Classes(const HeadClasses& c) {
                                                  {Head::kMaskedLM, c.masked_lm},
                                                  {Head::kMultipleChoice, c.multiple_choice},
                                                  {Head::kCausalLM, c.causal_lm},
-                                                 {Head::kNextSentence, c.next_sentence}}) {
+                                                 {Head::kNextSentence, c.next_sentence},
+                                                 {Head::kPreTraining, c.pretraining}}) {
     if (!arch.empty()) out.emplace_back(head, arch);
   }
   return out;
 }
 
 ArchEntry Entry(const EncoderFamily* fam, const std::string& arch, Head head) {
-  const bool lm = head == Head::kMaskedLM || head == Head::kCausalLM;
+  // The masked / causal LM classes (and the MLM part of *ForPreTraining, not ELECTRA's
+  // discriminator) use the family's LM example when it has one.
+  const bool lm = head == Head::kMaskedLM || head == Head::kCausalLM ||
+                  (head == Head::kPreTraining && !fam->names.pretraining_discriminator);
   ArchEntry e;
   e.info = {arch, fam->model_type, TaskOf(head)};
   e.example_config =
@@ -152,7 +158,8 @@ Status Positive(const ConfigReader& r, const std::string& f, int64_t v) {
   return OkStatus();
 }
 
-HeadClasses AllHeads(const std::string& prefix, bool causal, bool nsp, bool qa) {
+HeadClasses AllHeads(const std::string& prefix, bool causal, bool nsp, bool qa,
+                     bool pretraining) {
   return {.base = prefix + "Model",
           .seq_cls = prefix + "ForSequenceClassification",
           .token_cls = prefix + "ForTokenClassification",
@@ -160,7 +167,8 @@ HeadClasses AllHeads(const std::string& prefix, bool causal, bool nsp, bool qa) 
           .masked_lm = prefix + "ForMaskedLM",
           .multiple_choice = prefix + "ForMultipleChoice",
           .causal_lm = causal ? prefix + "ForCausalLM" : "",
-          .next_sentence = nsp ? prefix + "ForNextSentencePrediction" : ""};
+          .next_sentence = nsp ? prefix + "ForNextSentencePrediction" : "",
+          .pretraining = pretraining ? prefix + "ForPreTraining" : ""};
 }
 
 StatusOr<Recipe> ParseRecipe(const EncoderFamily& fam, const json& config) {

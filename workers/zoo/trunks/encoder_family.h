@@ -42,13 +42,14 @@ struct Defaults {
 // Class names of the heads transformers has for the family ("" = none).
 struct HeadClasses {
   std::string base = "", seq_cls = "", token_cls = "", qa = "", masked_lm = "",
-              multiple_choice = "", causal_lm = "", next_sentence = "";
+              multiple_choice = "", causal_lm = "", next_sentence = "", pretraining = "";
 };
 
 // `prefix` + Model, ForSequenceClassification, ForTokenClassification, ForQuestionAnswering
 // (when `qa`), ForMaskedLM, ForMultipleChoice, ForCausalLM (when `causal`) and
-// ForNextSentencePrediction (when `nsp`).
-HeadClasses AllHeads(const std::string& prefix, bool causal, bool nsp = false, bool qa = true);
+// ForNextSentencePrediction (when `nsp`) and ForPreTraining (when `pretraining`).
+HeadClasses AllHeads(const std::string& prefix, bool causal, bool nsp = false, bool qa = true,
+                     bool pretraining = false);
 
 using ParseFn = std::function<Status(const ConfigReader& r, const json& config, Recipe& c)>;
 // Family fields of the tiny config, after the common scaling wrote the tiny sizes.

@@ -45,7 +45,7 @@ class EncoderModel : public Model {
   std::string Add(const std::string& name, std::vector<int64_t> shape);
   void AddEmbeddings(const std::string& p);
   void AddLayer(const std::string& p, int64_t i);
-  TextHeadSpec HeadSpec(const HeadNames& names) const;
+  TextHeadSpec HeadSpec(const HeadNames& names, Head kind) const;
 
   // [N, S] ids -> [N, S, H] hidden states.
   at::Tensor Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,

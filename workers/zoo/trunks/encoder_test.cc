@@ -1,6 +1,7 @@
 // Tests of the encoder trunk through its families (README.md "Encoder trunk").
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -196,6 +197,91 @@ TEST(EncoderTest, BadConfigsNameTheField) {
   expect_err("DebertaV2Model", "pos_att_type", "c2p|x2y", "pos_att_type: unknown 'x2y'");
   expect_err("ElectraModel", "embedding_size", 0, "embedding_size: must be positive");
   expect_err("XLMRobertaModel", "vocab_size", nullptr, "vocab_size: missing");
+}
+
+// transformers' BertForPreTraining (modeling_bert.py): BertModel with its pooler, then
+// BertPreTrainingHeads = BertLMPredictionHead (cls.predictions, the masked-LM head) on every
+// token and Linear(hidden, 2) (cls.seq_relationship) on pooler_output; loss = the masked-LM
+// cross entropy + the pair's. AlbertForPreTraining likewise with predictions and
+// sop_classifier.classifier (AlbertSOPHead). So prediction_logits are *ForMaskedLM's logits and
+// the pair logits are the base model's pooler_output through the pair Linear, weight for weight.
+TEST(EncoderTest, PreTrainingIsTheMaskedLmHeadAndThePairHeadOnThePooler) {
+  struct Case {
+    std::string prefix, base, pair;
+  };
+  for (const Case& c : {Case{"Bert", "bert.", "cls.seq_relationship"},
+                        Case{"Ernie", "ernie.", "cls.seq_relationship"},
+                        Case{"MegatronBert", "bert.", "cls.seq_relationship"},
+                        Case{"BigBird", "bert.", "cls.seq_relationship"},
+                        Case{"Albert", "albert.", "sop_classifier.classifier"}}) {
+    SCOPED_TRACE(c.prefix);
+    auto pt = Build(c.prefix + "ForPreTraining");
+    ASSERT_TRUE(pt);
+    EXPECT_EQ(pt->spec().task, "pretraining");
+    const std::vector<std::string> names = pt->OutputNames();
+    ASSERT_EQ(names.size(), 2u);
+    EXPECT_EQ(names[0], "prediction_logits");
+    EXPECT_EQ(names[1], c.prefix == "Albert" ? "sop_logits" : "seq_relationship_logits");
+    BuildOptions o;
+    o.tiny = false;
+    o.arch = c.prefix + "ForMaskedLM";
+    auto mlm = BuildModel(pt->spec().tiny_config, o);
+    o.arch = c.prefix + "Model";
+    auto base = BuildModel(pt->spec().tiny_config, o);
+    ASSERT_TRUE(mlm.ok() && base.ok());
+    WeightMap w = pt->InitWeights(4, at::kDouble), wm, wb;
+    for (const auto& [n, t] : w) {
+      if (n.rfind(c.base, 0) == 0) wb[n.substr(c.base.size())] = t;
+      if (n.rfind(c.pair, 0) != 0 && n.find("pooler") == std::string::npos) wm[n] = t;
+    }
+    EXPECT_TRUE(w.count(c.pair + ".weight") && w.count(c.pair + ".bias"));
+    Batch batch = pt->MakeBatch(2, 0);
+    ASSERT_TRUE(batch.labels.count("labels"));
+    ASSERT_TRUE(batch.labels.count(c.prefix == "Albert" ? "sentence_order_label"
+                                                        : "next_sentence_label"));
+    const auto out = pt->Forward(w, batch.inputs);
+    EXPECT_LT(RelDiff(out[0], (*mlm)->Forward(wm, batch.inputs)[0]), 1e-9);
+    const at::Tensor pooled = (*base)->Forward(wb, batch.inputs)[1];
+    const at::Tensor want = at::linear(pooled, w.at(c.pair + ".weight"), w.at(c.pair + ".bias"));
+    EXPECT_LT(RelDiff(out[1], want), 1e-9);
+    EXPECT_TRUE(std::isfinite(pt->Loss(w, batch).item<double>()));
+  }
+}
+
+// transformers' ElectraForPreTraining (modeling_electra.py) is the discriminator:
+// ElectraDiscriminatorPredictions = dense_prediction(act(dense(h))).squeeze(-1) over
+// ElectraModel's hidden states, act = hidden_act; loss BCEWithLogits over the attended tokens.
+TEST(EncoderTest, ElectraPreTrainingIsTheReplacedTokenDiscriminator) {
+  auto pt = Build("ElectraForPreTraining");
+  ASSERT_TRUE(pt);
+  EXPECT_EQ(pt->spec().task, "pretraining");
+  ASSERT_EQ(pt->OutputNames(), (std::vector<std::string>{"logits"}));
+  BuildOptions o;
+  o.tiny = false;
+  o.arch = "ElectraModel";
+  auto base = BuildModel(pt->spec().tiny_config, o);
+  ASSERT_TRUE(base.ok());
+  WeightMap w = pt->InitWeights(6, at::kDouble), wb;
+  for (const auto& [n, t] : w)
+    if (n.rfind("electra.", 0) == 0) wb[n.substr(8)] = t;
+  Batch batch = pt->MakeBatch(3, 0);
+  const at::Tensor got = pt->Forward(w, batch.inputs)[0];
+  const at::Tensor h = (*base)->Forward(wb, batch.inputs)[0];
+  const std::string p = "discriminator_predictions.";
+  const std::string act = pt->spec().tiny_config.value("hidden_act", std::string("gelu"));
+  ASSERT_EQ(act, "gelu");
+  at::Tensor x = at::gelu(at::linear(h, w.at(p + "dense.weight"), w.at(p + "dense.bias")));
+  x = at::linear(x, w.at(p + "dense_prediction.weight"), w.at(p + "dense_prediction.bias"));
+  EXPECT_EQ(got.sizes(), (std::vector<int64_t>{h.size(0), h.size(1)}));
+  EXPECT_LT(RelDiff(got, x.squeeze(-1)), 1e-9);
+  // The loss leaves out the padded tokens: changing a padded token's label changes nothing.
+  const at::Tensor mask = batch.inputs.at("attention_mask");
+  ASSERT_GT(mask.eq(0).sum().item<int64_t>(), 0);
+  const double loss = pt->Loss(w, batch).item<double>();
+  Batch flipped = batch;
+  flipped.labels["labels"] = at::where(mask.eq(0), 1 - batch.labels.at("labels"),
+                                       batch.labels.at("labels"));
+  EXPECT_DOUBLE_EQ(pt->Loss(w, flipped).item<double>(), loss);
 }
 
 }  // namespace
