@@ -77,6 +77,9 @@ StatusOr<ClipRecipe> ParseClip(const json& config, ClipKind kind) {
   TS_ASSIGN_OR_RETURN(c.projection_dim, r.Int("projection_dim", 512));
   if (c.projection_dim <= 0) return r.Error("projection_dim", "must be positive");
   TS_ASSIGN_OR_RETURN(c.logit_scale_init, r.Double("logit_scale_init_value", 2.6592));
+  if (kind == ClipKind::kImageClassification) {
+    TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
+  }
   return c;
 }
 
@@ -109,8 +112,10 @@ std::function<StatusOr<json>(const json&)> ClipScale(ClipKind kind) {
       ScaleTower(t["text_config"], c.text, true);
       ScaleTower(t["vision_config"], c.vision, false);
       t["projection_dim"] = std::min<int64_t>(c.projection_dim, 32);
+      if (kind == ClipKind::kImageClassification) ScaleLabels(t, c.num_labels);
     }
-    SetTinyRunProfile(t, kind == ClipKind::kVision ? 17 : kClipTextLen);
+    const bool vision = kind == ClipKind::kVision || kind == ClipKind::kImageClassification;
+    SetTinyRunProfile(t, vision ? 17 : kClipTextLen);
     return t;
   };
 }
@@ -118,6 +123,18 @@ std::function<StatusOr<json>(const json&)> ClipScale(ClipKind kind) {
 decltype(ArchEntry::build) ClipBuild(ClipKind kind) {
   return [kind](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
     TS_ASSIGN_OR_RETURN(ClipRecipe c, ParseClip(spec.tiny_config, kind));
+    if (kind == ClipKind::kImageClassification) {
+      // transformers' CLIPForImageClassification: logits = classifier(mean(last_hidden_state
+      // [:, 1:])), last_hidden_state being the encoder's output before post_layernorm.
+      auto trunk = std::make_unique<ClipVisionTrunk>(c.vision);
+      ImageClassifierRecipe head;
+      head.num_labels = c.num_labels;
+      head.width = c.vision.hidden;
+      head.flatten = false;
+      head.mean_patches = true;
+      return MakeVisionModel(std::move(spec), std::move(trunk),
+                             ImageClassificationHead(std::move(head)));
+    }
     if (kind != ClipKind::kVision) return MakeClipModel(std::move(spec), std::move(c));
     auto trunk = std::make_unique<ClipVisionTrunk>(c.vision);
     auto head = ImageFeaturesHead({/*tanh_pooler=*/false, trunk->PooledWidth(),
@@ -151,6 +168,9 @@ std::vector<ArchEntry> ClipArchs() {
                 {"projection_dim", 512},          {"logit_scale_init_value", 2.6592},
                 {"initializer_factor", 1.0},      {"text_config", text},
                 {"vision_config", vision}};
+  json classify = model;
+  classify["architectures"] = {"CLIPForImageClassification"};
+  classify["num_labels"] = 2;
   json text_model = text;
   text_model["architectures"] = {"CLIPTextModel"};
   text_model["model_type"] = "clip_text_model";
@@ -162,6 +182,10 @@ std::vector<ArchEntry> ClipArchs() {
        model,
        ClipScale(ClipKind::kModel),
        ClipBuild(ClipKind::kModel)},
+      {{"CLIPForImageClassification", "clip", "image-classification"},
+       classify,
+       ClipScale(ClipKind::kImageClassification),
+       ClipBuild(ClipKind::kImageClassification)},
       {{"CLIPTextModel", "clip_text_model", "feature-extraction"},
        text_model,
        ClipScale(ClipKind::kText),

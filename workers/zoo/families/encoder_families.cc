@@ -10,6 +10,7 @@ const std::vector<EncoderFamily>& EncoderFamilies() {
       XlmRobertaXl(), DistilBert(),   Albert(),
       Electra(),      DebertaV2(),    Ernie(),
       MegatronBert(), BigBird(),      BertGeneration(),
+      RemBert(),
   };
   return kFamilies;
 }

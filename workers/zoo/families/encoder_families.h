@@ -36,5 +36,6 @@ EncoderFamily Ernie();
 EncoderFamily MegatronBert();
 EncoderFamily BigBird();
 EncoderFamily BertGeneration();
+EncoderFamily RemBert();
 
 }  // namespace ts::zoo::internal::encoder

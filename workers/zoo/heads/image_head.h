@@ -47,6 +47,9 @@ struct ImageClassifierRecipe {
   int64_t num_labels = 2;
   int64_t width = 0;    // the trunk's PooledWidth()
   bool flatten = true;  // pooled.flatten(1) first (pooled maps); false: pooled is token 0
+  // CLIPForImageClassification: the mean of last_hidden_state[:, 1:] (the patch tokens) instead
+  // of the pooled features.
+  bool mean_patches = false;
 };
 
 // logits [B, L] = classifier(pooled); loss HF's: cross entropy, MSE when num_labels == 1.

@@ -32,8 +32,9 @@ at::Tensor TextHead::Project(const WeightMap& w, const at::Tensor& hidden) const
 
 WeightShapeList TextHead::LinearWeights(int64_t rows) const {
   WeightShapeList out;
-  if (spec_.tied_weight.empty())
-    out.emplace_back(WeightName(), std::vector<int64_t>{rows, spec_.hidden});
+  // An untied LM decoder after a transform reads the transform's width (rembert).
+  const int64_t cols = spec_.transform.empty() ? spec_.hidden : spec_.transform_width;
+  if (spec_.tied_weight.empty()) out.emplace_back(WeightName(), std::vector<int64_t>{rows, cols});
   if (spec_.bias) out.emplace_back(BiasName(), std::vector<int64_t>{rows});
   return out;
 }

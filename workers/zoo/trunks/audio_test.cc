@@ -9,6 +9,7 @@
 #include "workers/zoo/family_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/nn.h"
+#include "workers/zoo/state_dict.h"
 #include "workers/zoo/trunks/audio.h"
 
 namespace ts::zoo {
@@ -205,6 +206,68 @@ TEST(AudioTest, WhisperStemIsExactGeluWhateverActivationFunction) {
   const at::Tensor got = internal::WhisperStem(w, "enc", features);
   ASSERT_EQ(got.sizes().vec(), (std::vector<int64_t>{2, t / 2, d}));
   EXPECT_LT((got - want).abs().max().item<double>(), 1e-10);
+}
+
+// modeling_wav2vec2.py Wav2Vec2ForAudioFrameClassification: `classifier` applied to every frame
+// of Wav2Vec2Model's last_hidden_state, logits [B, frames, num_labels].
+TEST(AudioTest, AudioFrameClassificationIsTheClassifierOnEveryFrame) {
+  auto fc = testing::Build("Wav2Vec2ForAudioFrameClassification");
+  ASSERT_TRUE(fc);
+  EXPECT_EQ(fc->spec().task, "audio-frame-classification");
+  BuildOptions o;
+  o.tiny = false;
+  o.arch = "Wav2Vec2Model";
+  auto base = BuildModel(fc->spec().tiny_config, o);
+  ASSERT_TRUE(base.ok());
+  WeightMap w = fc->InitWeights(5, at::kDouble), wb;
+  for (const auto& [n, t] : w)
+    if (n.rfind("wav2vec2.", 0) == 0) wb[n.substr(9)] = t;
+  Batch b = fc->MakeBatch(1, 0);
+  b.inputs["input_values"] = b.inputs.at("input_values").to(at::kDouble);
+  const at::Tensor h = (*base)->Forward(wb, b.inputs)[0];
+  const at::Tensor got = fc->Forward(w, b.inputs)[0];
+  EXPECT_EQ(got.sizes(), (std::vector<int64_t>{h.size(0), h.size(1), 2}));
+  EXPECT_LT(testing::RelDiff(got, at::linear(h, w.at("classifier.weight"),
+                                             w.at("classifier.bias"))), 1e-9);
+  EXPECT_EQ(b.labels.at("labels").sizes(), (std::vector<int64_t>{h.size(0), h.size(1)}));
+  EXPECT_TRUE(std::isfinite(fc->Loss(w, b).item<double>()));
+}
+
+// modular_hubert.py: HubertModel returns BaseModelOutput (no extract_features) and its
+// HubertFeatureProjection has a layer norm only with feat_proj_layer_norm; the heads hold the
+// model as `hubert`. modular_unispeech_sat.py: UniSpeechSatModel always builds masked_spec_embed
+// (wav2vec2 only when mask_time_prob or mask_feature_prob is positive); heads under
+// `unispeech_sat`.
+TEST(AudioTest, HubertAndUniSpeechSatAreWav2Vec2UnderTheirOwnNames) {
+  auto hm = testing::Build("HubertModel");
+  ASSERT_TRUE(hm);
+  EXPECT_EQ(hm->OutputNames(), (std::vector<std::string>{"last_hidden_state"}));
+  EXPECT_TRUE(testing::HasWeight(*hm, "feature_projection.layer_norm.weight"));
+  nlohmann::json cfg = *ExampleConfig("HubertModel");
+  cfg["feat_proj_layer_norm"] = false;
+  auto noln = testing::Build("HubertModel", cfg);
+  ASSERT_TRUE(noln);
+  EXPECT_FALSE(testing::HasWeight(*noln, "feature_projection.layer_norm.weight"));
+  cfg["conv_pos_batch_norm"] = true;
+  auto bn = BuildModel(cfg, BuildOptions());
+  ASSERT_FALSE(bn.ok());
+  EXPECT_NE(bn.status().ToString().find("conv_pos_batch_norm"), std::string::npos);
+  auto ctc = testing::Build("HubertForCTC");
+  ASSERT_TRUE(ctc);
+  EXPECT_TRUE(testing::HasWeight(*ctc, "hubert.encoder.layers.0.attention.q_proj.weight"));
+  EXPECT_TRUE(testing::HasWeight(*ctc, "lm_head.weight"));
+  auto masked = [](const std::string& arch, double prob) {
+    nlohmann::json c = *ExampleConfig(arch);
+    c["mask_time_prob"] = prob;
+    auto m = testing::Build(arch, c);
+    for (const auto& e : StateDictShapes(*m))
+      if (e.name.find("masked_spec_embed") != std::string::npos) return e.name;
+    return std::string();
+  };
+  EXPECT_EQ(masked("UniSpeechSatForSequenceClassification", 0.0),
+            "unispeech_sat.masked_spec_embed");
+  EXPECT_EQ(masked("Wav2Vec2ForSequenceClassification", 0.0), "");
+  EXPECT_EQ(masked("HubertForSequenceClassification", 0.05), "hubert.masked_spec_embed");
 }
 
 }  // namespace

@@ -243,10 +243,12 @@ TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names, Head kind) const {
     case Head::kCausalLM:
     case Head::kPreTraining:
       hs.name = names.lm_bias;
-      hs.tied_weight = word_;
+      hs.tied_weight = names.lm_untied ? "" : word_;
       hs.transform = names.lm_dense;
       hs.transform_norm = names.lm_norm;
-      hs.transform_width = names.lm_embedding_width ? r_.embedding : r_.hidden;
+      hs.transform_width = r_.lm_width > 0              ? r_.lm_width
+                           : names.lm_embedding_width ? r_.embedding
+                                                      : r_.hidden;
       hs.transform_act = names.lm_hidden_act ? r_.act : Activation::kGeluErf;
       break;
   }

@@ -54,6 +54,7 @@ struct Recipe {
   // Sizes.
   int64_t vocab = 0, hidden = 0, inter = 0, layers = 0, heads = 0;
   int64_t max_pos = 512, type_vocab = 2, embedding = 0;
+  int64_t lm_width = 0;           // rembert output_embedding_size: the LM transform's width
   int64_t task_types = 0;         // ernie use_task_id: task_type_vocab_size (task 0 embedded)
   int64_t groups = 1, inner = 1;  // albert num_hidden_groups, inner_group_num
   Activation act = Activation::kGeluErf;
@@ -110,6 +111,9 @@ struct HeadNames {
   std::string lm_dense = "", lm_norm = "", lm_bias = "";
   bool lm_embedding_width = true;
   bool lm_hidden_act = true;
+  // The LM decoder has a weight of its own (`lm_bias` + ".weight", [vocab, transform width]),
+  // not the word embeddings (rembert).
+  bool lm_untied = false;
   // *ForPreTraining: the sentence-pair classifier over the pooler (BERT's NSP head
   // cls.seq_relationship, ALBERT's SOP head sop_classifier.classifier), its output and label.
   std::string pair_head = "cls.seq_relationship";

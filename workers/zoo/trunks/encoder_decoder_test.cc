@@ -2,6 +2,7 @@
 // families and their heads (README.md).
 #include "workers/zoo/trunks/encoder_decoder.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -321,6 +322,71 @@ TEST(Seq2SeqTest, T5PlainGeluFeedForwardIsExactErfGelu) {
   const at::Tensor tanh = rms(x + at::gelu(n, "tanh"));
   ASSERT_GT((erf - tanh).abs().max().item<double>(), 1e-6);
   EXPECT_LT((got - erf).abs().max().item<double>(), 1e-10);
+}
+
+// modeling_t5.py (transformers 5) T5ForSequenceClassification: `transformer` = T5Model run with
+// decoder_input_ids = _shift_right(input_ids); the decoder state at the last eos of input_ids
+// through T5ClassificationHead (dense, tanh, out_proj). T5ForQuestionAnswering holds the stacks
+// itself and applies qa_outputs to every decoder state, split into start / end logits.
+TEST(Seq2SeqTest, T5SequenceClassificationAndQuestionAnsweringOverT5Model) {
+  auto sc = Build("T5ForSequenceClassification");
+  ASSERT_TRUE(sc);
+  EXPECT_EQ(sc->spec().task, "text-classification");
+  BuildOptions o;
+  o.tiny = false;
+  o.arch = "T5Model";
+  auto base = BuildModel(sc->spec().tiny_config, o);
+  o.arch = "T5ForQuestionAnswering";
+  auto qa = BuildModel(sc->spec().tiny_config, o);
+  ASSERT_TRUE(base.ok() && qa.ok());
+  WeightMap w = sc->InitWeights(3, at::kDouble), wb;
+  for (const auto& [n, t] : w)
+    if (n.rfind("transformer.", 0) == 0) wb[n.substr(12)] = t;
+  EXPECT_EQ(wb.size(), (*base)->WeightShapes().size());
+  Batch batch = sc->MakeBatch(1, 0);
+  const at::Tensor ids = batch.inputs.at("input_ids");
+  const int64_t eos = sc->spec().tiny_config["eos_token_id"].get<int64_t>();
+  // decoder_input_ids are input_ids shifted right behind decoder_start_token_id (pad, 0).
+  EXPECT_TRUE(at::equal(batch.inputs.at("decoder_input_ids").narrow(1, 1, ids.size(1) - 1),
+                        ids.narrow(1, 0, ids.size(1) - 1)));
+  const at::Tensor dec = (*base)->Forward(wb, batch.inputs)[0];
+  const at::Tensor last = (at::arange(ids.size(1)) * ids.eq(eos).to(at::kLong)).argmax(-1);
+  at::Tensor pooled = dec.index({at::arange(ids.size(0)), last});
+  pooled = at::tanh(at::linear(pooled, w.at("classification_head.dense.weight"),
+                               w.at("classification_head.dense.bias")));
+  const at::Tensor want = at::linear(pooled, w.at("classification_head.out_proj.weight"),
+                                     w.at("classification_head.out_proj.bias"));
+  EXPECT_LT(RelDiff(sc->Forward(w, batch.inputs)[0], want), 1e-9);
+  WeightMap wq = wb;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
+  wq["qa_outputs.weight"] = at::randn({2, dec.size(-1)}, gen, at::kDouble);
+  wq["qa_outputs.bias"] = at::randn({2}, gen, at::kDouble);
+  const auto out = (*qa)->Forward(wq, batch.inputs);
+  const at::Tensor logits = at::linear(dec, wq["qa_outputs.weight"], wq["qa_outputs.bias"]);
+  EXPECT_LT(RelDiff(out[0], logits.select(-1, 0)), 1e-9);
+  EXPECT_LT(RelDiff(out[1], logits.select(-1, 1)), 1e-9);
+}
+
+// MvpConfig's use_prompt adds prompt modules the zoo does not build: refused, naming the field.
+// PLBartConfig's scale_embedding defaults to true (BART's to false).
+TEST(Seq2SeqTest, MvpRefusesPromptsAndPlbartScalesEmbeddingsByDefault) {
+  nlohmann::json mvp = *ExampleConfig("MvpForConditionalGeneration");
+  mvp["use_prompt"] = true;
+  auto bad = BuildModel(mvp, BuildOptions());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("use_prompt"), std::string::npos);
+  nlohmann::json pl = *ExampleConfig("PLBartModel");
+  auto on = Build("PLBartModel", pl);
+  pl.erase("scale_embedding");
+  auto dflt = Build("PLBartModel", pl);
+  pl["scale_embedding"] = false;
+  auto off = Build("PLBartModel", pl);
+  ASSERT_TRUE(on && dflt && off);
+  const WeightMap w = on->InitWeights(1);
+  Batch b = on->MakeBatch(1, 0);
+  const at::Tensor y = on->Forward(w, b.inputs)[0];
+  EXPECT_TRUE(at::equal(dflt->Forward(w, b.inputs)[0], y));
+  EXPECT_GT((off->Forward(w, b.inputs)[0] - y).abs().max().item<double>(), 1e-4);
 }
 
 }  // namespace

@@ -284,5 +284,50 @@ TEST(EncoderTest, ElectraPreTrainingIsTheReplacedTokenDiscriminator) {
   EXPECT_DOUBLE_EQ(pt->Loss(w, flipped).item<double>(), loss);
 }
 
+// modeling_rembert.py: RemBertEmbeddings at input_embedding_size, mapped to the hidden size by
+// encoder.embedding_hidden_mapping_in; RemBertLMPredictionHead = decoder(LayerNorm(
+// hidden_act(dense(h)))) with dense to output_embedding_size and a decoder Linear of its own
+// (vocab x output_embedding_size, with bias), not the word embeddings.
+TEST(EncoderTest, RemBertNarrowEmbeddingsAndItsOwnWideLmDecoder) {
+  auto mlm = Build("RemBertForMaskedLM");
+  ASSERT_TRUE(mlm);
+  const auto& tc = mlm->spec().tiny_config;
+  const int64_t v = tc["vocab_size"].get<int64_t>(), hid = tc["hidden_size"].get<int64_t>();
+  const int64_t in = tc["input_embedding_size"].get<int64_t>();
+  const int64_t out = tc["output_embedding_size"].get<int64_t>();
+  ASSERT_NE(in, hid);
+  ASSERT_NE(out, in);
+  WeightMap w = mlm->InitWeights(2, at::kDouble);
+  EXPECT_EQ(w.at("rembert.embeddings.word_embeddings.weight").sizes(),
+            (std::vector<int64_t>{v, in}));
+  EXPECT_EQ(w.at("rembert.encoder.embedding_hidden_mapping_in.weight").sizes(),
+            (std::vector<int64_t>{hid, in}));
+  EXPECT_EQ(w.at("cls.predictions.decoder.weight").sizes(), (std::vector<int64_t>{v, out}));
+  EXPECT_EQ(w.count("cls.predictions.bias"), 0u);
+  BuildOptions o;
+  o.tiny = false;
+  o.arch = "RemBertModel";
+  auto base = BuildModel(tc, o);
+  ASSERT_TRUE(base.ok());
+  WeightMap wb = (*base)->InitWeights(1, at::kDouble);  // its pooler; the rest from the MLM's
+  for (const auto& [n, t] : w)
+    if (n.rfind("rembert.", 0) == 0) wb[n.substr(8)] = t;
+  Batch b = mlm->MakeBatch(1, 0);
+  const at::Tensor h = (*base)->Forward(wb, b.inputs)[0];
+  const std::string p = "cls.predictions.";
+  at::Tensor x = at::gelu(at::linear(h, w.at(p + "dense.weight"), w.at(p + "dense.bias")));
+  x = at::layer_norm(x, {out}, w.at(p + "LayerNorm.weight"), w.at(p + "LayerNorm.bias"),
+                     tc.value("layer_norm_eps", 1e-12));
+  x = at::linear(x, w.at(p + "decoder.weight"), w.at(p + "decoder.bias"));
+  EXPECT_LT(RelDiff(mlm->Forward(w, b.inputs)[0], x), 1e-9);
+  // tie_word_embeddings true would tie a [vocab, output_embedding_size] decoder to the
+  // [vocab, input_embedding_size] embeddings: refused, naming the field.
+  nlohmann::json tied = *ExampleConfig("RemBertForMaskedLM");
+  tied["tie_word_embeddings"] = true;
+  auto bad = BuildModel(tied, BuildOptions());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("tie_word_embeddings"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ts::zoo

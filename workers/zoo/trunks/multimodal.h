@@ -31,12 +31,15 @@ struct ClipTowerRecipe {
   PreLnEncoderRecipe Encoder() const;
 };
 
-enum class ClipKind { kModel, kText, kVision };
+// kImageClassification: CLIPForImageClassification, the vision tower of a full CLIPConfig
+// (`vision_model.`) and a classifier on the mean of its patch tokens.
+enum class ClipKind { kModel, kText, kVision, kImageClassification };
 
 struct ClipRecipe {
   ClipKind kind = ClipKind::kModel;
   ClipTowerRecipe text, vision;
   int64_t projection_dim = 512;
+  int64_t num_labels = 2;  // kImageClassification
   double logit_scale_init = 2.6592;
 };
 
