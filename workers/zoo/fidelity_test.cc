@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -231,30 +232,15 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
   return w * (x * at::rsqrt(x.pow(2).mean(-1, true) + eps));
 }
 
-// modular_helium.py (transformers 5): HeliumModel is LlamaModel with HeliumRMSNorm, HeliumMLP
-// (LlamaMLP: down(silu(gate x) * up x)) and HeliumAttention, whose apply_rotary_pos_emb
-// interleaves: cos = cos[..., :d/2].repeat_interleave(2), rotate_half(x) =
-// stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2); o_proj has no bias; scaling 1/sqrt(d).
-// LlamaRotaryEmbedding: inv_freq = 1 / theta^(arange(0, d, 2) / d), positions arange(S).
-TEST(FidelityTest, HeliumRotaryIsInterleavedAsTransformers) {
-  const int64_t hid = 8, heads = 2, d = 4, inter = 16, s = 6;
-  const double eps = 1e-8, theta = 100.0;  // a small base: every pair turns visibly
-  const nlohmann::json cfg = {{"architectures", {"HeliumModel"}}, {"model_type", "helium"},
-                              {"hidden_size", hid}, {"intermediate_size", inter},
-                              {"num_attention_heads", heads}, {"num_key_value_heads", heads},
-                              {"head_dim", d}, {"num_hidden_layers", 1}, {"vocab_size", 32},
-                              {"max_position_embeddings", 64}, {"rms_norm_eps", eps},
-                              {"rope_theta", theta}, {"attention_bias", true}};
-  auto m = BuildFull(cfg);
-  ASSERT_NE(m, nullptr);
-  WeightMap w = m->InitWeights(5, at::kDouble);
-  EXPECT_EQ(w.count("layers.0.self_attn.o_proj.bias"), 0u);
-  EXPECT_EQ(w.count("layers.0.self_attn.q_proj.bias"), 1u);
-  for (auto& [k, v] : w)
-    if (k.find("norm") != std::string::npos) v = v + 0.1 * at::arange(hid, at::kDouble);
-  const at::Tensor ids = at::arange(3, 3 + s, at::kLong).view({1, s});
-  const at::Tensor got = m->Forward(w, {{"input_ids", ids}})[0];
-  // The reference, written from the transformers code above.
+// One llama-layout layer and the final norm, in double, as transformers' LlamaModel computes it
+// (modeling_llama.py): RMSNorm, q/k/v (bias when present), rotary on arange(S) with
+// inv_freq = 1 / theta^(arange(0, d, 2) / d) (rotate_half over the halves, or over even/odd pairs
+// with each frequency repeated when `interleaved`), `q_hook` on the rotated queries, causal
+// softmax(q k^T / sqrt(d)) v, o_proj, residual; RMSNorm, down(silu(gate) * up), residual; norm.
+at::Tensor OneLayerLlamaReference(const WeightMap& w, const at::Tensor& ids, int64_t heads,
+                                  int64_t d, double theta, double eps, bool interleaved,
+                                  const std::function<at::Tensor(const at::Tensor&)>& q_hook) {
+  const int64_t s = ids.size(1), hid = heads * d;
   const std::string l = "layers.0.";
   auto lin = [&](const at::Tensor& x, const std::string& n) {
     const std::string b = l + n + ".bias";
@@ -268,13 +254,18 @@ TEST(FidelityTest, HeliumRotaryIsInterleavedAsTransformers) {
   at::Tensor inv = 1.0 / at::pow(theta, at::arange(0, d, 2, at::kDouble) / d);
   at::Tensor freqs = at::outer(at::arange(s, at::kDouble), inv);  // [S, d/2]
   at::Tensor cos = at::cat({freqs, freqs}, -1).cos(), sin = at::cat({freqs, freqs}, -1).sin();
-  cos = cos.narrow(-1, 0, d / 2).repeat_interleave(2, -1);
-  sin = sin.narrow(-1, 0, d / 2).repeat_interleave(2, -1);
-  auto rot = [&](const at::Tensor& t) {
-    const at::Tensor even = t.slice(-1, 0, d, 2), odd = t.slice(-1, 1, d, 2);
-    return at::stack({-odd, even}, -1).flatten(-2);
+  std::function<at::Tensor(const at::Tensor&)> rot = [&](const at::Tensor& t) {
+    return at::cat({-t.narrow(-1, d / 2, d / 2), t.narrow(-1, 0, d / 2)}, -1);
   };
-  q = q * cos + rot(q) * sin;
+  if (interleaved) {
+    cos = cos.narrow(-1, 0, d / 2).repeat_interleave(2, -1);
+    sin = sin.narrow(-1, 0, d / 2).repeat_interleave(2, -1);
+    rot = [&](const at::Tensor& t) {
+      const at::Tensor even = t.slice(-1, 0, d, 2), odd = t.slice(-1, 1, d, 2);
+      return at::stack({-odd, even}, -1).flatten(-2);
+    };
+  }
+  q = q_hook(q * cos + rot(q) * sin);
   k = k * cos + rot(k) * sin;
   at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
   scores = scores.masked_fill(at::ones({s, s}, at::kBool).triu(1), -INFINITY);
@@ -282,17 +273,82 @@ TEST(FidelityTest, HeliumRotaryIsInterleavedAsTransformers) {
   x = x + lin(a, "self_attn.o_proj");
   h = RmsNorm(x, w.at(l + "post_attention_layernorm.weight"), eps);
   x = x + lin(at::silu(lin(h, "mlp.gate_proj")) * lin(h, "mlp.up_proj"), "mlp.down_proj");
-  const at::Tensor want = RmsNorm(x, w.at("norm.weight"), eps);
+  return RmsNorm(x, w.at("norm.weight"), eps);
+}
+
+// Norm weights off 1 so that the reference's norms are exercised.
+void SpreadNorms(WeightMap& w, int64_t hid) {
+  for (auto& [k, v] : w)
+    if (k.find("norm") != std::string::npos) v = v + 0.1 * at::arange(hid, at::kDouble);
+}
+
+// modular_helium.py (transformers 5): HeliumModel is LlamaModel with HeliumRMSNorm, HeliumMLP
+// (LlamaMLP: down(silu(gate x) * up x)) and HeliumAttention, whose apply_rotary_pos_emb
+// interleaves: cos = cos[..., :d/2].repeat_interleave(2), rotate_half(x) =
+// stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2); o_proj has no bias; scaling 1/sqrt(d).
+// LlamaRotaryEmbedding: inv_freq = 1 / theta^(arange(0, d, 2) / d), positions arange(S).
+TEST(FidelityTest, HeliumRotaryIsInterleavedAsTransformers) {
+  const int64_t hid = 8, heads = 2, d = 4, s = 6;
+  const double eps = 1e-8, theta = 100.0;  // a small base: every pair turns visibly
+  const nlohmann::json cfg = {{"architectures", {"HeliumModel"}}, {"model_type", "helium"},
+                              {"hidden_size", hid}, {"intermediate_size", 16},
+                              {"num_attention_heads", heads}, {"num_key_value_heads", heads},
+                              {"head_dim", d}, {"num_hidden_layers", 1}, {"vocab_size", 32},
+                              {"max_position_embeddings", 64}, {"rms_norm_eps", eps},
+                              {"rope_theta", theta}, {"attention_bias", true}};
+  auto m = BuildFull(cfg);
+  ASSERT_NE(m, nullptr);
+  WeightMap w = m->InitWeights(5, at::kDouble);
+  EXPECT_EQ(w.count("layers.0.self_attn.o_proj.bias"), 0u);
+  EXPECT_EQ(w.count("layers.0.self_attn.q_proj.bias"), 1u);
+  SpreadNorms(w, hid);
+  const at::Tensor ids = at::arange(3, 3 + s, at::kLong).view({1, s});
+  const at::Tensor got = m->Forward(w, {{"input_ids", ids}})[0];
+  auto none = [](const at::Tensor& q) { return q; };
+  const at::Tensor want = OneLayerLlamaReference(w, ids, heads, d, theta, eps, true, none);
   EXPECT_LT(MaxAbs(got, want), 1e-10);
   // rotate_half over the halves (Llama's) is not what transformers computes for helium.
-  nlohmann::json llama = cfg;
-  llama["model_type"] = "llama";
-  llama["architectures"] = {"LlamaModel"};
-  auto lm = BuildFull(llama);
-  ASSERT_NE(lm, nullptr);
-  WeightMap wl = w;
-  wl[l + "self_attn.o_proj.bias"] = at::zeros({hid}, at::kDouble);
-  EXPECT_GT(MaxAbs(lm->Forward(wl, {{"input_ids", ids}})[0], want), 1e-4);
+  EXPECT_GT(MaxAbs(got, OneLayerLlamaReference(w, ids, heads, d, theta, eps, false, none)),
+            1e-4);
+}
+
+// modeling_ministral3.py (transformers 5) Ministral3Attention: after apply_rotary_pos_emb,
+// query_states *= 1 + beta * log(1 + floor(cache_position / original_max_position_embeddings)),
+// beta and the original length read from rope_parameters; otherwise MistralAttention.
+TEST(FidelityTest, Ministral3ScalesQueriesByPositionAsTransformers) {
+  const int64_t hid = 8, heads = 2, d = 4, s = 12;
+  const double eps = 1e-5, theta = 100.0, beta = 0.5;
+  nlohmann::json cfg = {{"architectures", {"Ministral3Model"}}, {"model_type", "ministral3"},
+                        {"hidden_size", hid}, {"intermediate_size", 16},
+                        {"num_attention_heads", heads}, {"num_key_value_heads", heads},
+                        {"head_dim", d}, {"num_hidden_layers", 1}, {"vocab_size", 32},
+                        {"max_position_embeddings", 64}, {"rms_norm_eps", eps},
+                        {"sliding_window", nullptr},
+                        {"rope_parameters",
+                         {{"rope_type", "default"}, {"rope_theta", theta},
+                          {"llama_4_scaling_beta", beta},
+                          {"original_max_position_embeddings", 4}}}};
+  auto m = BuildFull(cfg);
+  ASSERT_NE(m, nullptr);
+  WeightMap w = m->InitWeights(8, at::kDouble);
+  SpreadNorms(w, hid);
+  const at::Tensor ids = at::arange(2, 2 + s, at::kLong).view({1, s});
+  const at::Tensor got = m->Forward(w, {{"input_ids", ids}})[0];
+  auto scaled = [&](const at::Tensor& q) {
+    const at::Tensor pos = at::arange(s, at::kDouble);
+    return q * (1 + beta * at::log(1 + at::floor(pos / 4.0))).view({1, 1, s, 1});
+  };
+  EXPECT_LT(MaxAbs(got, OneLayerLlamaReference(w, ids, heads, d, theta, eps, false, scaled)),
+            1e-10);
+  auto none = [](const at::Tensor& q) { return q; };
+  EXPECT_GT(MaxAbs(got, OneLayerLlamaReference(w, ids, heads, d, theta, eps, false, none)),
+            1e-4);
+  // transformers reads beta unconditionally: a config without it is refused, naming it.
+  cfg["rope_parameters"].erase("llama_4_scaling_beta");
+  auto bad = BuildModel(cfg, BuildOptions());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("rope_parameters.llama_4_scaling_beta"),
+            std::string::npos);
 }
 
 // ---- a non-object rope_scaling ----------------------------------------------------------------

@@ -7,6 +7,7 @@ const std::vector<DecoderFamily>& DecoderFamilies() {
   static const std::vector<DecoderFamily> kFamilies = {
       Helium(),
       Ministral(),
+      Ministral3(),
       Arcee(),
       SeedOss(),
       SmolLm3(),

@@ -38,6 +38,7 @@ void ScaleQwenMoe(const json& real, const Recipe& rc, json& t);
 
 DecoderFamily Helium();
 DecoderFamily Ministral();
+DecoderFamily Ministral3();
 DecoderFamily Arcee();
 DecoderFamily SeedOss();
 DecoderFamily SmolLm3();

@@ -98,6 +98,10 @@ struct Recipe {
   Alibi alibi = Alibi::kNone;
   double alibi_bias_max = 8.0;
   double attn_scale = 0.0;  // 0: 1/sqrt(head_dim)
+  // ministral3 (Ministral3Attention): q *= 1 + beta * log(1 + floor(pos / orig)) after the
+  // rotary, positions arange(S); beta 0: none.
+  double q_pos_scale_beta = 0.0;
+  int64_t q_pos_scale_orig = 1;
   // GPT-2 scale_attn_by_inverse_layer_idx: layer i's scores also divided by i + 1 (classic
   // attention).
   bool attn_scale_by_layer = false;

@@ -190,6 +190,13 @@ at::Tensor DecoderModel::Attn(const WeightMap& w, const LayerW& l, const at::Ten
     q = Rotate(q, cos, sin);
     k = Rotate(k, cos, sin);
   }
+  if (c_.q_pos_scale_beta != 0.0) {
+    const at::Tensor pos = at::arange(s, q.options());
+    const at::Tensor f =
+        1.0 + c_.q_pos_scale_beta *
+                  at::log(1.0 + at::floor(pos / static_cast<double>(c_.q_pos_scale_orig)));
+    q = q * f.view({1, 1, s, 1});
+  }
   const double scale =
       c_.attn_scale > 0 ? c_.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd));
   at::Tensor scores = nn::Matmul(q, nn::RepeatKv(k, nh / nkv).transpose(-1, -2));
