@@ -58,6 +58,27 @@ inline void ExpectConfigError(const std::string& arch, const std::string& field,
   EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
 }
 
+// `arch` built at its own size from `m`'s tiny config (or `config`, when given): a sibling class
+// (the base model of a head, a head of a base) over the same sizes; nullptr (and a failure)
+// when it does not build.
+inline std::unique_ptr<Model> BuildSibling(const Model& m, const std::string& arch,
+                                           const nlohmann::json& config = nullptr) {
+  BuildOptions o;
+  o.tiny = false;
+  o.arch = arch;
+  auto r = BuildModel(config.is_null() ? m.spec().tiny_config : config, o);
+  EXPECT_TRUE(r.ok()) << arch << ": " << r.status().ToString();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+// The weights under `prefix`, with the prefix taken off (a head's base model's weights), added
+// to `into` (which may hold defaults for weights the head does not have).
+inline WeightMap Unprefixed(const WeightMap& w, const std::string& prefix, WeightMap into = {}) {
+  for (const auto& [n, t] : w)
+    if (n.rfind(prefix, 0) == 0) into[n.substr(prefix.size())] = t;
+  return into;
+}
+
 // Shape of weight `name`; empty when absent.
 inline std::vector<int64_t> WeightShape(const Model& m, const std::string& name) {
   for (const auto& [n, s] : m.WeightShapes()) {

@@ -26,6 +26,8 @@ Names BloomNames(bool emb_ln);
 Status RejectPostLnResidual(const ConfigReader& r);
 // qwen2.cc: rotary over the whole head and q/k/v biases (qwen2, qwen2_moe).
 Status ReadQwen2Attention(const ConfigReader& r, const json& config, Recipe& c);
+// qwen3.cc: rotary over the whole head, attention_bias, per-head q/k RMSNorm (qwen3, qwen3_moe).
+Status ReadQwen3Attention(const ConfigReader& r, const json& config, Recipe& c);
 // qwen2_moe.cc: the Qwen MoE layers (qwen2_moe, qwen3_moe): softmax router, top-k, optional
 // renormalisation (norm_topk_prob), dense layers by decoder_sparse_step / mlp_only_layers, and
 // qwen2_moe's gated shared expert (shared_inter > 0); the config class's defaults.

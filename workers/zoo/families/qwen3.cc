@@ -3,6 +3,13 @@
 
 namespace ts::zoo::internal::decoder {
 
+Status ReadQwen3Attention(const ConfigReader& r, const json& config, Recipe& c) {
+  TS_RETURN_IF_ERROR(ReadClassicRotary(r, config, "", 1.0, false, c));
+  TS_RETURN_IF_ERROR(ReadAttentionBias(r, c));
+  c.qk_norm = QkNorm::kPerHeadRms;
+  return OkStatus();
+}
+
 DecoderFamily Qwen3() {
   return {
       .model_type = "qwen3",
@@ -11,12 +18,7 @@ DecoderFamily Qwen3() {
       .llama_biases = false,
       .classic = true,
       .windows = WindowPattern::kQwen,
-      .parse = [](const ConfigReader& r, const json& config, Recipe& c) -> Status {
-        TS_RETURN_IF_ERROR(ReadClassicRotary(r, config, "", 1.0, false, c));
-        TS_RETURN_IF_ERROR(ReadAttentionBias(r, c));
-        c.qk_norm = QkNorm::kPerHeadRms;
-        return OkStatus();
-      },
+      .parse = ReadQwen3Attention,
       .classes = {"Qwen3ForCausalLM",
                   "Qwen3ForSequenceClassification",
                   "Qwen3ForTokenClassification",

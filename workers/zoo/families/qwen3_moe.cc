@@ -13,12 +13,7 @@ DecoderFamily Qwen3Moe() {
       .llama_biases = false,
       .classic = true,
       .windows = WindowPattern::kQwen,
-      .parse = [](const ConfigReader& r, const json& config, Recipe& c) -> Status {
-        TS_RETURN_IF_ERROR(ReadClassicRotary(r, config, "", 1.0, false, c));
-        TS_RETURN_IF_ERROR(ReadAttentionBias(r, c));
-        c.qk_norm = QkNorm::kPerHeadRms;
-        return OkStatus();
-      },
+      .parse = ReadQwen3Attention,
       .parse_layers =
           [](const ConfigReader& r, const json& config, Recipe& c) {
             // Qwen3MoeConfig defaults.

@@ -332,24 +332,19 @@ TEST(Seq2SeqTest, T5SequenceClassificationAndQuestionAnsweringOverT5Model) {
   auto sc = Build("T5ForSequenceClassification");
   ASSERT_TRUE(sc);
   EXPECT_EQ(sc->spec().task, "text-classification");
-  BuildOptions o;
-  o.tiny = false;
-  o.arch = "T5Model";
-  auto base = BuildModel(sc->spec().tiny_config, o);
-  o.arch = "T5ForQuestionAnswering";
-  auto qa = BuildModel(sc->spec().tiny_config, o);
-  ASSERT_TRUE(base.ok() && qa.ok());
-  WeightMap w = sc->InitWeights(3, at::kDouble), wb;
-  for (const auto& [n, t] : w)
-    if (n.rfind("transformer.", 0) == 0) wb[n.substr(12)] = t;
-  EXPECT_EQ(wb.size(), (*base)->WeightShapes().size());
+  auto base = testing::BuildSibling(*sc, "T5Model");
+  auto qa = testing::BuildSibling(*sc, "T5ForQuestionAnswering");
+  ASSERT_TRUE(base && qa);
+  const WeightMap w = sc->InitWeights(3, at::kDouble);
+  const WeightMap wb = testing::Unprefixed(w, "transformer.");
+  EXPECT_EQ(wb.size(), base->WeightShapes().size());
   Batch batch = sc->MakeBatch(1, 0);
   const at::Tensor ids = batch.inputs.at("input_ids");
   const int64_t eos = sc->spec().tiny_config["eos_token_id"].get<int64_t>();
   // decoder_input_ids are input_ids shifted right behind decoder_start_token_id (pad, 0).
   EXPECT_TRUE(at::equal(batch.inputs.at("decoder_input_ids").narrow(1, 1, ids.size(1) - 1),
                         ids.narrow(1, 0, ids.size(1) - 1)));
-  const at::Tensor dec = (*base)->Forward(wb, batch.inputs)[0];
+  const at::Tensor dec = base->Forward(wb, batch.inputs)[0];
   const at::Tensor last = (at::arange(ids.size(1)) * ids.eq(eos).to(at::kLong)).argmax(-1);
   at::Tensor pooled = dec.index({at::arange(ids.size(0)), last});
   pooled = at::tanh(at::linear(pooled, w.at("classification_head.dense.weight"),
@@ -361,7 +356,7 @@ TEST(Seq2SeqTest, T5SequenceClassificationAndQuestionAnsweringOverT5Model) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
   wq["qa_outputs.weight"] = at::randn({2, dec.size(-1)}, gen, at::kDouble);
   wq["qa_outputs.bias"] = at::randn({2}, gen, at::kDouble);
-  const auto out = (*qa)->Forward(wq, batch.inputs);
+  const auto out = qa->Forward(wq, batch.inputs);
   const at::Tensor logits = at::linear(dec, wq["qa_outputs.weight"], wq["qa_outputs.bias"]);
   EXPECT_LT(RelDiff(out[0], logits.select(-1, 0)), 1e-9);
   EXPECT_LT(RelDiff(out[1], logits.select(-1, 1)), 1e-9);

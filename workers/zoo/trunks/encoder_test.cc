@@ -222,26 +222,21 @@ TEST(EncoderTest, PreTrainingIsTheMaskedLmHeadAndThePairHeadOnThePooler) {
     ASSERT_EQ(names.size(), 2u);
     EXPECT_EQ(names[0], "prediction_logits");
     EXPECT_EQ(names[1], c.prefix == "Albert" ? "sop_logits" : "seq_relationship_logits");
-    BuildOptions o;
-    o.tiny = false;
-    o.arch = c.prefix + "ForMaskedLM";
-    auto mlm = BuildModel(pt->spec().tiny_config, o);
-    o.arch = c.prefix + "Model";
-    auto base = BuildModel(pt->spec().tiny_config, o);
-    ASSERT_TRUE(mlm.ok() && base.ok());
-    WeightMap w = pt->InitWeights(4, at::kDouble), wm, wb;
-    for (const auto& [n, t] : w) {
-      if (n.rfind(c.base, 0) == 0) wb[n.substr(c.base.size())] = t;
+    auto mlm = testing::BuildSibling(*pt, c.prefix + "ForMaskedLM");
+    auto base = testing::BuildSibling(*pt, c.prefix + "Model");
+    ASSERT_TRUE(mlm && base);
+    WeightMap w = pt->InitWeights(4, at::kDouble), wm;
+    const WeightMap wb = testing::Unprefixed(w, c.base);
+    for (const auto& [n, t] : w)
       if (n.rfind(c.pair, 0) != 0 && n.find("pooler") == std::string::npos) wm[n] = t;
-    }
     EXPECT_TRUE(w.count(c.pair + ".weight") && w.count(c.pair + ".bias"));
     Batch batch = pt->MakeBatch(2, 0);
     ASSERT_TRUE(batch.labels.count("labels"));
     ASSERT_TRUE(batch.labels.count(c.prefix == "Albert" ? "sentence_order_label"
                                                         : "next_sentence_label"));
     const auto out = pt->Forward(w, batch.inputs);
-    EXPECT_LT(RelDiff(out[0], (*mlm)->Forward(wm, batch.inputs)[0]), 1e-9);
-    const at::Tensor pooled = (*base)->Forward(wb, batch.inputs)[1];
+    EXPECT_LT(RelDiff(out[0], mlm->Forward(wm, batch.inputs)[0]), 1e-9);
+    const at::Tensor pooled = base->Forward(wb, batch.inputs)[1];
     const at::Tensor want = at::linear(pooled, w.at(c.pair + ".weight"), w.at(c.pair + ".bias"));
     EXPECT_LT(RelDiff(out[1], want), 1e-9);
     EXPECT_TRUE(std::isfinite(pt->Loss(w, batch).item<double>()));
@@ -256,17 +251,12 @@ TEST(EncoderTest, ElectraPreTrainingIsTheReplacedTokenDiscriminator) {
   ASSERT_TRUE(pt);
   EXPECT_EQ(pt->spec().task, "pretraining");
   ASSERT_EQ(pt->OutputNames(), (std::vector<std::string>{"logits"}));
-  BuildOptions o;
-  o.tiny = false;
-  o.arch = "ElectraModel";
-  auto base = BuildModel(pt->spec().tiny_config, o);
-  ASSERT_TRUE(base.ok());
-  WeightMap w = pt->InitWeights(6, at::kDouble), wb;
-  for (const auto& [n, t] : w)
-    if (n.rfind("electra.", 0) == 0) wb[n.substr(8)] = t;
+  auto base = testing::BuildSibling(*pt, "ElectraModel");
+  ASSERT_TRUE(base);
+  const WeightMap w = pt->InitWeights(6, at::kDouble);
   Batch batch = pt->MakeBatch(3, 0);
   const at::Tensor got = pt->Forward(w, batch.inputs)[0];
-  const at::Tensor h = (*base)->Forward(wb, batch.inputs)[0];
+  const at::Tensor h = base->Forward(testing::Unprefixed(w, "electra."), batch.inputs)[0];
   const std::string p = "discriminator_predictions.";
   const std::string act = pt->spec().tiny_config.value("hidden_act", std::string("gelu"));
   ASSERT_EQ(act, "gelu");
@@ -304,16 +294,12 @@ TEST(EncoderTest, RemBertNarrowEmbeddingsAndItsOwnWideLmDecoder) {
             (std::vector<int64_t>{hid, in}));
   EXPECT_EQ(w.at("cls.predictions.decoder.weight").sizes(), (std::vector<int64_t>{v, out}));
   EXPECT_EQ(w.count("cls.predictions.bias"), 0u);
-  BuildOptions o;
-  o.tiny = false;
-  o.arch = "RemBertModel";
-  auto base = BuildModel(tc, o);
-  ASSERT_TRUE(base.ok());
-  WeightMap wb = (*base)->InitWeights(1, at::kDouble);  // its pooler; the rest from the MLM's
-  for (const auto& [n, t] : w)
-    if (n.rfind("rembert.", 0) == 0) wb[n.substr(8)] = t;
+  auto base = testing::BuildSibling(*mlm, "RemBertModel");
+  ASSERT_TRUE(base);
+  // Its pooler from its own init; the rest from the MLM's weights.
+  const WeightMap wb = testing::Unprefixed(w, "rembert.", base->InitWeights(1, at::kDouble));
   Batch b = mlm->MakeBatch(1, 0);
-  const at::Tensor h = (*base)->Forward(wb, b.inputs)[0];
+  const at::Tensor h = base->Forward(wb, b.inputs)[0];
   const std::string p = "cls.predictions.";
   at::Tensor x = at::gelu(at::linear(h, w.at(p + "dense.weight"), w.at(p + "dense.bias")));
   x = at::layer_norm(x, {out}, w.at(p + "LayerNorm.weight"), w.at(p + "LayerNorm.bias"),

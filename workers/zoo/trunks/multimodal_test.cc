@@ -80,18 +80,15 @@ TEST(MultimodalTest, ClipImageClassificationAveragesThePatchTokens) {
   auto m = Build("CLIPForImageClassification");
   ASSERT_TRUE(m);
   EXPECT_EQ(m->spec().task, "image-classification");
-  BuildOptions o;
-  o.tiny = false;
-  o.arch = "CLIPVisionModel";
-  auto vision = BuildModel(m->spec().tiny_config["vision_config"], o);
-  ASSERT_TRUE(vision.ok()) << vision.status().ToString();
-  WeightMap w = m->InitWeights(3, at::kDouble), wv;
-  for (const auto& [n, t] : w)
-    if (n.rfind("vision_model.", 0) == 0) wv[n.substr(13)] = t;
+  auto vision =
+      testing::BuildSibling(*m, "CLIPVisionModel", m->spec().tiny_config["vision_config"]);
+  ASSERT_TRUE(vision);
+  const WeightMap w = m->InitWeights(3, at::kDouble);
+  const WeightMap wv = testing::Unprefixed(w, "vision_model.");
   EXPECT_EQ(wv.size() + 2, w.size());  // + classifier.weight, classifier.bias
   Batch b = m->MakeBatch(1, 0);
   b.inputs["pixel_values"] = b.inputs.at("pixel_values").to(at::kDouble);
-  const at::Tensor h = (*vision)->Forward(wv, b.inputs)[0];
+  const at::Tensor h = vision->Forward(wv, b.inputs)[0];
   const at::Tensor want = at::linear(h.narrow(1, 1, h.size(1) - 1).mean(1),
                                      w.at("classifier.weight"), w.at("classifier.bias"));
   EXPECT_LT((m->Forward(w, b.inputs)[0] - want).abs().max().item<double>(), 1e-10);
