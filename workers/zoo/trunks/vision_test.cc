@@ -81,9 +81,9 @@ TEST(VisionFamiliesTest, Swin) {
   CheckCommon("SwinForImageClassification", {2, 10});
   CheckCommon("SwinModel", {2, 16, 64});
   auto m = Build("SwinForImageClassification");
-  EXPECT_EQ(testing::WeightShape(
-                *m, "swin.encoder.layers.0.blocks.1.attention.relative_position_bias.relative_position_bias_table"),
-            (std::vector<int64_t>{49, 2}));
+  const std::string bias_table =
+      "swin.encoder.layers.0.blocks.1.attention.relative_position_bias.relative_position_bias_table";
+  EXPECT_EQ(testing::WeightShape(*m, bias_table), (std::vector<int64_t>{49, 2}));
   EXPECT_EQ(testing::WeightShape(*m, "swin.encoder.layers.0.downsample.reduction.weight"),
             (std::vector<int64_t>{64, 128}));
 }
