@@ -100,6 +100,15 @@ at::Tensor Conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
   return EmuOut(at::conv1d(EmuIn(x), EmuIn(w), b, {stride}, {padding}, {1}, groups));
 }
 
+at::Tensor SinusoidHalvesTable(int64_t rows, int64_t d) {
+  auto f64 = at::TensorOptions().dtype(at::kDouble);
+  at::Tensor j = at::arange(d, f64);
+  at::Tensor freq = at::pow(10000.0, at::floor(j / 2.0) * 2.0 / static_cast<double>(d));
+  at::Tensor angle = at::arange(rows, f64).unsqueeze(1) / freq.unsqueeze(0);
+  at::Tensor even = angle.slice(1, 0, d, 2), odd = angle.slice(1, 1, d, 2);
+  return at::cat({at::sin(even), at::cos(odd)}, 1).to(at::kFloat);
+}
+
 at::Tensor Embedding(const at::Tensor& weight, const at::Tensor& ids, int64_t padding_idx) {
   return at::embedding(weight, ids, padding_idx);
 }

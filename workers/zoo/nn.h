@@ -76,6 +76,10 @@ at::Tensor Conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
 
 // Row lookup; padding_idx < 0: none.
 at::Tensor Embedding(const at::Tensor& weight, const at::Tensor& ids, int64_t padding_idx = -1);
+// The frozen sinusoid table of Marian, Pegasus and RoFormer (their create_weight): angle(p, i) =
+// p / 10000^(2 * (i // 2) / d) in float64, sin of the even columns into the first ceil(d/2)
+// columns, cos of the odd ones into the rest, rounded to float32: [rows, d] on CPU.
+at::Tensor SinusoidHalvesTable(int64_t rows, int64_t d);
 // HF LlamaRMSNorm: w * x * rsqrt(mean(x^2) + eps).
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& w, double eps);
 at::Tensor LayerNorm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps);

@@ -12,9 +12,10 @@ const std::vector<ArchEntry>& Registry() {
   static const std::vector<ArchEntry> kRegistry = [] {
     std::vector<ArchEntry> all;
     for (auto list :
-         {DecoderArchs, EncoderArchs, T5Archs, Mt5Archs, BartArchs, MbartArchs, MvpArchs,
-          PlbartArchs, WhisperArchs, Wav2Vec2Archs, VitArchs, DeitArchs, SwinArchs, ConvNextArchs,
-          ResNetArchs, MobileNetV2Archs, EfficientNetArchs, ClipArchs}) {
+         {DecoderArchs, EncoderArchs, T5Archs, Mt5Archs, Umt5Archs, BartArchs, MbartArchs, MvpArchs,
+          PlbartArchs, BartVariantArchs, WhisperArchs, Wav2Vec2Archs, VitArchs, VitMsnArchs,
+          DeitArchs, SwinArchs, ConvNextArchs, ResNetArchs, MobileNetV1Archs, MobileNetV2Archs,
+          EfficientNetArchs, ClipArchs}) {
       for (auto& e : list()) all.push_back(std::move(e));
     }
     std::sort(all.begin(), all.end(),

@@ -29,8 +29,9 @@ bool HasSuffix(const std::string& arch, std::initializer_list<const char*> suffi
 
 // The input word embedding: "shared.weight" (encoder-decoders) first, else the usual names.
 std::string InputEmbedding(const std::map<std::string, std::vector<int64_t>>& w) {
+  // (".w.weight": CTRL's `transformer.w`; "tokens_embed.weight": OpenAI GPT's.)
   for (const char* suffix : {"shared.weight", "embed_tokens.weight", "word_embeddings.weight",
-                             "wte.weight", "embed_in.weight"}) {
+                             "wte.weight", "embed_in.weight", "tokens_embed.weight", ".w.weight"}) {
     for (const auto& [n, s] : w)
       if (EndsWith(n, suffix) && s.size() == 2) return n;
   }
@@ -76,7 +77,8 @@ std::vector<StateDictEntry> StateDictShapes(const Model& model) {
       const bool transform =
           have.count(h + ".transform.dense.weight") || have.count(h + ".dense.weight");
       // BertGenerationDecoder's lm_head is a bare decoder Linear with its own bias parameter.
-      const bool bare = h == "lm_head" && !have.count("lm_head.weight");
+      const bool bare =
+          h == "lm_head" && !have.count("lm_head.weight") && arch.rfind("BertGeneration", 0) == 0;
       if (have.count(h + ".bias") && (transform || bare) && !have.count(h + ".decoder.weight")) {
         add(h + ".decoder.weight", embed);
         add(h + ".decoder.bias", h + ".bias");
@@ -89,7 +91,8 @@ std::vector<StateDictEntry> StateDictShapes(const Model& model) {
         mlm = true;
       }
     }
-    if (!mlm && HasSuffix(arch, {"ForCausalLM", "LMHeadModel", "ForConditionalGeneration"})) {
+    if (!mlm &&
+        HasSuffix(arch, {"ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "MTModel"})) {
       // Tied output projections under the class's own name (Whisper proj_out, BioGPT
       // output_projection), else lm_head.
       const char* head = arch.rfind("Whisper", 0) == 0  ? "proj_out.weight"
@@ -101,7 +104,8 @@ std::vector<StateDictEntry> StateDictShapes(const Model& model) {
   // Modules transformers builds but the class never calls (the zoo builds no weight for them;
   // the export writes them, seeded, for a strict load): every BigBird head holds BigBirdModel
   // with its pooler (add_pooling_layer defaults to True); the BART lineage's decoder-only CausalLM
-  // keeps each layer's cross-attention (encoder_attn, encoder_attn_layer_norm).
+  // (Marian, Pegasus, Blenderbot and BlenderbotSmall too) keeps each layer's cross-attention
+  // (encoder_attn, encoder_attn_layer_norm).
   auto unused = [&](const std::string& name, const std::vector<int64_t>& shape) {
     if (have.count(name) || added.count(name)) return;
     out.push_back({name, shape, at::kFloat, ""});
@@ -112,7 +116,8 @@ std::vector<StateDictEntry> StateDictShapes(const Model& model) {
     unused("bert.pooler.weight", {h, h});
     unused("bert.pooler.bias", {h});
   }
-  if (EndsWith(arch, "ForCausalLM") && HasPrefix(arch, {"Bart", "MBart", "Mvp", "PLBart"})) {
+  if (EndsWith(arch, "ForCausalLM") &&
+      HasPrefix(arch, {"Bart", "MBart", "Mvp", "PLBart", "Marian", "Pegasus", "Blenderbot"})) {
     for (const auto& [n, s] : have) {
       for (const char* from : {".self_attn.", ".self_attn_layer_norm."}) {
         const size_t at = n.find(from);

@@ -54,6 +54,17 @@ Status ParseBartSizes(const ConfigReader& r, BartCfg& c) {
   return OkStatus();
 }
 
+// The config classes' token defaults (pad, eos, decoder start) of the lineage.
+struct TokenDefaults {
+  int64_t pad = 1, eos = 2, start = 2;
+};
+TokenDefaults FamilyTokens(const std::string& family) {
+  if (family == "marian") return {58100, 0, 58100};          // MarianConfig: start = pad
+  if (family == "pegasus") return {0, 1, 0};                 // PegasusConfig: start = pad
+  if (family.rfind("blenderbot", 0) == 0) return {0, 2, 1};  // start = bos
+  return {1, 2, 2};  // bart, mbart, mvp, plbart, m2m_100: start = eos
+}
+
 // The lineage's config classes differ in defaults and extras: PLBartConfig scale_embedding
 // defaults to true; MvpConfig's prompts (use_prompt) add modules the zoo does not build.
 StatusOr<BartCfg> ParseBart(const json& config, const std::string& family) {
@@ -61,15 +72,30 @@ StatusOr<BartCfg> ParseBart(const json& config, const std::string& family) {
   ConfigReader r(config);
   BartCfg c;
   TS_RETURN_IF_ERROR(ParseBartSizes(r, c));
-  TS_ASSIGN_OR_RETURN(std::string act, r.String("activation_function", "gelu"));
+  const bool m2m = family == "m2m_100";
+  TS_ASSIGN_OR_RETURN(std::string act, r.String("activation_function", m2m ? "relu" : "gelu"));
   TS_ASSIGN_OR_RETURN(c.act, ParseActivation(act, r.Name("activation_function")));
-  TS_ASSIGN_OR_RETURN(c.scale_embedding, r.Bool("scale_embedding", family == "plbart"));
+  TS_ASSIGN_OR_RETURN(c.scale_embedding, r.Bool("scale_embedding", family == "plbart" || m2m));
   if (family == "mvp") {
     TS_ASSIGN_OR_RETURN(bool prompt, r.Bool("use_prompt", false));
     if (prompt)
       return r.Error("use_prompt", "true (MVP's task prompts) is not supported by the zoo");
   }
-  TS_RETURN_IF_ERROR(ReadSeq2SeqTokens(r, /*pad_def=*/1, /*eos_def=*/2, /*start_is_eos=*/true, c));
+  if (family == "marian") {
+    // MarianConfig: separate encoder / decoder tables (and a decoder_vocab_size of its own) only
+    // when share_encoder_decoder_embeddings is false.
+    TS_ASSIGN_OR_RETURN(bool share, r.Bool("share_encoder_decoder_embeddings", true));
+    if (!share) {
+      return r.Error("share_encoder_decoder_embeddings",
+                     "false (separate source and target tables) is not supported by the zoo");
+    }
+  }
+  const TokenDefaults tok = FamilyTokens(family);
+  TS_RETURN_IF_ERROR(
+      ReadSeq2SeqTokens(r, tok.pad, tok.eos, /*start_is_eos=*/tok.start == tok.eos, c));
+  if (tok.start != tok.eos && tok.start != tok.pad) {
+    TS_ASSIGN_OR_RETURN(c.start, TokenIdField(r, "decoder_start_token_id", tok.start, c.vocab));
+  }
   TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
   return c;
 }
@@ -93,6 +119,8 @@ StatusOr<json> ScaleBart(const json& config, const std::string& family) {
   t["max_position_embeddings"] = std::min(c.max_pos, P::kMaxPositions);
   const int64_t vocab = std::min(c.vocab, P::kVocab);
   t["vocab_size"] = vocab;
+  if (t.contains("decoder_vocab_size") && !t["decoder_vocab_size"].is_null())
+    t["decoder_vocab_size"] = vocab;  // marian, shared tables: equal to vocab_size
   for (const char* f : {"pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
                         "forced_bos_token_id", "forced_eos_token_id"})
     MapTokenId(t, f, vocab);
@@ -102,38 +130,56 @@ StatusOr<json> ScaleBart(const json& config, const std::string& family) {
 }
 
 // mbart: pre-LN layers, final encoder/decoder layer_norm, the language-id shift in its batches.
-EncDecRecipe BartRecipe(const BartCfg& c, Seq2SeqHead head, bool mbart) {
+// The rest differ from BART in norms and positions (see bart_variants.cc's header):
+//   marian           post-LN, no embedding norm, the sinusoid table
+//   pegasus          pre-LN + final norms, the sinusoid table
+//   blenderbot       pre-LN + final norms, learned positions without offset
+//   blenderbot-small BART's post-LN and embedding norm (its decoder's before the positions),
+//                    learned positions without offset
+//   m2m_100          pre-LN + final norms, fairseq sinusoid positions, no final_logits_bias
+EncDecRecipe BartRecipe(const BartCfg& c, Seq2SeqHead head, const std::string& family) {
+  using P = EncDecRecipe::Positions;
+  const bool pre_ln =
+      family == "mbart" || family == "pegasus" || family == "blenderbot" || family == "m2m_100";
   EncDecRecipe r;
   r.naming = EncDecRecipe::Naming::kBart;
   r.norm = EncDecRecipe::Norm::kLayerNorm;
   r.eps = 1e-5;
-  r.pre_ln = mbart;
-  r.final_norm = mbart;
+  r.pre_ln = pre_ln;
+  r.final_norm = pre_ln;
   r.d_model = c.d_model;
   r.act = c.act;
-  r.positions = EncDecRecipe::Positions::kLookupOffset2;
-  r.embedding_norm = true;
+  r.positions = family == "marian" || family == "pegasus" ? P::kSinusoidalTable
+                : family == "m2m_100"                     ? P::kFairseq
+                : family.rfind("blenderbot", 0) == 0      ? P::kLookup
+                                                          : P::kLookupOffset2;
+  r.embedding_norm = family == "bart" || family == "mbart" || family == "mvp" ||
+                     family == "plbart" || family == "blenderbot-small";
+  r.decoder_norm_tokens = family == "blenderbot-small";
   r.scale_embedding = c.scale_embedding;
   r.mask_before_embedding = true;
   const std::string pre = head == Seq2SeqHead::kModel ? "" : "model.";
   const bool causal = head == Seq2SeqHead::kCausalLM;
   if (!causal) r.shared = pre + "shared.weight";
+  const int64_t rows = r.positions == P::kLookupOffset2 ? c.max_pos + 2
+                       : r.positions == P::kFairseq     ? 0
+                                                        : c.max_pos;
   r.encoder = EncDecStack::Of(pre + "encoder", c.enc_layers, c.enc_heads, c.enc_ffn);
-  r.encoder.positions = c.max_pos + 2;
+  r.encoder.positions = rows;
   r.decoder = EncDecStack::Of(pre + "decoder", c.dec_layers, c.dec_heads, c.dec_ffn);
   r.decoder.decoder = true;
   r.decoder.cross = !causal;
   r.decoder.own_embedding = causal;
-  r.decoder.positions = c.max_pos + 2;
+  r.decoder.positions = rows;
   r.decoder.decoder_mask = true;
-  r.batch = mbart ? EncDecRecipe::Batch::kMbart : EncDecRecipe::Batch::kBart;
+  r.batch = family == "mbart" ? EncDecRecipe::Batch::kMbart : EncDecRecipe::Batch::kBart;
   r.vocab = c.vocab;
   r.num_labels = c.num_labels;
   r.pad = c.pad;
   r.eos = c.eos;
   r.start = c.start;
   r.tie = c.tie;
-  r.final_logits_bias = true;
+  r.final_logits_bias = family != "m2m_100";
   return r;
 }
 
@@ -183,7 +229,7 @@ const char* BartTask(Seq2SeqHead head) {
 StatusOr<std::unique_ptr<Model>> BuildBart(ModelSpec spec, Seq2SeqHead head,
                                            const std::string& family) {
   TS_ASSIGN_OR_RETURN(BartCfg c, ParseBart(spec.tiny_config, family));
-  EncDecRecipe r = BartRecipe(c, head, family == "mbart");
+  EncDecRecipe r = BartRecipe(c, head, family);
   // PLBart's shift_tokens_right is mBART's (the row's last token, its language code, wraps to
   // the front); its layers are BART's post-LN ones.
   if (family == "plbart") r.batch = EncDecRecipe::Batch::kMbart;

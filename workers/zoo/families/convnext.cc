@@ -17,7 +17,8 @@ struct ConvNextConfig : ConvNextRecipe {
   int64_t num_labels = 2;
 };
 
-StatusOr<ConvNextConfig> ParseConvNext(const json& config) {
+// `v2`: ConvNextV2Config, which has no layer_scale_init_value (no layer scale) and adds GRN.
+StatusOr<ConvNextConfig> ParseConvNext(const json& config, bool v2) {
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
   ConfigReader r(config);
   ConvNextConfig c;
@@ -35,13 +36,18 @@ StatusOr<ConvNextConfig> ParseConvNext(const json& config) {
   TS_RETURN_IF_ERROR(CheckLen("depths", c.depths, static_cast<size_t>(stages)));
   TS_ASSIGN_OR_RETURN(c.act, ReadVisionActivation(r, "hidden_act", "gelu"));
   TS_ASSIGN_OR_RETURN(c.layer_norm_eps, r.Double("layer_norm_eps", 1e-12));
-  TS_ASSIGN_OR_RETURN(c.layer_scale_init_value, r.Double("layer_scale_init_value", 1e-6));
+  if (v2) {
+    c.layer_scale_init_value = 0.0;
+    c.grn = true;
+  } else {
+    TS_ASSIGN_OR_RETURN(c.layer_scale_init_value, r.Double("layer_scale_init_value", 1e-6));
+  }
   TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
   return c;
 }
 
-StatusOr<json> ScaleConvNext(const json& config) {
-  TS_ASSIGN_OR_RETURN(ConvNextConfig c, ParseConvNext(config));
+StatusOr<json> ScaleConvNext(const json& config, bool v2) {
+  TS_ASSIGN_OR_RETURN(ConvNextConfig c, ParseConvNext(config, v2));
   json t = config;
   const int64_t last = c.hidden_sizes.back();
   std::vector<int64_t> hs, ds;
@@ -56,8 +62,9 @@ StatusOr<json> ScaleConvNext(const json& config) {
   return t;
 }
 
-StatusOr<PooledVisionTrunk> ConvNextTrunkFor(const json& config, const std::string& prefix) {
-  TS_ASSIGN_OR_RETURN(ConvNextConfig c, ParseConvNext(config));
+StatusOr<PooledVisionTrunk> ConvNextTrunkFor(const json& config, const std::string& prefix,
+                                             bool v2) {
+  TS_ASSIGN_OR_RETURN(ConvNextConfig c, ParseConvNext(config, v2));
   c.prefix = prefix;
   return PooledVisionTrunk{std::make_unique<ConvNextTrunk>(c), c.num_labels};
 }
@@ -78,8 +85,21 @@ std::vector<ArchEntry> ConvNextArchs() {
                          {"drop_path_rate", 0.0},
                          {"image_size", 224},
                          {"num_labels", 1000}};
-  return PooledVisionArchs({"ConvNext", "convnext", "convnext."}, convnext, ScaleConvNext,
-                           ConvNextTrunkFor);
+  std::vector<ArchEntry> v1 = PooledVisionArchs(
+      {"ConvNext", "convnext", "convnext."}, convnext,
+      [](const json& c) { return ScaleConvNext(c, false); },
+      [](const json& c, const std::string& p) { return ConvNextTrunkFor(c, p, false); });
+  // ConvNeXt V2 (modeling_convnextv2.py): V1's stages with ConvNextV2GRN after the activation
+  // and no layer scale; modelled on facebook/convnextv2-tiny-1k-224.
+  json v2_example = convnext;
+  v2_example["model_type"] = "convnextv2";
+  v2_example.erase("layer_scale_init_value");
+  std::vector<ArchEntry> v2 = PooledVisionArchs(
+      {"ConvNextV2", "convnextv2", "convnextv2."}, v2_example,
+      [](const json& c) { return ScaleConvNext(c, true); },
+      [](const json& c, const std::string& p) { return ConvNextTrunkFor(c, p, true); });
+  for (auto& e : v2) v1.push_back(std::move(e));
+  return v1;
 }
 
 }  // namespace ts::zoo::internal

@@ -33,12 +33,32 @@ Status ReadQwen3Attention(const ConfigReader& r, const json& config, Recipe& c);
 // qwen2_moe's gated shared expert (shared_inter > 0); the config class's defaults.
 struct QwenMoeDefaults {
   int64_t experts = 0, top_k = 0, inter = 0, shared_inter = 0;
+  // The field of the expert width ("": none, the width is `inter`: olmoe, flex_olmo).
+  std::string inter_field = "moe_intermediate_size";
 };
 Status ReadQwenMoe(const ConfigReader& r, const json& config, const QwenMoeDefaults& d,
                    Recipe& c);
 void ScaleQwenMoe(const json& real, const Recipe& rc, json& t);
 
 DecoderFamily Helium();
+DecoderFamily Olmo3();
+DecoderFamily VaultGemma();
+DecoderFamily Cwm();
+DecoderFamily Olmoe();
+DecoderFamily FlexOlmo();
+DecoderFamily OpenAiGpt();
+DecoderFamily Ctrl();
+DecoderFamily DeepseekV2();
+DecoderFamily DeepseekV3();
+DecoderFamily Glm4Moe();
+DecoderFamily Glm4MoeLite();
+DecoderFamily Dots1();
+DecoderFamily SolarOpen();
+DecoderFamily ExaoneMoe();
+DecoderFamily Youtu();
+DecoderFamily MiniMaxM2();
+DecoderFamily Jais2();
+DecoderFamily Ernie45Moe();
 DecoderFamily Ministral();
 DecoderFamily Ministral3();
 DecoderFamily Arcee();

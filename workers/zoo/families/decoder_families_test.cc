@@ -116,6 +116,130 @@ TEST(DecoderFamiliesTest, HfWeightNamesAndShapes) {
             (std::vector<int64_t>{16}));
 }
 
+// The layouts of olmo3 / flex_olmo (modular_olmo3.py, modular_flex_olmo.py: post-norm blocks, no
+// input_layernorm, whole-projection q/k norms; flex_olmo's experts fused), vaultgemma
+// (modular_vaultgemma.py: gemma2 without post_attention_layernorm / post_feedforward_layernorm)
+// and cwm (modeling_cwm.py: bias-free attention), and their default layer patterns: olmo3
+// slides on (i + 1) % 4 != 0, cwm is full on i % 4 == 0.
+TEST(DecoderFamiliesTest, OlmoVaultGemmaAndCwmLayouts) {
+  using testing::WeightShape;
+  auto olmo3 = Build("Olmo3Model");
+  ASSERT_TRUE(olmo3);
+  EXPECT_TRUE(WeightShape(*olmo3, "layers.0.input_layernorm.weight").empty());
+  EXPECT_FALSE(WeightShape(*olmo3, "layers.0.post_feedforward_layernorm.weight").empty());
+  EXPECT_EQ(WeightShape(*olmo3, "layers.0.self_attn.q_norm.weight"), (std::vector<int64_t>{64}));
+  EXPECT_EQ(olmo3->spec().tiny_config["layer_types"],
+            nlohmann::json::array({"sliding_attention", "full_attention"}));
+  auto flex = Build("FlexOlmoForCausalLM");
+  ASSERT_TRUE(flex);
+  EXPECT_TRUE(WeightShape(*flex, "model.layers.0.input_layernorm.weight").empty());
+  EXPECT_FALSE(WeightShape(*flex, "model.layers.0.post_attention_layernorm.weight").empty());
+  const auto gate_up = WeightShape(*flex, "model.layers.0.mlp.experts.gate_up_proj");
+  ASSERT_EQ(gate_up.size(), 3u);
+  EXPECT_EQ(gate_up[0], flex->spec().tiny_config["num_experts"].get<int64_t>());
+  EXPECT_EQ(gate_up[2], 64);
+  auto vault = Build("VaultGemmaForCausalLM");
+  ASSERT_TRUE(vault);
+  EXPECT_FALSE(WeightShape(*vault, "model.layers.0.pre_feedforward_layernorm.weight").empty());
+  EXPECT_FALSE(WeightShape(*vault, "model.layers.0.input_layernorm.weight").empty());
+  EXPECT_TRUE(WeightShape(*vault, "model.layers.0.post_attention_layernorm.weight").empty());
+  EXPECT_TRUE(WeightShape(*vault, "model.layers.0.post_feedforward_layernorm.weight").empty());
+  // final_logit_softcapping 30: tanh(x / 30) * 30.
+  WeightMap w = vault->InitWeights(2);
+  for (auto& [n, t] : w) t = t * 8.0;
+  const at::Tensor logits = vault->Forward(w, vault->MakeBatch(1, 2).inputs)[0];
+  EXPECT_LE(logits.abs().max().item<double>(), 30.0);
+  EXPECT_GT(logits.abs().max().item<double>(), 10.0);
+  auto cwm = Build("CwmModel");
+  ASSERT_TRUE(cwm);
+  EXPECT_TRUE(WeightShape(*cwm, "layers.0.self_attn.q_proj.bias").empty());
+  EXPECT_EQ(cwm->spec().tiny_config["layer_types"],
+            nlohmann::json::array({"full_attention", "sliding_attention"}));
+  // A config's own layer_types wins over the default pattern: all full, no window at all.
+  nlohmann::json all_full = *ExampleConfig("CwmModel");
+  all_full["layer_types"] = nlohmann::json::array();
+  for (int i = 0; i < 64; ++i) all_full["layer_types"].push_back("full_attention");
+  auto full = Build("CwmModel", all_full);
+  ASSERT_TRUE(full);
+  EXPECT_FALSE(full->spec().tiny_config.contains("layer_types"));
+}
+
+// The DeepSeek lineage's layouts, from each modular file: glm4_moe (q/k/v bias without o_proj's,
+// a dense first layer, the V3 router's e_score_correction_bias, ungated shared_experts),
+// solar_open (every layer MoE), dots1 (Qwen3 q/k norms; the expert counts have no default),
+// exaone_moe (NoPE full layers: [sliding, full] at tiny size), youtu and glm4_moe_lite (MLA;
+// youtu dense and tied), deepseek_v2 (no correction bias: the softmax router).
+TEST(DecoderFamiliesTest, DeepseekLineageLayouts) {
+  using testing::WeightShape;
+  auto glm = Build("Glm4MoeModel");
+  ASSERT_TRUE(glm);
+  EXPECT_FALSE(WeightShape(*glm, "layers.0.self_attn.q_proj.bias").empty());
+  EXPECT_TRUE(WeightShape(*glm, "layers.0.self_attn.o_proj.bias").empty());
+  EXPECT_FALSE(WeightShape(*glm, "layers.0.mlp.gate_proj.weight").empty());  // dense first
+  EXPECT_FALSE(WeightShape(*glm, "layers.1.mlp.gate.e_score_correction_bias").empty());
+  EXPECT_FALSE(WeightShape(*glm, "layers.1.mlp.shared_experts.down_proj.weight").empty());
+  EXPECT_TRUE(WeightShape(*glm, "layers.1.mlp.shared_expert_gate.weight").empty());
+  auto solar = Build("SolarOpenModel");
+  ASSERT_TRUE(solar);
+  EXPECT_TRUE(WeightShape(*solar, "layers.0.mlp.gate_proj.weight").empty());
+  EXPECT_FALSE(WeightShape(*solar, "layers.0.mlp.experts.gate_up_proj").empty());
+  EXPECT_FALSE(solar->spec().tiny_config.contains("intermediate_size"));
+  auto dots = Build("Dots1Model");
+  ASSERT_TRUE(dots);
+  EXPECT_FALSE(WeightShape(*dots, "layers.0.self_attn.q_norm.weight").empty());
+  testing::ExpectConfigError("Dots1ForCausalLM", "n_routed_experts", nullptr,
+                             "n_routed_experts");
+  auto exa = Build("ExaoneMoeModel");
+  ASSERT_TRUE(exa);
+  EXPECT_EQ(exa->spec().tiny_config["layer_types"],
+            nlohmann::json::array({"sliding_attention", "full_attention"}));
+  auto youtu = Build("YoutuForCausalLM");
+  ASSERT_TRUE(youtu);
+  EXPECT_TRUE(WeightShape(*youtu, "lm_head.weight").empty());  // tied
+  EXPECT_FALSE(WeightShape(*youtu, "model.layers.0.self_attn.q_a_layernorm.weight").empty());
+  EXPECT_TRUE(WeightShape(*youtu, "model.layers.0.mlp.gate.weight").empty());
+  auto lite = Build("Glm4MoeLiteModel");
+  ASSERT_TRUE(lite);
+  EXPECT_FALSE(WeightShape(*lite, "layers.0.self_attn.kv_b_proj.weight").empty());
+  EXPECT_FALSE(WeightShape(*lite, "layers.0.mlp.gate_proj.weight").empty());
+  EXPECT_FALSE(WeightShape(*lite, "layers.1.mlp.gate.e_score_correction_bias").empty());
+  auto v2 = Build("DeepseekV2ForCausalLM");
+  ASSERT_TRUE(v2);
+  EXPECT_TRUE(WeightShape(*v2, "model.layers.1.mlp.gate.e_score_correction_bias").empty());
+  EXPECT_FALSE(WeightShape(*v2, "model.layers.1.self_attn.q_proj.weight").empty());  // no q LoRA
+  testing::ExpectConfigError("DeepseekV2ForCausalLM", "num_experts_per_tok", nullptr,
+                             "num_experts_per_tok");
+  // minimax_m2: the correction bias on the MoE block, whole-projection q/k norms, no shared
+  // expert, experts intermediate_size wide.
+  auto mm = Build("MiniMaxM2Model");
+  ASSERT_TRUE(mm);
+  EXPECT_FALSE(WeightShape(*mm, "layers.0.mlp.e_score_correction_bias").empty());
+  EXPECT_TRUE(WeightShape(*mm, "layers.0.mlp.gate.e_score_correction_bias").empty());
+  EXPECT_TRUE(WeightShape(*mm, "layers.0.mlp.shared_experts.up_proj.weight").empty());
+  const auto& mt = mm->spec().tiny_config;
+  EXPECT_EQ(WeightShape(*mm, "layers.0.self_attn.q_norm.weight"),
+            (std::vector<int64_t>{mt["num_attention_heads"].get<int64_t>() *
+                                  mt["head_dim"].get<int64_t>()}));
+  EXPECT_EQ(WeightShape(*mm, "layers.0.mlp.experts.down_proj")[2],
+            mt["intermediate_size"].get<int64_t>());
+  // ernie4_5_moe: the [1, E] moe_statics correction bias, a dense first layer
+  // (moe_layer_start_index 1), shared experts.
+  auto ernie = Build("Ernie4_5_MoeModel");
+  ASSERT_TRUE(ernie);
+  EXPECT_EQ(WeightShape(*ernie, "layers.1.mlp.gate.moe_statics.e_score_correction_bias"),
+            (std::vector<int64_t>{1, ernie->spec().tiny_config["moe_num_experts"].get<int64_t>()}));
+  EXPECT_FALSE(WeightShape(*ernie, "layers.0.mlp.gate_proj.weight").empty());
+  EXPECT_FALSE(WeightShape(*ernie, "layers.1.mlp.shared_experts.gate_proj.weight").empty());
+  // jais2: LayerNorm with bias, the non-gated relu2 MLP, biases on by default.
+  auto jais = Build("Jais2Model");
+  ASSERT_TRUE(jais);
+  EXPECT_FALSE(WeightShape(*jais, "layers.0.input_layernorm.bias").empty());
+  EXPECT_FALSE(WeightShape(*jais, "layers.0.self_attn.o_proj.bias").empty());
+  EXPECT_FALSE(WeightShape(*jais, "layers.0.mlp.up_proj.bias").empty());
+  EXPECT_TRUE(WeightShape(*jais, "layers.0.mlp.gate_proj.weight").empty());
+  EXPECT_FALSE(WeightShape(*jais, "norm.bias").empty());
+}
+
 TEST(DecoderFamiliesTest, TinyScalingKeepsLayerPatternsAndMultipliers) {
   EXPECT_EQ(Tiny("Gemma3ForCausalLM")["layer_types"],
             nlohmann::json::array({"sliding_attention", "full_attention"}));

@@ -11,6 +11,8 @@ const std::vector<EncoderFamily>& EncoderFamilies() {
       Electra(),      DebertaV2(),    Ernie(),
       MegatronBert(), BigBird(),      BertGeneration(),
       RemBert(),
+      RoFormer(),
+      Mpnet(),
   };
   return kFamilies;
 }

@@ -37,5 +37,7 @@ EncoderFamily MegatronBert();
 EncoderFamily BigBird();
 EncoderFamily BertGeneration();
 EncoderFamily RemBert();
+EncoderFamily RoFormer();
+EncoderFamily Mpnet();
 
 }  // namespace ts::zoo::internal::encoder

@@ -13,8 +13,11 @@ Status ReadQwenMoe(const ConfigReader& r, const json& config, const QwenMoeDefau
   TS_ASSIGN_OR_RETURN(m.experts, r.Int("num_experts", d.experts));
   TS_RETURN_IF_ERROR(Positive(r, "num_experts", m.experts));
   TS_ASSIGN_OR_RETURN(m.top_k, r.Int("num_experts_per_tok", d.top_k));
-  TS_ASSIGN_OR_RETURN(m.inter, r.Int("moe_intermediate_size", d.inter));
-  TS_RETURN_IF_ERROR(Positive(r, "moe_intermediate_size", m.inter));
+  m.inter = d.inter;
+  if (!d.inter_field.empty()) {
+    TS_ASSIGN_OR_RETURN(m.inter, r.Int(d.inter_field, d.inter));
+    TS_RETURN_IF_ERROR(Positive(r, d.inter_field, m.inter));
+  }
   if (d.shared_inter > 0) {
     TS_ASSIGN_OR_RETURN(m.shared_inter, r.Int("shared_expert_intermediate_size", d.shared_inter));
     TS_RETURN_IF_ERROR(Positive(r, "shared_expert_intermediate_size", m.shared_inter));

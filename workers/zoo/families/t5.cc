@@ -98,7 +98,8 @@ StatusOr<T5Cfg> ParseT5(const json& config) {
   return c;
 }
 
-StatusOr<json> ScaleT5(const json& config) {
+// umt5 keeps two layers per stack at tiny size, so that block 1's own relative bias is in play.
+StatusOr<json> ScaleT5(const json& config, const std::string& family) {
   using P = TinyProfile;
   TS_ASSIGN_OR_RETURN(T5Cfg c, ParseT5(config));
   json t = config;
@@ -109,8 +110,10 @@ StatusOr<json> ScaleT5(const json& config) {
   t["d_kv"] = d_kv;
   t["d_model"] = heads * d_kv;
   t["d_ff"] = ScaleRatio(c.d_ff, c.d_model, heads * d_kv, 8);
-  t["num_layers"] = TinyDepth(c.layers, false);
-  t["num_decoder_layers"] = TinyDepth(c.dec_layers, false);
+  const bool per_layer_bias = family == "umt5";
+  t["num_layers"] = per_layer_bias ? std::min<int64_t>(c.layers, 2) : TinyDepth(c.layers, false);
+  t["num_decoder_layers"] =
+      per_layer_bias ? std::min<int64_t>(c.dec_layers, 2) : TinyDepth(c.dec_layers, false);
   // 32 buckets / distance 128 -> 8 / 32: log-spaced buckets still bite within 32 tokens.
   const int64_t b = std::max<int64_t>(4, c.buckets / 4);
   t["relative_attention_num_buckets"] = b;
@@ -125,7 +128,7 @@ StatusOr<json> ScaleT5(const json& config) {
   return t;
 }
 
-EncDecRecipe T5Recipe(const T5Cfg& c, Seq2SeqHead head) {
+EncDecRecipe T5Recipe(const T5Cfg& c, Seq2SeqHead head, const std::string& family) {
   EncDecRecipe r;
   r.naming = EncDecRecipe::Naming::kT5;
   r.norm = EncDecRecipe::Norm::kRms;
@@ -137,6 +140,7 @@ EncDecRecipe T5Recipe(const T5Cfg& c, Seq2SeqHead head) {
   r.bias = false;
   r.rel_buckets = c.buckets;
   r.rel_max_distance = c.max_distance;
+  r.rel_per_layer = family == "umt5";
   r.encoder_norms_kv_apart = true;
   // T5ForTokenClassification wraps a T5EncoderModel as `transformer`,
   // T5ForSequenceClassification a T5Model; T5ForQuestionAnswering holds the stacks itself.
@@ -215,10 +219,10 @@ ArchEntry T5Entry(const std::string& arch, const std::string& family, Seq2SeqHea
       head == Seq2SeqHead::kQuestionAnswering)
     example["num_labels"] = 2;
   e.example_config = std::move(example);
-  e.scale = [](const json& c) { return ScaleT5(c); };
-  e.build = [head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
+  e.scale = [family](const json& c) { return ScaleT5(c, family); };
+  e.build = [head, family](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
     TS_ASSIGN_OR_RETURN(T5Cfg c, ParseT5(spec.tiny_config));
-    EncDecRecipe r = T5Recipe(c, head);
+    EncDecRecipe r = T5Recipe(c, head, family);
     switch (head) {
       case Seq2SeqHead::kConditionalGeneration:
         return MakeSeq2SeqLm(std::move(spec), std::move(r));

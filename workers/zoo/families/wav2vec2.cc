@@ -59,7 +59,8 @@ Status ParseFeatureEncoder(const json& config, const ConfigReader& r, Wav2Vec2Re
 }
 
 // `family`: the model_type whose config class reads `config` ("wav2vec2", "hubert",
-// "unispeech-sat"): the heads' base prefix, and hubert's feature-projection and pos-conv fields.
+// "unispeech-sat", "unispeech"): the heads' base prefix, and hubert's feature-projection and
+// pos-conv fields.
 StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const std::string& family) {
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
   ConfigReader r(config);
@@ -72,6 +73,8 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const std::string& fa
     if (bn) return r.Error("conv_pos_batch_norm", "true is not supported by the zoo");
   } else if (family == "unispeech-sat") {
     c.base = "unispeech_sat.";
+  } else if (family == "unispeech") {
+    c.base = "unispeech.";
   }
   TS_ASSIGN_OR_RETURN(c.hidden, PositiveField(r, "hidden_size"));
   TS_ASSIGN_OR_RETURN(c.layers, PositiveField(r, "num_hidden_layers"));
@@ -99,7 +102,9 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const std::string& fa
   }
   TS_ASSIGN_OR_RETURN(c.proj_size, PositiveField(r, "classifier_proj_size", 256));
   TS_ASSIGN_OR_RETURN(c.eps, r.Double("layer_norm_eps", 1e-5));
-  TS_ASSIGN_OR_RETURN(std::string red, r.String("ctc_loss_reduction", "sum"));
+  // UniSpeechConfig's default is "mean"; Wav2Vec2Config's (and its siblings') "sum".
+  TS_ASSIGN_OR_RETURN(std::string red,
+                      r.String("ctc_loss_reduction", family == "unispeech" ? "mean" : "sum"));
   if (red != "sum" && red != "mean") return r.Error("ctc_loss_reduction", "unknown '" + red + "'");
   c.ctc_sum = red == "sum";
   TS_ASSIGN_OR_RETURN(c.zero_infinity, r.Bool("ctc_zero_infinity", false));
@@ -214,6 +219,28 @@ std::vector<ArchEntry> Wav2Vec2Archs() {
   v.push_back(Wav2Vec2Entry("UniSpeechSatForAudioFrameClassification",
                             "audio-frame-classification", MakeWav2Vec2FrameClassification, sat,
                             "unispeech-sat"));
+  // unispeech (modular_unispeech.py): wav2vec2's feature encoder, projection, encoders and
+  // CTC / sequence-classification heads under `unispeech.`, no adapter; UniSpeechForPreTraining's
+  // quantizer, project_q / project_hid and ctc_proj are not built (the class is not registered).
+  // Modelled on microsoft/unispeech-large-1500h-cv (layer-normed convs with bias, stable layer
+  // norm).
+  json uni = Wav2Vec2Example();
+  uni["hidden_size"] = 1024;
+  uni["num_hidden_layers"] = 24;
+  uni["num_attention_heads"] = 16;
+  uni["intermediate_size"] = 4096;
+  uni["feat_extract_norm"] = "layer";
+  uni["do_stable_layer_norm"] = true;
+  uni["conv_bias"] = true;
+  uni["num_ctc_classes"] = 80;
+  uni["replace_prob"] = 0.5;
+  uni.erase("ctc_loss_reduction");  // UniSpeechConfig's default: "mean"
+  v.push_back(Wav2Vec2Entry("UniSpeechModel", "feature-extraction", MakeWav2Vec2Base, uni,
+                            "unispeech"));
+  v.push_back(Wav2Vec2Entry("UniSpeechForCTC", "automatic-speech-recognition", MakeWav2Vec2Ctc,
+                            uni, "unispeech"));
+  v.push_back(Wav2Vec2Entry("UniSpeechForSequenceClassification", "audio-classification",
+                            MakeWav2Vec2SequenceClassification, uni, "unispeech"));
   return v;
 }
 

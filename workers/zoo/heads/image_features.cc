@@ -18,10 +18,12 @@ class FeaturesHead : public ImageHead {
   }
 
   std::vector<std::string> OutputNames() const override {
+    if (!r_.pooler_output) return {"last_hidden_state"};
     return {"last_hidden_state", "pooler_output"};
   }
 
   std::vector<at::Tensor> Forward(const WeightMap& w, const VisionFeatures& f) const override {
+    if (!r_.pooler_output) return {f.last_hidden_state};
     if (!r_.tanh_pooler) return {f.last_hidden_state, f.pooled};
     return {f.last_hidden_state, at::tanh(nn::Linear(f.pooled, GetWeight(w, "pooler.dense.weight"),
                                                      GetWeight(w, "pooler.dense.bias")))};
@@ -34,8 +36,8 @@ class FeaturesHead : public ImageHead {
              at::mse_loss(out[1], t.select(1, 0).to(out[1].scalar_type()));
     }
     const at::Tensor& t = GetInput(labels, "target");
-    return (out[0] - t.to(out[0].scalar_type()).view(out[0].sizes())).pow(2).mean() +
-           out[1].pow(2).mean();
+    at::Tensor loss = (out[0] - t.to(out[0].scalar_type()).view(out[0].sizes())).pow(2).mean();
+    return r_.pooler_output ? loss + out[1].pow(2).mean() : loss;
   }
 
   void AddLabels(at::Generator& gen, int64_t batch_size, TensorMap& labels) const override {

@@ -78,6 +78,9 @@ struct ImageFeaturesRecipe {
   int64_t width = 0;         // the trunk's PooledWidth()
   FeatureLoss loss = FeatureLoss::kTargetAndZeroPooled;
   std::vector<int64_t> last_hidden_shape;  // without the batch dimension
+  // False: the model returns last_hidden_state alone (ViTMSNModel deletes ViTModel's pooler);
+  // the loss is mean((last_hidden_state - target)^2).
+  bool pooler_output = true;
 };
 
 // Outputs last_hidden_state, pooler_output.

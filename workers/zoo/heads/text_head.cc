@@ -51,7 +51,7 @@ WeightShapeList TextHead::FirstTokenWeights() const {
 }
 
 at::Tensor TextHead::FirstTokenFeatures(const WeightMap& w, const at::Tensor& hidden) const {
-  at::Tensor first = hidden.select(1, 0);
+  at::Tensor first = hidden.select(1, spec_.last_token ? hidden.size(1) - 1 : 0);
   if (!spec_.pooler.empty()) {
     return at::tanh(nn::Linear(first, GetWeight(w, spec_.pooler + ".weight"),
                                GetWeight(w, spec_.pooler + ".bias")));

@@ -58,6 +58,9 @@ struct TextHeadSpec {
   // (`dense_act`; nullopt: tanh), else token 0 itself. The base model adds pooler_output when
   // `pooler` is set.
   bool first_token = false;
+  // ... reading the last position instead of token 0 (RoFormerSequenceSummary, summary_type
+  // "last": hidden_states[:, -1], padding or not).
+  bool last_token = false;
   std::string pooler = "", dense = "";
   std::optional<Activation> dense_act = std::nullopt;
   // Masked / causal LM: a transform before the vocabulary projection when `transform` is set:

@@ -265,5 +265,47 @@ TEST(AudioTest, HubertAndUniSpeechSatAreWav2Vec2UnderTheirOwnNames) {
   EXPECT_EQ(masked("HubertForSequenceClassification", 0.05), "hubert.masked_spec_embed");
 }
 
+// modular_unispeech.py: UniSpeechModel is Wav2Vec2Model without the adapter and its heads are
+// Wav2Vec2ForCTC / Wav2Vec2ForSequenceClassification under `unispeech.`; so on the same config
+// and weights UniSpeechModel computes Wav2Vec2Model's outputs. UniSpeechConfig's
+// ctc_loss_reduction defaults to "mean" (Wav2Vec2Config's to "sum").
+TEST(AudioTest, UniSpeechIsWav2Vec2UnderItsNameWithMeanCtcLoss) {
+  auto uni = testing::Build("UniSpeechModel");
+  ASSERT_TRUE(uni);
+  nlohmann::json cfg = uni->spec().tiny_config;
+  cfg["model_type"] = "wav2vec2";
+  cfg["architectures"] = {"Wav2Vec2Model"};
+  BuildOptions as_is;
+  as_is.tiny = false;
+  auto w2v = BuildModel(cfg, as_is);
+  ASSERT_TRUE(w2v.ok()) << w2v.status().ToString();
+  const WeightMap w = uni->InitWeights(3);
+  ASSERT_EQ(w.size(), (*w2v)->WeightShapes().size());
+  const Batch b = uni->MakeBatch(1, 2);
+  const auto a = uni->Forward(w, b.inputs);
+  const auto want = (*w2v)->Forward(w, b.inputs);
+  ASSERT_EQ(a.size(), want.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i], want[i])) << i;
+  auto ctc = testing::Build("UniSpeechForCTC");
+  ASSERT_TRUE(ctc);
+  EXPECT_TRUE(testing::HasWeight(*ctc, "unispeech.feature_projection.projection.weight"));
+  EXPECT_TRUE(testing::HasWeight(*ctc, "lm_head.bias"));
+  EXPECT_FALSE(ctc->spec().tiny_config.contains("ctc_loss_reduction"));
+  nlohmann::json sum_cfg = ctc->spec().tiny_config;
+  sum_cfg["ctc_loss_reduction"] = "sum";
+  nlohmann::json mean_cfg = ctc->spec().tiny_config;
+  mean_cfg["ctc_loss_reduction"] = "mean";
+  BuildOptions o;
+  o.tiny = false;
+  auto sum = BuildModel(sum_cfg, o);
+  auto mean = BuildModel(mean_cfg, o);
+  ASSERT_TRUE(sum.ok() && mean.ok());
+  const WeightMap wc = ctc->InitWeights(4);
+  const Batch bc = ctc->MakeBatch(2, 2);
+  const double got = ctc->Loss(wc, bc).item<double>();
+  EXPECT_DOUBLE_EQ(got, (*mean)->Loss(wc, bc).item<double>());
+  EXPECT_GT(std::abs(got - (*sum)->Loss(wc, bc).item<double>()), 1e-3);
+}
+
 }  // namespace
 }  // namespace ts::zoo

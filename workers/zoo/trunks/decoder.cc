@@ -26,7 +26,7 @@ DecoderModel::DecoderModel(ModelSpec spec, Recipe c, TextHeadKind head)
   for (int64_t i = 0; i < c_.layers; ++i) {
     AddLayer(base + n.layers + std::to_string(i) + ".", static_cast<size_t>(i));
   }
-  AddNorm(base + n.final_norm, c_.hidden, final_w_, final_b_, c_.norm);
+  if (!n.final_norm.empty()) AddNorm(base + n.final_norm, c_.hidden, final_w_, final_b_, c_.norm);
   TextHeadSpec hs = HeadSpec(head);
   if (head != TextHeadKind::kBase)
     head_weight_ = hs.tied_weight.empty() ? hs.name + ".weight" : hs.tied_weight;
@@ -87,6 +87,7 @@ void DecoderModel::AddNorm(const std::string& prefix, int64_t width, std::string
 }
 
 void DecoderModel::AddAttention(const std::string& a, LayerW& l) {
+  if (c_.mla.kv_lora > 0) return AddMla(a, l);
   const int64_t h = c_.hidden, hd = c_.head_dim;
   const int64_t q_out = c_.heads * hd, kv_out = c_.kv * hd;
   const Names& n = c_.n;
@@ -166,7 +167,8 @@ void DecoderModel::AddLayer(const std::string& p, size_t index) {
   AddAttention(p + n.attn, l);
   const bool post = c_.block == Block::kPost || c_.block == Block::kSandwich;
   if (post && c_.sandwich_post_first) AddNorm(p + n.post1, h, l.p1w, l.p1b, c_.norm);
-  if (c_.block == Block::kPre || c_.block == Block::kParallel2 || c_.block == Block::kSandwich) {
+  if (c_.block == Block::kPre || c_.block == Block::kParallel2 || c_.block == Block::kSandwich ||
+      c_.block == Block::kPostLn) {
     if (!n.ln2.empty()) AddNorm(p + n.ln2, h, l.n2w, l.n2b, c_.norm);
   }
   if (post) {
@@ -208,7 +210,7 @@ at::Tensor DecoderModel::Embed(const WeightMap& w, const at::Tensor& ids, const 
       p = at::cumsum(m, 1) * m - 1;  // OPT / BioGPT: padding positions become -1
     }
     x = x + nn::Embedding(GetWeight(w, pos_), p + c_.pos_offset);
-  } else if (c_.pos == Pos::kSinusoidal) {
+  } else if (c_.pos == Pos::kSinusoidal || c_.pos == Pos::kSinusoidHalves) {
     x = x + Sinusoid(pos + c_.pos_offset, x.scalar_type());
   }
   return x;
@@ -240,6 +242,9 @@ at::Tensor DecoderModel::Block(const WeightMap& w, const LayerW& l, const at::Te
     case Block::kSandwich:
       x = x + NormOpt(w, attn(NormOpt(w, x, l.n1w, l.n1b)), l.p1w, l.p1b);
       return x + NormOpt(w, Mlp(w, l, NormOpt(w, x, l.n2w, l.n2b)), l.p2w, l.p2b);
+    case Block::kPostLn:
+      x = NormOpt(w, x + attn(x), l.n1w, l.n1b);
+      return NormOpt(w, x + Mlp(w, l, x), l.n2w, l.n2b);
   }
   return x;
 }
@@ -250,6 +255,10 @@ at::Tensor DecoderModel::ClassicBlock(const WeightMap& w, const LayerW& l, const
     return ClassicAttn(w, l, t, ctx.cos, ctx.sin, blocked, ctx.b, ctx.s);
   };
   at::Tensor h = in;
+  if (c_.block == Block::kPostLn) {  // OpenAIGPT Block: n = ln_1(x + a); h = ln_2(n + m)
+    at::Tensor n = NormOpt(w, h + attn(h), l.n1w, l.n1b);
+    return NormOpt(w, n + Mlp(w, l, n), l.n2w, l.n2b);
+  }
   if (c_.block == Block::kParallel1) {
     at::Tensor x = NormOpt(w, h, l.n1w, l.n1b);
     return h + attn(x) + Mlp(w, l, x);
@@ -292,7 +301,11 @@ std::vector<at::Tensor> DecoderModel::Forward(const WeightMap& w, const TensorMa
     if (!blocked.defined()) blocked = nn::BlockedKeys(mask, ctx.s, /*causal=*/true, l.window, dev);
     x = c_.classic ? ClassicBlock(w, l, x, ctx, blocked) : Block(w, l, x, ctx, blocked);
   }
-  x = NormOpt(w, x, final_w_, final_b_);
+  if (c_.final_eps > 0 && !final_w_.empty() && c_.norm == Norm::kLayerNorm) {
+    x = nn::LayerNorm(x, GetWeight(w, final_w_), GetWeight(w, final_b_), c_.final_eps);
+  } else {
+    x = NormOpt(w, x, final_w_, final_b_);
+  }
   return head_->Forward(w, x, mask);
 }
 

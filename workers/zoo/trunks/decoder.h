@@ -21,7 +21,9 @@ namespace ts::zoo::internal::decoder {
 
 enum class Norm { kRms, kGemmaRms, kLayerNorm, kLayerNormNoBias, kLayerNorm1P, kNonParam };
 enum class QkNorm { kNone, kPerHeadRms, kPerHeadGemma, kPerHeadLayerNorm, kFullRms };
-enum class Pos { kNone, kRotary, kLearned, kSinusoidal };
+// kSinusoidal: fairseq's (XGLM); kSinusoidHalves: CTRL's positional_encoding,
+// [sin(p / 10000^(2j/d)) | cos(p / 10000^(2j/d))], j < d/2, not in the state_dict.
+enum class Pos { kNone, kRotary, kLearned, kSinusoidal, kSinusoidHalves };
 enum class Alibi { kNone, kBloom, kMpt, kFalcon };
 enum class Qkv {
   kSeparate,
@@ -32,7 +34,18 @@ enum class Qkv {
   kPerHeadNarrow,  // view(B, S, heads, 3 * hd), narrowed (GPT-NeoX, GPTBigCode without MQA)
 };
 enum class Mlp { kGated, kFusedGateUp, kPlain };
-enum class Block { kPre, kParallel1, kParallel2, kPost, kSandwich };
+// kPost: x + norm(f(x)) (olmo2); kPostLn: norm(x + f(x)) (OpenAI GPT's ln_1 / ln_2).
+enum class Block { kPre, kParallel1, kParallel2, kPost, kSandwich, kPostLn };
+
+// How a MoE layer routes (decoder_moe.cc).
+enum class Router {
+  kSoftmax,     // softmax, top-k, optional renormalisation (mixtral, qwen MoE, olmoe)
+  kDeepseekV2,  // softmax (fp32), top-k (greedy or group-limited by group max), * scaling
+  kDeepseekV3,  // sigmoid; + e_score_correction_bias for the choice (groups by their top-2
+                // sum); weights the unbiased scores, renormalised (+1e-20), * scaling
+  kErnie,       // softmax; + the correction bias for the choice; weights the unbiased
+                // probabilities over max(their sum, norm_min) (Ernie4_5_MoeTopKRouter)
+};
 
 // Sparse MoE MLP on the layers marked in `sparse` (mixtral, qwen2_moe).
 struct Moe {
@@ -42,6 +55,26 @@ struct Moe {
   bool mixtral = false;  // block_sparse_moe.experts.E.{w1, w2, w3}; else mlp.experts.E.*_proj
   std::vector<bool> sparse;  // per layer
   bool pattern = false;      // the real config mixes dense and sparse layers (tiny: two layers)
+  Router router = Router::kSoftmax;
+  int64_t n_group = 1, topk_group = 1;  // deepseek: expert groups, groups kept
+  bool group_limited = false;           // deepseek_v2 topk_method "group_limited_greedy"
+  double routed_scaling = 1.0;          // deepseek routed_scaling_factor
+  // deepseek_v3's correction bias under the MoE block (minimax_m2: "e_score_correction_bias").
+  std::string score_bias_name = "gate.e_score_correction_bias";
+  bool score_bias_row = false;  // shaped [1, E] (ernie4_5_moe's moe_statics), else [E]
+  double norm_min = 1e-12;      // kErnie's renormalisation floor (moe_norm_min)
+  // deepseek: `mlp.shared_experts` (ungated, shared_inter wide); else qwen2_moe's gated
+  // `mlp.shared_expert` + `shared_expert_gate`.
+  bool deepseek_shared = false;
+};
+
+// DeepSeek-V2 / V3 multi-head latent attention (active when kv_lora > 0; decoder_mla.cc):
+// q = q_b(RMSNorm(q_a(x))) (or q_proj(x) when q_lora is 0), per head [nope | rope];
+// kv_a_proj_with_mqa(x) = [latent (kv_lora) | k_rope (rope)]; kv_b(RMSNorm(latent)) per head
+// [k_nope | v]; the rotary on q_rope and the one shared k_rope; scores over [nope | rope].
+struct Mla {
+  int64_t q_lora = 0, kv_lora = 0, nope = 0, rope = 0, v = 0;
+  double ln_eps = 1e-6;  // q_a_layernorm / kv_a_layernorm
 };
 
 // Phi-3 longrope: per-frequency factors, short within the original context, long past it.
@@ -84,6 +117,7 @@ struct Recipe {
   int64_t max_pos = 2048;
   Act act;
   double eps = 1e-5, init_range = 0.02;
+  double final_eps = 0.0;  // > 0: the final LayerNorm's own eps (CTRL's layers hard-code 1e-6)
   bool tie = false;
   std::optional<int64_t> pad;
   bool embed_padding_idx = true;  // nn.Embedding(padding_idx=pad): row zeroed at init
@@ -131,6 +165,7 @@ struct Recipe {
   double attn_softcap = 0.0, final_softcap = 0.0;  // cap * tanh(x / cap) (gemma2)
   LongRope longrope;
   Moe moe;
+  Mla mla;
   // Tiny-scaling metadata of the classic families' partial rotary.
   double partial_rotary = 1.0;  // fraction of head_dim rotated
   std::string partial_field;    // the config field carrying it ("" none)

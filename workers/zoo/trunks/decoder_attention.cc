@@ -45,6 +45,12 @@ at::Tensor DecoderModel::Rotate(const at::Tensor& x, const at::Tensor& cos,
 // XGLM sinusoidal table rows for int64 positions: [sin | cos] of pos * 10000^(-i/(half-1)).
 at::Tensor DecoderModel::Sinusoid(const at::Tensor& pos, at::ScalarType dt) const {
   const int64_t half = c_.hidden / 2;
+  if (c_.pos == Pos::kSinusoidHalves) {  // CTRL positional_encoding, in float32
+    at::Tensor j = at::arange(half, pos.options()).to(at::kFloat);
+    at::Tensor rate = at::pow(10000.0, j * (2.0 / static_cast<double>(c_.hidden))).reciprocal();
+    at::Tensor arg = pos.to(at::kFloat).unsqueeze(-1) * rate;
+    return at::cat({at::sin(arg), at::cos(arg)}, -1).to(dt);
+  }
   const double step = std::log(10000.0) / static_cast<double>(half - 1);
   at::Tensor freq = at::exp(at::arange(half, pos.options()).to(dt) * -step);
   at::Tensor arg = pos.to(dt).unsqueeze(-1) * freq;
@@ -220,6 +226,7 @@ namespace ts::zoo::internal::decoder {
 
 at::Tensor DecoderModel::ClassicRotate(const at::Tensor& x, const at::Tensor& cos,
                                        const at::Tensor& sin) const {
+  if (c_.interleaved) return Rotate(x, cos, sin);  // adjacent pairs (ernie4_5_moe)
   if (c_.rotary_dim == c_.head_dim) return nn::ApplyRotary(x, cos, sin);
   at::Tensor rot = x.narrow(-1, 0, c_.rotary_dim);
   at::Tensor pass = x.narrow(-1, c_.rotary_dim, c_.head_dim - c_.rotary_dim);
@@ -229,6 +236,7 @@ at::Tensor DecoderModel::ClassicRotate(const at::Tensor& x, const at::Tensor& co
 at::Tensor DecoderModel::ClassicAttn(const WeightMap& w, const LayerW& l, const at::Tensor& x,
                                      const at::Tensor& cos, const at::Tensor& sin,
                                      const at::Tensor& blocked, int64_t b, int64_t s) const {
+  if (c_.mla.kv_lora > 0) return MlaAttn(w, l, x, cos, sin, blocked, b, s);
   const int64_t nh = c_.heads, nkv = c_.kv, hd = c_.head_dim;
   at::Tensor q, k, v;
   if (c_.view_heads) {
@@ -245,6 +253,11 @@ at::Tensor DecoderModel::ClassicAttn(const WeightMap& w, const LayerW& l, const 
     if (c_.qk_norm == QkNorm::kFullRms) {
       q = nn::RmsNorm(q, GetWeight(w, l.qnw), c_.eps);
       k = nn::RmsNorm(k, GetWeight(w, l.knw), c_.eps);
+    }
+    if (c_.clip_qkv > 0) {  // OlmoeAttention: clamped after the q/k norms
+      q = q.clamp(-c_.clip_qkv, c_.clip_qkv);
+      k = k.clamp(-c_.clip_qkv, c_.clip_qkv);
+      v = v.clamp(-c_.clip_qkv, c_.clip_qkv);
     }
     q = q.reshape({b, s, nh, hd}).transpose(1, 2);
     k = k.reshape({b, s, nkv, hd}).transpose(1, 2);

@@ -244,7 +244,7 @@ StatusOr<json> ScaleClassic(const DecoderFamily& fam, const json& config) {
   t[f.heads] = a.heads;
   if (!f.kv.empty() && (config.contains(f.kv) || a.kv_heads != a.heads)) t[f.kv] = a.kv_heads;
   if (!f.head_dim.empty()) t[f.head_dim] = a.head_dim;
-  t[f.inter] = ScaleRatio(c.inter, c.hidden, a.hidden, 8);
+  if (!f.inter.empty()) t[f.inter] = ScaleRatio(c.inter, c.hidden, a.hidden, 8);
   const int64_t layers = TinyLayers(c);
   t[f.layers] = layers;
   const int64_t vocab = std::min(c.vocab, P::kVocab);

@@ -31,6 +31,10 @@ struct LayerW {
   std::string gate, gate_b, up, up_b, down, down_b;
   bool moe = false;  // a sparse MoE layer: router, experts and the optional shared expert
   std::string router, shared_gate;
+  std::string score_bias;  // deepseek_v3: mlp.gate.e_score_correction_bias
+  // MLA (Recipe::mla): q_a (+bias), q_a_layernorm, q_b; kv_a_proj_with_mqa (+bias),
+  // kv_a_layernorm, kv_b; q_proj (`q`) when there is no q_lora; o / ob as usual; q_up is q_b_proj.
+  std::string qa, qa_b, qa_ln, q_up, kva, kva_b, kva_ln, kvb;
   std::vector<Expert> experts;
   Expert shared;
   std::optional<int64_t> window;
@@ -65,6 +69,13 @@ class DecoderModel : public Model {
   void AddAttention(const std::string& a, LayerW& l);
   void AddMlp(const std::string& m, LayerW& l);
   void AddMoe(const std::string& p, LayerW& l);  // decoder_moe.cc
+  void AddMla(const std::string& a, LayerW& l);  // decoder_mla.cc
+  at::Tensor MlaAttn(const WeightMap& w, const LayerW& l, const at::Tensor& x,
+                     const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& blocked,
+                     int64_t b, int64_t s) const;
+  // deepseek routing: the [tokens, experts] combine weights from the router's logits.
+  at::Tensor DeepseekCombine(const WeightMap& w, const LayerW& l,
+                             const at::Tensor& logits) const;
   void AddLayer(const std::string& p, size_t index);
   TextHeadSpec HeadSpec(TextHeadKind head) const;
 

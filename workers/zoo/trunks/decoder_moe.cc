@@ -1,6 +1,8 @@
 // The decoder trunk's sparse MoE MLP (mixtral, qwen2_moe), its gated experts, and Phi-3's
 // longrope tables (decoder_model.h).
 #include <cmath>
+#include <limits>
+#include <tuple>
 
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/nn.h"
@@ -18,6 +20,11 @@ void DecoderModel::AddMoe(const std::string& p, LayerW& l) {
   l.moe = true;
   const std::string m = p + (moe.mixtral ? std::string("mlp.") : c_.n.mlp);
   l.router = Add(m + "gate.weight", {moe.experts, h});
+  if (moe.router == Router::kDeepseekV3 || moe.router == Router::kErnie) {
+    l.score_bias = Add(m + moe.score_bias_name, moe.score_bias_row
+                                                    ? std::vector<int64_t>{1, moe.experts}
+                                                    : std::vector<int64_t>{moe.experts});
+  }
   const std::string gate_up = Add(m + "experts.gate_up_proj", {moe.experts, 2 * e_im, h});
   const std::string down = Add(m + "experts.down_proj", {moe.experts, h, e_im});
   for (int64_t e = 0; e < moe.experts; ++e) {
@@ -29,6 +36,12 @@ void DecoderModel::AddMoe(const std::string& p, LayerW& l) {
   }
   if (moe.mixtral || moe.shared_inter <= 0) return;
   const int64_t s_im = moe.shared_inter;
+  if (moe.deepseek_shared) {  // DeepseekV3MoE.shared_experts: a plain gated MLP
+    l.shared.gate = Add(m + "shared_experts.gate_proj.weight", {s_im, h});
+    l.shared.up = Add(m + "shared_experts.up_proj.weight", {s_im, h});
+    l.shared.down = Add(m + "shared_experts.down_proj.weight", {h, s_im});
+    return;
+  }
   l.shared.gate = Add(m + "shared_expert.gate_proj.weight", {s_im, h});
   l.shared.up = Add(m + "shared_expert.up_proj.weight", {s_im, h});
   l.shared.down = Add(m + "shared_expert.down_proj.weight", {h, s_im});
@@ -59,10 +72,15 @@ at::Tensor DecoderModel::MoeMlp(const WeightMap& w, const LayerW& l, const at::T
   const auto shape = x.sizes().vec();
   at::Tensor x2 = x.reshape({-1, c_.hidden});
   at::Tensor router_logits = nn::Linear(x2, GetWeight(w, l.router));
-  at::Tensor probs = at::softmax(router_logits, -1);
-  auto [top_w, top_i] = at::topk(probs, c_.moe.top_k, -1);
-  if (c_.moe.norm_topk) top_w = top_w / top_w.sum(-1, /*keepdim=*/true);
-  at::Tensor combine = at::zeros_like(probs).scatter(1, top_i, top_w);  // [N, E]
+  at::Tensor combine;  // [N, E]
+  if (c_.moe.router == Router::kSoftmax) {
+    at::Tensor probs = at::softmax(router_logits, -1);
+    auto [top_w, top_i] = at::topk(probs, c_.moe.top_k, -1);
+    if (c_.moe.norm_topk) top_w = top_w / top_w.sum(-1, /*keepdim=*/true);
+    combine = at::zeros_like(probs).scatter(1, top_i, top_w);
+  } else {
+    combine = DeepseekCombine(w, l, router_logits);
+  }
   at::Tensor out;
   for (int64_t e = 0; e < static_cast<int64_t>(l.experts.size()); ++e) {
     at::Tensor ye =
@@ -72,8 +90,55 @@ at::Tensor DecoderModel::MoeMlp(const WeightMap& w, const LayerW& l, const at::T
   if (!l.shared_gate.empty()) {
     at::Tensor g = at::sigmoid(nn::Linear(x2, GetWeight(w, l.shared_gate)));
     out = out + g * Gated(w, x2, l.shared);
+  } else if (c_.moe.deepseek_shared && !l.shared.gate.empty()) {
+    out = out + Gated(w, x2, l.shared);
   }
   return out.view(shape);
+}
+
+// DeepseekV2Moe / DeepseekV3MoE.route_tokens_to_experts (and Ernie4_5_MoeTopKRouter). Groups are contiguous runs of
+// experts / n_group; the groups not kept are masked (v2: 0.0 on the probabilities; v3: -inf on
+// the biased scores) before the top-k.
+at::Tensor DecoderModel::DeepseekCombine(const WeightMap& w, const LayerW& l,
+                                         const at::Tensor& logits) const {
+  const Moe& m = c_.moe;
+  const int64_t n = logits.size(0), e = logits.size(1), g = m.n_group;
+  auto keep_groups = [&](const at::Tensor& group_scores) {  // [N, G] -> [N, E] bool
+    at::Tensor idx = std::get<1>(at::topk(group_scores, m.topk_group, -1));
+    at::Tensor mask = at::zeros_like(group_scores).scatter(1, idx, 1.0);
+    return mask.unsqueeze(-1).expand({n, g, e / g}).reshape({n, e}).gt(0.5);
+  };
+  at::Tensor weights, top_i;
+  if (m.router == Router::kErnie) {
+    at::Tensor probs = at::softmax(logits, -1);
+    top_i = std::get<1>(at::topk(probs + GetWeight(w, l.score_bias), m.top_k, -1));
+    weights = probs.gather(1, top_i);
+    weights = weights / at::clamp_min(weights.sum(-1, /*keepdim=*/true), m.norm_min);
+    return at::zeros_like(logits).scatter(1, top_i, weights);
+  }
+  if (m.router == Router::kDeepseekV2) {
+    at::Tensor probs = at::softmax(logits, -1);
+    at::Tensor choice = probs;
+    if (m.group_limited && g > 1) {
+      at::Tensor keep = keep_groups(std::get<0>(probs.view({n, g, e / g}).max(-1)));
+      choice = probs.masked_fill(keep.logical_not(), 0.0);
+    }
+    std::tie(weights, top_i) = at::topk(choice, m.top_k, -1);
+  } else {
+    at::Tensor scores = at::sigmoid(logits);
+    at::Tensor biased = scores + GetWeight(w, l.score_bias);
+    at::Tensor choice = biased;
+    if (g > 1) {
+      at::Tensor top2 = std::get<0>(at::topk(biased.view({n, g, e / g}), 2, -1)).sum(-1);
+      choice = biased.masked_fill(keep_groups(top2).logical_not(),
+                                  -std::numeric_limits<double>::infinity());
+    }
+    top_i = std::get<1>(at::topk(choice, m.top_k, -1));
+    weights = scores.gather(1, top_i);
+    if (m.norm_topk) weights = weights / (weights.sum(-1, /*keepdim=*/true) + 1e-20);
+  }
+  weights = weights * m.routed_scaling;
+  return at::zeros_like(logits).scatter(1, top_i, weights);
 }
 
 // Phi-3 longrope: inv_freq = 1 / (ext * base^(2i/d)); long factors past the original context;

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/nn.h"
 #include "workers/zoo/scaling.h"
+#include "workers/zoo/trunks/encoder_decoder.h"  // T5Buckets
 #include "workers/zoo/trunks/encoder_model.h"
 
 namespace ts::zoo::internal::encoder {
@@ -103,7 +105,7 @@ void EncoderModel::AddEmbeddings(const std::string& p) {
   const int64_t h = r_.hidden, e = r_.embedding;
   const bool deb = r_.layout == Layout::kDeberta;
   word_ = Add(p + "embeddings.word_embeddings.weight", {r_.vocab, e});
-  if (!deb || r_.pos_biased_input)
+  if ((!deb || r_.pos_biased_input) && r_.positions != Positions::kNone)
     pos_ = Add(p + "embeddings.position_embeddings.weight", {r_.max_pos, e});
   if (r_.type_vocab > 0)
     type_ = Add(p + "embeddings.token_type_embeddings.weight", {r_.type_vocab, e});
@@ -123,6 +125,10 @@ void EncoderModel::AddEmbeddings(const std::string& p) {
   if (!name.empty()) {
     proj_ = Add(p + name + ".weight", {h, e});
     projb_ = Add(p + name + ".bias", {h});
+  }
+  if (r_.rotary) rotary_ = Add(p + "encoder.embed_positions.weight", {r_.max_pos, h / r_.heads});
+  if (r_.layout == Layout::kMpnet) {
+    mpnet_rel_ = Add(p + "encoder.relative_attention_bias.weight", {r_.mpnet_buckets, r_.heads});
   }
   if (deb && r_.relative) {
     rel_ = Add(p + "encoder.rel_embeddings.weight", {r_.AttSpan() * 2, h});
@@ -165,6 +171,10 @@ void EncoderModel::AddLayer(const std::string& p, int64_t i) {
       n.q = "attention.self.query_proj";
       n.k = "attention.self.key_proj";
       n.v = "attention.self.value_proj";
+      break;
+    case Layout::kMpnet:
+      n = {"attention.attn.q",   "attention.attn.k",   "attention.attn.v", "attention.attn.o",
+           "attention.LayerNorm", "intermediate.dense", "output.dense",     "output.LayerNorm"};
       break;
     case Layout::kBert:
       break;
@@ -226,6 +236,7 @@ TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names, Head kind) const {
       break;
     case Head::kMultipleChoice:
       classify(names.choice_pooled, names.choice_dense, names.choice_act);
+      hs.last_token = names.choice_last;
       hs.name = "classifier";
       break;
     case Head::kNextSentence:
@@ -309,9 +320,28 @@ at::Tensor EncoderModel::Layer(const WeightMap& w, const LayerW& l, const at::Te
   at::Tensor q = heads(nn::Linear(a_in, GetWeight(w, l.q), GetWeight(w, l.qb)));
   at::Tensor k = heads(nn::Linear(a_in, GetWeight(w, l.k), GetWeight(w, l.kb)));
   at::Tensor v = heads(nn::Linear(a_in, GetWeight(w, l.v), GetWeight(w, l.vb)));
-  at::Tensor ctx = r_.layout == Layout::kDeberta
-                       ? DisentangledAttention(w, l, q, k, v, blocked, rt)
-                       : nn::Attention(q, k, v, blocked, 1.0 / std::sqrt(static_cast<double>(hd)));
+  if (r_.rotary) {
+    q = Rotate(w, q);
+    k = Rotate(w, k);
+    if (r_.rotary_value) v = Rotate(w, v);
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  at::Tensor ctx;
+  if (r_.layout == Layout::kDeberta) {
+    ctx = DisentangledAttention(w, l, q, k, v, blocked, rt);
+  } else if (rt.bias.defined()) {
+    // MPNetSelfAttention: q k^T / sqrt(d) + position_bias, then the mask, softmax, @ v.
+    at::Tensor scores = nn::Matmul(q, k.transpose(-1, -2)) * scale + rt.bias;
+    if (blocked.defined()) {
+      const double lowest = scores.scalar_type() == at::kDouble
+                                ? std::numeric_limits<double>::lowest()
+                                : std::numeric_limits<float>::lowest();
+      scores = scores.masked_fill(blocked, lowest);
+    }
+    ctx = nn::Matmul(at::softmax(scores, -1), v);
+  } else {
+    ctx = nn::Attention(q, k, v, blocked, scale);
+  }
   ctx = ctx.transpose(1, 2).reshape({n, s, r_.hidden});
   if (!l.pre1.empty()) {
     // Pre-LN: x + attn(LN(x)), then x + mlp(LN(x)).
@@ -327,6 +357,17 @@ at::Tensor EncoderModel::Layer(const WeightMap& w, const LayerW& l, const at::Te
                        GetWeight(w, l.ln2), GetWeight(w, l.ln2b), r_.eps);
 }
 
+// sin, cos = table[:S].chunk(2); each repeated over its interleaved pair;
+// x * cos + stack([-x[..., 1::2], x[..., ::2]], -1).reshape_as(x) * sin.
+at::Tensor EncoderModel::Rotate(const WeightMap& w, const at::Tensor& t) const {
+  const int64_t s = t.size(2), hd = t.size(3);
+  const at::Tensor table = GetWeight(w, rotary_).narrow(0, 0, s).to(t.scalar_type());
+  const at::Tensor sin = table.narrow(1, 0, hd / 2).repeat_interleave(2, 1);
+  const at::Tensor cos = table.narrow(1, hd / 2, hd / 2).repeat_interleave(2, 1);
+  const at::Tensor even = t.slice(-1, 0, hd, 2), odd = t.slice(-1, 1, hd, 2);
+  return t * cos + at::stack({-odd, even}, -1).reshape_as(t) * sin;
+}
+
 at::Tensor EncoderModel::Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
                                 at::Tensor types) const {
   const int64_t n = ids.size(0), s = ids.size(1);
@@ -336,6 +377,12 @@ at::Tensor EncoderModel::Encode(const WeightMap& w, const at::Tensor& ids, const
   at::Tensor blocked = nn::BlockedKeys(mask, s, head_kind_ == Head::kCausalLM, std::nullopt, dev);
   RelativeTables rt;
   if (r_.layout == Layout::kDeberta) rt = MakeRelativeTables(w, mask, n, s, x.scalar_type(), dev);
+  if (r_.layout == Layout::kMpnet) {
+    // MPNetEncoder.compute_position_bias: relative_position_bucket(key - query) with its
+    // defaults num_buckets 32, max_distance 128 (the config's count sizes only the table).
+    const at::Tensor idx = T5Buckets(s, s, /*bidirectional=*/true, 32, 128, dev);
+    rt.bias = nn::Embedding(GetWeight(w, mpnet_rel_), idx).permute({2, 0, 1}).unsqueeze(0);
+  }
   for (int64_t bi : order_) x = Layer(w, layers_[static_cast<size_t>(bi)], x, blocked, rt);
   if (!final_ln_.empty())
     x = nn::LayerNorm(x, GetWeight(w, final_ln_), GetWeight(w, final_lnb_), r_.eps);
@@ -396,6 +443,10 @@ void EncoderModel::InitWeight(const std::string& name, at::Tensor& t, at::Genera
   // The base policy spots norms by "norm" in the name: "roberta_prelayernorm." is no norm.
   const std::string pre = "roberta_prelayernorm.";
   Model::InitWeight(name.rfind(pre, 0) == 0 ? name.substr(pre.size()) : name, t, gen);
+  if (name == rotary_) {  // RoFormerSinusoidalPositionalEmbedding.create_weight
+    t.copy_(nn::SinusoidHalvesTable(t.size(0), t.size(1)));
+    return;
+  }
   const bool pos_pad = r_.positions == Positions::kAfterPad && name == pos_;
   if (r_.pad && (name == word_ || pos_pad)) t[*r_.pad].zero_();
 }

@@ -29,10 +29,13 @@ enum class Layout {
   kDistilBert,  // transformer.layer.i.attention.q_lin, sa_layer_norm, ffn.lin1 / lin2
   kAlbert,      // encoder.albert_layer_groups.g.albert_layers.j.attention.query, ffn, ...
   kDeberta,     // BERT names with query_proj / key_proj / value_proj; disentangled attention
+  kMpnet,       // encoder.layer.i.attention.attn.q / k / v / o, attention.LayerNorm; the shared
+                // relative bias encoder.relative_attention_bias (MPNetEncoder)
 };
 
-// Position ids: arange(S), or RoBERTa's cumsum(ids != pad) * (ids != pad) + pad.
-enum class Positions { kArange, kAfterPad };
+// Position ids: arange(S), or RoBERTa's cumsum(ids != pad) * (ids != pad) + pad; kNone: no
+// position embeddings (RoFormer: rotary in the attention).
+enum class Positions { kArange, kAfterPad, kNone };
 
 // The embedding projection to the hidden width, when the embedding width differs.
 enum class Projection {
@@ -70,8 +73,12 @@ struct Recipe {
   int64_t att_scale_factor = 1;
   bool pos_biased_input = true, norm_rel = false;
   int64_t buckets = -1, max_rel = -1;
+  int64_t mpnet_buckets = 32;  // mpnet relative_attention_num_buckets: the bias table's rows
   int64_t AttSpan() const { return buckets > 0 ? buckets : max_rel; }
   bool rescale_embeddings = false;  // big_bird: word embeddings * sqrt(hidden)
+  // RoFormer: q and k (and v with rotary_value) rotated over interleaved pairs by the frozen
+  // sinusoid table encoder.embed_positions.weight [max_pos, head_dim] at arange(S).
+  bool rotary = false, rotary_value = false;
   bool decoder = false;             // is_decoder (read; the CausalLM heads run causally)
 
   // Structure (from the family).
@@ -105,6 +112,7 @@ struct HeadNames {
   bool choice_pooled = true;
   std::string choice_dense = "";
   DenseAct choice_act = DenseAct::kTanh;
+  bool choice_last = false;  // the last position instead of token 0 (RoFormer)
   // Masked / causal LM: transform dense and LayerNorm ("" = no transform), the decoder's bias
   // prefix (its weight is tied to the word embeddings), the transform's width (the embedding
   // width or the hidden one) and activation (hidden_act or GELU).

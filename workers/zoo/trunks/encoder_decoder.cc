@@ -67,6 +67,13 @@ void EncoderDecoderModel::AddNorm(const std::string& p) {
 
 void EncoderDecoderModel::InitWeight(const std::string& name, at::Tensor& t,
                                      at::Generator& gen) const {
+  static const std::string kPositions = "embed_positions.weight";
+  if (r_.positions == EncDecRecipe::Positions::kSinusoidalTable &&
+      name.size() > kPositions.size() &&
+      name.compare(name.size() - kPositions.size(), kPositions.size(), kPositions) == 0) {
+    t.copy_(nn::SinusoidHalvesTable(t.size(0), t.size(1)));
+    return;
+  }
   if (InitConvWeight(name, t, gen)) return;
   Model::InitWeight(name, t, gen);
 }
@@ -110,7 +117,7 @@ void EncoderDecoderModel::AddStack(const EncDecStack& s) {
   for (int64_t i = 0; i < s.layers; ++i) {
     const LayerNames n = Names(s, i);
     AddAttention(n.self.module, s.heads * hd);
-    if (i == 0 && r_.rel_buckets > 0) {
+    if ((i == 0 || r_.rel_per_layer) && r_.rel_buckets > 0) {
       Add(n.self.module + ".relative_attention_bias.weight", {r_.rel_buckets, s.heads});
     }
     AddNorm(n.self.norm);
@@ -145,21 +152,43 @@ at::Tensor EncoderDecoderModel::Norm(const WeightMap& w, const std::string& p,
 // Token lookup (with `table`) or embedded inputs, then the scale, positions and embedding norm.
 at::Tensor EncoderDecoderModel::Embed(const WeightMap& w, const EncDecStack& s,
                                       const at::Tensor& table, const at::Tensor& ids) const {
+  using P = EncDecRecipe::Positions;
+  const bool norm_tokens = r_.decoder_norm_tokens && s.decoder;
   at::Tensor x = ids;
   if (table.defined()) {
     x = nn::Embedding(table, ids);
-    if (r_.scale_embedding) x = x * std::sqrt(static_cast<double>(r_.d_model));
+    if (r_.scale_embedding && !norm_tokens) x = x * std::sqrt(static_cast<double>(r_.d_model));
   }
-  if (r_.positions == EncDecRecipe::Positions::kLookupOffset2) {
+  if (norm_tokens) x = Norm(w, s.prefix + ".layernorm_embedding", x);
+  const auto lopts = at::TensorOptions().dtype(at::kLong).device(ids.device());
+  if (r_.positions == P::kLookupOffset2 || r_.positions == P::kLookup ||
+      r_.positions == P::kSinusoidalTable) {
     at::Tensor posw = GetWeight(w, s.prefix + ".embed_positions.weight");
-    at::Tensor positions =
-        at::arange(ids.size(1), at::TensorOptions().dtype(at::kLong).device(ids.device())) + 2;
+    at::Tensor positions = at::arange(ids.size(1), lopts);
+    if (r_.positions == P::kLookupOffset2) positions = positions + 2;
     x = x + nn::Embedding(posw, positions);
-  } else if (r_.positions == EncDecRecipe::Positions::kSlice) {
+  } else if (r_.positions == P::kSlice) {
     x = x + GetWeight(w, s.prefix + ".embed_positions.weight").narrow(0, 0, x.size(1));
+  } else if (r_.positions == P::kFairseq) {
+    x = x + FairseqPositions(ids, x.scalar_type());
   }
-  if (r_.embedding_norm) x = Norm(w, s.prefix + ".layernorm_embedding", x);
+  if (r_.embedding_norm && !norm_tokens) x = Norm(w, s.prefix + ".layernorm_embedding", x);
   return x;
+}
+
+// M2M100SinusoidalPositionalEmbedding: positions pad + cumsum(ids != pad) on the non-pad tokens,
+// pad on the pad tokens (row `pad` of the table is zero); the table row p is
+// [sin(p f_j) | cos(p f_j)], f_j = exp(-j ln(10000) / (d/2 - 1)), a zero column for odd d.
+at::Tensor EncoderDecoderModel::FairseqPositions(const at::Tensor& ids, at::ScalarType dt) const {
+  const int64_t half = r_.d_model / 2;
+  const double step = std::log(10000.0) / static_cast<double>(half - 1);
+  at::Tensor keep = ids.ne(r_.pad).to(at::kLong);
+  at::Tensor pos = at::cumsum(keep, 1) * keep + r_.pad;
+  at::Tensor freq = at::exp(at::arange(half, pos.options()).to(at::kFloat) * -step);
+  at::Tensor arg = pos.to(at::kFloat).unsqueeze(-1) * freq;
+  at::Tensor emb = at::cat({at::sin(arg), at::cos(arg)}, -1);
+  if (r_.d_model % 2 == 1) emb = at::constant_pad_nd(emb, {0, 1});
+  return (emb * keep.to(at::kFloat).unsqueeze(-1)).to(dt);
 }
 
 // BART / Whisper: softmax(q k^T / sqrt(d)); T5: softmax(q k^T + bias) (no scaling).
@@ -252,14 +281,20 @@ at::Tensor EncoderDecoderModel::RunStack(const WeightMap& w, const EncDecStack& 
   if (!r_.mask_before_embedding) {
     *blocked = nn::BlockedKeys(mask, len, s.decoder, std::nullopt, dev);
   }
-  at::Tensor bias;
-  if (r_.rel_buckets > 0) {
+  at::Tensor bias, idx;
+  auto layer_bias = [&](int64_t i) {
     const at::Tensor& rel =
-        GetWeight(w, Names(s, 0).self.module + ".relative_attention_bias.weight");
-    at::Tensor idx = T5Buckets(len, len, !s.decoder, r_.rel_buckets, r_.rel_max_distance, dev);
-    bias = nn::Embedding(rel, idx).permute({2, 0, 1}).unsqueeze(0);
+        GetWeight(w, Names(s, i).self.module + ".relative_attention_bias.weight");
+    return nn::Embedding(rel, idx).permute({2, 0, 1}).unsqueeze(0);
+  };
+  if (r_.rel_buckets > 0) {
+    idx = T5Buckets(len, len, !s.decoder, r_.rel_buckets, r_.rel_max_distance, dev);
+    bias = layer_bias(0);
   }
-  for (int64_t i = 0; i < s.layers; ++i) h = Layer(w, s, i, h, bias, *blocked, enc, enc_blocked);
+  for (int64_t i = 0; i < s.layers; ++i) {
+    if (r_.rel_per_layer && i > 0) bias = layer_bias(i);
+    h = Layer(w, s, i, h, bias, *blocked, enc, enc_blocked);
+  }
   if (r_.final_norm) {
     h = Norm(
         w,

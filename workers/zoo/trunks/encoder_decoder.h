@@ -55,7 +55,12 @@ struct EncDecStack {
 struct EncDecRecipe {
   enum class Naming { kT5, kBart };
   enum class Norm { kRms, kLayerNorm };
-  enum class Positions { kNone, kLookupOffset2, kSlice };
+  // kLookupOffset2: BART's learned table at arange(S) + 2; kLookup: a learned table at arange(S)
+  // (Blenderbot, BlenderbotSmall); kSlice: Whisper's table sliced; kSinusoidalTable: Marian's /
+  // Pegasus' frozen sinusoid table [max_pos, d] (sin | cos halves, p / 10000^(2i/d)) at arange(S),
+  // a weight so that it is in the state_dict; kFairseq: M2M100's fairseq sinusoid (computed, not
+  // a weight) at pad + cumsum(non-pad), pad tokens on the zero row.
+  enum class Positions { kNone, kLookupOffset2, kLookup, kSlice, kSinusoidalTable, kFairseq };
   enum class Front { kTokens, kWhisperConv };
   enum class Batch { kT5, kBart, kMbart, kWhisper };  // which batch the heads draw
 
@@ -71,9 +76,14 @@ struct EncDecRecipe {
   bool k_bias = true;  // Whisper: k_proj has none
   // T5: unscaled q k^T plus a relative position bias (buckets > 0).
   int64_t rel_buckets = 0, rel_max_distance = 0;
+  // UMT5: every self-attention layer owns its relative_attention_bias (T5: block 0's, shared).
+  bool rel_per_layer = false;
   Positions positions = Positions::kNone;
   bool embedding_norm = false;   // BART `layernorm_embedding`
   bool scale_embedding = false;  // * sqrt(d_model)
+  // BlenderbotSmall's decoder: layernorm_embedding over the unscaled token embeddings, positions
+  // added after it (its encoder is BART's: LN(scaled tokens + positions)).
+  bool decoder_norm_tokens = false;
   // BART builds the attention mask before embedding; T5 and Whisper after (the op order kept).
   bool mask_before_embedding = false;
   // T5's encoder normalises the self-attention input twice (query side and key/value side).
@@ -138,6 +148,7 @@ class EncoderDecoderModel : public Model {
   at::Tensor Norm(const WeightMap& w, const std::string& p, const at::Tensor& x) const;
   at::Tensor Embed(const WeightMap& w, const EncDecStack& s, const at::Tensor& table,
                    const at::Tensor& ids) const;
+  at::Tensor FairseqPositions(const at::Tensor& ids, at::ScalarType dt) const;
   at::Tensor Attend(const WeightMap& w, const std::string& p, const at::Tensor& x,
                     const at::Tensor& kv, int64_t heads, const at::Tensor& bias,
                     const at::Tensor& blocked) const;

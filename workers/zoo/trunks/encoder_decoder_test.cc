@@ -362,6 +362,48 @@ TEST(Seq2SeqTest, T5SequenceClassificationAndQuestionAnsweringOverT5Model) {
   EXPECT_LT(RelDiff(out[1], logits.select(-1, 1)), 1e-9);
 }
 
+// UMT5 (modeling_umt5.py UMT5LayerSelfAttention: UMT5Attention(has_relative_attention_bias=True)
+// in every layer; UMT5Attention.forward computes its own position_bias from its own table):
+// each self-attention block owns relative_attention_bias. With block 1's table a copy of block
+// 0's, UMT5Model computes MT5Model's function (block 0's bias shared, modeling_t5.py T5Stack);
+// with its own table, block 1's bias changes the output. Cross-attention has no table.
+TEST(Seq2SeqTest, Umt5EveryBlockOwnsItsRelativeBias) {
+  auto u = Build("UMT5Model");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->spec().tiny_config["num_layers"], 2);
+  EXPECT_EQ(u->spec().tiny_config["num_decoder_layers"], 2);
+  const std::string rel = ".layer.0.SelfAttention.relative_attention_bias.weight";
+  for (const char* stack : {"encoder", "decoder"})
+    for (int blk : {0, 1})
+      EXPECT_TRUE(HasWeight(*u, std::string(stack) + ".block." + std::to_string(blk) + rel))
+          << stack << blk;
+  EXPECT_FALSE(
+      HasWeight(*u, "decoder.block.1.layer.1.EncDecAttention.relative_attention_bias.weight"));
+  BuildOptions as_mt5;
+  as_mt5.arch = "MT5Model";
+  as_mt5.tiny = false;
+  auto mt5 = BuildModel(u->spec().tiny_config, as_mt5);
+  ASSERT_TRUE(mt5.ok()) << mt5.status().ToString();
+  const WeightMap w = u->InitWeights(5, at::kDouble);
+  WeightMap shared_bias;  // MT5Model's weights: every weight but block 1's tables
+  for (const auto& [name, shape] : (*mt5)->WeightShapes()) shared_bias[name] = w.at(name);
+  EXPECT_EQ(shared_bias.size() + 2, w.size());
+  WeightMap copied = w;
+  for (const char* stack : {"encoder", "decoder"})
+    copied[std::string(stack) + ".block.1" + rel] = w.at(std::string(stack) + ".block.0" + rel);
+  Batch b = u->MakeBatch(2, 1);
+  const auto want = (*mt5)->Forward(shared_bias, b.inputs);
+  const auto got = u->Forward(copied, b.inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_LT(RelDiff(got[i], want[i]), 1e-12) << i;
+  for (const char* stack : {"encoder", "decoder"}) {
+    WeightMap own = copied;
+    const std::string n = std::string(stack) + ".block.1" + rel;
+    own[n] = w.at(n);
+    EXPECT_GT(RelDiff(u->Forward(own, b.inputs)[0], want[0]), 1e-6) << stack;
+  }
+}
+
 // MvpConfig's use_prompt adds prompt modules the zoo does not build: refused, naming the field.
 // PLBartConfig's scale_embedding defaults to true (BART's to false).
 TEST(Seq2SeqTest, MvpRefusesPromptsAndPlbartScalesEmbeddingsByDefault) {

@@ -24,6 +24,7 @@ struct LayerW {
 // gather indices [N, heads, S, S] and the padded-query mask [N, 1, S, 1].
 struct RelativeTables {
   at::Tensor rel, c2p_idx, p2c_idx, qmask;
+  at::Tensor bias;  // MPNet's position bias [1, heads, S, S], added to the scaled scores
 };
 
 class EncoderModel : public Model {
@@ -55,6 +56,8 @@ class EncoderModel : public Model {
   at::Tensor BertEmbed(const WeightMap& w, const at::Tensor& ids, at::Tensor types) const;
   at::Tensor Layer(const WeightMap& w, const LayerW& l, const at::Tensor& x,
                    const at::Tensor& blocked, const RelativeTables& rt) const;
+  // RoFormer's apply_rotary_position_embeddings on [N, heads, S, hd].
+  at::Tensor Rotate(const WeightMap& w, const at::Tensor& t) const;
 
   // encoder_attention.cc.
   RelativeTables MakeRelativeTables(const WeightMap& w, const at::Tensor& mask, int64_t n,
@@ -72,6 +75,8 @@ class EncoderModel : public Model {
   std::vector<LayerW> layers_;
   std::string word_, pos_, type_, task_, emb_ln_, emb_lnb_, proj_, projb_, rel_, rel_ln_, rel_lnb_;
   std::string final_ln_, final_lnb_;
+  std::string rotary_;     // RoFormer's sinusoid table
+  std::string mpnet_rel_;  // MPNet's relative_attention_bias
   std::vector<int64_t> order_;  // stored layers in execution order (albert repeats groups)
   int64_t seq_len_ = 32;
 };

@@ -46,6 +46,10 @@ ConvNextTrunk::ConvNextTrunk(ConvNextRecipe recipe)
       Add(lp + "layernorm.bias", {out});
       Add(lp + "pwconv1.weight", {4 * out, out});
       Add(lp + "pwconv1.bias", {4 * out});
+      if (r_.grn) {
+        Add(lp + "grn.weight", {1, 1, 1, 4 * out});
+        Add(lp + "grn.bias", {1, 1, 1, 4 * out});
+      }
       Add(lp + "pwconv2.weight", {out, 4 * out});
       Add(lp + "pwconv2.bias", {out});
       if (r_.layer_scale_init_value > 0) Add(lp + "layer_scale_parameter", {out});
@@ -77,6 +81,11 @@ VisionFeatures ConvNextTrunk::Forward(const WeightMap& w, const at::Tensor& pixe
       y = y.permute({0, 2, 3, 1});
       y = nn::LayerNorm(y, weight(lp + "layernorm"), bias(lp + "layernorm"), 1e-6);
       y = Activate(nn::Linear(y, weight(lp + "pwconv1"), bias(lp + "pwconv1")), r_.act);
+      if (r_.grn) {  // NHWC: the L2 norm over H, W per channel, over its mean across channels
+        at::Tensor g = at::linalg_vector_norm(y, 2, at::IntArrayRef({1, 2}), /*keepdim=*/true);
+        at::Tensor n = g / (g.mean(-1, /*keepdim=*/true) + 1e-6);
+        y = weight(lp + "grn") * (y * n) + bias(lp + "grn") + y;
+      }
       y = nn::Linear(y, weight(lp + "pwconv2"), bias(lp + "pwconv2"));
       if (r_.layer_scale_init_value > 0) y = GetWeight(w, lp + "layer_scale_parameter") * y;
       x = x + y.permute({0, 3, 1, 2});

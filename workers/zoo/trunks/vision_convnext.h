@@ -1,6 +1,6 @@
 // ConvNeXt trunk: a patchify conv + channel LayerNorm stem, stages of depthwise 7x7 conv,
-// LayerNorm, pointwise MLP and layer scale, a LayerNorm + 2x2 conv downsampling between stages,
-// and a LayerNorm over the global average (pooler_output).
+// LayerNorm, pointwise MLP (ConvNeXt V2: with GRN) and layer scale, a LayerNorm + 2x2 conv
+// downsampling between stages, and a LayerNorm over the global average (pooler_output).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,9 @@ struct ConvNextRecipe {
   VisionActivation act;
   double layer_norm_eps = 1e-12;         // the final LayerNorm (the others use 1e-6, as HF)
   double layer_scale_init_value = 1e-6;  // > 0: layer_scale_parameter per block
+  // ConvNeXt V2's global response normalization after the activation (ConvNextV2GRN):
+  // x + grn.weight * (x * N) + grn.bias, N = ||x||_HW / (mean_C ||x||_HW + 1e-6).
+  bool grn = false;
 };
 
 class ConvNextTrunk : public VisionTrunk {

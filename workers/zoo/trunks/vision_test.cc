@@ -247,5 +247,119 @@ TEST(VisionFamiliesTest, ResNetInnerConvsUseReluWhateverHiddenAct) {
   EXPECT_LT((got - want).abs().max().item<double>(), 1e-10);
 }
 
+// modeling_convnextv2.py: ConvNextV2Layer is dwconv 7x7, LayerNorm (1e-6), pwconv1, act,
+// ConvNextV2GRN, pwconv2, residual, with no layer scale; GRN(x) = weight * (x * N) + bias + x,
+// N = ||x||_{H,W} / (mean_C ||x||_{H,W} + 1e-6). The embeddings: patchify conv, channel
+// LayerNorm (1e-6). One stage, one layer, computed here from those formulas in double.
+TEST(VisionFamiliesTest, ConvNextV2GlobalResponseNormAsTransformers) {
+  const nlohmann::json cfg = {{"architectures", {"ConvNextV2Model"}}, {"model_type", "convnextv2"},
+                              {"num_channels", 3}, {"patch_size", 4}, {"num_stages", 1},
+                              {"hidden_sizes", {8}}, {"depths", {1}}, {"image_size", 16},
+                              {"hidden_act", "gelu"}, {"layer_norm_eps", 1e-12}};
+  BuildOptions o;
+  o.tiny = false;
+  auto built = BuildModel(cfg, o);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  const Model& m = **built;
+  EXPECT_EQ(testing::WeightShape(m, "encoder.stages.0.layers.0.grn.weight"),
+            (std::vector<int64_t>{1, 1, 1, 32}));
+  EXPECT_TRUE(testing::WeightShape(m, "encoder.stages.0.layers.0.layer_scale_parameter").empty());
+  const WeightMap w = m.InitWeights(6, at::kDouble);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  const at::Tensor px = at::randn({2, 3, 16, 16}, gen, at::kDouble);
+  const at::Tensor got = m.Forward(w, {{"pixel_values", px}})[0];
+  auto wt = [&](const std::string& n) { return w.at(n); };
+  auto ln_channels = [&](const at::Tensor& x, const std::string& p) {  // NCHW over C
+    return at::layer_norm(x.permute({0, 2, 3, 1}), {x.size(1)}, wt(p + ".weight"),
+                          wt(p + ".bias"), 1e-6)
+        .permute({0, 3, 1, 2});
+  };
+  at::Tensor x = at::conv2d(px, wt("embeddings.patch_embeddings.weight"),
+                            wt("embeddings.patch_embeddings.bias"), {4, 4});
+  x = ln_channels(x, "embeddings.layernorm");
+  const std::string l = "encoder.stages.0.layers.0.";
+  at::Tensor y = at::conv2d(x, wt(l + "dwconv.weight"), wt(l + "dwconv.bias"), {1, 1}, {3, 3},
+                            {1, 1}, 8);
+  y = y.permute({0, 2, 3, 1});
+  y = at::layer_norm(y, {8}, wt(l + "layernorm.weight"), wt(l + "layernorm.bias"), 1e-6);
+  y = at::gelu(at::linear(y, wt(l + "pwconv1.weight"), wt(l + "pwconv1.bias")));
+  const at::Tensor g = y.pow(2).sum({1, 2}, /*keepdim=*/true).sqrt();
+  const at::Tensor n = g / (g.mean(-1, /*keepdim=*/true) + 1e-6);
+  y = wt(l + "grn.weight") * (y * n) + wt(l + "grn.bias") + y;
+  y = at::linear(y, wt(l + "pwconv2.weight"), wt(l + "pwconv2.bias")).permute({0, 3, 1, 2});
+  EXPECT_LT(testing::RelDiff(got, x + y), 1e-10);
+}
+
+// modular_vit_msn.py: ViTMSNModel is ViTModel with `del self.pooler` (last_hidden_state only);
+// ViTMSNForImageClassification classifies token 0 of that output, as
+// ViTForImageClassification does: on one config and one set of weights, their logits agree.
+TEST(VisionFamiliesTest, VitMsnIsViTWithoutPooler) {
+  auto msn = Build("ViTMSNForImageClassification");
+  ASSERT_TRUE(msn);
+  nlohmann::json cfg = msn->spec().tiny_config;
+  cfg["model_type"] = "vit";
+  cfg["architectures"] = {"ViTForImageClassification"};
+  BuildOptions o;
+  o.tiny = false;
+  auto vit = BuildModel(cfg, o);
+  ASSERT_TRUE(vit.ok()) << vit.status().ToString();
+  const WeightMap w = msn->InitWeights(2);
+  ASSERT_EQ(w.size(), (*vit)->WeightShapes().size());
+  const Batch b = msn->MakeBatch(1, 2);
+  EXPECT_TRUE(at::equal(msn->Forward(w, b.inputs)[0], (*vit)->Forward(w, b.inputs)[0]));
+  auto base = Build("ViTMSNModel");
+  ASSERT_TRUE(base);
+  EXPECT_EQ(base->OutputNames(), (std::vector<std::string>{"last_hidden_state"}));
+  EXPECT_TRUE(testing::WeightShape(*base, "pooler.dense.weight").empty());
+  EXPECT_DOUBLE_EQ(base->spec().tiny_config["layer_norm_eps"].get<double>(), 1e-6);
+}
+
+// modeling_mobilenet_v1.py, computed here layer by layer: apply_tf_padding (pad_along =
+// max(k - (in % s or s), 0), the extra pixel after), conv without bias, BatchNorm (eval,
+// layer_norm_eps), relu6; the stem 3x3 / 2, then per block i a depthwise 3x3 (layer.2i, stride
+// [1, 2, 1, 2, 1, 2, 1, 1, 1, 1, 1, 2, 1][i]) and a pointwise 1x1 (layer.2i+1); channels
+// max(int(depth * depth_multiplier), min_depth), depth 32 doubled at block 0 and each stride 2.
+TEST(VisionFamiliesTest, MobileNetV1IsTransformersDepthwiseSeparableStack) {
+  const nlohmann::json cfg = {{"architectures", {"MobileNetV1Model"}},
+                              {"model_type", "mobilenet_v1"}, {"image_size", 32},
+                              {"depth_multiplier", 0.25}, {"min_depth", 8},
+                              {"layer_norm_eps", 1e-3}, {"hidden_act", "relu6"}};
+  BuildOptions o;
+  o.tiny = false;
+  auto built = BuildModel(cfg, o);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  const Model& m = **built;
+  EXPECT_EQ(testing::WeightShape(m, "layer.0.convolution.weight"),
+            (std::vector<int64_t>{8, 1, 3, 3}));  // depthwise over the stem's max(8, 8)
+  EXPECT_EQ(testing::WeightShape(m, "layer.25.convolution.weight"),
+            (std::vector<int64_t>{256, 256, 1, 1}));
+  EXPECT_TRUE(testing::WeightShape(m, "layer.26.convolution.weight").empty());
+  WeightMap w = m.InitWeights(3, at::kDouble);
+  for (auto& [k, t] : w)
+    if (k.find("running_var") != std::string::npos) t = t.abs() + 0.5;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(2);
+  const at::Tensor px = at::randn({1, 3, 32, 32}, gen, at::kDouble);
+  auto conv_bn = [&](at::Tensor x, const std::string& p, int64_t k, int64_t s, int64_t groups) {
+    auto pad = [&](int64_t in) { return std::max<int64_t>(k - (in % s == 0 ? s : in % s), 0); };
+    const int64_t ph = pad(x.size(2)), pw = pad(x.size(3));
+    x = at::constant_pad_nd(x, {pw / 2, pw - pw / 2, ph / 2, ph - ph / 2});
+    const std::vector<int64_t> stride = {s, s}, none = {0, 0}, one = {1, 1};
+    x = at::conv2d(x, w.at(p + "convolution.weight"), at::Tensor(), stride, none, one, groups);
+    x = at::batch_norm(x, w.at(p + "normalization.weight"), w.at(p + "normalization.bias"),
+                       w.at(p + "normalization.running_mean"),
+                       w.at(p + "normalization.running_var"), false, 0.0, 1e-3, false);
+    return at::clamp(x, 0.0, 6.0);
+  };
+  at::Tensor x = conv_bn(px, "conv_stem.", 3, 2, 1);
+  const int64_t strides[] = {1, 2, 1, 2, 1, 2, 1, 1, 1, 1, 1, 2, 1};
+  for (int64_t i = 0; i < 13; ++i) {
+    x = conv_bn(x, "layer." + std::to_string(2 * i) + ".", 3, strides[i], x.size(1));
+    x = conv_bn(x, "layer." + std::to_string(2 * i + 1) + ".", 1, 1, 1);
+  }
+  const auto out = m.Forward(w, {{"pixel_values", px}});
+  EXPECT_LT(testing::RelDiff(out[0], x), 1e-10);
+  EXPECT_LT(testing::RelDiff(out[1], x.mean({2, 3})), 1e-10);
+}
+
 }  // namespace
 }  // namespace ts::zoo
