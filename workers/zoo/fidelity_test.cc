@@ -717,6 +717,48 @@ TEST(FidelityTest, DeepseekLatentAttentionAndRoutersAsTransformers) {
   }
 }
 
+// ---- openai-gpt: the post-LN block ---------------------------------------------------------------
+
+// One OpenAIGPTModel layer in double, as modeling_openai.py computes it: tokens_embed +
+// positions_embed at arange(S); Attention: c_attn (Conv1D: x @ W + b) split into q | k | v,
+// softmax(q k^T / sqrt(d)) with the causal mask, merge, c_proj; Block: n = ln_1(x + a),
+// h = ln_2(n + c_proj(gelu_new(c_fc(n)))); no final norm.
+TEST(FidelityTest, OpenAiGptPostLnBlockAsTransformers) {
+  const int64_t hid = 8, heads = 2, d = 4, s = 6;
+  const nlohmann::json cfg = {{"architectures", {"OpenAIGPTModel"}}, {"model_type", "openai-gpt"},
+                              {"n_embd", hid}, {"n_head", heads}, {"n_layer", 1},
+                              {"n_positions", 16}, {"vocab_size", 32}, {"afn", "gelu"},
+                              {"layer_norm_epsilon", 1e-5}};
+  auto m = BuildFull(cfg);
+  ASSERT_NE(m, nullptr);
+  WeightMap w = m->InitWeights(7, at::kDouble);
+  EXPECT_EQ(w.count("ln_f.weight"), 0u);
+  EXPECT_EQ(w.at("h.0.attn.c_attn.weight").sizes(), at::IntArrayRef({hid, 3 * hid}));
+  for (auto& [k, t] : w)
+    if (k.find("ln_") != std::string::npos) t = t + 0.1 * at::arange(hid, at::kDouble);
+  const at::Tensor ids = at::arange(3, 3 + s, at::kLong).view({1, s});
+  const at::Tensor got = m->Forward(w, {{"input_ids", ids}})[0];
+  auto conv1d = [&](const at::Tensor& x, const std::string& p) {
+    return at::matmul(x, w.at(p + ".weight")) + w.at(p + ".bias");
+  };
+  auto ln = [&](const at::Tensor& x, const std::string& p) {
+    return at::layer_norm(x, {hid}, w.at(p + ".weight"), w.at(p + ".bias"), 1e-5);
+  };
+  at::Tensor x = (w.at("tokens_embed.weight").index_select(0, ids.view(-1)) +
+                  w.at("positions_embed.weight").narrow(0, 0, s))
+                     .view({1, s, hid});
+  const auto qkv = conv1d(x, "h.0.attn.c_attn").split(hid, -1);
+  auto split = [&](const at::Tensor& t) { return t.view({1, s, heads, d}).transpose(1, 2); };
+  at::Tensor scores = at::matmul(split(qkv[0]), split(qkv[1]).transpose(-1, -2)) / 2.0;
+  scores = scores.masked_fill(at::ones({s, s}, at::kBool).triu(1), -INFINITY);
+  at::Tensor a = at::matmul(at::softmax(scores, -1), split(qkv[2])).transpose(1, 2).reshape(
+      {1, s, hid});
+  at::Tensor n = ln(x + conv1d(a, "h.0.attn.c_proj"), "h.0.ln_1");
+  at::Tensor mlp =
+      conv1d(at::gelu(conv1d(n, "h.0.mlp.c_fc"), "tanh"), "h.0.mlp.c_proj");
+  EXPECT_LT(MaxAbs(got, ln(n + mlp, "h.0.ln_2")), 1e-10);
+}
+
 // ---- a non-object rope_scaling ----------------------------------------------------------------
 
 // Every class whose transformers model reads rope_scaling (RotaryEmbeddingConfigMixin: a dict or

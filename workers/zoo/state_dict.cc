@@ -29,9 +29,8 @@ bool HasSuffix(const std::string& arch, std::initializer_list<const char*> suffi
 
 // The input word embedding: "shared.weight" (encoder-decoders) first, else the usual names.
 std::string InputEmbedding(const std::map<std::string, std::vector<int64_t>>& w) {
-  // (".w.weight": CTRL's `transformer.w`; "tokens_embed.weight": OpenAI GPT's.)
   for (const char* suffix : {"shared.weight", "embed_tokens.weight", "word_embeddings.weight",
-                             "wte.weight", "embed_in.weight", "tokens_embed.weight", ".w.weight"}) {
+                             "wte.weight", "embed_in.weight", "tokens_embed.weight"}) {
     for (const auto& [n, s] : w)
       if (EndsWith(n, suffix) && s.size() == 2) return n;
   }

@@ -210,7 +210,7 @@ at::Tensor DecoderModel::Embed(const WeightMap& w, const at::Tensor& ids, const 
       p = at::cumsum(m, 1) * m - 1;  // OPT / BioGPT: padding positions become -1
     }
     x = x + nn::Embedding(GetWeight(w, pos_), p + c_.pos_offset);
-  } else if (c_.pos == Pos::kSinusoidal || c_.pos == Pos::kSinusoidHalves) {
+  } else if (c_.pos == Pos::kSinusoidal) {
     x = x + Sinusoid(pos + c_.pos_offset, x.scalar_type());
   }
   return x;
@@ -301,11 +301,7 @@ std::vector<at::Tensor> DecoderModel::Forward(const WeightMap& w, const TensorMa
     if (!blocked.defined()) blocked = nn::BlockedKeys(mask, ctx.s, /*causal=*/true, l.window, dev);
     x = c_.classic ? ClassicBlock(w, l, x, ctx, blocked) : Block(w, l, x, ctx, blocked);
   }
-  if (c_.final_eps > 0 && !final_w_.empty() && c_.norm == Norm::kLayerNorm) {
-    x = nn::LayerNorm(x, GetWeight(w, final_w_), GetWeight(w, final_b_), c_.final_eps);
-  } else {
-    x = NormOpt(w, x, final_w_, final_b_);
-  }
+  x = NormOpt(w, x, final_w_, final_b_);
   return head_->Forward(w, x, mask);
 }
 

@@ -21,9 +21,7 @@ namespace ts::zoo::internal::decoder {
 
 enum class Norm { kRms, kGemmaRms, kLayerNorm, kLayerNormNoBias, kLayerNorm1P, kNonParam };
 enum class QkNorm { kNone, kPerHeadRms, kPerHeadGemma, kPerHeadLayerNorm, kFullRms };
-// kSinusoidal: fairseq's (XGLM); kSinusoidHalves: CTRL's positional_encoding,
-// [sin(p / 10000^(2j/d)) | cos(p / 10000^(2j/d))], j < d/2, not in the state_dict.
-enum class Pos { kNone, kRotary, kLearned, kSinusoidal, kSinusoidHalves };
+enum class Pos { kNone, kRotary, kLearned, kSinusoidal };
 enum class Alibi { kNone, kBloom, kMpt, kFalcon };
 enum class Qkv {
   kSeparate,
@@ -117,7 +115,6 @@ struct Recipe {
   int64_t max_pos = 2048;
   Act act;
   double eps = 1e-5, init_range = 0.02;
-  double final_eps = 0.0;  // > 0: the final LayerNorm's own eps (CTRL's layers hard-code 1e-6)
   bool tie = false;
   std::optional<int64_t> pad;
   bool embed_padding_idx = true;  // nn.Embedding(padding_idx=pad): row zeroed at init

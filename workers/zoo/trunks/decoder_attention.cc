@@ -45,12 +45,6 @@ at::Tensor DecoderModel::Rotate(const at::Tensor& x, const at::Tensor& cos,
 // XGLM sinusoidal table rows for int64 positions: [sin | cos] of pos * 10000^(-i/(half-1)).
 at::Tensor DecoderModel::Sinusoid(const at::Tensor& pos, at::ScalarType dt) const {
   const int64_t half = c_.hidden / 2;
-  if (c_.pos == Pos::kSinusoidHalves) {  // CTRL positional_encoding, in float32
-    at::Tensor j = at::arange(half, pos.options()).to(at::kFloat);
-    at::Tensor rate = at::pow(10000.0, j * (2.0 / static_cast<double>(c_.hidden))).reciprocal();
-    at::Tensor arg = pos.to(at::kFloat).unsqueeze(-1) * rate;
-    return at::cat({at::sin(arg), at::cos(arg)}, -1).to(dt);
-  }
   const double step = std::log(10000.0) / static_cast<double>(half - 1);
   at::Tensor freq = at::exp(at::arange(half, pos.options()).to(dt) * -step);
   at::Tensor arg = pos.to(dt).unsqueeze(-1) * freq;
