@@ -717,7 +717,7 @@ TEST(FidelityTest, DeepseekLatentAttentionAndRoutersAsTransformers) {
   }
 }
 
-// ---- openai-gpt: the post-LN block ---------------------------------------------------------------
+// ---- openai-gpt: the post-LN block ------------------------------------------------------------
 
 // One OpenAIGPTModel layer in double, as modeling_openai.py computes it: tokens_embed +
 // positions_embed at arange(S); Attention: c_attn (Conv1D: x @ W + b) split into q | k | v,

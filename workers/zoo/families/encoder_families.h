@@ -18,6 +18,9 @@ json BertExample();
 // classifier.dense + out_proj) named `model_type`, classes `prefix`*, base model `base`.
 EncoderFamily RobertaLineage(const std::string& model_type, const std::string& prefix,
                              const std::string& base, json example);
+// The RoBERTa lineage's head names: pooler.dense, classifier.dense / tanh / out_proj,
+// lm_head.dense / GELU / layer_norm over the hidden width (mpnet's too).
+HeadNames RobertaHeadNames();
 // roberta-base / xlm-roberta-base / camembert-base shapes.
 json RobertaExample(const char* model_type, int64_t vocab, int64_t bos, int64_t eos);
 

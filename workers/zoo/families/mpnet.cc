@@ -37,16 +37,7 @@ EncoderFamily Mpnet() {
       .model_type = "mpnet",
       .defaults = {.type_vocab = -1, .pad = 1},
       .structure = {.layout = Layout::kMpnet, .positions = Positions::kAfterPad, .base = "mpnet."},
-      .names = {.pooler = "pooler.dense",
-                .seq_pooled = false,
-                .seq_dense = "classifier.dense",
-                .seq_act = DenseAct::kTanh,
-                .seq_out = "classifier.out_proj",
-                .lm_dense = "lm_head.dense",
-                .lm_norm = "lm_head.layer_norm",
-                .lm_bias = "lm_head",
-                .lm_embedding_width = false,
-                .lm_hidden_act = false},
+      .names = RobertaHeadNames(),  // MPNetClassificationHead, MPNetLMHead: RoBERTa's
       .parse = [](const ConfigReader& r, const json&, Recipe& c) -> Status {
         TS_ASSIGN_OR_RETURN(c.mpnet_buckets, r.Int("relative_attention_num_buckets", 32));
         // relative_position_bucket always yields buckets 0..31.

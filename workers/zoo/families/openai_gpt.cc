@@ -6,6 +6,18 @@
 #include "workers/zoo/families/decoder_families.h"
 
 namespace ts::zoo::internal::decoder {
+namespace {
+
+// GPT-2's module names (gpt2.cc) but for the embeddings and the missing final norm.
+Names OpenAiGptNames() {
+  Names n = Gpt2Names();
+  n.embed = "tokens_embed";
+  n.pos = "positions_embed";
+  n.final_norm = "";
+  return n;
+}
+
+}  // namespace
 
 DecoderFamily OpenAiGpt() {
   return {
@@ -19,18 +31,7 @@ DecoderFamily OpenAiGpt() {
                  .act = "",
                  .eps = "layer_norm_epsilon"},
       .defaults = {.inter_mult = 4, .max_pos = 512, .eps = 1e-5, .tie = true},
-      .names = {.head_base = "transformer.",
-                .embed = "tokens_embed",
-                .pos = "positions_embed",
-                .layers = "h.",
-                .ln1 = "ln_1",
-                .ln2 = "ln_2",
-                .attn = "attn.",
-                .qkv = "c_attn",
-                .o = "c_proj",
-                .up = "c_fc",
-                .down = "c_proj",
-                .final_norm = ""},
+      .names = OpenAiGptNames(),
       .llama_biases = false,
       .reads_rope = false,
       .classic = true,

@@ -16,22 +16,26 @@ json RobertaExample(const char* model_type, int64_t vocab, int64_t bos, int64_t 
               {"type_vocab_size", 1},       {"vocab_size", vocab}};
 }
 
+HeadNames RobertaHeadNames() {
+  return {.pooler = "pooler.dense",
+          .seq_pooled = false,
+          .seq_dense = "classifier.dense",
+          .seq_act = DenseAct::kTanh,
+          .seq_out = "classifier.out_proj",
+          .lm_dense = "lm_head.dense",
+          .lm_norm = "lm_head.layer_norm",
+          .lm_bias = "lm_head",
+          .lm_embedding_width = false,
+          .lm_hidden_act = false};
+}
+
 EncoderFamily RobertaLineage(const std::string& model_type, const std::string& prefix,
                              const std::string& base, json example) {
   return {
       .model_type = model_type,
       .defaults = {.pad = 1},
       .structure = {.positions = Positions::kAfterPad, .base = base},
-      .names = {.pooler = "pooler.dense",
-                .seq_pooled = false,
-                .seq_dense = "classifier.dense",
-                .seq_act = DenseAct::kTanh,
-                .seq_out = "classifier.out_proj",
-                .lm_dense = "lm_head.dense",
-                .lm_norm = "lm_head.layer_norm",
-                .lm_bias = "lm_head",
-                .lm_embedding_width = false,
-                .lm_hidden_act = false},
+      .names = RobertaHeadNames(),
       .absolute_positions = true,
       .classes = AllHeads(prefix, /*causal=*/true),
       .example = std::move(example),

@@ -96,9 +96,9 @@ at::Tensor DecoderModel::MoeMlp(const WeightMap& w, const LayerW& l, const at::T
   return out.view(shape);
 }
 
-// DeepseekV2Moe / DeepseekV3MoE.route_tokens_to_experts (and Ernie4_5_MoeTopKRouter). Groups are contiguous runs of
-// experts / n_group; the groups not kept are masked (v2: 0.0 on the probabilities; v3: -inf on
-// the biased scores) before the top-k.
+// DeepseekV2Moe / DeepseekV3MoE.route_tokens_to_experts (and Ernie4_5_MoeTopKRouter). Groups
+// are contiguous runs of experts / n_group; the groups not kept are masked (v2: 0.0 on the
+// probabilities; v3: -inf on the biased scores) before the top-k.
 at::Tensor DecoderModel::DeepseekCombine(const WeightMap& w, const LayerW& l,
                                          const at::Tensor& logits) const {
   const Moe& m = c_.moe;
