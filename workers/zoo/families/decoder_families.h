@@ -40,6 +40,50 @@ Status ReadQwenMoe(const ConfigReader& r, const json& config, const QwenMoeDefau
                    Recipe& c);
 void ScaleQwenMoe(const json& real, const Recipe& rc, json& t);
 
+// olmo2.cc: OLMo-2's attention (rotary over the whole head, attention_bias, q/k RMSNorm over
+// the whole projection; also olmoe's).
+Status ReadOlmo2Attention(const ConfigReader& r, const json& config, Recipe& c);
+
+// deepseek.cc: the DeepSeek lineage's pieces (deepseek_lineage.cc's families use them).
+// A config class's multi-head latent attention defaults.
+struct MlaSpec {
+  int64_t q_lora = 1536, kv_lora = 512, nope = 128, rope = 64, v = 128;
+  double ln_eps = 0.0;  // q_a_layernorm / kv_a_layernorm eps; 0: rms_norm_eps
+};
+
+// A DeepSeek-lineage config class's MoE defaults and field names.
+struct DeepseekMoeSpec {
+  bool sigmoid = true;  // DeepseekV3TopkRouter (else DeepseekV2Moe's softmax router)
+  std::string experts_field = "n_routed_experts", shared_field = "n_shared_experts";
+  int64_t experts = 256, top_k = 8, inter = 2048, shared = 1;  // < 0: the config must name it
+  // The experts' width field ("": intermediate_size, minimax_m2).
+  std::string inter_field = "moe_intermediate_size";
+  double scaling = 2.5;
+  int64_t n_group = 8, topk_group = 4;
+  bool norm_topk = true;
+  // Dense layers before the MoE ones: `dense` of them, read from `dense_field` when the config
+  // class has it ("" = not a field); an explicit `mlp_layer_types` ("dense" / "sparse") list
+  // wins when `layer_types_field`.
+  std::string dense_field = "first_k_dense_replace";
+  int64_t dense = 3;
+  bool layer_types_field = false;
+};
+
+// The DeepSeek MoE layers (decoder.h Router kDeepseekV2 / kDeepseekV3) under `d`'s defaults.
+Status ReadDeepseekMoe(const ConfigReader& r, const json& config, const DeepseekMoeSpec& d,
+                       Recipe& c);
+// Tiny fields: 4 experts (two groups of two when the real config groups them), MLA widths
+// 32 / 8, the dense-first layers kept.
+void ScaleDeepseekLike(const DeepseekMoeSpec& d, const json& real, const Recipe& rc, json& t);
+// The MLA families' attention parse: the classic rotary, then MLA; adjacent-pair rotary unless
+// the class reads rope_interleave and it is false; mlp_bias when the class reads it.
+ParseFn MlaParse(const MlaSpec& md, bool reads_interleave, bool reads_mlp_bias);
+ParseFn DeepseekMoeParse(const DeepseekMoeSpec& d);
+ScaleFn DeepseekMoeScale(const DeepseekMoeSpec& d);
+// `rope_theta` defaulted to the config class's value, then the classic rotary.
+Status RotaryWithTheta(const ConfigReader& r, const json& config, double theta,
+                       const std::string& partial_field, double partial, Recipe& c);
+
 DecoderFamily Helium();
 DecoderFamily Olmo3();
 DecoderFamily VaultGemma();

@@ -4,6 +4,13 @@
 
 namespace ts::zoo::internal::decoder {
 
+Status ReadOlmo2Attention(const ConfigReader& r, const json& config, Recipe& c) {
+  TS_RETURN_IF_ERROR(ReadClassicRotary(r, config, "", 1.0, false, c));
+  TS_RETURN_IF_ERROR(ReadAttentionBias(r, c));
+  c.qk_norm = QkNorm::kFullRms;
+  return OkStatus();
+}
+
 DecoderFamily Olmo2() {
   return {
       .model_type = "olmo2",
@@ -15,9 +22,7 @@ DecoderFamily Olmo2() {
       .llama_biases = false,
       .classic = true,
       .parse = [](const ConfigReader& r, const json& config, Recipe& c) -> Status {
-        TS_RETURN_IF_ERROR(ReadClassicRotary(r, config, "", 1.0, false, c));
-        TS_RETURN_IF_ERROR(ReadAttentionBias(r, c));
-        c.qk_norm = QkNorm::kFullRms;
+        TS_RETURN_IF_ERROR(ReadOlmo2Attention(r, config, c));
         c.block = Block::kPost;
         return OkStatus();
       },

@@ -30,9 +30,7 @@ DecoderFamily Olmoe() {
       .llama_biases = false,
       .classic = true,
       .parse = [](const ConfigReader& r, const json& config, Recipe& c) -> Status {
-        TS_RETURN_IF_ERROR(ReadClassicRotary(r, config, "", 1.0, false, c));
-        TS_RETURN_IF_ERROR(ReadAttentionBias(r, c));
-        c.qk_norm = QkNorm::kFullRms;
+        TS_RETURN_IF_ERROR(ReadOlmo2Attention(r, config, c));
         if (r.Has("clip_qkv")) {  // null: no clipping
           TS_ASSIGN_OR_RETURN(c.clip_qkv, r.Double("clip_qkv"));
           if (!(c.clip_qkv > 0)) return r.Error("clip_qkv", "must be positive");
