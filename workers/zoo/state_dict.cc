@@ -30,7 +30,8 @@ bool HasSuffix(const std::string& arch, std::initializer_list<const char*> suffi
 // The input word embedding: "shared.weight" (encoder-decoders) first, else the usual names.
 std::string InputEmbedding(const std::map<std::string, std::vector<int64_t>>& w) {
   for (const char* suffix : {"shared.weight", "embed_tokens.weight", "word_embeddings.weight",
-                             "wte.weight", "embed_in.weight", "tokens_embed.weight"}) {
+                             "wte.weight", "embed_in.weight", "tokens_embed.weight",
+                             "transformer.embeddings.weight"}) {  // XLM's words
     for (const auto& [n, s] : w)
       if (EndsWith(n, suffix) && s.size() == 2) return n;
   }
@@ -84,7 +85,7 @@ std::vector<StateDictEntry> StateDictShapes(const Model& model) {
         mlm = true;
       }
     }
-    for (const char* proj : {"vocab_projector", "generator_lm_head"}) {
+    for (const char* proj : {"vocab_projector", "generator_lm_head", "pred_layer.proj"}) {
       if (have.count(std::string(proj) + ".bias")) {
         add(std::string(proj) + ".weight", embed);
         mlm = true;

@@ -13,6 +13,8 @@ const std::vector<EncoderFamily>& EncoderFamilies() {
       RemBert(),
       RoFormer(),
       Mpnet(),
+      Fnet(),         LayoutLm(),     Xlm(),
+      Flaubert(),
   };
   return kFamilies;
 }

@@ -42,5 +42,9 @@ EncoderFamily BertGeneration();
 EncoderFamily RemBert();
 EncoderFamily RoFormer();
 EncoderFamily Mpnet();
+EncoderFamily Fnet();
+EncoderFamily LayoutLm();
+EncoderFamily Xlm();
+EncoderFamily Flaubert();
 
 }  // namespace ts::zoo::internal::encoder

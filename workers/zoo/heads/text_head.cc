@@ -33,7 +33,8 @@ at::Tensor TextHead::Project(const WeightMap& w, const at::Tensor& hidden) const
 WeightShapeList TextHead::LinearWeights(int64_t rows) const {
   WeightShapeList out;
   // An untied LM decoder after a transform reads the transform's width (rembert).
-  const int64_t cols = spec_.transform.empty() ? spec_.hidden : spec_.transform_width;
+  int64_t cols = spec_.transform.empty() ? spec_.hidden : spec_.transform_width;
+  if (!spec_.dense.empty() && spec_.dense_width > 0) cols = spec_.dense_width;
   if (spec_.tied_weight.empty()) out.emplace_back(WeightName(), std::vector<int64_t>{rows, cols});
   if (spec_.bias) out.emplace_back(BiasName(), std::vector<int64_t>{rows});
   return out;
@@ -44,8 +45,9 @@ WeightShapeList TextHead::FirstTokenWeights() const {
   const int64_t h = spec_.hidden;
   for (const std::string& name : {spec_.pooler, spec_.dense}) {
     if (name.empty()) continue;
-    out.emplace_back(name + ".weight", std::vector<int64_t>{h, h});
-    out.emplace_back(name + ".bias", std::vector<int64_t>{h});
+    const int64_t rows = name == spec_.dense && spec_.dense_width > 0 ? spec_.dense_width : h;
+    out.emplace_back(name + ".weight", std::vector<int64_t>{rows, h});
+    out.emplace_back(name + ".bias", std::vector<int64_t>{rows});
   }
   return out;
 }
@@ -59,6 +61,7 @@ at::Tensor TextHead::FirstTokenFeatures(const WeightMap& w, const at::Tensor& hi
   if (spec_.dense.empty()) return first;
   at::Tensor d =
       nn::Linear(first, GetWeight(w, spec_.dense + ".weight"), GetWeight(w, spec_.dense + ".bias"));
+  if (spec_.dense_linear) return d;
   return spec_.dense_act ? nn::Activate(d, *spec_.dense_act) : at::tanh(d);
 }
 

@@ -63,6 +63,11 @@ struct TextHeadSpec {
   bool last_token = false;
   std::string pooler = "", dense = "";
   std::optional<Activation> dense_act = std::nullopt;
+  // The dense layer's width when it is not the hidden size, and no activation after it
+  // (`dense_linear`): XLMSequenceSummary projects token 0 to num_labels, and
+  // XLMForMultipleChoice's logits_proj reads that width.
+  int64_t dense_width = 0;
+  bool dense_linear = false;
   // Masked / causal LM: a transform before the vocabulary projection when `transform` is set:
   // Linear `transform` [transform_width, hidden], `transform_act`, LayerNorm `transform_norm`.
   std::string transform = "", transform_norm = "";

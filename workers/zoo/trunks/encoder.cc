@@ -104,14 +104,29 @@ std::string EncoderModel::Add(const std::string& name, std::vector<int64_t> shap
 void EncoderModel::AddEmbeddings(const std::string& p) {
   const int64_t h = r_.hidden, e = r_.embedding;
   const bool deb = r_.layout == Layout::kDeberta;
+  if (r_.layout == Layout::kXlm) {  // XLMModel.__init__'s registration order
+    pos_ = Add(p + "position_embeddings.weight", {r_.max_pos, e});
+    if (r_.langs > 0) lang_ = Add(p + "lang_embeddings.weight", {r_.langs, e});
+    word_ = Add(p + "embeddings.weight", {r_.vocab, e});
+    emb_ln_ = Add(p + "layer_norm_emb.weight", {e});
+    emb_lnb_ = Add(p + "layer_norm_emb.bias", {e});
+    return;
+  }
   word_ = Add(p + "embeddings.word_embeddings.weight", {r_.vocab, e});
   if ((!deb || r_.pos_biased_input) && r_.positions != Positions::kNone)
     pos_ = Add(p + "embeddings.position_embeddings.weight", {r_.max_pos, e});
+  if (r_.max_2d > 0) {  // LayoutLMEmbeddings
+    box_x_ = Add(p + "embeddings.x_position_embeddings.weight", {r_.max_2d, e});
+    box_y_ = Add(p + "embeddings.y_position_embeddings.weight", {r_.max_2d, e});
+    box_h_ = Add(p + "embeddings.h_position_embeddings.weight", {r_.max_2d, e});
+    box_w_ = Add(p + "embeddings.w_position_embeddings.weight", {r_.max_2d, e});
+  }
   if (r_.type_vocab > 0)
     type_ = Add(p + "embeddings.token_type_embeddings.weight", {r_.type_vocab, e});
   if (r_.task_types > 0)
     task_ = Add(p + "embeddings.task_type_embeddings.weight", {r_.task_types, e});
-  const bool project = e != h || r_.projection == Projection::kAlbert;
+  const bool project =
+      e != h || r_.projection == Projection::kAlbert || r_.projection == Projection::kFnet;
   if (project && r_.projection == Projection::kDeberta)
     proj_ = Add(p + "embeddings.embed_proj.weight", {h, e});
   if (r_.embedding_norm) {
@@ -122,6 +137,7 @@ void EncoderModel::AddEmbeddings(const std::string& p) {
   std::string name;
   if (project && r_.projection == Projection::kElectra) name = "embeddings_project";
   if (r_.projection == Projection::kAlbert) name = "encoder.embedding_hidden_mapping_in";
+  if (r_.projection == Projection::kFnet) name = "embeddings.projection";
   if (!name.empty()) {
     proj_ = Add(p + name + ".weight", {h, e});
     projb_ = Add(p + name + ".bias", {h});
@@ -144,7 +160,7 @@ void EncoderModel::AddLayer(const std::string& p, int64_t i) {
   // HF module names per layout: q, k, v, attention output, its LayerNorm, MLP in and out, the
   // output LayerNorm.
   struct Naming {
-    const char *q, *k, *v, *o, *ln1, *fi, *fo, *ln2;
+    std::string q, k, v, o, ln1, fi, fo, ln2;
   };
   Naming n = {"attention.self.query",
               "attention.self.key",
@@ -176,6 +192,18 @@ void EncoderModel::AddLayer(const std::string& p, int64_t i) {
       n = {"attention.attn.q",   "attention.attn.k",   "attention.attn.v", "attention.attn.o",
            "attention.LayerNorm", "intermediate.dense", "output.dense",     "output.LayerNorm"};
       break;
+    case Layout::kFnet:  // FNetLayer: fourier (no weights but its output LayerNorm), the FFN
+      n = {"", "", "", "", "fourier.output.LayerNorm", "intermediate.dense", "output.dense",
+           "output.LayerNorm"};
+      break;
+    case Layout::kXlm: {  // one ModuleList per kind, indexed by layer
+      const std::string li = "." + std::to_string(i);
+      n = {"attentions" + li + ".q_lin", "attentions" + li + ".k_lin", "attentions" + li + ".v_lin",
+           "attentions" + li + ".out_lin", "layer_norm1" + li, "ffns" + li + ".lin1",
+           "ffns" + li + ".lin2", "layer_norm2" + li};
+      lp = p;
+      break;
+    }
     case Layout::kBert:
       break;
   }
@@ -188,15 +216,19 @@ void EncoderModel::AddLayer(const std::string& p, int64_t i) {
     w = Add(lp + name + ".weight", {h});
     b = Add(lp + name + ".bias", {h});
   };
-  lin(n.q, l.q, l.qb, h, h);
-  lin(n.k, l.k, l.kb, h, h);
-  lin(n.v, l.v, l.vb, h, h);
-  if (r_.layout == Layout::kDeberta && r_.relative && !r_.share_att_key) {
-    if (r_.c2p) lin("attention.self.pos_key_proj", l.pk, l.pkb, h, h);
-    if (r_.p2c) lin("attention.self.pos_query_proj", l.pq, l.pqb, h, h);
+  if (r_.layout != Layout::kFnet) {
+    lin(n.q, l.q, l.qb, h, h);
+    lin(n.k, l.k, l.kb, h, h);
+    lin(n.v, l.v, l.vb, h, h);
+    if (r_.layout == Layout::kDeberta && r_.relative && !r_.share_att_key) {
+      if (r_.c2p) lin("attention.self.pos_key_proj", l.pk, l.pkb, h, h);
+      if (r_.p2c) lin("attention.self.pos_query_proj", l.pq, l.pqb, h, h);
+    }
+    lin(n.o, l.o, l.ob, h, h);
   }
-  lin(n.o, l.o, l.ob, h, h);
-  if (r_.PreLn()) {
+  if (r_.xlm_pre_norm) {  // Flaubert pre_norm: layer_norm1 / 2 feed the attention / FFN
+    norm(n.ln1, l.pre1, l.pre1b);
+  } else if (r_.PreLn()) {
     norm(r_.pre_attn_norm, l.pre1, l.pre1b);
     norm(r_.pre_mlp_norm, l.pre2, l.pre2b);
   } else {
@@ -204,7 +236,11 @@ void EncoderModel::AddLayer(const std::string& p, int64_t i) {
   }
   lin(n.fi, l.fi, l.fib, im, h);
   lin(n.fo, l.fo, l.fob, h, im);
-  if (!r_.PreLn()) norm(n.ln2, l.ln2, l.ln2b);
+  if (r_.xlm_pre_norm) {
+    norm(n.ln2, l.pre2, l.pre2b);
+  } else if (!r_.PreLn()) {
+    norm(n.ln2, l.ln2, l.ln2b);
+  }
   layers_.push_back(std::move(l));
 }
 
@@ -232,12 +268,17 @@ TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names, Head kind) const {
       break;
     case Head::kSeqCls:
       classify(names.seq_pooled, names.seq_dense, names.seq_act);
+      hs.last_token = r_.summary_last;
       hs.name = names.seq_out;
       break;
     case Head::kMultipleChoice:
       classify(names.choice_pooled, names.choice_dense, names.choice_act);
-      hs.last_token = names.choice_last;
-      hs.name = "classifier";
+      hs.last_token = names.choice_last || r_.summary_last;
+      if (names.choice_to_labels) {
+        hs.dense_width = r_.num_labels;
+        hs.dense_linear = true;
+      }
+      hs.name = names.choice_out;
       break;
     case Head::kNextSentence:
       classify(true, "", DenseAct::kTanh);
@@ -276,8 +317,17 @@ at::Tensor EncoderModel::BertEmbed(const WeightMap& w, const at::Tensor& ids,
   return nn::LayerNorm(h, GetWeight(w, emb_ln_), GetWeight(w, emb_lnb_), r_.eps);
 }
 
+at::Tensor EncoderModel::BoxEmbed(const WeightMap& w, const at::Tensor& bbox) const {
+  auto col = [&](int64_t i) { return bbox.select(-1, i); };
+  const at::Tensor x = GetWeight(w, box_x_), y = GetWeight(w, box_y_);
+  // LayoutLMEmbeddings.forward: left, upper, right, lower, then h (y1 - y0) and w (x1 - x0).
+  return nn::Embedding(x, col(0)) + nn::Embedding(y, col(1)) + nn::Embedding(x, col(2)) +
+         nn::Embedding(y, col(3)) + nn::Embedding(GetWeight(w, box_h_), col(3) - col(1)) +
+         nn::Embedding(GetWeight(w, box_w_), col(2) - col(0));
+}
+
 at::Tensor EncoderModel::Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
-                               at::Tensor types) const {
+                               at::Tensor types, const at::Tensor& bbox) const {
   if (r_.lineage == Lineage::kBert) return BertEmbed(w, ids, std::move(types));
   const int64_t pad = r_.pad.value_or(-1);
   const bool after_pad = r_.positions == Positions::kAfterPad;
@@ -294,6 +344,10 @@ at::Tensor EncoderModel::Embed(const WeightMap& w, const at::Tensor& ids, const 
     }
     x = x + nn::Embedding(GetWeight(w, pos_), pos, after_pad ? pad : -1);
   }
+  if (!box_x_.empty()) {  // no bbox: transformers' zeros
+    x = x + BoxEmbed(w, bbox.defined() ? bbox : at::zeros({ids.size(0), ids.size(1), 4},
+                                                          ids.options()));
+  }
   if (!type_.empty()) {
     if (!types.defined()) types = at::zeros_like(ids);
     x = x + nn::Embedding(GetWeight(w, type_), types);
@@ -307,11 +361,21 @@ at::Tensor EncoderModel::Embed(const WeightMap& w, const at::Tensor& ids, const 
   }
   if (!emb_ln_.empty()) x = nn::LayerNorm(x, GetWeight(w, emb_ln_), GetWeight(w, emb_lnb_), r_.eps);
   if (!proj_.empty()) x = nn::Linear(x, GetWeight(w, proj_), GetWeight(w, projb_));
+  // XLMModel.forward: tensor *= mask.unsqueeze(-1) after the embeddings and after every layer.
+  if (r_.layout == Layout::kXlm && mask.defined()) x = x * mask.unsqueeze(-1).to(dt);
   return x;
 }
 
 at::Tensor EncoderModel::Layer(const WeightMap& w, const LayerW& l, const at::Tensor& x,
                                const at::Tensor& blocked, const RelativeTables& rt) const {
+  if (r_.layout == Layout::kFnet) {
+    // FNetLayer: LayerNorm(x + fourier(x)), then the post-LN FFN.
+    at::Tensor y = nn::LayerNorm(x + FourierReal(x), GetWeight(w, l.ln1), GetWeight(w, l.ln1b),
+                                 r_.eps);
+    at::Tensor f = nn::Activate(nn::Linear(y, GetWeight(w, l.fi), GetWeight(w, l.fib)), r_.act);
+    return nn::LayerNorm(nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob)) + y,
+                         GetWeight(w, l.ln2), GetWeight(w, l.ln2b), r_.eps);
+  }
   const int64_t n = x.size(0), s = x.size(1);
   const int64_t nh = r_.heads, hd = r_.hidden / nh;
   auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
@@ -357,6 +421,22 @@ at::Tensor EncoderModel::Layer(const WeightMap& w, const LayerW& l, const at::Te
                        GetWeight(w, l.ln2), GetWeight(w, l.ln2b), r_.eps);
 }
 
+// Re(F_S X F_H) with F_m[j, k] = exp(-2 pi i jk / m): C_S X C_H - S_S X S_H, the cosine and sine
+// matrices built with tensor ops on the input's device (jk reduced mod m before the angle).
+at::Tensor EncoderModel::FourierReal(const at::Tensor& x) const {
+  const at::ScalarType dt = x.scalar_type();
+  const at::ScalarType angle_dt = dt == at::kDouble ? at::kDouble : at::kFloat;
+  auto dft = [&](int64_t m) {
+    const at::Tensor idx = at::arange(m, x.options().dtype(at::kLong));
+    const at::Tensor jk = at::remainder(idx.unsqueeze(1) * idx.unsqueeze(0), m);
+    const at::Tensor angle = jk.to(angle_dt) * (2.0 * M_PI / static_cast<double>(m));
+    return std::make_pair(at::cos(angle).to(dt), at::sin(angle).to(dt));
+  };
+  const auto [cs, ss] = dft(x.size(1));
+  const auto [ch, sh] = dft(x.size(2));
+  return nn::Matmul(nn::Matmul(cs, x), ch) - nn::Matmul(nn::Matmul(ss, x), sh);
+}
+
 // sin, cos = table[:S].chunk(2); each repeated over its interleaved pair;
 // x * cos + stack([-x[..., 1::2], x[..., ::2]], -1).reshape_as(x) * sin.
 at::Tensor EncoderModel::Rotate(const WeightMap& w, const at::Tensor& t) const {
@@ -369,12 +449,13 @@ at::Tensor EncoderModel::Rotate(const WeightMap& w, const at::Tensor& t) const {
 }
 
 at::Tensor EncoderModel::Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
-                                at::Tensor types) const {
+                                at::Tensor types, const at::Tensor& bbox) const {
   const int64_t n = ids.size(0), s = ids.size(1);
   const at::Device dev = ids.device();
-  at::Tensor x = Embed(w, ids, mask, std::move(types));
+  at::Tensor x = Embed(w, ids, mask, std::move(types), bbox);
   // The CausalLM heads run the encoder as a decoder (is_decoder): causal self-attention.
-  at::Tensor blocked = nn::BlockedKeys(mask, s, head_kind_ == Head::kCausalLM, std::nullopt, dev);
+  at::Tensor blocked = nn::BlockedKeys(mask, s, head_kind_ == Head::kCausalLM || r_.causal,
+                                       std::nullopt, dev);
   RelativeTables rt;
   if (r_.layout == Layout::kDeberta) rt = MakeRelativeTables(w, mask, n, s, x.scalar_type(), dev);
   if (r_.layout == Layout::kMpnet) {
@@ -383,7 +464,12 @@ at::Tensor EncoderModel::Encode(const WeightMap& w, const at::Tensor& ids, const
     const at::Tensor idx = T5Buckets(s, s, /*bidirectional=*/true, 32, 128, dev);
     rt.bias = nn::Embedding(GetWeight(w, mpnet_rel_), idx).permute({2, 0, 1}).unsqueeze(0);
   }
-  for (int64_t bi : order_) x = Layer(w, layers_[static_cast<size_t>(bi)], x, blocked, rt);
+  const bool zero_pads = r_.layout == Layout::kXlm && mask.defined();
+  const at::Tensor keep = zero_pads ? mask.unsqueeze(-1).to(x.scalar_type()) : at::Tensor();
+  for (int64_t bi : order_) {
+    x = Layer(w, layers_[static_cast<size_t>(bi)], x, blocked, rt);
+    if (zero_pads) x = x * keep;
+  }
   if (!final_ln_.empty())
     x = nn::LayerNorm(x, GetWeight(w, final_ln_), GetWeight(w, final_lnb_), r_.eps);
   return x;
@@ -393,6 +479,7 @@ std::vector<at::Tensor> EncoderModel::Forward(const WeightMap& w, const TensorMa
   at::Tensor ids = GetInput(inputs, "input_ids");
   at::Tensor mask = GetOptionalInput(inputs, "attention_mask");
   at::Tensor types = GetOptionalInput(inputs, "token_type_ids");
+  const at::Tensor bbox = GetOptionalInput(inputs, "bbox");
   int64_t choices = 0;
   if (head_kind_ == Head::kMultipleChoice) {  // [B, C, S] -> [B * C, S]
     choices = ids.size(1);
@@ -401,7 +488,7 @@ std::vector<at::Tensor> EncoderModel::Forward(const WeightMap& w, const TensorMa
     if (mask.defined()) mask = mask.reshape({-1, s});
     if (types.defined()) types = types.reshape({-1, s});
   }
-  at::Tensor h = Encode(w, ids, mask, types);
+  at::Tensor h = Encode(w, ids, mask, types, bbox);
   // The generic lineage viewed token 0 before every head; heads that pool it take the view.
   const TextHeadSpec& hs = head_->spec();
   if (r_.lineage == Lineage::kGeneric && !hs.first_token && hs.pooler.empty()) h.select(1, 0);
@@ -424,7 +511,8 @@ Batch EncoderModel::MakeBatch(uint64_t seed, int64_t batch_size) const {
   at::Tensor ids = at::randint(0, r_.vocab, {rows, s}, gen, lopts);
   if (r_.pad && r_.lineage == Lineage::kGeneric)  // no stray pads
     ids = ids.masked_fill(ids.eq(*r_.pad), (*r_.pad + 1) % r_.vocab);
-  at::Tensor mask = MakeAttentionMask(rows, s);
+  // FNet takes no mask: every position is a token.
+  at::Tensor mask = r_.no_mask ? at::ones({rows, s}, lopts) : MakeAttentionMask(rows, s);
   if (r_.pad) ids = ids.masked_fill(mask.eq(0), *r_.pad);
   at::Tensor types = at::zeros({rows, s}, lopts);
   if (r_.type_vocab >= 2) types.narrow(1, s / 2, s - s / 2).fill_(1);
@@ -433,8 +521,16 @@ Batch EncoderModel::MakeBatch(uint64_t seed, int64_t batch_size) const {
   };
   Batch batch;
   batch.inputs["input_ids"] = shaped(ids);
-  batch.inputs["attention_mask"] = shaped(mask);
+  if (!r_.no_mask) batch.inputs["attention_mask"] = shaped(mask);
   if (r_.type_vocab > 0) batch.inputs["token_type_ids"] = shaped(types);
+  if (r_.max_2d > 0) {
+    // LayoutLM boxes (x0, y0, x1, y1) with x0 <= x1 and y0 <= y1 inside the 2D tables, padding
+    // boxes [0, 0, 0, 0] as its tokenizers pad them.
+    const int64_t half = std::max<int64_t>(1, r_.max_2d / 2);
+    at::Tensor lo = at::randint(0, half, {rows, s, 2}, gen, lopts);
+    at::Tensor box = at::cat({lo, lo + at::randint(0, half, {rows, s, 2}, gen, lopts)}, -1);
+    batch.inputs["bbox"] = box.masked_fill(mask.eq(0).unsqueeze(-1), 0);  // no choice heads
+  }
   head_->AddLabels(gen, shaped(ids), shaped(mask), batch.labels);
   return batch;
 }
@@ -453,6 +549,8 @@ void EncoderModel::InitWeight(const std::string& name, at::Tensor& t, at::Genera
 
 StatusOr<std::unique_ptr<Model>> BuildEncoderModel(ModelSpec spec, Recipe recipe,
                                                    const HeadNames& names, Head head) {
+  if ((head == Head::kSeqCls || head == Head::kMultipleChoice) && !recipe.summary_error.empty())
+    return InvalidArgumentError(recipe.summary_error);
   return std::unique_ptr<Model>(
       std::make_unique<EncoderModel>(std::move(spec), std::move(recipe), names, head));
 }

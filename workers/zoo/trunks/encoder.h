@@ -31,6 +31,11 @@ enum class Layout {
   kDeberta,     // BERT names with query_proj / key_proj / value_proj; disentangled attention
   kMpnet,       // encoder.layer.i.attention.attn.q / k / v / o, attention.LayerNorm; the shared
                 // relative bias encoder.relative_attention_bias (MPNetEncoder)
+  kFnet,        // no attention: the real part of the 2D DFT over (sequence, hidden), then
+                // encoder.layer.i.fourier.output.LayerNorm, intermediate.dense, output.* (FNet)
+  kXlm,         // XLM / Flaubert: embeddings, position_embeddings, lang_embeddings,
+                // layer_norm_emb, then per-kind lists attentions.i.q_lin / k_lin / v_lin /
+                // out_lin, layer_norm1.i, ffns.i.lin1 / lin2, layer_norm2.i; padded rows zeroed
 };
 
 // Position ids: arange(S), or RoBERTa's cumsum(ids != pad) * (ids != pad) + pad; kNone: no
@@ -43,6 +48,7 @@ enum class Projection {
   kElectra,  // embeddings_project (after the embedding LayerNorm), only when E != H
   kAlbert,   // encoder.embedding_hidden_mapping_in (after the LayerNorm), always
   kDeberta,  // embeddings.embed_proj without bias (before the LayerNorm), only when E != H
+  kFnet,     // embeddings.projection H -> H with bias (after the LayerNorm), always
 };
 
 // Op order of the two encoder implementations the trunk replaced, kept so that traced op
@@ -80,6 +86,20 @@ struct Recipe {
   // sinusoid table encoder.embed_positions.weight [max_pos, head_dim] at arange(S).
   bool rotary = false, rotary_value = false;
   bool decoder = false;             // is_decoder (read; the CausalLM heads run causally)
+  // FNet: the model takes no attention_mask (batches carry none and no padding).
+  bool no_mask = false;
+  // XLM: lang_embeddings rows (n_langs when above 1 with use_lang_emb; 0: none); Flaubert's
+  // pre_norm (layer_norm1 / 2 before the attention / FFN instead of after the residual).
+  int64_t langs = 0;
+  bool xlm_pre_norm = false;
+  bool causal = false;  // XLM `causal`: causal self-attention under every head
+  // XLM's sequence summary (sequence classification and multiple choice): the last position
+  // instead of token 0 (summary_type "last"), or why the config's summary is unsupported (the
+  // classes that use it refuse the config; "" = supported).
+  bool summary_last = false;
+  std::string summary_error = "";
+  // LayoutLM: max_2d_position_embeddings (> 0: the bbox input and its x / y / h / w tables).
+  int64_t max_2d = 0;
 
   // Structure (from the family).
   Layout layout = Layout::kBert;
@@ -113,6 +133,10 @@ struct HeadNames {
   std::string choice_dense = "";
   DenseAct choice_act = DenseAct::kTanh;
   bool choice_last = false;  // the last position instead of token 0 (RoFormer)
+  // XLMForMultipleChoice: the choice dense layer projects to num_labels without activation
+  // (XLMSequenceSummary, summary_proj_to_labels), then `choice_out` [1, num_labels].
+  bool choice_to_labels = false;
+  std::string choice_out = "classifier";
   // Masked / causal LM: transform dense and LayerNorm ("" = no transform), the decoder's bias
   // prefix (its weight is tied to the word embeddings), the transform's width (the embedding
   // width or the hidden one) and activation (hidden_act or GELU).

@@ -28,13 +28,19 @@ Status ReadSizes(const ConfigReader& r, const Fields& f, Recipe& c) {
   } else {
     TS_ASSIGN_OR_RETURN(c.hidden, r.Int(f.hidden));
     TS_ASSIGN_OR_RETURN(c.layers, r.Int(f.layers));
-    TS_ASSIGN_OR_RETURN(c.heads, r.Int(f.heads));
-    TS_ASSIGN_OR_RETURN(c.inter, r.Int(f.inter));
+    c.heads = 1;
+    if (!f.heads.empty()) {
+      TS_ASSIGN_OR_RETURN(c.heads, r.Int(f.heads));
+    }
+    c.inter = 4 * c.hidden;
+    if (!f.inter.empty()) {
+      TS_ASSIGN_OR_RETURN(c.inter, r.Int(f.inter));
+    }
   }
   TS_RETURN_IF_ERROR(Positive(r, f.hidden, c.hidden));
   TS_RETURN_IF_ERROR(Positive(r, f.layers, c.layers));
-  TS_RETURN_IF_ERROR(Positive(r, f.heads, c.heads));
-  TS_RETURN_IF_ERROR(Positive(r, f.inter, c.inter));
+  if (!f.heads.empty()) TS_RETURN_IF_ERROR(Positive(r, f.heads, c.heads));
+  if (!f.inter.empty()) TS_RETURN_IF_ERROR(Positive(r, f.inter, c.inter));
   if (c.hidden % c.heads != 0) {
     return r.Error(f.heads, "must divide " + f.hidden + " (" + std::to_string(c.hidden) + " % " +
                                 std::to_string(c.heads) + " != 0)");
@@ -125,7 +131,8 @@ ArchEntry Entry(const EncoderFamily* fam, const std::string& arch, Head head) {
   const bool lm = head == Head::kMaskedLM || head == Head::kCausalLM ||
                   (head == Head::kPreTraining && !fam->names.pretraining_discriminator);
   ArchEntry e;
-  e.info = {arch, fam->model_type, TaskOf(head)};
+  e.info = {arch, fam->model_type,
+            head == Head::kQA && !fam->qa_task.empty() ? fam->qa_task : TaskOf(head)};
   e.example_config =
       WithArchitecture(lm && !fam->lm_example.is_null() ? fam->lm_example : fam->example, arch);
   // A causal-LM checkpoint of an encoder family is saved with is_decoder (HF warns otherwise).
@@ -195,7 +202,8 @@ StatusOr<json> Scale(const EncoderFamily& fam, const json& config) {
   TS_ASSIGN_OR_RETURN(Recipe c, ParseRecipe(fam, config));
   json t = config;
   const Fields& f = fam.fields;
-  const int64_t heads = std::min(c.heads, P::kHeads);
+  // A family without heads (FNet) takes the tiny width of the full head count.
+  const int64_t heads = f.heads.empty() ? P::kHeads : std::min(c.heads, P::kHeads);
   const int64_t hidden = heads * (P::kHidden / P::kHeads);
   // ALBERT reuses one shared layer across its depth: two passes keep that reuse (and the
   // gradient accumulation into the shared weights) in the tiny model.
@@ -204,9 +212,9 @@ StatusOr<json> Scale(const EncoderFamily& fam, const json& config) {
     for (const char* a : {"hidden_size", "num_attention_heads", "num_hidden_layers"}) t.erase(a);
   }
   t[f.hidden] = hidden;
-  t[f.heads] = heads;
+  if (!f.heads.empty()) t[f.heads] = heads;
   t[f.layers] = layers;
-  t[f.inter] = ScaleRatio(c.inter, c.hidden, hidden, 8);
+  if (!f.inter.empty()) t[f.inter] = ScaleRatio(c.inter, c.hidden, hidden, 8);
   if (fam.defaults.embedding > 0 || (fam.defaults.embedding < 0 && t.contains("embedding_size"))) {
     t["embedding_size"] =
         c.embedding == c.hidden ? hidden : ScaleRatio(c.embedding, c.hidden, hidden, 8);

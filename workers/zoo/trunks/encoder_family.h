@@ -26,6 +26,8 @@ struct Fields {
   // DistilBERT: the sizes may also be given under the standard names (attribute_map), the
   // intermediate size defaults to 3072 and there is no layer_norm_eps field.
   bool distil = false;
+  // "" for `heads`: the family has no attention heads (FNet); "" for `inter`: the FFN is four
+  // times the hidden size (XLM's TransformerFFN).
 };
 
 // The family's config-class defaults.
@@ -69,6 +71,9 @@ struct EncoderFamily {
   ParseFn parse_late = nullptr;
   ScaleFn scale_extra = nullptr;
   HeadClasses classes = {};
+  // The pipeline task of the QA class when it is not "question-answering" (LayoutLM's is
+  // "document-question-answering").
+  std::string qa_task = "";
   json example = nullptr;     // modelled on a public checkpoint (named in the family file)
   json lm_example = nullptr;  // the masked / causal LM classes' example when it differs
   // BERT's first classes (BertModel, BertForSequenceClassification, BertForMaskedLM): configs

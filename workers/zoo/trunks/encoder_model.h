@@ -50,12 +50,16 @@ class EncoderModel : public Model {
 
   // [N, S] ids -> [N, S, H] hidden states.
   at::Tensor Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
-                    at::Tensor types) const;
+                    at::Tensor types, const at::Tensor& bbox) const;
   at::Tensor Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
-                   at::Tensor types) const;
+                   at::Tensor types, const at::Tensor& bbox) const;
+  // LayoutLM: the bbox embeddings (left, upper, right, lower, height, width) of [N, S, 4] boxes.
+  at::Tensor BoxEmbed(const WeightMap& w, const at::Tensor& bbox) const;
   at::Tensor BertEmbed(const WeightMap& w, const at::Tensor& ids, at::Tensor types) const;
   at::Tensor Layer(const WeightMap& w, const LayerW& l, const at::Tensor& x,
                    const at::Tensor& blocked, const RelativeTables& rt) const;
+  // FNet's mixing: fft.fftn(x, dim=(1, 2)).real, as DFT matmuls, on [N, S, H].
+  at::Tensor FourierReal(const at::Tensor& x) const;
   // RoFormer's apply_rotary_position_embeddings on [N, heads, S, hd].
   at::Tensor Rotate(const WeightMap& w, const at::Tensor& t) const;
 
@@ -77,6 +81,8 @@ class EncoderModel : public Model {
   std::string final_ln_, final_lnb_;
   std::string rotary_;     // RoFormer's sinusoid table
   std::string mpnet_rel_;  // MPNet's relative_attention_bias
+  std::string lang_;       // XLM's lang_embeddings
+  std::string box_x_, box_y_, box_h_, box_w_;  // LayoutLM's 2D position tables
   std::vector<int64_t> order_;  // stored layers in execution order (albert repeats groups)
   int64_t seq_len_ = 32;
 };
