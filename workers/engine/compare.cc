@@ -101,11 +101,17 @@ LossCurveVerdict CompareLossCurves(const std::vector<double>& device,
     v.error = "loss curves have different lengths";
     return v;
   }
+  // The noise at step k is the largest gap between the declared and the reference curves up to
+  // k, not the gap at k alone: the two curves can cross at a step (a gap near zero there) while
+  // the process still amplifies any rounding difference as much as at the steps before, so an
+  // honest device that differs from its emulation only by accumulation order can land well off
+  // both curves at exactly that step.
+  double noise = 0.0;
   for (size_t k = 0; k < device.size(); ++k) {
-    const double noise = std::abs(reference_declared[k] - reference[k]);
+    noise = std::max(noise, std::abs(reference_declared[k] - reference[k]));
     const double floor = rel_floor * std::abs(reference[k]) + tol.tol / 10;
     const double band = tol.multiplier * noise + floor;
-    const double consistency_band = kConsistency * noise + floor;
+    const double consistency_band = kLossConsistency * noise + floor;
     v.band.push_back(band);
     if (!std::isfinite(device[k])) {
       v.pass = false;

@@ -12,11 +12,17 @@
 // declared-numerics error budget, while a 1% error in one op is not. The dynamo rule alone lets
 // a defect hide inside m times the bf16 noise (a 2% softmax error gives ratio ~2 on a tiny Llama).
 //
-// Loss curves, per step k: with noise_k = |declared_k - reference_k| (the reference's own noise
-// at the declared numerics) and floor_k = rel_floor * |reference_k| + tol / 10,
+// Loss curves, per step k: with noise_k = max over j <= k of |declared_j - reference_j| (the
+// reference's own noise at the declared numerics so far) and floor_k = rel_floor *
+// |reference_k| + tol / 10,
 //   |device_k - reference_k| <= m * noise_k + floor_k   and
-//   |device_k - declared_k|  <= kConsistency * noise_k + floor_k  (when the device is further
-//   from the reference than noise_k + floor_k, i.e. less accurate than declared).
+//   |device_k - declared_k|  <= kLossConsistency * noise_k + floor_k  (when the device is
+//   further from the reference than noise_k + floor_k, i.e. less accurate than declared).
+// kLossConsistency is 1, not kConsistency's 0.5: training amplifies whatever separates the device
+// from its emulation (accumulation order, ~1e-7 relative, at step 0) step after step, and on a
+// high-curvature tiny model (Jais-2's relu² after a biased up_proj) that drift reaches 0.7 of the
+// bf16 noise by step 4 on an honest device. The first step's gradients, judged at 0.5, are what
+// holds a backward kernel to its declared numerics (engine README "Gradients").
 // NaN/Inf fails; a failing curve that rises while the reference falls is called diverging.
 //
 // Thread-safety: pure functions.
@@ -33,6 +39,7 @@
 namespace ts::engine {
 
 inline constexpr double kConsistency = 0.5;
+inline constexpr double kLossConsistency = 1.0;
 
 struct Tolerance {
   double tol = 1e-4;        // allclose rtol = atol for float32 outputs

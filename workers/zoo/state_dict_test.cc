@@ -115,6 +115,8 @@ const std::set<std::string> kNotYetInTable = {
     "HubertForCTC",
     "HubertForSequenceClassification",
     "HubertModel",
+    "Jais2ForCausalLM",
+    "Jais2Model",
     "LayoutLMForMaskedLM",
     "LayoutLMForQuestionAnswering",
     "LayoutLMForSequenceClassification",

@@ -12,6 +12,7 @@ const std::vector<DecoderFamily>& DecoderFamilies() {
       Olmoe(),
       FlexOlmo(),
       OpenAiGpt(),
+      Jais2(),
       DeepseekV2(),
       DeepseekV3(),
       Glm4Moe(),

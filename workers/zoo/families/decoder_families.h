@@ -91,6 +91,7 @@ DecoderFamily Cwm();
 DecoderFamily Olmoe();
 DecoderFamily FlexOlmo();
 DecoderFamily OpenAiGpt();
+DecoderFamily Jais2();
 DecoderFamily DeepseekV2();
 DecoderFamily DeepseekV3();
 DecoderFamily Glm4Moe();

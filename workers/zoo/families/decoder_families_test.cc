@@ -230,6 +230,14 @@ TEST(DecoderFamiliesTest, DeepseekLineageLayouts) {
             (std::vector<int64_t>{1, ernie->spec().tiny_config["moe_num_experts"].get<int64_t>()}));
   EXPECT_FALSE(WeightShape(*ernie, "layers.0.mlp.gate_proj.weight").empty());
   EXPECT_FALSE(WeightShape(*ernie, "layers.1.mlp.shared_experts.gate_proj.weight").empty());
+  // jais2: LayerNorm with bias, the non-gated relu2 MLP, biases on by default.
+  auto jais = Build("Jais2Model");
+  ASSERT_TRUE(jais);
+  EXPECT_FALSE(WeightShape(*jais, "layers.0.input_layernorm.bias").empty());
+  EXPECT_FALSE(WeightShape(*jais, "layers.0.self_attn.o_proj.bias").empty());
+  EXPECT_FALSE(WeightShape(*jais, "layers.0.mlp.up_proj.bias").empty());
+  EXPECT_TRUE(WeightShape(*jais, "layers.0.mlp.gate_proj.weight").empty());
+  EXPECT_FALSE(WeightShape(*jais, "norm.bias").empty());
 }
 
 TEST(DecoderFamiliesTest, TinyScalingKeepsLayerPatternsAndMultipliers) {
