@@ -128,6 +128,24 @@ TEST(LossCurveTest, CurvesCrossingDoNotShrinkTheNoise) {
   EXPECT_NE(f.error.find("step 4"), std::string::npos) << f.error;
 }
 
+// edge-ai/jais2-lora-merged-8, defect-free: the device equals its emulation to 1e-6 through step
+// 2, then training carries it 1.6e-3 off the declared curve at step 4 (2.6x the noise so far),
+// still inside the band around the reference. Past step 1 that drift is not judged; at steps 0
+// and 1 the same drift is (half the noise from the declared curve, as for the outputs).
+TEST(LossCurveTest, DriftFromTheDeclaredCurveIsJudgedOnlyAtTheFirstTwoSteps) {
+  const std::vector<double> ref = {6.6038647, 5.7084594, 4.9489093, 4.2987785, 3.7284479};
+  const std::vector<double> decl = {6.6039696, 5.7082529, 4.9486356, 4.2987189, 3.7290740};
+  const std::vector<double> dev = {6.6039696, 5.7082529, 4.9486365, 4.2989125, 3.7274690};
+  EXPECT_TRUE(CompareLossCurves(dev, ref, decl, Tolerance{1e-4, 3.0}).pass);
+  // At step 1, 2.5 noises from the reference (inside the 3x band) and on the far side from the
+  // declared curve: inconsistent with the declared numerics.
+  std::vector<double> early = dev;
+  early[1] = ref[1] + 2.5 * (ref[1] - decl[1]);
+  const auto v = CompareLossCurves(early, ref, decl, Tolerance{1e-4, 3.0});
+  EXPECT_FALSE(v.pass);
+  EXPECT_NE(v.error.find("step 1"), std::string::npos) << v.error;
+}
+
 TEST(LossCurveTest, NanAndDivergenceFail) {
   std::vector<double> ref = {6.2, 6.0, 5.8};
   auto nan = CompareLossCurves({6.2, NAN, 5.8}, ref, ref, Tolerance{});

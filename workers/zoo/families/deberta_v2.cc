@@ -9,7 +9,6 @@
 #include "workers/zoo/scaling.h"
 
 namespace ts::zoo::internal::encoder {
-namespace {
 
 // pos_att_type: "p2c|c2p" or ["p2c", "c2p"].
 Status ParsePosAttType(const ConfigReader& r, const json& config, Recipe& c) {
@@ -45,35 +44,24 @@ Status ParsePosAttType(const ConfigReader& r, const json& config, Recipe& c) {
   return OkStatus();
 }
 
-Status ParseDeberta(const ConfigReader& r, const json& config, Recipe& c) {
-  TS_ASSIGN_OR_RETURN(c.relative, r.Bool("relative_attention", false));
-  TS_ASSIGN_OR_RETURN(c.share_att_key, r.Bool("share_att_key", false));
-  TS_ASSIGN_OR_RETURN(c.pos_biased_input, r.Bool("position_biased_input", true));
-  TS_ASSIGN_OR_RETURN(c.buckets, r.Int("position_buckets", -1));
-  TS_ASSIGN_OR_RETURN(c.max_rel, r.Int("max_relative_positions", -1));
-  if (c.max_rel < 1) c.max_rel = c.max_pos;
-  if (c.buckets > 0 && c.buckets < 2) return r.Error("position_buckets", "must be >= 2 or <= 0");
-  if (c.buckets > 0 && c.max_rel <= c.buckets / 2 + 1) {
-    return r.Error("max_relative_positions", "must exceed position_buckets / 2 + 1");
-  }
-  TS_ASSIGN_OR_RETURN(std::string norm_rel, r.String("norm_rel_ebd", "none"));
-  c.norm_rel = norm_rel.find("layer_norm") != std::string::npos;
-  TS_RETURN_IF_ERROR(ParsePosAttType(r, config, c));
-  c.att_scale_factor = 1 + (c.c2p ? 1 : 0) + (c.p2c ? 1 : 0);
-  if (!c.relative) c.c2p = c.p2c = false;  // no c2p / p2c terms, but the scale stays
-  TS_ASSIGN_OR_RETURN(int64_t conv, r.Int("conv_kernel_size", 0));
-  if (conv > 0) return r.Error("conv_kernel_size", "unsupported (> 0)");
+Status ParseDebertaPooler(const ConfigReader& r, Recipe& c) {
   TS_ASSIGN_OR_RETURN(int64_t pool_h, r.Int("pooler_hidden_size", c.hidden));
   if (pool_h != c.hidden) return r.Error("pooler_hidden_size", "must equal hidden_size");
   TS_ASSIGN_OR_RETURN(std::string pooler_act, r.String("pooler_hidden_act", "gelu"));
   TS_ASSIGN_OR_RETURN(c.pooler_act, ParseActivation(pooler_act, r.Name("pooler_hidden_act")));
-  if (r.Has("attention_head_size")) {
-    TS_ASSIGN_OR_RETURN(int64_t ahs, r.Int("attention_head_size"));
-    if (ahs != c.hidden / c.heads) {
-      return r.Error("attention_head_size", "must equal hidden_size / num_attention_heads");
-    }
-  }
   return OkStatus();
+}
+
+HeadNames DebertaHeadNames() {
+  return {.seq_pooled = false,
+          .seq_dense = "pooler.dense",
+          .seq_act = DenseAct::kPoolerAct,
+          .choice_pooled = false,
+          .choice_dense = "pooler.dense",
+          .choice_act = DenseAct::kPoolerAct,
+          .lm_dense = "cls.predictions.transform.dense",
+          .lm_norm = "cls.predictions.transform.LayerNorm",
+          .lm_bias = "cls.predictions"};
 }
 
 void ScaleDeberta(const Recipe& real, json& t) {
@@ -92,6 +80,36 @@ void ScaleDeberta(const Recipe& real, json& t) {
   }
 }
 
+namespace {
+
+Status ParseDeberta(const ConfigReader& r, const json& config, Recipe& c) {
+  TS_ASSIGN_OR_RETURN(c.relative, r.Bool("relative_attention", false));
+  TS_ASSIGN_OR_RETURN(c.share_att_key, r.Bool("share_att_key", false));
+  TS_ASSIGN_OR_RETURN(c.pos_biased_input, r.Bool("position_biased_input", true));
+  TS_ASSIGN_OR_RETURN(c.buckets, r.Int("position_buckets", -1));
+  TS_ASSIGN_OR_RETURN(c.max_rel, r.Int("max_relative_positions", -1));
+  if (c.max_rel < 1) c.max_rel = c.max_pos;
+  if (c.buckets > 0 && c.buckets < 2) return r.Error("position_buckets", "must be >= 2 or <= 0");
+  if (c.buckets > 0 && c.max_rel <= c.buckets / 2 + 1) {
+    return r.Error("max_relative_positions", "must exceed position_buckets / 2 + 1");
+  }
+  TS_ASSIGN_OR_RETURN(std::string norm_rel, r.String("norm_rel_ebd", "none"));
+  c.norm_rel = norm_rel.find("layer_norm") != std::string::npos;
+  TS_RETURN_IF_ERROR(ParsePosAttType(r, config, c));
+  c.att_scale_factor = 1 + (c.c2p ? 1 : 0) + (c.p2c ? 1 : 0);
+  if (!c.relative) c.c2p = c.p2c = false;  // no c2p / p2c terms, but the scale stays
+  TS_ASSIGN_OR_RETURN(int64_t conv, r.Int("conv_kernel_size", 0));
+  if (conv > 0) return r.Error("conv_kernel_size", "unsupported (> 0)");
+  TS_RETURN_IF_ERROR(ParseDebertaPooler(r, c));
+  if (r.Has("attention_head_size")) {
+    TS_ASSIGN_OR_RETURN(int64_t ahs, r.Int("attention_head_size"));
+    if (ahs != c.hidden / c.heads) {
+      return r.Error("attention_head_size", "must equal hidden_size / num_attention_heads");
+    }
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 EncoderFamily DebertaV2() {
@@ -101,15 +119,7 @@ EncoderFamily DebertaV2() {
       .structure = {.layout = Layout::kDeberta,
                     .projection = Projection::kDeberta,
                     .base = "deberta."},
-      .names = {.seq_pooled = false,
-                .seq_dense = "pooler.dense",
-                .seq_act = DenseAct::kPoolerAct,
-                .choice_pooled = false,
-                .choice_dense = "pooler.dense",
-                .choice_act = DenseAct::kPoolerAct,
-                .lm_dense = "cls.predictions.transform.dense",
-                .lm_norm = "cls.predictions.transform.LayerNorm",
-                .lm_bias = "cls.predictions"},
+      .names = DebertaHeadNames(),
       .parse_late = ParseDeberta,
       .scale_extra = ScaleDeberta,
       .classes = AllHeads("DebertaV2", /*causal=*/false),

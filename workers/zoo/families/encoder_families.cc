@@ -12,7 +12,7 @@ const std::vector<EncoderFamily>& EncoderFamilies() {
       MegatronBert(), BigBird(),      BertGeneration(),
       RemBert(),
       RoFormer(),
-      Mpnet(),
+      Mpnet(),        Deberta(),
       Fnet(),         LayoutLm(),     Xlm(),
       Flaubert(),
   };

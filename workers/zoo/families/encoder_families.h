@@ -24,6 +24,15 @@ HeadNames RobertaHeadNames();
 // roberta-base / xlm-roberta-base / camembert-base shapes.
 json RobertaExample(const char* model_type, int64_t vocab, int64_t bos, int64_t eos);
 
+// families/deberta_v2.cc, shared with deberta (v1): pos_att_type ("c2p|p2c" or a list) into
+// c2p / p2c; the ContextPooler's size and activation; the head names (pooler.dense before the
+// classifiers, the legacy cls.predictions LM head); the tiny scaling of max_relative_positions
+// and position_buckets.
+Status ParsePosAttType(const ConfigReader& r, const json& config, Recipe& c);
+Status ParseDebertaPooler(const ConfigReader& r, Recipe& c);
+HeadNames DebertaHeadNames();
+void ScaleDeberta(const Recipe& real, json& t);
+
 EncoderFamily Bert();
 EncoderFamily Roberta();
 EncoderFamily XlmRoberta();
@@ -42,6 +51,7 @@ EncoderFamily BertGeneration();
 EncoderFamily RemBert();
 EncoderFamily RoFormer();
 EncoderFamily Mpnet();
+EncoderFamily Deberta();
 EncoderFamily Fnet();
 EncoderFamily LayoutLm();
 EncoderFamily Xlm();

@@ -3,7 +3,9 @@
 // double, computed from the formulas there, never from another zoo path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -285,11 +287,93 @@ TEST(TextEncodersTest, LayoutLmAddsTheBoxEmbeddingsAsTransformers) {
   EXPECT_GT(box.sum().item<int64_t>(), 0);
 }
 
+// ---- DeBERTa (v1) ---------------------------------------------------------------------------------
+
+// One DebertaModel layer in double, as modeling_deberta.py (transformers 5) computes it:
+// LayerNorm(words) * mask (position_biased_input false, no token types); DisentangledSelfAttention:
+// transpose_for_scores(in_proj(x)).chunk(3, -1) (head h's rows: its q, k, v), q + q_bias,
+// v + v_bias, q / sqrt(d * 3); span = min(S, max_relative_positions), rel = rel_embeddings[max_rel -
+// span : max_rel + span]; c2p[i, j] = q_i . pos_proj(rel)[clamp(i - j + span, 0, 2 span - 1)],
+// p2c[i, j] = k_j . (pos_q_proj(rel) / sqrt(d * 3))[the same index]; keys masked; softmax; then
+// BERT's output / intermediate / output with their LayerNorms.
+TEST(TextEncodersTest, DebertaV1DisentangledAttentionAsTransformers) {
+  const int64_t hid = 8, heads = 2, d = 4, s = 7, max_rel = 4;  // S > max_rel: the clamp bites
+  const nlohmann::json cfg = {{"architectures", {"DebertaModel"}}, {"model_type", "deberta"},
+                              {"hidden_size", hid}, {"intermediate_size", 16},
+                              {"num_attention_heads", heads}, {"num_hidden_layers", 1},
+                              {"vocab_size", 40}, {"max_position_embeddings", 16},
+                              {"relative_attention", true}, {"pos_att_type", {"c2p", "p2c"}},
+                              {"max_relative_positions", max_rel}, {"position_biased_input", false},
+                              {"type_vocab_size", 0}, {"layer_norm_eps", 1e-7}};
+  auto m = BuildFull(cfg);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(testing::WeightShape(*m, "encoder.layer.0.attention.self.in_proj.weight"),
+            (std::vector<int64_t>{3 * hid, hid}));
+  EXPECT_FALSE(HasWeight(*m, "encoder.layer.0.attention.self.pos_proj.bias"));
+  EXPECT_TRUE(HasWeight(*m, "encoder.layer.0.attention.self.pos_q_proj.bias"));
+  EXPECT_EQ(testing::WeightShape(*m, "encoder.rel_embeddings.weight"),
+            (std::vector<int64_t>{2 * max_rel, hid}));
+  const WeightMap w = m->InitWeights(13, at::kDouble);
+  const at::Tensor ids = at::tensor({5, 9, 11, 7, 30, 21, 0}, at::kLong).view({1, s});
+  const at::Tensor mask = at::tensor({1, 1, 1, 1, 1, 1, 0}, at::kLong).view({1, s});
+  const at::Tensor got = m->Forward(w, {{"input_ids", ids}, {"attention_mask", mask}})[0];
+  const Ops o{w, hid, 1e-7};
+  const at::Tensor x =
+      o.Ln(o.Emb("embeddings.word_embeddings.weight", ids), "embeddings.LayerNorm") *
+      mask.unsqueeze(-1).to(at::kDouble);
+  const std::string a = "encoder.layer.0.attention.self.";
+  const auto qkv = at::linear(x, w.at(a + "in_proj.weight"))
+                       .view({1, s, heads, 3 * d})
+                       .permute({0, 2, 1, 3})
+                       .chunk(3, -1);
+  const double scale = std::sqrt(static_cast<double>(d) * 3.0);
+  const at::Tensor q = (qkv[0] + w.at(a + "q_bias").view({1, heads, 1, d})) / scale;
+  const at::Tensor k = qkv[1];
+  const at::Tensor v = qkv[2] + w.at(a + "v_bias").view({1, heads, 1, d});
+  const int64_t span = std::min(s, max_rel);
+  const at::Tensor rel =
+      w.at("encoder.rel_embeddings.weight").narrow(0, max_rel - span, 2 * span);
+  const at::Tensor pos_k = at::linear(rel, w.at(a + "pos_proj.weight")).view({2 * span, heads, d});
+  const at::Tensor pos_q =
+      o.Lin(rel, a + "pos_q_proj").view({2 * span, heads, d}) / scale;
+  at::Tensor scores = at::matmul(q, k.transpose(-1, -2));
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < s; ++i) {
+      for (int64_t j = 0; j < s; ++j) {
+        const int64_t r = std::clamp<int64_t>(i - j + span, 0, 2 * span - 1);
+        scores[0][h][i][j] += at::dot(q[0][h][i], pos_k[r][h]) + at::dot(k[0][h][j], pos_q[r][h]);
+      }
+    }
+  }
+  scores = scores.masked_fill(mask.eq(0).view({1, 1, 1, s}), std::numeric_limits<double>::lowest());
+  const at::Tensor ctx =
+      at::matmul(at::softmax(scores, -1), v).permute({0, 2, 1, 3}).reshape({1, s, hid});
+  const std::string l = "encoder.layer.0.";
+  const at::Tensor y =
+      o.Ln(o.Lin(ctx, l + "attention.output.dense") + x, l + "attention.output.LayerNorm");
+  const at::Tensor f = o.Lin(at::gelu(o.Lin(y, l + "intermediate.dense")), l + "output.dense");
+  const at::Tensor want = o.Ln(f + y, l + "output.LayerNorm");
+  EXPECT_LT(MaxAbs(got.narrow(1, 0, 6), want.narrow(1, 0, 6)), 1e-10);  // the attended rows
+}
+
+// legacy false (the lm_predictions.lm_head head) refuses the masked-LM class only; talking_head
+// refuses every class.
+TEST(TextEncodersTest, DebertaV1RefusesWhatItDoesNotModelNamingTheField) {
+  ExpectConfigError("DebertaForMaskedLM", "legacy", false, "legacy");
+  ExpectConfigError("DebertaModel", "talking_head", true, "talking_head");
+  auto cfg = *ExampleConfig("DebertaForSequenceClassification");
+  cfg["legacy"] = false;
+  BuildOptions opts;
+  opts.arch = "DebertaForSequenceClassification";
+  EXPECT_TRUE(BuildModel(cfg, opts).ok());
+}
+
 TEST(TextEncodersTest, NewClassesRunTheFamilyBasics) {
   for (const char* arch : {"FNetForMaskedLM", "FNetForNextSentencePrediction",
                            "FNetForMultipleChoice", "XLMForTokenClassification",
                            "XLMForQuestionAnsweringSimple", "FlaubertWithLMHeadModel",
-                           "LayoutLMForTokenClassification"}) {
+                           "LayoutLMForTokenClassification", "DebertaForMaskedLM",
+                           "DebertaForQuestionAnswering"}) {
     SCOPED_TRACE(arch);
     auto m = Build(arch);
     ASSERT_NE(m, nullptr);

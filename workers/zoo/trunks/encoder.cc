@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/nn.h"
@@ -216,7 +218,15 @@ void EncoderModel::AddLayer(const std::string& p, int64_t i) {
     w = Add(lp + name + ".weight", {h});
     b = Add(lp + name + ".bias", {h});
   };
-  if (r_.layout != Layout::kFnet) {
+  if (r_.deberta_v1) {
+    // DisentangledSelfAttention (modeling_deberta.py): its own parameters first, then in_proj.
+    l.qb = Add(lp + "attention.self.q_bias", {h});
+    l.vb = Add(lp + "attention.self.v_bias", {h});
+    l.q = Add(lp + "attention.self.in_proj.weight", {3 * h, h});
+    if (r_.relative && r_.c2p) l.pk = Add(lp + "attention.self.pos_proj.weight", {h, h});
+    if (r_.relative && r_.p2c) lin("attention.self.pos_q_proj", l.pq, l.pqb, h, h);
+    lin(n.o, l.o, l.ob, h, h);
+  } else if (r_.layout != Layout::kFnet) {
     lin(n.q, l.q, l.qb, h, h);
     lin(n.k, l.k, l.kb, h, h);
     lin(n.v, l.v, l.vb, h, h);
@@ -381,9 +391,19 @@ at::Tensor EncoderModel::Layer(const WeightMap& w, const LayerW& l, const at::Te
   auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
   const at::Tensor a_in =
       l.pre1.empty() ? x : nn::LayerNorm(x, GetWeight(w, l.pre1), GetWeight(w, l.pre1b), r_.eps);
-  at::Tensor q = heads(nn::Linear(a_in, GetWeight(w, l.q), GetWeight(w, l.qb)));
-  at::Tensor k = heads(nn::Linear(a_in, GetWeight(w, l.k), GetWeight(w, l.kb)));
-  at::Tensor v = heads(nn::Linear(a_in, GetWeight(w, l.v), GetWeight(w, l.vb)));
+  at::Tensor q, k, v;
+  if (r_.deberta_v1) {
+    // transpose_for_scores(in_proj(x)).chunk(3, -1): head h's rows are its q, k, v in turn.
+    const std::vector<at::Tensor> qkv =
+        nn::Linear(a_in, GetWeight(w, l.q)).view({n, s, nh, 3 * hd}).transpose(1, 2).chunk(3, -1);
+    q = qkv[0] + GetWeight(w, l.qb).view({1, nh, 1, hd});
+    k = qkv[1];
+    v = qkv[2] + GetWeight(w, l.vb).view({1, nh, 1, hd});
+  } else {
+    q = heads(nn::Linear(a_in, GetWeight(w, l.q), GetWeight(w, l.qb)));
+    k = heads(nn::Linear(a_in, GetWeight(w, l.k), GetWeight(w, l.kb)));
+    v = heads(nn::Linear(a_in, GetWeight(w, l.v), GetWeight(w, l.vb)));
+  }
   if (r_.rotary) {
     q = Rotate(w, q);
     k = Rotate(w, k);
@@ -551,6 +571,8 @@ StatusOr<std::unique_ptr<Model>> BuildEncoderModel(ModelSpec spec, Recipe recipe
                                                    const HeadNames& names, Head head) {
   if ((head == Head::kSeqCls || head == Head::kMultipleChoice) && !recipe.summary_error.empty())
     return InvalidArgumentError(recipe.summary_error);
+  const bool lm = head == Head::kMaskedLM || head == Head::kPreTraining || head == Head::kCausalLM;
+  if (lm && !recipe.lm_error.empty()) return InvalidArgumentError(recipe.lm_error);
   return std::unique_ptr<Model>(
       std::make_unique<EncoderModel>(std::move(spec), std::move(recipe), names, head));
 }

@@ -98,6 +98,11 @@ struct Recipe {
   // classes that use it refuse the config; "" = supported).
   bool summary_last = false;
   std::string summary_error = "";
+  // DeBERTa (v1): one in_proj [3H, H] split per head into q | k | v, q_bias and v_bias, and
+  // pos_proj (no bias) / pos_q_proj for c2p / p2c; why its masked-LM head is unsupported ("" =
+  // supported: legacy cls.predictions), refused by the LM classes only.
+  bool deberta_v1 = false;
+  std::string lm_error = "";
   // LayoutLM: max_2d_position_embeddings (> 0: the bbox input and its x / y / h / w tables).
   int64_t max_2d = 0;
 

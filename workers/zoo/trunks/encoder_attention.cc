@@ -1,5 +1,6 @@
-// DeBERTa-v2's disentangled attention on the encoder trunk: content-to-position (c2p) and
-// position-to-content (p2c) scores over log-bucketed relative positions (encoder.h).
+// DeBERTa's disentangled attention on the encoder trunk (v2, and v1 with its pos_proj /
+// pos_q_proj): content-to-position (c2p) and position-to-content (p2c) scores over relative
+// positions, log-bucketed for v2 when position_buckets is set (encoder.h).
 #include <cmath>
 #include <limits>
 
@@ -61,7 +62,7 @@ at::Tensor EncoderModel::DisentangledAttention(const WeightMap& w, const LayerW&
                      const std::string& own_b) {
     return r_.share_att_key
                ? rel_heads(nn::Linear(rt.rel, GetWeight(w, shared), GetWeight(w, shared_b)))
-               : rel_heads(nn::Linear(rt.rel, GetWeight(w, own), GetWeight(w, own_b)));
+               : rel_heads(nn::Linear(rt.rel, GetWeight(w, own), GetOptionalWeight(w, own_b)));
   };
   if (r_.c2p) {
     at::Tensor pk = project(l.k, l.kb, l.pk, l.pkb);
