@@ -28,6 +28,21 @@ inline std::unique_ptr<Model> Build(const std::string& arch, nlohmann::json cfg 
   return m.ok() ? std::move(*m) : nullptr;
 }
 
+// Builds the config's architecture at the config's own sizes (no tiny scaling): the formula tests'
+// one-layer models. A build error fails the calling test and returns nullptr.
+inline std::unique_ptr<Model> BuildFull(const nlohmann::json& cfg) {
+  BuildOptions o;
+  o.tiny = false;
+  auto m = BuildModel(cfg, o);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+// max |a - b|.
+inline double MaxAbs(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
 inline bool HasWeight(const Model& m, const std::string& name) {
   for (const auto& [n, s] : m.WeightShapes()) {
     if (n == name) return true;

@@ -15,15 +15,8 @@
 namespace ts::zoo {
 namespace {
 
-std::unique_ptr<Model> BuildFull(const nlohmann::json& cfg) {
-  BuildOptions o;
-  o.tiny = false;
-  auto m = BuildModel(cfg, o);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(*m) : nullptr;
-}
-
-double MaxAbs(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+using testing::BuildFull;
+using testing::MaxAbs;
 
 // ---- Phi-3 longrope ----------------------------------------------------------------------------
 

@@ -4,24 +4,33 @@
 // ContextPooler (pooler.dense, pooler_hidden_act) before the classifiers. Simplifications:
 // trunks/encoder.h.
 #include <algorithm>
+#include <cctype>
 
 #include "workers/zoo/families/encoder_families.h"
 #include "workers/zoo/scaling.h"
 
 namespace ts::zoo::internal::encoder {
 
-// pos_att_type: "p2c|c2p" or ["p2c", "c2p"].
+// pos_att_type: "p2c|c2p" (lower-cased, each part stripped, as the configs do) or
+// ["p2c", "c2p"].
 Status ParsePosAttType(const ConfigReader& r, const json& config, Recipe& c) {
   if (!r.Has("pos_att_type")) return OkStatus();
   const json& p = config.at("pos_att_type");
   std::vector<std::string> kinds;
   if (p.is_string()) {
     std::string s = p.get<std::string>();
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
     size_t start = 0;
     while (start <= s.size()) {
       size_t bar = s.find('|', start);
       if (bar == std::string::npos) bar = s.size();
-      if (bar > start) kinds.push_back(s.substr(start, bar - start));
+      std::string part = s.substr(start, bar - start);
+      const size_t first = part.find_first_not_of(" \t");
+      part = first == std::string::npos
+                 ? ""
+                 : part.substr(first, part.find_last_not_of(" \t") - first + 1);
+      if (!part.empty()) kinds.push_back(part);
       start = bar + 1;
     }
   } else if (p.is_array()) {

@@ -29,13 +29,7 @@ nlohmann::json OneLayer(const std::string& arch, const std::string& model_type) 
           {"rms_norm_eps", 1e-6}};
 }
 
-std::unique_ptr<Model> BuildFull(const nlohmann::json& cfg) {
-  BuildOptions o;
-  o.tiny = false;
-  auto m = BuildModel(cfg, o);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(*m) : nullptr;
-}
+using testing::BuildFull;
 
 // GemmaRMSNorm with a zero weight: x * rsqrt(mean(x^2) + eps) * (1 + 0).
 at::Tensor GemmaNorm(const at::Tensor& x) {

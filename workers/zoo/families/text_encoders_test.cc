@@ -20,15 +20,8 @@ using testing::Build;
 using testing::ExpectConfigError;
 using testing::HasWeight;
 
-double MaxAbs(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
-
-std::unique_ptr<Model> BuildFull(const nlohmann::json& cfg) {
-  BuildOptions o;
-  o.tiny = false;
-  auto m = BuildModel(cfg, o);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(*m) : nullptr;
-}
+using testing::BuildFull;
+using testing::MaxAbs;
 
 struct Ops {
   const WeightMap& w;
@@ -361,6 +354,14 @@ TEST(TextEncodersTest, DebertaV1DisentangledAttentionAsTransformers) {
 TEST(TextEncodersTest, DebertaV1RefusesWhatItDoesNotModelNamingTheField) {
   ExpectConfigError("DebertaForMaskedLM", "legacy", false, "legacy");
   ExpectConfigError("DebertaModel", "talking_head", true, "talking_head");
+  ExpectConfigError("DebertaModel", "pos_att_type", "c2p|p2x", "unknown 'p2x'");
+  // The string form is lower-cased and each part stripped (DebertaConfig).
+  auto spaced = *ExampleConfig("DebertaModel");
+  spaced["pos_att_type"] = "C2P | p2c";
+  auto m = Build("DebertaModel", spaced);
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(HasWeight(*m, "encoder.layer.0.attention.self.pos_proj.weight"));
+  EXPECT_TRUE(HasWeight(*m, "encoder.layer.0.attention.self.pos_q_proj.weight"));
   auto cfg = *ExampleConfig("DebertaForSequenceClassification");
   cfg["legacy"] = false;
   BuildOptions opts;
