@@ -227,6 +227,22 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
   return w * (x * at::rsqrt(x.pow(2).mean(-1, true) + eps));
 }
 
+// MixtralExperts as transformers 5 computes them (the fused layout): for each token t and each of
+// its chosen experts e (idx[t][j], weight wt[t][j]): gate, up = linear(h[t], gate_up_proj[e])
+// .chunk(2), wt * down_proj[e] @ (silu(gate) * up), summed. h [S, H].
+at::Tensor RoutedExperts(const at::Tensor& h, const at::Tensor& idx, const at::Tensor& wt,
+                         const at::Tensor& gate_up, const at::Tensor& down) {
+  at::Tensor y = at::zeros_like(h);
+  for (int64_t t = 0; t < h.size(0); ++t) {
+    for (int64_t j = 0; j < idx.size(1); ++j) {
+      const int64_t e = idx[t][j].item<int64_t>();
+      const auto gu = at::linear(h[t], gate_up[e]).chunk(2, -1);
+      y[t] += wt[t][j] * at::linear(at::silu(gu[0]) * gu[1], down[e]);
+    }
+  }
+  return y;
+}
+
 // One llama-layout layer and the final norm, in double, as transformers' LlamaModel computes it
 // (modeling_llama.py): RMSNorm, q/k/v (bias when present), rotary on arange(S) with
 // inv_freq = 1 / theta^(arange(0, d, 2) / d) (rotate_half over the halves, or over even/odd pairs
@@ -389,16 +405,8 @@ at::Tensor OneLayerOlmoeReference(const WeightMap& w, const at::Tensor& ids, int
   h = RmsNorm(x, w.at(l + "post_attention_layernorm.weight"), eps).view({s, hid});
   const at::Tensor probs = at::softmax(at::linear(h, w.at(l + "mlp.gate.weight")), -1);
   const auto [top, idx] = at::topk(probs, top_k, -1);
-  const at::Tensor& gate_up = w.at(l + "mlp.experts.gate_up_proj");
-  const at::Tensor& down = w.at(l + "mlp.experts.down_proj");
-  at::Tensor y = at::zeros_like(h);
-  for (int64_t t = 0; t < s; ++t) {
-    for (int64_t j = 0; j < top_k; ++j) {
-      const int64_t e = idx[t][j].item<int64_t>();
-      const auto gu = at::linear(h[t], gate_up[e]).chunk(2, -1);
-      y[t] += top[t][j] * at::linear(at::silu(gu[0]) * gu[1], down[e]);
-    }
-  }
+  const at::Tensor y = RoutedExperts(h, idx, top, w.at(l + "mlp.experts.gate_up_proj"),
+                                     w.at(l + "mlp.experts.down_proj"));
   x = x + y.view({1, s, hid});
   return RmsNorm(x, w.at("norm.weight"), eps);
 }
@@ -657,16 +665,8 @@ at::Tensor OneLayerDeepseekReference(const WeightMap& w, const at::Tensor& ids, 
     std::tie(wt, idx) = at::softmax(logits, -1).topk(top_k, -1);
   }
   wt = wt * scaling;
-  const at::Tensor& gate_up = w.at(m + "experts.gate_up_proj");
-  const at::Tensor& down = w.at(m + "experts.down_proj");
-  at::Tensor y = at::zeros_like(h);
-  for (int64_t t = 0; t < s; ++t) {
-    for (int64_t j = 0; j < top_k; ++j) {
-      const int64_t ex = idx[t][j].item<int64_t>();
-      const auto gu = at::linear(h[t], gate_up[ex]).chunk(2, -1);
-      y[t] += wt[t][j] * at::linear(at::silu(gu[0]) * gu[1], down[ex]);
-    }
-  }
+  at::Tensor y = RoutedExperts(h, idx, wt, w.at(m + "experts.gate_up_proj"),
+                               w.at(m + "experts.down_proj"));
   y = y + lin(at::silu(lin(h, m + "shared_experts.gate_proj.weight")) *
                   lin(h, m + "shared_experts.up_proj.weight"),
               m + "shared_experts.down_proj.weight");

@@ -59,9 +59,7 @@ ConvTrunkRecipe MobileNetV1Recipe(const MobileNetV1Config& c, const std::string&
   };
   auto layer = [&](const std::string& p, int64_t in, int64_t out, int64_t k, int64_t s,
                    int64_t g) {
-    ConvBnLayer l = MakeConvBn(p, "convolution", "normalization", in, out, k, s, g, true);
-    if (c.tf_padding) l.pad = ConvBnLayer::Pad::kTfSame;
-    return l;
+    return MakeMobileNetConvBn(p, in, out, k, s, g, /*act=*/true, c.tf_padding);
   };
   ConvTrunkRecipe r;
   r.channels = c.num_channels;

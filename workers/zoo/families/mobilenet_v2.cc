@@ -75,9 +75,7 @@ ConvTrunkRecipe MobileNetV2Recipe(const MobileNetV2Config& c, const std::string&
   const int64_t expanded = mult(32);
   auto layer = [&](const std::string& p, int64_t in, int64_t out, int64_t k, int64_t s, int64_t g,
                    bool act) {
-    ConvBnLayer l = MakeConvBn(p, "convolution", "normalization", in, out, k, s, g, act);
-    if (c.tf_padding) l.pad = ConvBnLayer::Pad::kTfSame;
-    return l;
+    return MakeMobileNetConvBn(p, in, out, k, s, g, act, c.tf_padding);
   };
   ConvTrunkRecipe r;
   r.channels = c.num_channels;

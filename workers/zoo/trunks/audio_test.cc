@@ -274,16 +274,13 @@ TEST(AudioTest, UniSpeechIsWav2Vec2UnderItsNameWithMeanCtcLoss) {
   ASSERT_TRUE(uni);
   nlohmann::json cfg = uni->spec().tiny_config;
   cfg["model_type"] = "wav2vec2";
-  cfg["architectures"] = {"Wav2Vec2Model"};
-  BuildOptions as_is;
-  as_is.tiny = false;
-  auto w2v = BuildModel(cfg, as_is);
-  ASSERT_TRUE(w2v.ok()) << w2v.status().ToString();
+  auto w2v = testing::BuildSibling(*uni, "Wav2Vec2Model", cfg);
+  ASSERT_TRUE(w2v);
   const WeightMap w = uni->InitWeights(3);
-  ASSERT_EQ(w.size(), (*w2v)->WeightShapes().size());
+  ASSERT_EQ(w.size(), w2v->WeightShapes().size());
   const Batch b = uni->MakeBatch(1, 2);
   const auto a = uni->Forward(w, b.inputs);
-  const auto want = (*w2v)->Forward(w, b.inputs);
+  const auto want = w2v->Forward(w, b.inputs);
   ASSERT_EQ(a.size(), want.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i], want[i])) << i;
   auto ctc = testing::Build("UniSpeechForCTC");
@@ -295,16 +292,14 @@ TEST(AudioTest, UniSpeechIsWav2Vec2UnderItsNameWithMeanCtcLoss) {
   sum_cfg["ctc_loss_reduction"] = "sum";
   nlohmann::json mean_cfg = ctc->spec().tiny_config;
   mean_cfg["ctc_loss_reduction"] = "mean";
-  BuildOptions o;
-  o.tiny = false;
-  auto sum = BuildModel(sum_cfg, o);
-  auto mean = BuildModel(mean_cfg, o);
-  ASSERT_TRUE(sum.ok() && mean.ok());
+  auto sum = testing::BuildFull(sum_cfg);
+  auto mean = testing::BuildFull(mean_cfg);
+  ASSERT_TRUE(sum && mean);
   const WeightMap wc = ctc->InitWeights(4);
   const Batch bc = ctc->MakeBatch(2, 2);
   const double got = ctc->Loss(wc, bc).item<double>();
-  EXPECT_DOUBLE_EQ(got, (*mean)->Loss(wc, bc).item<double>());
-  EXPECT_GT(std::abs(got - (*sum)->Loss(wc, bc).item<double>()), 1e-3);
+  EXPECT_DOUBLE_EQ(got, mean->Loss(wc, bc).item<double>());
+  EXPECT_GT(std::abs(got - sum->Loss(wc, bc).item<double>()), 1e-3);
 }
 
 }  // namespace

@@ -41,6 +41,13 @@ ConvBnLayer MakeConvBn(const std::string& p, const std::string& conv_name,
   return l;
 }
 
+ConvBnLayer MakeMobileNetConvBn(const std::string& p, int64_t in, int64_t out, int64_t k,
+                                int64_t stride, int64_t groups, bool act, bool tf_padding) {
+  ConvBnLayer l = MakeConvBn(p, "convolution", "normalization", in, out, k, stride, groups, act);
+  if (tf_padding) l.pad = ConvBnLayer::Pad::kTfSame;
+  return l;
+}
+
 ConvTrunk::ConvTrunk(ConvTrunkRecipe recipe)
     : VisionTrunk(recipe.channels, recipe.image_size), r_(std::move(recipe)) {
   for (const ConvBnLayer& l : r_.stem) AddLayer(l);

@@ -31,6 +31,10 @@ struct ConvBnLayer {
 ConvBnLayer MakeConvBn(const std::string& p, const std::string& conv_name,
                        const std::string& bn_name, int64_t in, int64_t out, int64_t k,
                        int64_t stride, int64_t groups, bool act);
+// MobileNet V1 / V2's layer (MobileNetV*ConvLayer): `convolution` + `normalization` under `p`,
+// TensorFlow "same" padding when the config's tf_padding is set.
+ConvBnLayer MakeMobileNetConvBn(const std::string& p, int64_t in, int64_t out, int64_t k,
+                                int64_t stride, int64_t groups, bool act, bool tf_padding);
 
 struct ConvBlock {
   std::optional<ConvBnLayer> shortcut;  // ResNet projection of the block input

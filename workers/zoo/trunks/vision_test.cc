@@ -256,11 +256,9 @@ TEST(VisionFamiliesTest, ConvNextV2GlobalResponseNormAsTransformers) {
                               {"num_channels", 3}, {"patch_size", 4}, {"num_stages", 1},
                               {"hidden_sizes", {8}}, {"depths", {1}}, {"image_size", 16},
                               {"hidden_act", "gelu"}, {"layer_norm_eps", 1e-12}};
-  BuildOptions o;
-  o.tiny = false;
-  auto built = BuildModel(cfg, o);
-  ASSERT_TRUE(built.ok()) << built.status().ToString();
-  const Model& m = **built;
+  auto built = testing::BuildFull(cfg);
+  ASSERT_TRUE(built);
+  const Model& m = *built;
   EXPECT_EQ(testing::WeightShape(m, "encoder.stages.0.layers.0.grn.weight"),
             (std::vector<int64_t>{1, 1, 1, 32}));
   EXPECT_TRUE(testing::WeightShape(m, "encoder.stages.0.layers.0.layer_scale_parameter").empty());
@@ -298,15 +296,12 @@ TEST(VisionFamiliesTest, VitMsnIsViTWithoutPooler) {
   ASSERT_TRUE(msn);
   nlohmann::json cfg = msn->spec().tiny_config;
   cfg["model_type"] = "vit";
-  cfg["architectures"] = {"ViTForImageClassification"};
-  BuildOptions o;
-  o.tiny = false;
-  auto vit = BuildModel(cfg, o);
-  ASSERT_TRUE(vit.ok()) << vit.status().ToString();
+  auto vit = testing::BuildSibling(*msn, "ViTForImageClassification", cfg);
+  ASSERT_TRUE(vit);
   const WeightMap w = msn->InitWeights(2);
-  ASSERT_EQ(w.size(), (*vit)->WeightShapes().size());
+  ASSERT_EQ(w.size(), vit->WeightShapes().size());
   const Batch b = msn->MakeBatch(1, 2);
-  EXPECT_TRUE(at::equal(msn->Forward(w, b.inputs)[0], (*vit)->Forward(w, b.inputs)[0]));
+  EXPECT_TRUE(at::equal(msn->Forward(w, b.inputs)[0], vit->Forward(w, b.inputs)[0]));
   auto base = Build("ViTMSNModel");
   ASSERT_TRUE(base);
   EXPECT_EQ(base->OutputNames(), (std::vector<std::string>{"last_hidden_state"}));
@@ -324,11 +319,9 @@ TEST(VisionFamiliesTest, MobileNetV1IsTransformersDepthwiseSeparableStack) {
                               {"model_type", "mobilenet_v1"}, {"image_size", 32},
                               {"depth_multiplier", 0.25}, {"min_depth", 8},
                               {"layer_norm_eps", 1e-3}, {"hidden_act", "relu6"}};
-  BuildOptions o;
-  o.tiny = false;
-  auto built = BuildModel(cfg, o);
-  ASSERT_TRUE(built.ok()) << built.status().ToString();
-  const Model& m = **built;
+  auto built = testing::BuildFull(cfg);
+  ASSERT_TRUE(built);
+  const Model& m = *built;
   EXPECT_EQ(testing::WeightShape(m, "layer.0.convolution.weight"),
             (std::vector<int64_t>{8, 1, 3, 3}));  // depthwise over the stem's max(8, 8)
   EXPECT_EQ(testing::WeightShape(m, "layer.25.convolution.weight"),
