@@ -483,6 +483,7 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
   // The same arithmetic as the Query service's GetSummary (services/query).
   ts::query::SummaryBuilder summary(touchstone::v1::GROUP_BY_TASK, modes);
   ts::cli::RunFindings suspects;
+  std::map<std::string, double> stage_ms;  // each engine stage's time, summed over the models
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < rows.size(); ++i) {
     ts::engine::RunOptions o;
@@ -495,7 +496,9 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
     o.checkpoint_dir = rows[i].checkpoint.empty()
                            ? ts::zoo::CheckpointDirFor(f.weights_dir, rows[i].id)
                            : (std::filesystem::path(f.weights_dir) / rows[i].checkpoint).string();
-    const auto record = ts::runner::ToRecord(ts::engine::RunModel(rows[i].config, o));
+    const ts::engine::ModelResult result = ts::engine::RunModel(rows[i].config, o);
+    for (const auto& [stage, ms] : result.timings_ms) stage_ms[stage] += ms;
+    const auto record = ts::runner::ToRecord(result);
     suspects.Add(rows[i].id, record);
     touchstone::v1::ResultRow row;
     row.set_model_id(rows[i].id);
@@ -518,6 +521,7 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
     j["profile"] = {{"name", act->name}, {"sdk_version", act->sdk_version}};
     j["sample"] = rows.size();
     j["seconds"] = secs;
+    for (const auto& [stage, ms] : stage_ms) j["stage_seconds"][stage] = ms / 1000.0;
     j["suspects"] = suspects.Json();
     std::cout << j.dump() << std::endl;
   } else {

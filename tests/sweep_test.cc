@@ -301,6 +301,17 @@ TEST(SweepCommandTest, SweepMatchesRunCatalogOnTheSameSampleAndCanBePruned) {
   EXPECT_TRUE(same(s["tasks"], r["tasks"])) << s["tasks"].dump() << "\n" << r["tasks"].dump();
   EXPECT_TRUE(same(s["total"], r["total"])) << s["total"].dump() << "\n" << r["total"].dump();
   EXPECT_EQ(s["statuses"], r["statuses"]);
+  // run-catalog's stage times: every stage ran for the 24 models, and the stages the engine
+  // times separately sum to no more than its total.
+  const json& st = r["stage_seconds"];
+  double stages = 0;
+  for (const char* k : {"build", "reference", "eager", "compile", "train"}) {
+    ASSERT_TRUE(st.contains(k)) << st.dump();
+    EXPECT_GT(st[k].get<double>(), 0) << k;
+    stages += st[k].get<double>();
+  }
+  EXPECT_LE(stages, st["total"].get<double>() * 1.0001) << st.dump();
+  EXPECT_LE(st["total"].get<double>(), r["seconds"].get<double>()) << st.dump();
   // The embedded PostgreSQL was stopped at the end.
   EXPECT_FALSE(fs::exists(dir / "state" / "pg" / "data" / "postmaster.pid"));
 

@@ -154,6 +154,15 @@ at::Tensor GradOf(const GradMap& grads, const std::string& name) {
   return it->second.detach().to(at::kCPU).to(at::kDouble);
 }
 
+// Whether `name`'s device gradient is defined and equal to its defined declared one, bit for bit.
+bool SameAsDeclared(const GradMap& device, const GradMap& declared, const std::string& name) {
+  auto dev_it = device.find(name), decl_it = declared.find(name);
+  return dev_it != device.end() && decl_it != declared.end() && dev_it->second.defined() &&
+         decl_it->second.defined() &&
+         dev_it->second.scalar_type() == decl_it->second.scalar_type() &&
+         at::equal(dev_it->second.cpu(), decl_it->second.cpu());
+}
+
 struct ParamFailure {
   std::string name;
   double severity;  // how far over the rule (> 1)
@@ -276,11 +285,7 @@ GradientVerdict CompareGradients(const GradMap& device, const GradMap& cpu_fp32,
   std::vector<ParamFailure> failures;
   for (const auto& [name, g] : golden_fp64) {
     if (!g.defined()) continue;  // no gradient reaches it
-    auto dev_it = device.find(name), decl_it = cpu_declared.find(name);
-    if (dev_it != device.end() && decl_it != cpu_declared.end() && dev_it->second.defined() &&
-        decl_it->second.defined() &&
-        dev_it->second.scalar_type() == decl_it->second.scalar_type() &&
-        at::equal(dev_it->second.cpu(), decl_it->second.cpu())) {
+    if (SameAsDeclared(device, cpu_declared, name)) {
       // Bit for bit the declared numerics' gradient: its error is the reference's (ratio 1),
       // and it passes every rule. The usual case of an honest device in this simulator.
       ++v.judged;
@@ -327,6 +332,24 @@ GradientVerdict CompareGradients(const GradMap& device, const GradMap& cpu_fp32,
   if (failures.size() > kNamed) o << " (+" << failures.size() - kNamed << " more)";
   o << " (" << failures.front().name << " " << failures.front().why << ")";
   v.error = o.str();
+  return v;
+}
+
+bool GradientsMatchDeclared(const GradMap& device, const GradMap& cpu_declared) {
+  for (const auto& [name, g] : cpu_declared) {
+    if (g.defined() && !SameAsDeclared(device, cpu_declared, name)) return false;
+  }
+  return true;
+}
+
+GradientVerdict ExactDeclaredGradients(const GradMap& cpu_declared) {
+  GradientVerdict v;
+  for (const auto& [name, g] : cpu_declared) {
+    if (!g.defined()) continue;
+    if (v.worst_param.empty()) v.worst_param = name;
+    v.worst_ratio = 1.0;
+    ++v.judged;
+  }
   return v;
 }
 

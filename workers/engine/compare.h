@@ -89,4 +89,14 @@ GradientVerdict CompareGradients(const GradMap& device, const GradMap& cpu_fp32,
                                  const GradMap& golden_fp64, const GradMap& cpu_declared,
                                  const Tolerance& tol);
 
+// Whether every gradient of the declared numerics' step is on the device too, equal bit for bit
+// (same dtype). Then CompareGradients judges every parameter at ratio 1 whatever the fp64
+// reference holds, and ExactDeclaredGradients is its verdict without that reference: the engine
+// takes the fp64 step only when this is false.
+bool GradientsMatchDeclared(const GradMap& device, const GradMap& cpu_declared);
+// CompareGradients' verdict for a device whose gradients match the declared ones
+// (GradientsMatchDeclared): every parameter with a declared gradient judged, at ratio 1, the
+// first by name its worst.
+GradientVerdict ExactDeclaredGradients(const GradMap& cpu_declared);
+
 }  // namespace ts::engine

@@ -248,5 +248,40 @@ TEST(CompareGradientsTest, MissingOrNonFiniteDeviceGradientFails) {
   EXPECT_TRUE(std::isinf(v.worst_ratio));
 }
 
+// A device whose gradients are the declared ones bit for bit: ExactDeclaredGradients gives
+// CompareGradients' verdict without the fp64 reference (the engine then skips the fp64 step).
+// One differing bit, a missing gradient or another dtype makes GradientsMatchDeclared false.
+TEST(CompareGradientsTest, ExactDeclaredGradientsIsTheVerdictOfAnExactDevice) {
+  Tolerance tol{1e-4, 3.0};
+  Grads g = MakeGrads();
+  for (auto& [name, t] : g.declared) g.device[name] = t.clone();
+  ASSERT_TRUE(GradientsMatchDeclared(g.device, g.declared));
+  const GradientVerdict full = CompareGradients(g.device, g.ref, g.golden, g.declared, tol);
+  const GradientVerdict exact = ExactDeclaredGradients(g.declared);
+  EXPECT_TRUE(full.pass && exact.pass);
+  EXPECT_EQ(exact.judged, full.judged);
+  EXPECT_EQ(exact.judged, 3);  // the noise-dominated one too: equal, so judged
+  EXPECT_EQ(exact.worst_param, full.worst_param);
+  EXPECT_EQ(exact.worst_ratio, full.worst_ratio);
+  EXPECT_EQ(exact.worst_ratio, 1.0);
+  EXPECT_EQ(exact.noise_dominated, full.noise_dominated);
+
+  Grads off = g;
+  off.device["norm.weight"] = g.device["norm.weight"].clone();
+  const float x = off.device["norm.weight"][5].item<float>();
+  off.device["norm.weight"][5] = std::nextafter(x, 1e9f);  // one ulp
+  EXPECT_FALSE(GradientsMatchDeclared(off.device, off.declared));
+  Grads missing = g;
+  missing.device.erase("key.bias");
+  EXPECT_FALSE(GradientsMatchDeclared(missing.device, missing.declared));
+  Grads other = g;
+  other.device["qkv.weight"] = g.device["qkv.weight"].to(at::kDouble);  // equal values
+  EXPECT_FALSE(GradientsMatchDeclared(other.device, other.declared));
+  // A gradient that reaches only the device (none declared) does not count.
+  Grads extra = g;
+  extra.device["only.device"] = at::ones({3});
+  EXPECT_TRUE(GradientsMatchDeclared(extra.device, extra.declared));
+}
+
 }  // namespace
 }  // namespace ts::engine

@@ -23,9 +23,9 @@
 // replayed op by op (README.md, "Suspects"): ModeResult::audited and ::suspects.
 //
 // Op coverage counts the eager and train device runs (never the replays). timings_ms holds
-// "build", "reference", "eager", "compile", "train" (with "train_reference",
-// "train_golden_grads", "train_declared", "train_device", "train_grad_check") for the stages
-// that completed,
+// "build", "reference", "eager", "compile", "train" (with "train_reference", "train_declared",
+// "train_device", "train_grad_check", and "train_golden_grads" when the fp64 step was needed:
+// the device's gradients differ from the declared ones) for the stages that completed,
 // "audit_eager", "audit_compile", "audit_train" for the replays, and "total".
 //
 // The engine reads the active profile's declared numerics and compiler spec

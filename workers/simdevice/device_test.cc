@@ -4,6 +4,7 @@
 // defects in defect_effects_test.cc.
 #include <map>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -172,6 +173,73 @@ TEST_F(DeviceTest, MemoryAccountingTracksCurrentAndPeakBytes) {
     EXPECT_EQ(SnapshotCounters().peak_bytes, base + 4096);
   }
   EXPECT_EQ(SnapshotCounters().current_bytes, base);
+}
+
+// A computed result becomes device memory without a copy (kernels.cc ToDevice): it is charged
+// like an allocation, freed with the tensor, independent of its operands, and refused beyond
+// capacity like any allocation.
+TEST_F(DeviceTest, ComputedResultsAreChargedAndOwnTheirMemory) {
+  const int64_t base = SnapshotCounters().current_bytes;
+  const at::Tensor x = at::randn({256});
+  auto a = Dev(x);  // 1 KiB
+  ASSERT_EQ(SnapshotCounters().current_bytes, base + 1024);
+  {
+    auto g = at::gelu(a);  // native: computed on the host, adopted
+    EXPECT_EQ(SnapshotCounters().current_bytes, base + 2048);
+    EXPECT_EQ(SnapshotCounters().peak_bytes, base + 2048);
+    EXPECT_EQ(g.device(), SimDevice());
+    a.mul_(2);  // the result does not share the operand's memory
+    EXPECT_TRUE(at::equal(Cpu(g), at::gelu(x)));
+    g.add_(1);  // nor the operand the result's
+    EXPECT_TRUE(at::equal(Cpu(a), x * 2));
+    g.resize_({512});  // a resize reallocates through the device allocator
+    EXPECT_EQ(SnapshotCounters().current_bytes, base + 1024 + 2048);
+  }
+  EXPECT_EQ(SnapshotCounters().current_bytes, base + 1024);
+
+  auto j = BaselineNoDefects();
+  j["memory_bytes"] = 1 << 20;
+  ActivateJson(j);
+  const int64_t before = SnapshotCounters().current_bytes;
+  auto big = Dev(at::randn({150 * 1024}));  // 600 KiB of the 1 MiB
+  try {
+    auto g = at::gelu(big);  // another 600 KiB
+    FAIL() << "expected OOM";
+  } catch (const c10::Error& e) {
+    EXPECT_EQ(ClassifyFault(e.what()), FaultKind::kOom) << e.what();
+  }
+  EXPECT_EQ(SnapshotCounters().current_bytes, before + 600 * 1024);
+}
+
+// The fallback drops exactly one libtorch warning: a 0-dim out= tensor resized, which 1.13's
+// mse_loss.out emits on every call (fallback.cc). Any other warning still reaches the handler.
+TEST_F(DeviceTest, FallbackDropsOnlyTheZeroDimOutResizeWarning) {
+  struct Capture : c10::WarningHandler {
+    std::vector<std::string> seen;
+    void process(const c10::SourceLocation&, const std::string& msg, bool) override {
+      seen.push_back(msg);
+    }
+  } capture;
+  c10::Warning::WarningHandlerGuard guard(&capture);
+  const at::Tensor x = at::randn({2, 3, 4}), t = at::randn({2, 3, 4});
+  // The warning is real: CPU mse_loss.out into a 0-dim out emits it.
+  at::Tensor out0 = at::zeros({});
+  at::mse_loss_out(out0, x, t);
+  ASSERT_EQ(capture.seen.size(), 1u);
+  EXPECT_NE(capture.seen[0].find("had shape []"), std::string::npos) << capture.seen[0];
+  capture.seen.clear();
+
+  auto loss = at::mse_loss(Dev(x), Dev(t));  // mse_loss's composite: mse_loss.out, fallback
+  EXPECT_TRUE(at::allclose(Cpu(loss), at::mse_loss(x, t)));
+  EXPECT_EQ(SnapshotCounters().fallback.count("aten::mse_loss.out"), 1u)
+      << Names(SnapshotCounters().fallback);
+  EXPECT_TRUE(capture.seen.empty()) << capture.seen[0];
+
+  auto out3 = Dev(at::zeros({3}));  // add.out falls back; its out is resized from [3]
+  at::add_out(out3, Dev(x.select(0, 0).select(0, 0)), Dev(t.select(0, 0).select(0, 0)));
+  EXPECT_TRUE(at::equal(Cpu(out3), x[0][0] + t[0][0]));
+  ASSERT_EQ(capture.seen.size(), 1u);
+  EXPECT_NE(capture.seen[0].find("had shape [3]"), std::string::npos) << capture.seen[0];
 }
 
 TEST_F(DeviceTest, AllocationBeyondCapacityIsDeviceOom) {

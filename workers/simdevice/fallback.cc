@@ -10,6 +10,35 @@
 namespace ts::simdevice::internal {
 namespace {
 
+// libtorch 1.13's CPU mse_loss.out, reached here through mse_loss's composite kernel, resizes
+// the 0-dim `out` it is given to the input's shape on the way to the reduced loss, and warns on
+// every call that resizing a non-empty output is deprecated ("... was resized since it had shape
+// [] ..."). The loss is right, and a real backend falling back to the same kernel sees the same
+// warning: it is noise, one stderr line per call, and it flooded sweep logs. This handler drops
+// that one warning (a 0-dim out resized) while the fallback runs and passes every other warning
+// to the handler it replaced.
+class ZeroDimOutResizeFilter final : public c10::WarningHandler {
+ public:
+  explicit ZeroDimOutResizeFilter(c10::WarningHandler* next) : next_(next) {}
+  void process(const c10::SourceLocation& where, const std::string& msg, bool verbatim) override {
+    if (msg.rfind(kZeroDimResized, 0) == 0) return;
+    next_->process(where, msg, verbatim);
+  }
+
+ private:
+  static constexpr const char* kZeroDimResized =
+      "An output with one or more elements was resized since it had shape [],";
+  c10::WarningHandler* next_;
+};
+
+// at::native::cpu_fallback with ZeroDimOutResizeFilter installed (c10's handler is global;
+// RunModel runs one model at a time and the autograd device thread waits while this runs).
+void FilteredCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  ZeroDimOutResizeFilter filter(c10::Warning::get_warning_handler());
+  c10::Warning::WarningHandlerGuard guard(&filter);
+  at::native::cpu_fallback(op, stack);
+}
+
 // Computed like the fallback (which handles out= resizing and aliasing in general) but this is
 // device execution: counted as compiled, and subject to defects.
 void CompiledLowering(const c10::OperatorHandle& op, torch::jit::Stack* stack,
@@ -17,7 +46,7 @@ void CompiledLowering(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   const auto t0 = Clock::now();
   auto check =
       BeginOpCheck(op, info.name, ExecMode::kCompiled, *stack, op.schema().arguments().size());
-  at::native::cpu_fallback(op, stack);
+  FilteredCpuFallback(op, stack);
   const size_t num_rets = op.schema().returns().size();
   if (num_rets > 0) {
     const c10::IValue& v = (*stack)[stack->size() - num_rets];
@@ -34,7 +63,7 @@ void CountedFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, co
   // Operands of an unsupported dtype cannot exist on the device (allocation refuses them), but a
   // fallback result could be one: at::native::cpu_fallback allocates it via our empty kernels,
   // which raise the device's unsupported-dtype error.
-  at::native::cpu_fallback(op, stack);
+  FilteredCpuFallback(op, stack);
   RecordCall(&Counters::fallback, info.name, MsSince(t0));
 }
 

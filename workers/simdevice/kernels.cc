@@ -4,6 +4,7 @@
 
 #include <ATen/ops/as_strided_native.h>
 
+#include "workers/simdevice/internal/allocator.h"
 #include "workers/simdevice/internal/defect_effects.h"
 #include "workers/simdevice/internal/device_state.h"
 #include "workers/simdevice/internal/fallback.h"
@@ -98,8 +99,23 @@ at::Tensor DeviceViewOf(const at::Tensor& cpu, const std::vector<DeviceArg>& arg
   return at::Tensor();
 }
 
-// Moves a CPU result onto the device (fresh allocation, counted against capacity).
-at::Tensor ToDevice(const at::Tensor& cpu) {
+// Moves a CPU result onto the device, counted against capacity. A result nothing else can see
+// (its tensor and its storage each held once: by the stack) becomes device memory as it is;
+// any other is copied into a fresh allocation.
+at::Tensor ToDevice(const at::Tensor& cpu, bool sole_owner) {
+  const c10::Storage& host = cpu.storage();
+  if (sole_owner && cpu.numel() > 0 && host.use_count() == 1 && host.data() != nullptr &&
+      host.device_type() == c10::kCPU) {
+    CheckDtype(cpu.scalar_type());
+    const size_t nbytes = host.nbytes();
+    c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, AdoptHostMemory(host),
+                         DeviceAllocator(), /*resizable=*/true);
+    at::Tensor dev = at::detail::make_tensor<c10::TensorImpl>(
+        std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), cpu.dtype());
+    dev.unsafeGetTensorImpl()->set_sizes_and_strides(cpu.sizes(), cpu.strides(),
+                                                     cpu.storage_offset());
+    return dev;
+  }
   at::Tensor dev = EmptyDevice(cpu.sizes(), cpu.strides(), cpu.scalar_type());
   if (cpu.numel() > 0) AsCpuAlias(dev).copy_(cpu);
   return dev;
@@ -115,12 +131,12 @@ at::Tensor ResultsToDevice(torch::jit::Stack* stack, size_t num_rets,
   for (size_t i = 0; i < num_rets; ++i) {
     c10::IValue& v = (*stack)[rfirst + i];
     if (!v.isTensor()) continue;
-    at::Tensor out = v.toTensor();
-    if (!out.defined()) continue;
-    at::Tensor dev = DeviceViewOf(out, device_args);
+    if (!v.toTensor().defined()) continue;
+    at::Tensor dev = DeviceViewOf(v.toTensor(), device_args);
     if (!dev.defined()) {
+      at::Tensor out = std::move(v).toTensor();  // the stack's reference, now the only one
       if (round_out && out.scalar_type() == at::kFloat) out = RoundBf16(out);
-      dev = ToDevice(out);
+      dev = ToDevice(out, /*sole_owner=*/out.use_count() == 1);
     }
     if (i == 0) primary_cpu = AsCpuAlias(dev);
     v = dev;

@@ -82,6 +82,7 @@ const std::set<std::string> kNotYetInTable = {
     "DebertaForSequenceClassification",
     "DebertaForTokenClassification",
     "DebertaModel",
+    "DPRQuestionEncoder",
     "DeepseekV2ForCausalLM",
     "DeepseekV2ForSequenceClassification",
     "DeepseekV2Model",

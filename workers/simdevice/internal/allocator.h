@@ -9,11 +9,17 @@
 #include <cstdint>
 
 #include <c10/core/Allocator.h>
+#include <c10/core/Storage.h>
 
 namespace ts::simdevice::internal {
 
 // The registered PrivateUse1 allocator (never null, never destroyed).
 c10::Allocator* DeviceAllocator();
+
+// Device memory that is `host`'s memory (no copy): `host` lives until the DataPtr is freed, and
+// its bytes are charged like an allocation (`[simdevice:oom]` beyond capacity). The caller must
+// hold the only reference to `host`, or device and host would share writes.
+c10::DataPtr AdoptHostMemory(c10::Storage host);
 
 // Capacity in bytes; allocations beyond it fail. 4 GiB until a profile sets it.
 void SetMemoryCapacity(int64_t bytes);

@@ -14,7 +14,7 @@ const std::vector<EncoderFamily>& EncoderFamilies() {
       RoFormer(),
       Mpnet(),        Deberta(),
       Fnet(),         LayoutLm(),     Xlm(),
-      Flaubert(),
+      Flaubert(),     Dpr(),
   };
   return kFamilies;
 }

@@ -56,5 +56,6 @@ EncoderFamily Fnet();
 EncoderFamily LayoutLm();
 EncoderFamily Xlm();
 EncoderFamily Flaubert();
+EncoderFamily Dpr();
 
 }  // namespace ts::zoo::internal::encoder

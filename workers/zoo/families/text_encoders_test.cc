@@ -1,6 +1,7 @@
-// FNet, XLM / Flaubert and LayoutLM against the transformers 5 code named in each test
-// (modeling_fnet.py, modeling_xlm.py, modeling_flaubert.py, modeling_layoutlm.py): one layer in
-// double, computed from the formulas there, never from another zoo path.
+// FNet, XLM / Flaubert, LayoutLM, DeBERTa v1 and DPR against the transformers 5 code named in
+// each test (modeling_fnet.py, modeling_xlm.py, modeling_flaubert.py, modeling_layoutlm.py,
+// modeling_deberta.py, modeling_dpr.py): one layer in double, computed from the formulas there;
+// DPR's formula is over BertModel, so its reference is the zoo's BertModel.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -369,12 +370,72 @@ TEST(TextEncodersTest, DebertaV1RefusesWhatItDoesNotModelNamingTheField) {
   EXPECT_TRUE(BuildModel(cfg, opts).ok());
 }
 
+// ---- DPR -------------------------------------------------------------------------------------------
+
+// modeling_dpr.py, DPREncoder.forward: sequence_output = self.bert_model(...)[0] (a BertModel
+// built with add_pooling_layer=False); pooled_output = sequence_output[:, 0, :]; when
+// projection_dim > 0, pooled_output = self.encode_proj(pooled_output). DPRQuestionEncoder returns
+// pooler_output alone. The reference is that formula over the zoo's BertModel (whose layers the
+// BERT formula tests check against modeling_bert.py) on the same weights.
+TEST(TextEncodersTest, DprQuestionEncoderIsBertsTokenZeroAsTransformers) {
+  const std::string base = "question_encoder.bert_model.", proj_name = "question_encoder.encode_proj";
+  for (int64_t proj : {0, 6}) {
+    SCOPED_TRACE(proj);
+    nlohmann::json cfg = {{"model_type", "dpr"}, {"hidden_size", 8}, {"intermediate_size", 16},
+                          {"num_attention_heads", 2}, {"num_hidden_layers", 2},
+                          {"vocab_size", 40}, {"max_position_embeddings", 16},
+                          {"projection_dim", proj}};
+    nlohmann::json bert_cfg = cfg;
+    bert_cfg.erase("projection_dim");
+    bert_cfg["model_type"] = "bert";
+    cfg["architectures"] = {"DPRQuestionEncoder"};
+    auto m = BuildFull(cfg);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->spec().task, "feature-extraction");
+    EXPECT_EQ(m->OutputNames(), std::vector<std::string>{"pooler_output"});
+    // BertModel's keys under question_encoder.bert_model., no pooler, encode_proj iff projected.
+    size_t under_base = 0;
+    for (const auto& [n, s] : m->WeightShapes()) {
+      EXPECT_EQ(n.find("pooler"), std::string::npos) << n;
+      if (n.rfind(base, 0) == 0) {
+        ++under_base;
+      } else {
+        EXPECT_EQ(n.rfind(proj_name + ".", 0), 0u) << n;
+      }
+    }
+    EXPECT_EQ(under_base, 5u + 16u * 2);  // the embeddings' 5, each layer's 16
+    EXPECT_EQ(m->WeightShapes().size(), under_base + (proj > 0 ? 2 : 0));
+    if (proj > 0) {
+      EXPECT_EQ(testing::WeightShape(*m, proj_name + ".weight"), (std::vector<int64_t>{proj, 8}));
+    }
+    auto bert = testing::BuildSibling(*m, "BertModel", bert_cfg);
+    ASSERT_NE(bert, nullptr);
+    const WeightMap w = m->InitWeights(5, at::kDouble);
+    // BertModel's pooler keeps its own weights: last_hidden_state does not read them.
+    const WeightMap wb = testing::Unprefixed(w, base, bert->InitWeights(1, at::kDouble));
+    const Batch b = m->MakeBatch(4, 3);
+    EXPECT_GT(b.inputs.at("attention_mask").eq(0).sum().item<int64_t>(), 0) << "no padding";
+    const at::Tensor got = m->Forward(w, b.inputs)[0];
+    at::Tensor want = bert->Forward(wb, b.inputs)[0].select(1, 0);
+    if (proj > 0) want = at::linear(want, w.at(proj_name + ".weight"), w.at(proj_name + ".bias"));
+    EXPECT_EQ(got.sizes().vec(), (std::vector<int64_t>{3, proj > 0 ? proj : 8}));
+    EXPECT_LT(MaxAbs(got, want), 1e-12);
+  }
+  ExpectConfigError("DPRQuestionEncoder", "projection_dim", -1, "projection_dim");
+  // The tiny config keeps a projection, at most the tiny width.
+  auto wide = *ExampleConfig("DPRQuestionEncoder");
+  wide["projection_dim"] = 768;
+  auto tiny = TinyConfig(wide, "DPRQuestionEncoder");
+  ASSERT_TRUE(tiny.ok()) << tiny.status().ToString();
+  EXPECT_EQ((*tiny)["projection_dim"], (*tiny)["hidden_size"]);
+}
+
 TEST(TextEncodersTest, NewClassesRunTheFamilyBasics) {
   for (const char* arch : {"FNetForMaskedLM", "FNetForNextSentencePrediction",
                            "FNetForMultipleChoice", "XLMForTokenClassification",
                            "XLMForQuestionAnsweringSimple", "FlaubertWithLMHeadModel",
                            "LayoutLMForTokenClassification", "DebertaForMaskedLM",
-                           "DebertaForQuestionAnswering"}) {
+                           "DebertaForQuestionAnswering", "DPRQuestionEncoder"}) {
     SCOPED_TRACE(arch);
     auto m = Build(arch);
     ASSERT_NE(m, nullptr);

@@ -68,6 +68,9 @@ struct TextHeadSpec {
   // XLMForMultipleChoice's logits_proj reads that width.
   int64_t dense_width = 0;
   bool dense_linear = false;
+  // Base model: its one output is pooler_output, token 0's features as above (DPR's encoders
+  // return no last_hidden_state).
+  bool pooled_only = false;
   // Masked / causal LM: a transform before the vocabulary projection when `transform` is set:
   // Linear `transform` [transform_width, hidden], `transform_act`, LayerNorm `transform_norm`.
   std::string transform = "", transform_norm = "";

@@ -20,6 +20,7 @@ namespace {
 TextHeadKind KindOf(Head head) {
   switch (head) {
     case Head::kBase:
+    case Head::kDprEncoder:
       return TextHeadKind::kBase;
     case Head::kSeqCls:
     case Head::kNextSentence:
@@ -275,6 +276,15 @@ TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names, Head kind) const {
   switch (kind) {
     case Head::kBase:
       hs.pooler = pooler;
+      break;
+    case Head::kDprEncoder:
+      hs.first_token = true;
+      hs.pooled_only = true;
+      if (r_.projection_dim > 0) {
+        hs.dense = names.encode_proj;
+        hs.dense_width = r_.projection_dim;
+        hs.dense_linear = true;
+      }
       break;
     case Head::kSeqCls:
       classify(names.seq_pooled, names.seq_dense, names.seq_act);

@@ -105,6 +105,8 @@ struct Recipe {
   std::string lm_error = "";
   // LayoutLM: max_2d_position_embeddings (> 0: the bbox input and its x / y / h / w tables).
   int64_t max_2d = 0;
+  // DPR projection_dim (> 0: DPREncoder's encode_proj projects token 0 to it).
+  int64_t projection_dim = 0;
 
   // Structure (from the family).
   Layout layout = Layout::kBert;
@@ -157,6 +159,8 @@ struct HeadNames {
   PairNames pair = {};
   // ELECTRA: *ForPreTraining is the replaced-token discriminator (discriminator_predictions).
   bool pretraining_discriminator = false;
+  // DPR: the encoder's projection of token 0 (Recipe::projection_dim > 0), absolute.
+  std::string encode_proj = "";
 };
 
 enum class Head {
@@ -169,6 +173,10 @@ enum class Head {
   kCausalLM,
   kNextSentence,
   kPreTraining,  // masked LM + the sentence-pair classifier (HeadNames::pair_head)
+  // DPR's question encoder: the base model under Recipe::base, whose only output is
+  // pooler_output, token 0's hidden state (no pooler), through HeadNames::encode_proj when
+  // Recipe::projection_dim > 0.
+  kDprEncoder,
 };
 
 // Multiple-choice batches: choices per example.

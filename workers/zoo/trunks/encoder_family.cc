@@ -103,6 +103,7 @@ const char* TaskOf(Head head) {
     case Head::kPreTraining:
       return "pretraining";
     case Head::kBase:
+    case Head::kDprEncoder:
       break;
   }
   return "feature-extraction";
@@ -119,7 +120,8 @@ std::vector<std::pair<Head, std::string>> Classes(const HeadClasses& c) {
                                                  {Head::kMultipleChoice, c.multiple_choice},
                                                  {Head::kCausalLM, c.causal_lm},
                                                  {Head::kNextSentence, c.next_sentence},
-                                                 {Head::kPreTraining, c.pretraining}}) {
+                                                 {Head::kPreTraining, c.pretraining},
+                                                 {Head::kDprEncoder, c.dpr_encoder}}) {
     if (!arch.empty()) out.emplace_back(head, arch);
   }
   return out;

@@ -44,7 +44,8 @@ struct Defaults {
 // Class names of the heads transformers has for the family ("" = none).
 struct HeadClasses {
   std::string base = "", seq_cls = "", token_cls = "", qa = "", masked_lm = "",
-              multiple_choice = "", causal_lm = "", next_sentence = "", pretraining = "";
+              multiple_choice = "", causal_lm = "", next_sentence = "", pretraining = "",
+              dpr_encoder = "";
 };
 
 // `prefix` + Model, ForSequenceClassification, ForTokenClassification, ForQuestionAnswering
