@@ -100,12 +100,13 @@ at::Tensor DeviceViewOf(const at::Tensor& cpu, const std::vector<DeviceArg>& arg
 }
 
 // Moves a CPU result onto the device, counted against capacity. A result nothing else can see
-// (its tensor and its storage each held once: by the stack) becomes device memory as it is;
-// any other is copied into a fresh allocation.
+// (its tensor and its storage each held once: by the stack) whose storage owns its memory (an
+// allocation, not a blob over someone else's) becomes device memory as it is; any other is
+// copied into a fresh allocation.
 at::Tensor ToDevice(const at::Tensor& cpu, bool sole_owner) {
   const c10::Storage& host = cpu.storage();
   if (sole_owner && cpu.numel() > 0 && host.use_count() == 1 && host.data() != nullptr &&
-      host.device_type() == c10::kCPU) {
+      host.data_ptr().get_context() != nullptr && host.device_type() == c10::kCPU) {
     CheckDtype(cpu.scalar_type());
     const size_t nbytes = host.nbytes();
     c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, AdoptHostMemory(host),
