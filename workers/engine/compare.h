@@ -30,6 +30,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -85,18 +86,17 @@ struct GradientVerdict {
   int judged = 0;          // parameters judged
   int noise_dominated = 0; // parameters left out as noise-dominated
 };
+//
+// A parameter whose device gradient equals the declared numerics' bit for bit is judged at
+// ratio 1 without its fp64 reference, so `golden_fp64` is called only for the first parameter
+// that differs (never, for a device exact to its declared numerics): the engine's fp64 step is
+// taken only then. A parameter with no fp64 (or fp32) reference is not judged.
+GradientVerdict CompareGradients(const GradMap& device, const GradMap& cpu_fp32,
+                                 const std::function<const GradMap&()>& golden_fp64,
+                                 const GradMap& cpu_declared, const Tolerance& tol);
+// The same with the fp64 gradients at hand.
 GradientVerdict CompareGradients(const GradMap& device, const GradMap& cpu_fp32,
                                  const GradMap& golden_fp64, const GradMap& cpu_declared,
                                  const Tolerance& tol);
-
-// Whether every gradient of the declared numerics' step is on the device too, equal bit for bit
-// (same dtype). Then CompareGradients judges every parameter at ratio 1 whatever the fp64
-// reference holds, and ExactDeclaredGradients is its verdict without that reference: the engine
-// takes the fp64 step only when this is false.
-bool GradientsMatchDeclared(const GradMap& device, const GradMap& cpu_declared);
-// CompareGradients' verdict for a device whose gradients match the declared ones
-// (GradientsMatchDeclared): every parameter with a declared gradient judged, at ratio 1, the
-// first by name its worst.
-GradientVerdict ExactDeclaredGradients(const GradMap& cpu_declared);
 
 }  // namespace ts::engine
