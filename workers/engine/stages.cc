@@ -244,6 +244,20 @@ StageEnd Reference(StageContext& ctx) {
   return StageEnd::kContinue;
 }
 
+// 2, with bundles: the references from a stored bundle when there is one, else computed as
+// above and recorded for storing (references.h).
+StageEnd ReferenceOrBundle(StageContext& ctx) {
+  const auto t0 = Clock::now();
+  if (auto end = ForwardFromBundle(ctx)) {
+    ctx.result.timings_ms["reference"] = MsSince(t0);
+    if (*end == StageEnd::kContinue) simdevice::Reseed(ctx.opts.seed);
+    return *end;
+  }
+  const StageEnd end = Reference(ctx);
+  RecordForward(ctx, end);
+  return end;
+}
+
 // 3. Forward on the device, compared with the references.
 StageEnd Eager(StageContext& ctx) {
   const auto t0 = Clock::now();
@@ -371,6 +385,7 @@ bool TrainReferences(StageContext& ctx, ModeResult& m, std::vector<double>& decl
 // backward). A model that cannot take an fp64 step has no gradient reference: its gradients are
 // not judged (grad_rmse_ratio stays unset); the loss curves still are.
 void GoldenGradients(StageContext& ctx, ReferenceGrads& refs) {
+  if (GoldenFromBundle(ctx, refs.golden)) return;
   const auto t0 = Clock::now();
   try {
     refs.golden = StepGradients(*ctx.model, ctx.weights, ctx.batch, at::kCPU, at::kDouble);
@@ -378,6 +393,16 @@ void GoldenGradients(StageContext& ctx, ReferenceGrads& refs) {
     refs.golden.clear();
   }
   ctx.result.timings_ms["train_golden_grads"] = MsSince(t0);
+  RecordGolden(ctx, refs.golden);
+}
+
+// train's references from a stored bundle when there is one, else computed and recorded.
+bool TrainReferencesOrBundle(StageContext& ctx, ModeResult& m, std::vector<double>& declared,
+                             ReferenceGrads& refs) {
+  if (auto ok = TrainFromBundle(ctx, m, declared, refs.fp32, refs.declared)) return *ok;
+  const bool ok = TrainReferences(ctx, m, declared, refs);
+  RecordTrain(ctx, m, ok, declared, refs.fp32, refs.declared);
+  return ok;
 }
 
 // The train verdict from the loss curves and the first step's gradients. The fp64 gradients
@@ -413,7 +438,7 @@ StageEnd Train(StageContext& ctx) {
   ModeResult& m = ctx.result.modes["train"];
   std::vector<double> declared;
   ReferenceGrads refs;
-  if (TrainReferences(ctx, m, declared, refs)) {
+  if (TrainReferencesOrBundle(ctx, m, declared, refs)) {
     m.loss_declared = declared;
     simdevice::ResetCounters();
     simdevice::Reseed(ModeSeed(ctx, "train"));
@@ -453,7 +478,7 @@ StageContext::StageContext(const nlohmann::json& config_in, const RunOptions& op
 
 const std::vector<Stage>& Stages() {
   static const std::vector<Stage> kStages = {
-      {"build", nullptr, &Build},       {"reference", nullptr, &Reference},
+      {"build", nullptr, &Build},       {"reference", nullptr, &ReferenceOrBundle},
       {"eager", "eager", &Eager},       {"compile", "compile", &Compile},
       {"train", "train", &Train},
   };
