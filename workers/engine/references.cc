@@ -1,7 +1,10 @@
 // Reference bundles in the engine (references.h).
 #include "workers/engine/references.h"
 
+#include <set>
 #include <utility>
+
+#include <ATen/ATen.h>
 
 #include "workers/engine/stages_internal.h"
 #include "workers/refs/zoo_version.h"
@@ -145,6 +148,7 @@ std::optional<bool> TrainFromBundle(StageContext& ctx, ModeResult& m, std::vecto
   }
   m.loss_reference = t.loss_reference;
   declared = t.loss_declared;
+  // The parameters held in full; GradientsForJudge adds the others once the device has run.
   grads = t.grads;
   grads_declared = t.declared_is_reference ? t.grads : t.grads_declared;
   return true;
@@ -153,24 +157,60 @@ std::optional<bool> TrainFromBundle(StageContext& ctx, ModeResult& m, std::vecto
 void RecordTrain(StageContext& ctx, const ModeResult& m, bool ok,
                  const std::vector<double>& declared, const zoo::WeightMap& grads,
                  const zoo::WeightMap& grads_declared) {
-  if (!ctx.references.keyed) return;
+  ReferenceState& st = ctx.references;
+  if (!st.keyed) return;
   refs::TrainReferences t;
   t.loss_reference = m.loss_reference;
   if (!ok) {
     t.outcome = {VerdictName(m.status), m.error};
     t.loss_band = m.loss_band;
   } else {
+    // Every gradient in full for now: FinishReferences keeps those the judge read in full.
     t.loss_declared = declared;
     t.grads = grads;
     t.declared_is_reference = !ctx.bf16_numerics;
     if (ctx.bf16_numerics) t.grads_declared = grads_declared;
+    for (const auto& [p, g] : grads_declared) {
+      if (g.defined()) t.declared_digests[p] = refs::TensorDigest(g);
+    }
   }
-  ctx.references.computed.train = std::move(t);
+  if (st.stored) st.completed = true;  // a stored bundle lacked a gradient: computed again
+  st.computed.train = std::move(t);
+}
+
+bool GradientsForJudge(StageContext& ctx, const zoo::WeightMap& device,
+                       zoo::WeightMap& grads_declared) {
+  ReferenceState& st = ctx.references;
+  if (!st.keyed) return true;
+  if (st.stored && !st.completed) {
+    // A parameter the bundle has no gradient of in full: the device's is the declared one
+    // exactly when its digest is the declared one's, and is then taken for it (the judge
+    // passes it at ratio 1 without reading anything else); otherwise it must be computed.
+    for (const auto& [p, digest] : st.stored->train->declared_digests) {
+      if (grads_declared.count(p)) continue;
+      auto it = device.find(p);
+      if (it == device.end() || !it->second.defined() || refs::TensorDigest(it->second) != digest) {
+        return false;
+      }
+      grads_declared[p] = it->second;
+    }
+  }
+  // The parameters whose gradient the judge reads in full: the device's is not the declared
+  // one bit for bit (as CompareGradients decides).
+  st.differing.clear();
+  for (const auto& [p, decl] : grads_declared) {
+    auto it = device.find(p);
+    if (it == device.end() || !it->second.defined() || !decl.defined() ||
+        it->second.scalar_type() != decl.scalar_type() || !at::equal(it->second.cpu(), decl.cpu())) {
+      st.differing.insert(p);
+    }
+  }
+  return true;
 }
 
 bool GoldenFromBundle(StageContext& ctx, zoo::WeightMap& golden) {
   ReferenceState& st = ctx.references;
-  if (!st.stored) return false;
+  if (!st.stored || st.completed) return false;
   const refs::TrainReferences& t = *st.stored->train;
   if (t.golden_state == refs::TrainReferences::Golden::kAbsent) return false;
   golden = t.grads_golden;
@@ -179,7 +219,7 @@ bool GoldenFromBundle(StageContext& ctx, zoo::WeightMap& golden) {
 
 void RecordGolden(StageContext& ctx, const zoo::WeightMap& golden) {
   ReferenceState& st = ctx.references;
-  if (st.stored) {
+  if (st.stored && !st.completed) {
     st.golden_added = golden;
     return;
   }
@@ -206,12 +246,40 @@ bool Save(StageContext& ctx, const refs::Bundle& b) {
   return true;
 }
 
+// `grads` restricted to `keep`.
+zoo::WeightMap Only(const zoo::WeightMap& grads, const std::set<std::string>& keep) {
+  zoo::WeightMap out;
+  for (const auto& [p, g] : grads) {
+    if (keep.count(p)) out[p] = g;
+  }
+  return out;
+}
+
+// The train part as stored: every digest, and in full only the gradients of `keep`.
+void KeepInFull(refs::TrainReferences& t, const std::set<std::string>& keep) {
+  t.grads = Only(t.grads, keep);
+  t.grads_declared = Only(t.grads_declared, keep);
+  t.grads_golden = Only(t.grads_golden, keep);
+}
+
 }  // namespace
 
 void FinishReferences(StageContext& ctx) {
   ReferenceState& st = ctx.references;
   ReferenceUse& use = ctx.result.references;
   if (!st.keyed) return;  // "fresh" once the reference stage ran; else never reached
+  if (st.stored && st.completed) {
+    // The train references computed again for a gradient the bundle lacked: the key now names
+    // the bundle with it too (and with those it had), so the next such run finds them.
+    std::set<std::string> keep = st.differing;
+    for (const auto& [p, g] : st.stored->train->grads) keep.insert(p);
+    refs::Bundle fuller = *st.stored;
+    fuller.train = std::move(st.computed.train);
+    KeepInFull(*fuller.train, keep);
+    use.source = "completed";
+    Save(ctx, fuller);
+    return;
+  }
   if (st.stored) {
     use.source = "stored";
     if (!st.golden_added) return;
@@ -220,11 +288,15 @@ void FinishReferences(StageContext& ctx) {
     refs::Bundle fuller = *st.stored;
     fuller.train->golden_state = st.golden_added->empty() ? refs::TrainReferences::Golden::kFailed
                                                           : refs::TrainReferences::Golden::kPresent;
-    fuller.train->grads_golden = *st.golden_added;
+    // For every gradient held in full: a later device may make any of them differ.
+    std::set<std::string> held;
+    for (const auto& [p, g] : fuller.train->grads) held.insert(p);
+    fuller.train->grads_golden = Only(*st.golden_added, held);
     Save(ctx, fuller);
     return;
   }
   if (!st.computed.forward) return;  // stopped before the references: nothing to store
+  if (st.computed.train) KeepInFull(*st.computed.train, st.differing);
   if (Save(ctx, st.computed)) use.source = "computed";
 }
 

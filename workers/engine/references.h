@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,12 @@ struct ReferenceState {
   // The fp64 first-step gradients this run computed because `stored` lacked them (its producer
   // did not need them): the bundle is stored again with them at the end.
   std::optional<zoo::WeightMap> golden_added;
+  // train: the parameters whose device gradient was not the declared one bit for bit (the
+  // gradients the judge read in full, and so those a bundle keeps in full).
+  std::set<std::string> differing;
+  // The stored bundle lacked the full gradient of a parameter the device made differ: the
+  // train references were computed again (RecordTrain), and the bundle is stored with it.
+  bool completed = false;
 };
 
 // The key of this run (once built): the model run, the recipe, the build and the reference's
@@ -49,6 +56,13 @@ std::optional<bool> TrainFromBundle(StageContext& ctx, ModeResult& m, std::vecto
 void RecordTrain(StageContext& ctx, const ModeResult& m, bool ok,
                  const std::vector<double>& declared, const zoo::WeightMap& grads,
                  const zoo::WeightMap& grads_declared);
+// Once the device's first-step gradients are in, before the judge: completes `grads_declared`
+// from a stored bundle's digests (a parameter whose device gradient hashes to its declared
+// digest *is* its declared gradient), and notes which parameters the judge will read in full.
+// False when a stored bundle lacks the full gradient of a parameter the device made differ:
+// the caller computes train's references again (RecordTrain) and calls this once more.
+bool GradientsForJudge(StageContext& ctx, const zoo::WeightMap& device,
+                       zoo::WeightMap& grads_declared);
 // The fp64 first-step gradients from the stored bundle when it has them (true: `golden` set,
 // empty when the producer's fp64 step failed).
 bool GoldenFromBundle(StageContext& ctx, zoo::WeightMap& golden);

@@ -103,7 +103,9 @@ struct OpUse {
 // Where a run's references came from (README.md, "Reference bundles").
 struct ReferenceUse {
   // "fresh": computed, kept nowhere; "computed": computed and stored (no bundle of this key, or
-  // one refused); "stored": taken from a stored bundle. Empty: the model never reached them.
+  // one refused); "stored": taken from a stored bundle; "completed": taken from a stored bundle
+  // that lacked a first-step gradient this device needed, so train's references were computed
+  // again and the bundle stored with it. Empty: the model never reached them.
   std::string source;
   std::string key_digest;      // the bundle key's SHA-256
   std::string content_digest;  // the bundle used or stored ("" for fresh)

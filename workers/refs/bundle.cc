@@ -149,6 +149,15 @@ StatusOr<GradMap> GradsFrom(Reader& r, const json& lists, const std::string& nam
 StatusOr<TrainReferences> TrainFrom(Reader& r, const json& t) {
   TrainReferences out;
   TS_ASSIGN_OR_RETURN(out.outcome, OutcomeFrom(t, "train"));
+  if (!t.contains("declared_digests") || !t["declared_digests"].is_object()) {
+    return InvalidArgumentError("bundle: train.declared_digests: expected an object");
+  }
+  for (const auto& [p, d] : t["declared_digests"].items()) {
+    if (!d.is_string() || !IsDigest(d.get<std::string>())) {
+      return InvalidArgumentError("bundle: train.declared_digests." + p + ": not a SHA-256");
+    }
+    out.declared_digests[p] = d.get<std::string>();
+  }
   if (!t.contains("lists") || !t["lists"].is_object() || !t.contains("curves") ||
       !t["curves"].is_array() || !t.contains("golden") || !t["golden"].is_string() ||
       !t.contains("declared_is_reference") || !t["declared_is_reference"].is_boolean()) {
@@ -176,10 +185,26 @@ StatusOr<TrainReferences> TrainFrom(Reader& r, const json& t) {
   TS_ASSIGN_OR_RETURN(out.grads, GradsFrom(r, t["lists"], "reference"));
   TS_ASSIGN_OR_RETURN(out.grads_declared, GradsFrom(r, t["lists"], "declared"));
   TS_ASSIGN_OR_RETURN(out.grads_golden, GradsFrom(r, t["lists"], "golden"));
+  for (const GradMap* m : {&out.grads, &out.grads_declared, &out.grads_golden}) {
+    for (const auto& [p, g] : *m) {
+      if (!out.declared_digests.count(p)) {
+        return InvalidArgumentError("bundle: train: gradient of '" + p + "' without its digest");
+      }
+    }
+  }
   return out;
 }
 
 }  // namespace
+
+std::string TensorDigest(const at::Tensor& t) {
+  const at::Tensor c = t.detach().to(at::kCPU).contiguous();
+  std::string bytes = std::string(c10::toString(c.scalar_type())) + " [";
+  for (int64_t d : c.sizes()) bytes += std::to_string(d) + ",";
+  bytes += "]\n";
+  bytes.append(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
+  return Sha256Hex(bytes);
+}
 
 StatusOr<std::string> EncodeBundle(const Bundle& b) {
   zoo::TensorMap tensors;
@@ -213,6 +238,7 @@ StatusOr<std::string> EncodeBundle(const Bundle& b) {
     meta["train"]["curves"] = curves;
     meta["train"]["lists"] = lists;
     meta["train"]["golden"] = GoldenName(t.golden_state);
+    meta["train"]["declared_digests"] = t.declared_digests;
     meta["train"]["declared_is_reference"] = t.declared_is_reference;
   }
   return zoo::EncodeSafetensors(tensors, {{kMetadataEntry, meta.dump()}});

@@ -11,7 +11,10 @@
 //                             outputs). An output that is not defined is absent.
 //   train.loss.<curve>        F64 [steps]: "reference", "declared", "band" (band: only when
 //                             the reference curve itself failed)
-//   train.grads.<list>.<p>    the first step's gradient of parameter <p>; <list> as above
+//   train.grads.<list>.<p>    the first step's gradient of parameter <p>; <list> as above,
+//                             for the parameters whose device gradient differed from the
+//                             declared one (the only ones the judge reads in full); every other
+//                             parameter has its declared gradient's digest in the metadata
 //
 // Thread-safety: value types and pure functions.
 #pragma once
@@ -52,8 +55,15 @@ struct ForwardReferences {
 struct TrainReferences {
   PartOutcome outcome;
   std::vector<double> loss_reference, loss_declared, loss_band;
-  GradMap grads;           // the first step's gradients at key.dtype
-  GradMap grads_declared;  // empty with declared_is_reference
+  // TensorDigest of every parameter's declared-numerics gradient. The judge reads a gradient in
+  // full only where the device's differs from the declared one bit for bit; elsewhere the
+  // device's gradient *is* the declared one, which its digest shows.
+  std::map<std::string, std::string> declared_digests;
+  // The gradients in full, of the parameters a device made differ so far (a subset of the
+  // digests' parameters): at key.dtype, at the declared numerics (empty with
+  // declared_is_reference: the same), and in fp64 (below).
+  GradMap grads;
+  GradMap grads_declared;
   bool declared_is_reference = false;
   // The fp64 first-step gradients, taken only when a device gradient differed from the
   // declared one (engine README, "Gradients"): absent when the producing run did not need
@@ -70,6 +80,9 @@ struct Bundle {
   // Not part of the key: who made it and when ({"producer", "host", "created_at", ...}).
   nlohmann::json provenance = nlohmann::json::object();
 };
+
+// SHA-256 (hex) of a tensor's dtype, shape and bytes: equal digests, equal tensors bit for bit.
+std::string TensorDigest(const at::Tensor& t);
 
 // The file's bytes. INVALID_ARGUMENT when a tensor has a dtype safetensors cannot hold.
 StatusOr<std::string> EncodeBundle(const Bundle& bundle);

@@ -34,6 +34,8 @@ Bundle Sample() {
   t.grads_declared = {{"a.weight", at::randn({4, 3})}, {"a.bias", at::randn({4})}};
   t.golden_state = TrainReferences::Golden::kPresent;
   t.grads_golden = {{"a.weight", at::randn({4, 3}, at::kDouble)}};
+  for (const auto& [p, g] : t.grads_declared) t.declared_digests[p] = TensorDigest(g);
+  t.declared_digests["b.weight"] = TensorDigest(at::ones({2, 2}));  // a digest alone
   b.train = t;
   return b;
 }
@@ -83,6 +85,7 @@ TEST(BundleTest, EncodeDecodeKeepsEveryBit) {
   ExpectSameGrads(back->train->grads_declared, b.train->grads_declared);
   ExpectSameGrads(back->train->grads_golden, b.train->grads_golden);
   EXPECT_EQ(back->train->golden_state, TrainReferences::Golden::kPresent);
+  EXPECT_EQ(back->train->declared_digests, b.train->declared_digests);
   EXPECT_FALSE(back->train->declared_is_reference);
   // The same bundle encodes to the same bytes: its content address is stable.
   EXPECT_EQ(*EncodeBundle(*back), *bytes);
@@ -128,6 +131,19 @@ TEST(BundleTest, TensorsThatDoNotMatchTheMetadataAreRefused) {
                 .message()
                 .find("not an F64 vector"),
             std::string::npos);
+}
+
+// The digest stands for the tensor: its bytes, dtype and shape.
+TEST(BundleTest, TensorDigestTellsEqualTensorsFromAnyOther) {
+  const at::Tensor a = at::arange(12, at::kFloat).reshape({3, 4});
+  EXPECT_EQ(TensorDigest(a), TensorDigest(a.clone()));
+  EXPECT_EQ(TensorDigest(a.t().contiguous().t()), TensorDigest(a)) << "layout is not content";
+  at::Tensor flipped = a.clone();
+  flipped.view({-1})[5] = std::nextafter(5.0f, 6.0f);
+  EXPECT_NE(TensorDigest(flipped), TensorDigest(a));
+  EXPECT_NE(TensorDigest(a.reshape({4, 3})), TensorDigest(a));
+  EXPECT_NE(TensorDigest(a.to(at::kDouble)), TensorDigest(a));
+  EXPECT_TRUE(IsDigest(TensorDigest(a)));
 }
 
 TEST(BundleTest, TruncatedBytesAreRefused) {
