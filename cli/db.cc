@@ -106,43 +106,11 @@ void PrintPruned(const store::PruneRequest& req, const store::PruneResult& r) {
               static_cast<long long>(models));
 }
 
-// The store of `db`, else of the embedded cluster under `state_dir` (started, never created:
-// these commands only read or trim what a sweep made), migrated.
-struct OpenedStore {
-  std::unique_ptr<store::EmbeddedPostgres> pg;  // when embedded: stopped when this goes
-  std::unique_ptr<store::Store> store;
-};
-
-// Returns 0, or the exit code of an error (already printed).
-int OpenStore(std::string db, const std::string& state_dir, OpenedStore* out) {
-  if (db.empty()) {
-    const fs::path data = cluster::LocalCluster::EmbeddedDataDir(state_dir);
-    std::error_code ec;
-    if (!fs::exists(data / "PG_VERSION", ec)) {
-      return Usage(kDb, "--state-dir: no embedded database under " + data.string() +
-                            " (give --db URL for another one)");
-    }
-    store::EmbeddedPostgresOptions po;
-    po.data_dir = data.string();
-    auto p = store::EmbeddedPostgres::Start(po);
-    if (!p.ok()) return Fail(kDb, p.status().ToString());
-    out->pg = std::move(*p);
-    db = out->pg->url();
-  }
-  store::StoreOptions o;
-  o.url = db;
-  auto s = store::Store::Connect(o);
-  if (!s.ok()) return Fail(kDb, s.status().ToString());
-  if (auto st = (*s)->Migrate(); !st.ok()) return Fail(kDb, st.ToString());
-  out->store = std::move(*s);
-  return 0;
-}
-
 int DbPrune(const std::vector<std::string>& args) {
   PruneFlags f;
   if (int rc = ParsePruneFlags(args, &f); rc != 0) return rc;
   OpenedStore opened;
-  if (int rc = OpenStore(f.db, f.state_dir, &opened); rc != 0) return rc;
+  if (int rc = OpenStore(f.db, f.state_dir, &opened, kDb); rc != 0) return rc;
   auto r = opened.store->PruneSweeps(f.req);
   if (!r.ok()) {
     std::fprintf(stderr, "touchstone db prune: %s\n", std::string(r.status().message()).c_str());
@@ -169,7 +137,7 @@ int DbWorkers(const std::vector<std::string>& args) {
     }
   }
   OpenedStore opened;
-  if (int rc = OpenStore(db, state_dir, &opened); rc != 0) return rc;
+  if (int rc = OpenStore(db, state_dir, &opened, kDb); rc != 0) return rc;
   auto rows = opened.store->ListWorkers();
   if (!rows.ok()) return Fail(kDb, rows.status().ToString());
   std::printf("%-8s %-32s %-20s %8s %7s  %s\n", "worker", "name", "last seen", "failures",
@@ -187,6 +155,34 @@ int DbWorkers(const std::vector<std::string>& args) {
 }
 
 }  // namespace
+
+OpenedStore::OpenedStore() = default;
+OpenedStore::~OpenedStore() = default;
+
+int OpenStore(std::string db, const std::string& state_dir, OpenedStore* out,
+              const CommandText& cmd) {
+  if (db.empty()) {
+    const fs::path data = cluster::LocalCluster::EmbeddedDataDir(state_dir);
+    std::error_code ec;
+    if (!fs::exists(data / "PG_VERSION", ec)) {
+      return Usage(cmd, "--state-dir: no embedded database under " + data.string() +
+                            " (give --db URL for another one)");
+    }
+    store::EmbeddedPostgresOptions po;
+    po.data_dir = data.string();
+    auto p = store::EmbeddedPostgres::Start(po);
+    if (!p.ok()) return Fail(cmd, p.status().ToString());
+    out->pg = std::move(*p);
+    db = out->pg->url();
+  }
+  store::StoreOptions o;
+  o.url = db;
+  auto s = store::Store::Connect(o);
+  if (!s.ok()) return Fail(cmd, s.status().ToString());
+  if (auto st = (*s)->Migrate(); !st.ok()) return Fail(cmd, st.ToString());
+  out->store = std::move(*s);
+  return 0;
+}
 
 int DbCommand(const std::vector<std::string>& args) {
   if (args.size() == 3 && args[0] == "migrate" && args[1] == "--db") return DbMigrate(args[2]);

@@ -23,6 +23,7 @@
 
 #include "cli/db.h"
 #include "cli/query.h"
+#include "cli/refs.h"
 #include "cli/query_text.h"
 #include "cli/run_findings.h"
 #include "cli/serve.h"
@@ -66,6 +67,8 @@ constexpr const char* kUsage =
     "       touchstone db migrate --db URL\n"
     "       touchstone db prune [--db URL | --state-dir DIR] [--sweep ID]... [--older-than DAYS]\n"
     "                           [--keep N] [--dry-run]   (retention; see cli/README.md)\n"
+    "       touchstone refs stats | prune | import DIR | export --sweep ID DIR\n"
+    "                       [--state-dir DIR | --scheduler HOST:PORT]   (reference bundles)\n"
     "       touchstone serve [--state-dir DIR | --db URL]   (the scheduler over stored sweeps)\n"
     "       touchstone submit --profile FILE [--sample N|all] [--baseline latest|ID] [--wait]\n"
     "                         [--gate RULES] --scheduler HOST:PORT   (a sweep on a running fleet)\n"
@@ -550,6 +553,7 @@ int main(int argc, char** argv) {
   if (cmd == "run-catalog") return RunCatalogCommand(args);
   if (cmd == "sweep") return ts::cli::SweepCommand(args, DefaultDataDir());
   if (cmd == "db") return ts::cli::DbCommand(args);
+  if (cmd == "refs") return ts::cli::RefsCommand(args);
   if (cmd == "serve") return ts::cli::ServeCommand(args);
   if (cmd == "submit") return ts::cli::SubmitCommand(args, DefaultDataDir());
   if (cmd == "schedule") return ts::cli::ScheduleCommand(args);

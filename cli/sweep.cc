@@ -34,6 +34,8 @@ constexpr CommandText kSweep = {
     "                        [--baseline SWEEP] [--json FILE] [--serve] [--catalog FILE]\n"
     "                        [--seed N] [--modes eager,compile,train] [--state-dir DIR]\n"
     "                        [--lease-ttl S] [--model-timeout S] [--no-audit-ops]\n"
+    "                        [--references stored|fresh]  (reference bundles in STATE/refs:\n"
+    "                        used when stored (default), or every model's computed again)\n"
     "                        [--fast-unsafe]  (the embedded PostgreSQL without fsync: faster,\n"
     "                        but an OS crash or power loss can corrupt its results)\n"};
 
@@ -58,6 +60,7 @@ struct SweepFlags {
   // model (bench/RESULTS.md, "Deeper verdicts"), under the +30% a nightly sweep affords.
   bool audit_ops = true;
   bool fast_unsafe = false;  // the embedded PostgreSQL without fsync
+  std::string references = "stored";  // reference bundles: "stored" or "fresh"
 };
 
 // Returns 0, or the exit code of a usage error (already printed).
@@ -112,6 +115,11 @@ int ParseSweepFlags(const std::vector<std::string>& args, SweepFlags* o) {
       }
     } else if (a == "--state-dir" && has) {
       o->state_dir = args[++i];
+    } else if (a == "--references" && has) {
+      o->references = args[++i];
+      if (o->references != "stored" && o->references != "fresh") {
+        return Usage(kSweep, "--references: 'stored' or 'fresh'");
+      }
     } else if (a == "--lease-ttl" && has) {
       o->lease_ttl_s = std::atof(args[++i].c_str());
       if (!(o->lease_ttl_s > 0)) return Usage(kSweep, "--lease-ttl: seconds > 0");
@@ -288,6 +296,7 @@ int RunSweep(const SweepFlags& o, const Profile& profile, const std::string& dat
   co.workers = o.workers;
   co.lease_ttl_s = o.lease_ttl_s;
   co.fast_unsafe = o.fast_unsafe;
+  co.references = o.references;
   co.interrupted = &interrupted;
   auto cluster = cluster::LocalCluster::Start(co);
   if (!cluster.ok()) return Fail(kSweep, std::string(cluster.status().message()));

@@ -3,6 +3,52 @@
 // device loss curves on one chart.
 'use strict';
 
+// A ratio as the references table prints it ("NaN" and absent: "-").
+function ratio(v) {
+  const n = Number(v);
+  return v === undefined || v === null || !Number.isFinite(n) ? '-' : n.toPrecision(3);
+}
+
+// Where the references came from (a stored bundle or computed), and each mode against our
+// reference and every reference from elsewhere (a GPU's), with whether they agree.
+function referencesSection(result) {
+  const sec = section('References');
+  const use = result.references || {};
+  sec.appendChild(TS.el('p', {id: 'references-source'},
+      'Our CPU reference: ' + (use.source || 'none') +
+      (use.contentDigest ? ' (bundle ' + use.contentDigest.slice(0, 12) + ')' : '')));
+  if (use.warning) sec.appendChild(TS.el('pre', {class: 'error-text'}, use.warning));
+  const modes = result.modes.filter(v => (v.references || []).length > 0);
+  if (modes.length === 0) {
+    sec.appendChild(TS.el('p', {class: 'muted'}, 'No reference from elsewhere for this run.'));
+    return;
+  }
+  const t = TS.el('table', {id: 'references'}, TS.el('thead', {}, TS.el('tr', {},
+      TS.el('th', {class: 'name'}, 'Mode'), TS.el('th', {class: 'name'}, 'Reference'),
+      TS.el('th', {class: 'name'}, 'Device'), TS.el('th', {}, 'Verdict'),
+      TS.el('th', {}, 'rmse ratio'), TS.el('th', {}, 'loss gap ratio'),
+      TS.el('th', {class: 'name'}, 'Agrees with ours'))));
+  const b = TS.el('tbody');
+  for (const v of modes) {
+    const mode = TS.enumName(v.mode) + (v.referenceInQuestion ? ' (reference in question)' : '');
+    b.appendChild(TS.el('tr', {}, TS.el('td', {class: 'name'}, mode),
+        TS.el('td', {class: 'name'}, 'cpu (ours)'), TS.el('td', {class: 'name'}, 'cpu'),
+        TS.el('td', {}, TS.enumName(v.status)), TS.el('td', {}, ratio(v.rmseRatio)),
+        TS.el('td', {}, ratio(v.maxLossGapRatio)), TS.el('td', {class: 'name'}, '')));
+    for (const c of v.references) {
+      const agrees = c.agrees ? 'yes' : 'no: ' + ratio(c.agreement) + ' > noise ' + ratio(c.noise);
+      b.appendChild(TS.el('tr', {class: c.agrees ? '' : 'fail'}, TS.el('td', {class: 'name'}, ''),
+          TS.el('td', {class: 'name'}, c.label + ' (' + (c.implementation || '') + ', ' +
+                (c.dtype || '') + ')'),
+          TS.el('td', {class: 'name'}, c.device || ''), TS.el('td', {}, TS.enumName(c.status)),
+          TS.el('td', {}, ratio(c.rmseRatio)), TS.el('td', {}, ratio(c.maxLossGapRatio)),
+          TS.el('td', {class: 'name'}, agrees)));
+    }
+  }
+  t.appendChild(b);
+  sec.appendChild(t);
+}
+
 function section(title) {
   const s = TS.el('section', {});
   s.appendChild(TS.el('h2', {}, title));
@@ -101,6 +147,8 @@ TS.run(async () => {
     for (const r of compile.breakReasons) ul.appendChild(TS.el('li', {}, r));
     gb.appendChild(ul);
   }
+
+  referencesSection(newest.result);
 
   const lc = section('Loss curves (train)');
   const train = newest.result.modes.find(x => x.mode === 'MODE_TRAIN');

@@ -57,6 +57,10 @@ std::string LocalCluster::EmbeddedDataDir(const std::string& state_dir) {
   return (fs::absolute(state_dir) / "pg" / "data").string();
 }
 
+std::string LocalCluster::ReferencesDir(const std::string& state_dir) {
+  return (fs::absolute(state_dir) / "refs").string();
+}
+
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOptions opts) {
   if (opts.workers < 0) return absl::InvalidArgumentError("workers: must be >= 0");
   std::error_code ec;
@@ -172,7 +176,11 @@ absl::Status LocalCluster::StartWorkers() {
               "--state-dir",
               state_ + "/workers/w" + n,
               "--http-port",
-              "-1"};
+              "-1",
+              "--references-dir",
+              ReferencesDir(state_),
+              "--references",
+              opts_.references};
     w.log = state_ + "/logs/worker-" + n + ".log";
     if (auto st = Launch(&w); !st.ok()) return st;
     workers_.push_back(std::move(w));

@@ -72,6 +72,9 @@ struct LocalClusterOptions {
   int workers = 1;          // StartWorkers() launches this many
   double lease_ttl_s = 30;  // the scheduler's --lease-ttl
   bool fast_unsafe = false; // the embedded PostgreSQL without fsync (embedded_postgres.h)
+  // Reference bundles (workers/refs): the workers share the folder store STATE/refs, using a
+  // stored bundle when one exists ("stored") or computing every model's again ("fresh").
+  std::string references = "stored";
   // Set (by a signal handler) to give up waiting for the scheduler to start. May be null.
   const std::atomic<bool>* interrupted = nullptr;
   // Notices on stderr-like output ("<log_prefix>: starting embedded PostgreSQL under ...",
@@ -102,6 +105,8 @@ class LocalCluster {
   // Where `touchstone sweep` keeps its embedded cluster under a state folder (and where
   // `touchstone db prune` looks for it): <state_dir>/pg/data, absolute.
   static std::string EmbeddedDataDir(const std::string& state_dir);
+  // The folder store of reference bundles under `state_dir`: STATE/refs.
+  static std::string ReferencesDir(const std::string& state_dir);
 
   const std::string& target() const { return target_; }  // the scheduler's 127.0.0.1:PORT
   int http_port() const { return http_port_; }           // its /metrics and /healthz

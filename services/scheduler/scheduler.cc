@@ -22,7 +22,10 @@ constexpr std::pair<std::string_view, Role> kMethodRoles[] = {
     {"ListResults", Role::kReader},    {"UpsertModels", Role::kAdmin},
     {"CreateSweep", Role::kAdmin},     {"CancelSweep", Role::kAdmin},
     {"AddSchedule", Role::kAdmin},     {"ListSchedules", Role::kAdmin},
-    {"RemoveSchedule", Role::kAdmin},  {"SetScheduleEnabled", Role::kAdmin}};
+    {"RemoveSchedule", Role::kAdmin},  {"SetScheduleEnabled", Role::kAdmin},
+    {"ListReferences", Role::kWorker}, {"FetchReferences", Role::kWorker},
+    {"UploadReferences", Role::kWorker}, {"ReferenceStats", Role::kReader},
+    {"PruneReferences", Role::kAdmin}};
 
 // The host of "HOST:PORT", "[V6]:PORT" or "unix:PATH" ("" for a unix socket: local).
 std::string HostOf(const std::string& address) {

@@ -367,6 +367,22 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   grpc::ServerUnaryReactor* SetScheduleEnabled(grpc::CallbackServerContext* ctx,
                                                const pb::SetScheduleEnabledRequest* req,
                                                pb::Schedule* resp) override;
+  // Reference bundles (references_rpc.cc).
+  grpc::ServerUnaryReactor* ListReferences(grpc::CallbackServerContext* ctx,
+                                           const pb::ListReferencesRequest* req,
+                                           pb::ListReferencesResponse* resp) override;
+  grpc::ServerWriteReactor<pb::ReferenceChunk>* FetchReferences(
+      grpc::CallbackServerContext* ctx, const pb::FetchReferencesRequest* req) override;
+  grpc::ServerReadReactor<pb::ReferenceChunk>* UploadReferences(
+      grpc::CallbackServerContext* ctx, pb::UploadReferencesResponse* resp) override;
+  grpc::ServerUnaryReactor* ReferenceStats(grpc::CallbackServerContext* ctx,
+                                           const pb::ReferenceStatsRequest* req,
+                                           pb::ReferenceStatsResponse* resp) override;
+  grpc::ServerUnaryReactor* PruneReferences(grpc::CallbackServerContext* ctx,
+                                            const pb::PruneReferencesRequest* req,
+                                            pb::PruneReferencesResponse* resp) override;
+  class FetchReactor;   // references_rpc.cc
+  class UploadReactor;  // references_rpc.cc
   std::chrono::system_clock::time_point WallNow() const {
     return opts.clock ? opts.clock() : std::chrono::system_clock::now();
   }

@@ -1,11 +1,13 @@
 #include "services/scheduler/validate.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <regex>
 #include <set>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -119,6 +121,29 @@ absl::Status Shape(const pb::LeaseShardRequest& r) {
   return RequestId(r.request_id());
 }
 
+// A SHA-256 digest as the bundles are named: 64 lowercase hex digits.
+bool IsSha256(const std::string& d) {
+  return d.size() == 64 && std::all_of(d.begin(), d.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// Where a result's references came from (result.proto ReferenceUse): a known source, digests
+// that are SHA-256 hex or empty.
+absl::Status References(const std::string& at, const pb::ReferenceUse& r) {
+  const std::string& s = r.source();
+  if (!(s.empty() || s == "fresh" || s == "computed" || s == "stored" || s == "completed")) {
+    return Bad(at + ".source", "unknown source '" + s.substr(0, 40) + "'");
+  }
+  for (const auto& [name, d] : {std::pair{".key_digest", &r.key_digest()},
+                                std::pair{".content_digest", &r.content_digest()}}) {
+    if (!d->empty() && !IsSha256(*d)) {
+      return Bad(at + name, "want 64 lowercase hex digits (SHA-256) or empty");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Shape(const pb::HeartbeatRequest& r) {
   if (auto st = Lease(r.worker_id(), r.shard_id(), r.lease_token()); !st.ok()) return st;
   if (r.job_id() < 0) return Bad("job_id", "must be >= 0 (0: between jobs)");
@@ -159,6 +184,7 @@ absl::Status Shape(const pb::ReportResultsRequest& r) {
     if (!m.tiny_config_json().empty()) {
       if (auto st = JsonObject(at + ".tiny_config_json", m.tiny_config_json()); !st.ok()) return st;
     }
+    if (auto st = References(at + ".references", m.references()); !st.ok()) return st;
   }
   return absl::OkStatus();
 }
@@ -251,6 +277,46 @@ absl::Status Shape(const pb::ListSchedulesRequest&) { return absl::OkStatus(); }
 absl::Status Shape(const pb::RemoveScheduleRequest& r) { return ScheduleName(r.name()); }
 absl::Status Shape(const pb::SetScheduleEnabledRequest& r) { return ScheduleName(r.name()); }
 
+absl::Status Shape(const pb::ListReferencesRequest& r) {
+  if (r.sweep_id() < 0) return Bad("sweep_id", "must be >= 0");
+  if (r.sweep_id() > 0 && r.wants_size() > 0) return Bad("wants", "give wants or sweep_id, not both");
+  if (r.sweep_id() == 0 && r.wants_size() == 0) return Bad("wants", "empty (or give sweep_id)");
+  if (r.wants_size() > kMaxReferenceWants) {
+    return Bad("wants", "at most " + std::to_string(kMaxReferenceWants));
+  }
+  for (int i = 0; i < r.wants_size(); ++i) {
+    if (r.wants(i).model_id().empty()) {
+      return Bad("wants[" + std::to_string(i) + "].model_id", "required");
+    }
+  }
+  if (r.wants_size() > 0 && r.zoo_version().empty()) return Bad("zoo_version", "required");
+  if (r.wants_size() > 0 && r.torch_version().empty()) return Bad("torch_version", "required");
+  return absl::OkStatus();
+}
+
+absl::Status Shape(const pb::FetchReferencesRequest& r) {
+  if (r.content_digests_size() == 0) return Bad("content_digests", "empty");
+  if (r.content_digests_size() > kMaxReferenceWants) {
+    return Bad("content_digests", "at most " + std::to_string(kMaxReferenceWants));
+  }
+  for (int i = 0; i < r.content_digests_size(); ++i) {
+    if (!IsSha256(r.content_digests(i))) {
+      return Bad("content_digests[" + std::to_string(i) + "]", "want a SHA-256 (64 lowercase hex)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Shape(const pb::ReferenceStatsRequest& r) {
+  return r.sweep_id() < 0 ? Bad("sweep_id", "must be >= 0") : absl::OkStatus();
+}
+
+absl::Status Shape(const pb::PruneReferencesRequest& r) {
+  if (r.zoo_version().empty()) return Bad("zoo_version", "required");
+  if (r.torch_version().empty()) return Bad("torch_version", "required");
+  return absl::OkStatus();
+}
+
 // Every string first (NULs, lengths: services/common/field_limits.h), then the shape.
 template <typename Req>
 absl::Status Full(const Req& r) {
@@ -274,5 +340,19 @@ absl::Status Validate(const pb::AddScheduleRequest& r) { return Full(r); }
 absl::Status Validate(const pb::ListSchedulesRequest& r) { return Full(r); }
 absl::Status Validate(const pb::RemoveScheduleRequest& r) { return Full(r); }
 absl::Status Validate(const pb::SetScheduleEnabledRequest& r) { return Full(r); }
+absl::Status Validate(const pb::ListReferencesRequest& r) { return Full(r); }
+absl::Status Validate(const pb::FetchReferencesRequest& r) { return Full(r); }
+absl::Status Validate(const pb::ReferenceStatsRequest& r) { return Full(r); }
+absl::Status Validate(const pb::PruneReferencesRequest& r) { return Full(r); }
+absl::Status Validate(const pb::ReferenceChunk& r) {
+  if (!IsSha256(r.content_digest())) {
+    return Bad("content_digest", "want a SHA-256 (64 lowercase hex digits)");
+  }
+  if (r.data().size() > kMaxReferenceChunkBytes) {
+    return Bad("data", std::to_string(r.data().size()) + " bytes, at most " +
+                           std::to_string(kMaxReferenceChunkBytes) + " a chunk");
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace ts::scheduler

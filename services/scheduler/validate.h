@@ -29,6 +29,19 @@ absl::Status Validate(const pb::AddScheduleRequest& r);
 absl::Status Validate(const pb::ListSchedulesRequest& r);
 absl::Status Validate(const pb::RemoveScheduleRequest& r);
 absl::Status Validate(const pb::SetScheduleEnabledRequest& r);
+// Reference bundles: wants (model_id required) with zoo_version and torch_version, or a
+// sweep_id, at most kMaxReferenceWants; digests are SHA-256 (64 lowercase hex digits).
+absl::Status Validate(const pb::ListReferencesRequest& r);
+absl::Status Validate(const pb::FetchReferencesRequest& r);
+absl::Status Validate(const pb::ReferenceStatsRequest& r);
+absl::Status Validate(const pb::PruneReferencesRequest& r);
+// One chunk of an upload (its data is bytes, unchecked here: the whole bundle is checked by
+// its digest and header once its last chunk is in).
+absl::Status Validate(const pb::ReferenceChunk& r);
+inline constexpr int kMaxReferenceWants = 2000;
+// A chunk's data, and a whole bundle.
+inline constexpr size_t kMaxReferenceChunkBytes = 1 << 20;
+inline constexpr size_t kMaxReferenceBundleBytes = 256 << 20;
 
 // Most models per UpsertModels call and results per ReportResults call.
 inline constexpr int kMaxModelsPerUpsert = 5000;

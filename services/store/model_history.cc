@@ -28,7 +28,8 @@ constexpr const char* kRunQuery = R"(
          coalesce(mr.tiny_config::text, ''), mr.arch, mr.task, mr.config_hash, mr.timing_names,
          mr.timing_ms,
          (SELECT j.job_id FROM jobs j
-          WHERE j.sweep_id = mr.sweep_id AND j.model_id = mr.model_id AND j.run = 1)
+          WHERE j.sweep_id = mr.sweep_id AND j.model_id = mr.model_id AND j.run = 1),
+         mr.refs_source, mr.refs_key, mr.refs_content, mr.refs_warning
   FROM model_runs mr
   WHERE mr.sweep_id = ANY($1::bigint[]) AND mr.model_id = $2 AND mr.run = 1
   ORDER BY mr.sweep_id DESC LIMIT $3)";
@@ -64,6 +65,13 @@ void RunFields(const pqxx::row& row, const std::string& model_id, pb::ModelResul
   for (size_t k = 0; k < names.size() && k < times.size(); ++k) {
     (*r->mutable_timings_ms())[names[k]] = std::stod(times[k]);
   }
+  if (!row[19].is_null() && row[19].size() > 0) {  // migration 14
+    pb::ReferenceUse* refs = r->mutable_references();
+    refs->set_source(row[19].c_str());
+    refs->set_key_digest(row[20].c_str());
+    refs->set_content_digest(row[21].c_str());
+    refs->set_warning(row[22].c_str());
+  }
 }
 
 constexpr const char* kVerdictQuery = R"(
@@ -71,7 +79,8 @@ constexpr const char* kVerdictQuery = R"(
          rmse_reference, rmse_ratio, max_abs_err, cosine, rmse_vs_declared, max_rel_err,
          allclose, graph_breaks, break_reasons, device_segments, graph_nodes, compile_ms,
          compile_wall_ms, first_run_ms, loss_reference, loss_device, loss_declared, loss_band,
-         max_loss_gap_ratio, grad_rmse_ratio, grad_worst_param, audited, suspects
+         max_loss_gap_ratio, grad_rmse_ratio, grad_worst_param, audited, suspects,
+         ref_comparisons, reference_in_question
   FROM results
   WHERE sweep_id = ANY($1::bigint[]) AND model_id = $2 AND run = 1)";
 
@@ -107,6 +116,8 @@ absl::StatusOr<pb::ModeVerdict> VerdictOf(const pqxx::row& row) {
   v.set_grad_worst_param(row[28].is_null() ? "" : row[28].c_str());
   v.set_audited(B(row[29]));
   if (auto st = ParseSuspects(row[30], v.mutable_suspects()); !st.ok()) return st;
+  if (auto st = ParseComparisons(row[31], v.mutable_references()); !st.ok()) return st;
+  v.set_reference_in_question(B(row[32]));
   return v;
 }
 

@@ -92,7 +92,7 @@ struct RowKey {
   std::string worker;
 };
 
-constexpr size_t kResultWidth = 34;
+constexpr size_t kResultWidth = 36;
 constexpr std::array<const char*, kResultWidth> kResultColumns = {
     "sweep_id",        "model_id",       "mode",          "run",           "status",
     "error",           "error_signature", "worker_id",    "ms",            "has_accuracy",
@@ -100,7 +100,8 @@ constexpr std::array<const char*, kResultWidth> kResultColumns = {
     "rmse_vs_declared", "max_rel_err",   "allclose",      "graph_breaks",  "break_reasons",
     "device_segments", "graph_nodes",    "compile_ms",    "compile_wall_ms", "first_run_ms",
     "loss_reference",  "loss_device",    "loss_declared", "loss_band",     "max_loss_gap_ratio",
-    "grad_rmse_ratio", "grad_worst_param", "audited",     "suspects"};
+    "grad_rmse_ratio", "grad_worst_param", "audited",     "suspects",      "ref_comparisons",
+    "reference_in_question"};
 
 std::string Bool(bool b) { return b ? "t" : "f"; }
 
@@ -124,17 +125,20 @@ std::array<Cell, kResultWidth> ResultRow(const RowKey& key, const pb::ModeVerdic
           curve(m.loss_reference()), curve(m.loss_device()), curve(m.loss_declared()),
           curve(m.loss_band()), Num(m.max_loss_gap_ratio()), Num(m.grad_rmse_ratio()),
           m.grad_worst_param(), Bool(m.audited()),
-          m.suspects().empty() ? Cell() : Cell(SuspectsJson(m.suspects()))};
+          m.suspects().empty() ? Cell() : Cell(SuspectsJson(m.suspects())),
+          m.references().empty() ? Cell() : Cell(ComparisonsJson(m.references())),
+          Bool(m.reference_in_question())};
 }
 
-constexpr std::array<const char*, 21> kRunColumns = {
+constexpr size_t kRunWidth = 25;
+constexpr std::array<const char*, kRunWidth> kRunColumns = {
     "sweep_id",  "model_id", "run",     "worker_id", "distinct_ops", "native_ops", "opcov_ratio",
     "total_ms",  "peak_device_bytes",   "ops",       "op_calls",     "op_ms",      "op_native",
     "tiny_config", "call_ratio", "family", "arch",   "task",         "config_hash", "timing_names",
-    "timing_ms"};
+    "timing_ms", "refs_source", "refs_key", "refs_content", "refs_warning"};
 
 // A model_runs row: the model's run with its op use and timings as parallel arrays.
-std::array<Cell, 21> RunRow(const RowKey& key, const pb::ModelResult& res) {
+std::array<Cell, kRunWidth> RunRow(const RowKey& key, const pb::ModelResult& res) {
   std::vector<std::string> ops;
   std::string calls = "{", ms = "{", native = "{";
   for (int k = 0; k < res.ops_size(); ++k) {
@@ -159,14 +163,16 @@ std::array<Cell, 21> RunRow(const RowKey& key, const pb::ModelResult& res) {
           native + "}",
           res.tiny_config_json().empty() ? Cell() : Cell(res.tiny_config_json()),
           Num(res.call_ratio()), res.family(), res.arch(), res.task(), res.config_hash(),
-          TextArray(timing_names), timing_ms + "}"};
+          TextArray(timing_names), timing_ms + "}", res.references().source(),
+          res.references().key_digest(), res.references().content_digest(),
+          res.references().warning()};
 }
 
 // COPY of the fresh results (one row per mode) and their model_runs rows.
 void StoreResults(pqxx::transaction_base& w, int64_t sweep_id, int64_t worker_id,
                   const std::vector<const pb::ModelResult*>& fresh, const JobRows& jobs) {
   std::vector<std::array<Cell, kResultWidth>> result_rows;
-  std::vector<std::array<Cell, 21>> run_rows;
+  std::vector<std::array<Cell, kRunWidth>> run_rows;
   for (const pb::ModelResult* res : fresh) {
     const RowKey key{std::to_string(sweep_id), res->model_id(),
                      std::to_string(jobs.at(res->job_id()).run), std::to_string(worker_id)};
@@ -174,7 +180,7 @@ void StoreResults(pqxx::transaction_base& w, int64_t sweep_id, int64_t worker_id
     run_rows.push_back(RunRow(key, *res));
   }
   Copy<kResultWidth>(w, "results", kResultColumns, result_rows);
-  Copy<21>(w, "model_runs", kRunColumns, run_rows);
+  Copy<kRunWidth>(w, "model_runs", kRunColumns, run_rows);
 }
 
 // Marks the fresh results' jobs done and adds them to the shard's tallies. Returns the models

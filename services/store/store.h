@@ -108,6 +108,51 @@ struct RegressionRow {
   std::string model_id, mode, confirmation;  // pending | deterministic | flaky
 };
 
+// ---- Reference bundles (references.cc, migration 14; workers/refs/README.md) ----
+
+// A bundle key as the store indexes it; the whole key is key_json.
+struct ReferenceKeyRow {
+  std::string key_digest;
+  std::string model_id;
+  uint64_t weights_seed = 0;
+  std::string device, zoo_version, torch_version;
+  std::string key_json;
+};
+// A stored key and the bundle it names.
+struct ReferenceEntry {
+  std::string key_digest, key_json, content_digest;
+  int64_t size = 0;
+};
+// A model run a worker wants the references of (a shard's job).
+struct ReferenceWant {
+  std::string model_id;
+  uint64_t seed = 0;
+};
+struct ReferenceCounts {
+  int64_t keys = 0;     // keys with a bundle
+  int64_t bundles = 0;  // distinct bundles
+  int64_t bytes = 0;    // their size
+};
+// Where one sweep's primary runs took their references from (model_runs.refs_source).
+struct SweepReferenceUse {
+  int64_t sweep_id = 0;  // 0: no sweep recorded a model yet
+  int64_t models = 0;    // primary runs that reached their references
+  int64_t stored = 0;    // from a stored bundle
+  int64_t computed = 0;  // computed and stored (no bundle, or one refused)
+  int64_t completed = 0;  // from a stored bundle that lacked a gradient: completed, stored
+  int64_t fresh = 0;     // computed and kept nowhere
+  int64_t refused = 0;   // a stored bundle refused (warning), the references computed
+  // Modes (of primary runs) judged against a reference from elsewhere too, and of them those
+  // whose references disagree: the reference in question, not the device.
+  int64_t modes_compared = 0;
+  int64_t modes_in_question = 0;
+};
+struct ReferencePrune {
+  int64_t keys_removed = 0;
+  int64_t bundles_removed = 0;
+  int64_t bytes_freed = 0;
+};
+
 struct QueueStats {
   int64_t shards_queued = 0;
   int64_t shards_leased = 0;
@@ -189,6 +234,35 @@ class Store {
   absl::StatusOr<PruneResult> PruneSweeps(const PruneRequest& r);
   absl::StatusOr<QueueStats> Queue();
   absl::Status Ping();
+
+  // ---- Reference bundles (references.cc) ----
+  // Stores a bundle: its bytes once under their SHA-256, however many writers race (true when
+  // this call stored them), and the key naming them (a key stored before now names these
+  // bytes: a refused bundle is replaced by its recomputation). The caller has checked that
+  // content_digest is the bytes' SHA-256 and that the key is the one they hold.
+  absl::StatusOr<bool> PutReferenceBundle(const ReferenceKeyRow& key,
+                                          const std::string& content_digest,
+                                          const std::string& body);
+  // The stored keys of these model runs: made on the CPU by this build (zoo and torch
+  // versions), or by another implementation (numerics "none": GPU references) on any device.
+  // At most 2,000 wants.
+  absl::StatusOr<std::vector<ReferenceEntry>> ReferencesFor(const std::vector<ReferenceWant>& wants,
+                                                            const std::string& zoo_version,
+                                                            const std::string& torch_version);
+  // The bundles a sweep's primary runs used or stored (model_runs.refs_key, refs_content), each
+  // once; key_json and size are empty / 0 for a bundle this database does not hold (the
+  // embedded default keeps them in a folder). NOT_FOUND for no such sweep.
+  absl::StatusOr<std::vector<ReferenceEntry>> SweepReferences(int64_t sweep_id);
+  // A bundle's bytes. NOT_FOUND when none has this digest.
+  absl::StatusOr<std::string> ReferenceBody(const std::string& content_digest);
+  absl::StatusOr<ReferenceCounts> CountReferences();
+  // sweep_id 0: the newest sweep that recorded a model.
+  absl::StatusOr<SweepReferenceUse> ReferenceUse(int64_t sweep_id);
+  // Drops the engine's CPU keys of other builds than (zoo_version, torch_version) (they can
+  // never be used again), then every bundle no key names. Other implementations' keys (numerics
+  // "none", any device) stay.
+  absl::StatusOr<ReferencePrune> PruneReferences(const std::string& zoo_version,
+                                                 const std::string& torch_version);
 
   // ---- Read queries for the Query service (queries.cc) ----
   // Done sweeps are answered from the answers kept when they were summarized (a few rows),

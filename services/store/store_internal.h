@@ -45,6 +45,11 @@ std::vector<std::string> ParseTextArray(const pqxx::field& f);
 // ratio, calls, total_calls} in the record's order (ratios are finite: the scheduler refuses
 // others, and 1e300 stands for a non-finite mismatch).
 std::string SuspectsJson(const google::protobuf::RepeatedPtrField<pb::Suspect>& v);
+// references.cc: a mode's comparisons with references from elsewhere as a jsonb array (each
+// in protobuf's JSON, NaN as "NaN"), and back (NULL: none; DATA_LOSS for another text).
+std::string ComparisonsJson(const google::protobuf::RepeatedPtrField<pb::ReferenceComparison>& v);
+absl::Status ParseComparisons(const pqxx::field& f,
+                              google::protobuf::RepeatedPtrField<pb::ReferenceComparison>* out);
 // results.suspects back into `out`, exactly as written (nothing for NULL). DATA_LOSS naming
 // the column when the text is not such an array.
 absl::Status ParseSuspects(const pqxx::field& f,

@@ -31,6 +31,9 @@ int Usage(const std::string& why) {
                "                every 0.5 s)\n"
                "  --weights-dir a Hub-mirror folder: a model id with a checkpoint in DIR/<id>\n"
                "                runs on it (model.safetensors or its sharded index)\n"
+               "  --references-dir  a folder of reference bundles shared with the sweep\n"
+               "                (the embedded default's STATE/refs): stored ones are used,\n"
+               "                computed ones stored; --references fresh: computed again\n"
                "  --token-file  the 'worker' (else 'admin') line of a tokens file, or a bare\n"
                "                token; without it TOUCHSTONE_WORKER_TOKEN\n"
                "  --tls-ca      TLS to the scheduler, trusting the CA certificates in FILE\n",
@@ -66,6 +69,12 @@ int main(int argc, char** argv) {
       o.state_dir = argv[++i];
     } else if (a == "--weights-dir" && has) {
       o.weights_dir = argv[++i];
+    } else if (a == "--references-dir" && has) {
+      o.references_dir = argv[++i];
+    } else if (a == "--references" && has) {
+      const std::string v = argv[++i];
+      if (v != "stored" && v != "fresh") return Usage("--references: 'stored' or 'fresh'");
+      o.fresh_references = v == "fresh";
     } else if (a == "--http-port" && has) {
       o.http_port = std::atoi(argv[++i]);
     } else if (a == "--http-host" && has) {

@@ -135,6 +135,10 @@ runner::ChildOutcome RunnerClient::RunOnce(const JobSpec& job, const std::set<st
                          {"modes", modes},         {"seed", job.seed},
                          {"audit_ops", job.audit_ops}};
   if (!job.weights_dir.empty()) line["weights_dir"] = job.weights_dir;
+  if (!job.references_dir.empty()) {
+    line["references_dir"] = job.references_dir;
+    line["references"] = job.fresh_references ? "fresh" : "stored";
+  }
   if (!WriteAll(to_child_, line.dump() + "\n")) {
     Reap(&o);  // it closed its input: it died
     return o;

@@ -39,6 +39,8 @@ struct JobSpec {
   double timeout_s = 300;
   bool audit_ops = false;
   std::string weights_dir;  // the child runs weights_dir/<model_id> when it holds a checkpoint  // replay passing modes op by op too (the sweep's audit_ops)
+  std::string references_dir;     // reference bundles (child_main.cc); empty: none
+  bool fresh_references = false;  // compute them again instead of reading a stored one
 };
 
 class RunnerClient {

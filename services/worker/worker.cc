@@ -22,6 +22,7 @@
 #include "services/common/metrics.h"
 #include "services/common/random.h"
 #include "services/common/tls.h"
+#include "services/worker/reference_sync.h"
 #include "services/worker/runner_client.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 
@@ -65,6 +66,9 @@ struct Worker::Impl {
   WorkerOptions opts;
   std::unique_ptr<pb::Scheduler::Stub> stub;
   std::unique_ptr<RunnerClient> runner;
+  // A fleet's reference bundles, fetched into and uploaded from STATE/refs (reference_sync.h);
+  // none with --references-dir (a folder shared with the sweep: the embedded default).
+  std::unique_ptr<ReferenceSync> refs;
   int64_t worker_id = 0;
   double heartbeat_s = 10;
 
@@ -190,10 +194,38 @@ struct Worker::Impl {
     return file;
   }
 
+  // The context of one reference-bundle call: the token and the RPC deadline.
+  std::unique_ptr<grpc::ClientContext> RefsContext() const {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(static_cast<int>(opts.rpc_timeout_s * 1000)));
+    if (!opts.token.empty()) ctx->AddMetadata("authorization", "Bearer " + opts.token);
+    return ctx;
+  }
+
+  // The shard's stored bundles into the local store; a failure costs the runner the work.
+  void FetchReferences(const pb::LeaseShardResponse& l) {
+    if (!refs || opts.fresh_references) return;
+    std::vector<std::pair<std::string, uint64_t>> runs;
+    for (const auto& job : l.jobs()) runs.emplace_back(job.model_id(), job.seed());
+    auto fetched = refs->Fetch(runs);
+    if (!fetched.ok()) {
+      std::fprintf(stderr, "touchstone-worker: reference bundles not fetched (computed instead): %s\n",
+                   fetched.status().ToString().c_str());
+    }
+  }
+
   // Sends the batch; false when the lease is gone (stale token).
   bool Flush(const pb::LeaseShardResponse& l, std::vector<pb::ModelResult>* batch,
              bool finish = false) {
     if (batch->empty()) return true;
+    if (refs) {  // the bundles the batch's runs stored, before the results that name them
+      auto sent = refs->Upload();
+      if (!sent.ok()) {
+        std::fprintf(stderr, "touchstone-worker: reference bundles not uploaded (kept for the "
+                     "next report): %s\n", sent.status().ToString().c_str());
+      }
+    }
     pb::ReportResultsRequest req;
     req.set_finish(finish);
     req.set_worker_id(worker_id);
@@ -232,6 +264,7 @@ struct Worker::Impl {
       std::fprintf(stderr, "touchstone-worker: %s\n", profile.status().ToString().c_str());
       SleepUnlessDraining(5);
     }
+    if (profile.ok()) FetchReferences(l);
     std::vector<pb::ModelResult> batch;
     auto last_report = Clock::now();
     bool all_run = true;
@@ -249,6 +282,8 @@ struct Worker::Impl {
       spec.timeout_s = l.model_timeout_s() > 0 ? l.model_timeout_s() : 300;
       spec.audit_ops = l.audit_ops();
       spec.weights_dir = opts.weights_dir;
+      spec.references_dir = refs ? refs->store().root() : opts.references_dir;
+      spec.fresh_references = opts.fresh_references;
       spec.config = nlohmann::json::parse(job.config_json(), nullptr, false);
       const auto t0 = Clock::now();
       job_in_flight = job.job_id();
@@ -265,6 +300,7 @@ struct Worker::Impl {
       model_seconds.Observe(std::chrono::duration<double>(Clock::now() - t0).count());
       // The record comes whole from the runner child; the worker adds the job's identity.
       pb::ModelResult& record = batch.emplace_back(std::move(*result));
+      if (refs) refs->Note(record.references().content_digest());
       record.set_job_id(job.job_id());
       record.set_model_id(job.model_id());
       record.set_run(job.run());
@@ -337,6 +373,13 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opts
   auto channel = common::MakeChannel(opts.scheduler, opts.tls_ca_file, args);
   if (!channel.ok()) return channel.status();
   impl->stub = pb::Scheduler::NewStub(*channel);
+  if (opts.references_dir.empty()) {
+    auto store = refs::DirStore::Open(opts.state_dir + "/refs");
+    if (!store.ok()) return absl::InvalidArgumentError("state_dir: " + store.status().message());
+    Impl* raw = impl.get();
+    impl->refs = std::make_unique<ReferenceSync>(
+        impl->stub.get(), [raw] { return raw->RefsContext(); }, std::move(*store));
+  }
   if (opts.http_port >= 0) {
     Impl* raw = impl.get();
     common::HttpServerOptions ho;

@@ -32,6 +32,12 @@ struct WorkerOptions {
   // Hub-mirror weights: a job whose model id has a checkpoint under weights_dir/<id> runs on
   // it (the runner resolves and reads it; zoo/safetensors.h); empty: seeded weights.
   std::string weights_dir;
+  // Reference bundles (workers/refs): a folder store the runner reads and writes directly (the
+  // embedded default's STATE/refs, shared by its workers). Empty: the fleet's, kept by the
+  // scheduler and copied to STATE/refs as shards need them (reference_sync.h).
+  std::string references_dir;
+  // true (`--references fresh`): compute every model's references again (and store them).
+  bool fresh_references = false;
   int http_port = 0;        // -1: none
   // The HTTP listener's address (/metrics and /healthz, open: counts only); 0.0.0.0 for a
   // Prometheus or a kubelet probe from another host.

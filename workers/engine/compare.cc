@@ -62,6 +62,12 @@ Accuracy CompareOutputs(const std::vector<at::Tensor>& device,
   return a;
 }
 
+double OutputsRmse(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  const at::Tensor fa = Flatten(a), fb = Flatten(b);
+  if (fa.numel() != fb.numel()) return INFINITY;
+  return Rmse(fa, fb);
+}
+
 bool AccuracyPasses(const Accuracy& a, const Tolerance& tol) {
   if (!a.finite) return false;
   if (a.allclose) return true;

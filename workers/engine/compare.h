@@ -56,6 +56,9 @@ Accuracy CompareOutputs(const std::vector<at::Tensor>& device,
                         const std::vector<at::Tensor>& golden_fp64,
                         const std::vector<at::Tensor>& cpu_declared, const Tolerance& tol);
 bool AccuracyPasses(const Accuracy& a, const Tolerance& tol);
+// RMSE between two output lists as CompareOutputs takes it (float outputs, flattened, in
+// double); INFINITY when their float elements do not line up.
+double OutputsRmse(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b);
 // "rmse_ratio 4.12 > 3 (rmse 2.1e-02 vs reference 5.1e-03), cosine 0.9993"
 std::string DescribeFailure(const Accuracy& a, const Tolerance& tol);
 

@@ -83,6 +83,10 @@ struct RunOptions {
     std::function<StatusOr<refs::StoredBundle>(const refs::BundleKey&)> load;
     // Keeps a bundle this run computed; returns its content address.
     std::function<StatusOr<std::string>(const refs::BundleKey&, const std::string& bytes)> save;
+    // The stored bundles of other implementations of this run (key.numerics "none": made by
+    // clients/python/make_references.py, on a GPU or the CPU), found by the run's key: each
+    // mode is judged against them too (README.md, "References from elsewhere").
+    std::function<std::vector<refs::StoredBundle>(const refs::BundleKey&)> others;
   } references;
 };
 

@@ -1,6 +1,7 @@
 // Reference bundles in the engine (references.h).
 #include "workers/engine/references.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -264,10 +265,122 @@ void KeepInFull(refs::TrainReferences& t, const std::set<std::string>& keep) {
 
 }  // namespace
 
+namespace {
+
+std::string LabelOf(const refs::BundleKey& k) {
+  std::string label = k.device.rfind("cuda", 0) == 0 ? "gpu" : "external";
+  return k.dtype == "float32" ? label : label + "_" + k.dtype;
+}
+
+// The comparison's identity; its numbers are filled by the judges.
+ReferenceComparison ComparisonOf(const ExternalReference& e) {
+  ReferenceComparison c;
+  c.label = e.label;
+  c.device = e.bundle.key.device;
+  c.dtype = e.bundle.key.dtype;
+  c.implementation = e.bundle.key.zoo_version;
+  return c;
+}
+
+// The fp64 outputs of two implementations of the same model differ by their arithmetic's last
+// bits only (~1e-16 relative); a floor this far below fp32 noise keeps exact agreement of tiny
+// outputs from reading as disagreement.
+constexpr double kAgreementFloor = 1e-9;
+
+// The RMS of a list of outputs (RMSE against zeros).
+double Rms(const TensorList& ts) {
+  TensorList zeros;
+  for (const auto& t : ts) zeros.push_back(t.defined() ? at::zeros_like(t) : t);
+  return OutputsRmse(ts, zeros);
+}
+
+}  // namespace
+
+void LoadExternal(StageContext& ctx) {
+  ReferenceState& st = ctx.references;
+  if (!st.keyed || !ctx.opts.references.others) return;
+  for (const refs::StoredBundle& sb : ctx.opts.references.others(st.key)) {
+    auto b = refs::DecodeBundle(sb.bytes);
+    if (!b.ok()) {
+      st.external_refused.push_back(sb.content_digest.substr(0, 12) + ": " + b.status().message());
+      continue;
+    }
+    ExternalReference e{LabelOf(b->key), std::move(*b)};
+    // Labels name the record's entries: a second bundle of the same kind gets "_2", ...
+    for (int n = 2;; ++n) {
+      const bool taken = std::any_of(st.external.begin(), st.external.end(),
+                                     [&](const ExternalReference& x) { return x.label == e.label; });
+      if (!taken) break;
+      e.label = LabelOf(e.bundle.key) + "_" + std::to_string(n);
+    }
+    if (refs::RunDigest(e.bundle.key) != refs::RunDigest(st.key) || !e.bundle.forward ||
+        !e.bundle.forward->outcome.ok() ||
+        e.bundle.forward->outputs.size() != ctx.ref.size()) {
+      st.external_refused.push_back(e.label + ": its outputs are not this run's");
+      continue;
+    }
+    st.external.push_back(std::move(e));
+  }
+}
+
+void JudgeExternal(const StageContext& ctx, ModeResult& m, const std::vector<at::Tensor>& out) {
+  for (const ExternalReference& e : ctx.references.external) {
+    const refs::ForwardReferences& f = *e.bundle.forward;
+    ReferenceComparison c = ComparisonOf(e);
+    const TensorList& golden = f.golden.empty() ? f.outputs : f.golden;
+    const Accuracy a = CompareOutputs(out, f.outputs, golden, ctx.declared, ctx.tol);
+    c.status = AccuracyPasses(a, ctx.tol) ? Verdict::kPass : Verdict::kFailAccuracy;
+    c.rmse_ratio = a.rmse_ratio;
+    c.max_abs_err = a.max_abs_err;
+    c.cosine = a.cosine;
+    if (!f.golden.empty()) {
+      // Two fp64 computations of one function: they differ beyond the two references' own
+      // rounding noise only when the implementations compute different functions.
+      c.agreement = OutputsRmse(ctx.golden, f.golden);
+      c.noise = OutputsRmse(ctx.ref, ctx.golden) + OutputsRmse(f.outputs, f.golden) +
+                kAgreementFloor * Rms(ctx.golden);
+      c.agrees = c.agreement <= c.noise;
+    }
+    m.reference_in_question = m.reference_in_question || !c.agrees;
+    m.references.push_back(std::move(c));
+  }
+}
+
+void JudgeExternalTraining(const StageContext& ctx, ModeResult& m) {
+  for (const ExternalReference& e : ctx.references.external) {
+    if (!e.bundle.train || !e.bundle.train->outcome.ok() ||
+        e.bundle.train->loss_reference.size() != m.loss_reference.size()) {
+      continue;
+    }
+    const std::vector<double>& curve = e.bundle.train->loss_reference;
+    ReferenceComparison c = ComparisonOf(e);
+    if (!m.loss_device.empty()) {
+      const LossCurveVerdict v = CompareLossCurves(m.loss_device, curve, m.loss_declared, ctx.tol);
+      c.status = v.pass ? Verdict::kPass : Verdict::kFailAccuracy;
+      c.max_loss_gap_ratio = v.max_gap_ratio;
+    }
+    // Its curve within the band our curve allows a device (the declared numerics' running gap
+    // from our reference): an fp32 curve of the same function is far inside it. A curve at
+    // another dtype has noise of its own this band does not measure: not judged.
+    if (c.dtype == "float32") {
+      const LossCurveVerdict agree =
+          CompareLossCurves(curve, m.loss_reference, m.loss_declared, ctx.tol);
+      c.agreement = agree.max_gap_ratio;
+      c.noise = 1;
+      c.agrees = agree.max_gap_ratio <= 1;
+    }
+    m.reference_in_question = m.reference_in_question || !c.agrees;
+    m.references.push_back(std::move(c));
+  }
+}
+
 void FinishReferences(StageContext& ctx) {
   ReferenceState& st = ctx.references;
   ReferenceUse& use = ctx.result.references;
   if (!st.keyed) return;  // "fresh" once the reference stage ran; else never reached
+  for (const std::string& why : st.external_refused) {
+    use.warning += (use.warning.empty() ? "" : "; ") + ("reference from elsewhere left out: " + why);
+  }
   if (st.stored && st.completed) {
     // The train references computed again for a gradient the bundle lacked: the key now names
     // the bundle with it too (and with those it had), so the next such run finds them.

@@ -20,6 +20,12 @@ namespace ts::engine::internal {
 struct StageContext;
 enum class StageEnd;
 
+// A bundle of another implementation of this run (engine README, "References from elsewhere").
+struct ExternalReference {
+  std::string label;  // "gpu", "gpu_bfloat16", "external"
+  refs::Bundle bundle;
+};
+
 struct ReferenceState {
   bool keyed = false;  // the run has a key (store configured, not a checkpoint run)
   refs::BundleKey key;
@@ -34,6 +40,9 @@ struct ReferenceState {
   // The stored bundle lacked the full gradient of a parameter the device made differ: the
   // train references were computed again (RecordTrain), and the bundle is stored with it.
   bool completed = false;
+  // Other implementations' bundles of this run, usable for this run's outputs.
+  std::vector<ExternalReference> external;
+  std::vector<std::string> external_refused;  // "label: why", for result.references.warning
 };
 
 // The key of this run (once built): the model run, the recipe, the build and the reference's
@@ -67,6 +76,16 @@ bool GradientsForJudge(StageContext& ctx, const zoo::WeightMap& device,
 // empty when the producer's fp64 step failed).
 bool GoldenFromBundle(StageContext& ctx, zoo::WeightMap& golden);
 void RecordGolden(StageContext& ctx, const zoo::WeightMap& golden);
+
+// Once the reference stage has the forward references: loads the bundles of other
+// implementations of this run (RunOptions::references.others). One whose outputs do not line up
+// with ours is left out, with a warning.
+void LoadExternal(StageContext& ctx);
+// eager, compile: the device's outputs against each external reference, and that reference
+// against ours (the mode's ReferenceComparison list; reference_in_question).
+void JudgeExternal(const StageContext& ctx, ModeResult& m, const std::vector<at::Tensor>& out);
+// train: the device's loss curve against each external curve, and that curve against ours.
+void JudgeExternalTraining(const StageContext& ctx, ModeResult& m);
 
 // At the end of RunModel: stores the computed bundle (when the run computed its references and
 // has a store), or the stored one completed with the fp64 gradients it lacked, and fills

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -77,7 +78,42 @@ class ReferencesTest : public ::testing::Test {
       return s->Put(k, b);
     };
     if (reuse) o.references.load = [s](const refs::BundleKey& k) { return s->Get(k); };
+    o.references.others = [s](const refs::BundleKey& k) {  // as workers/runner's store does
+      std::vector<refs::StoredBundle> out;
+      for (const refs::Entry& e : s->ListRun(refs::RunDigest(k))) {
+        if (e.key.numerics == refs::kOtherImplementation) {
+          out.push_back({e.content_digest, *s->ReadBlob(e.content_digest)});
+        }
+      }
+      return out;
+    };
     return o;
+  }
+
+  // A bundle "from elsewhere" made of this run's own references (the one stored), under
+  // another implementation's key, with `edit` applied.
+  void StoreExternal(const std::string& device, const std::string& dtype,
+                     const std::function<void(refs::Bundle&)>& edit) {
+    refs::Bundle b;
+    for (const refs::Entry& e : store_->List()) {
+      if (e.key.numerics != refs::kOtherImplementation) {
+        b = *refs::DecodeBundle(*store_->ReadBlob(e.content_digest));
+      }
+    }
+    b.key.device = device;
+    b.key.dtype = dtype;
+    b.key.zoo_version = "python test";
+    b.key.torch_version = "2.11.0";
+    b.key.numerics = refs::kOtherImplementation;
+    b.forward->declared.clear();
+    b.train->declared_digests.clear();
+    b.train->grads.clear();
+    b.train->grads_declared.clear();
+    b.train->grads_golden.clear();
+    b.train->golden_state = refs::TrainReferences::Golden::kAbsent;
+    b.train->loss_declared.clear();
+    edit(b);
+    ASSERT_TRUE(store_->Put(b.key, *refs::EncodeBundle(b)).ok());
   }
 
   static RunOptions Row(const std::string& arch, uint64_t seed = 5) {
@@ -322,6 +358,85 @@ TEST_F(ReferencesTest, ADamagedOrTruncatedBundleIsRefusedAndRecomputed) {
     const ModelResult again = RunModel(Config(arch), WithStore(Row(arch)));
     EXPECT_EQ(again.references.source, "stored") << again.references.warning;
   }
+}
+
+// References from elsewhere: each mode is judged against them too, and they against ours. One
+// that computes the same function agrees (its fp64 outputs equal ours, its curve is inside our
+// band); one that does not (a 0.1% scale on its outputs, a curve off by 1%) puts the reference
+// in question; the verdict itself stays ours. A bundle whose outputs are not this run's is
+// left out with a warning.
+TEST_F(ReferencesTest, ModesAreJudgedAgainstReferencesFromElsewhereToo) {
+  const std::string arch = "GPT2LMHeadModel";
+  Use(Baseline());
+  const ModelResult ours = RunModel(Config(arch), WithStore(Row(arch)));
+  ASSERT_EQ(ours.references.source, "computed");
+  EXPECT_TRUE(Mode(ours, "eager").references.empty());
+  StoreExternal("cuda:Test GPU", "float32", [](refs::Bundle&) {});
+  Use(Baseline());
+  ModelResult r = RunModel(Config(arch), WithStore(Row(arch)));
+  for (const char* m : {"eager", "compile", "train"}) {
+    SCOPED_TRACE(m);
+    const ModeResult& mode = Mode(r, m);
+    ASSERT_EQ(mode.references.size(), 1u);
+    const ReferenceComparison& c = mode.references[0];
+    EXPECT_EQ(c.label, "gpu");
+    EXPECT_EQ(c.device, "cuda:Test GPU");
+    EXPECT_EQ(c.implementation, "python test");
+    EXPECT_TRUE(c.agrees) << c.agreement << " > " << c.noise;
+    EXPECT_FALSE(mode.reference_in_question);
+    EXPECT_EQ(c.status, Verdict::kPass);
+    EXPECT_EQ(mode.status, Mode(ours, m).status);
+  }
+  EXPECT_EQ(Mode(r, "eager").references[0].agreement, 0.0) << "the same fp64 outputs";
+  const json rj = ToJson(r);
+  EXPECT_EQ(rj["modes"]["eager"]["references"]["cpu"]["status"], "pass");
+  EXPECT_EQ(rj["modes"]["eager"]["references"]["gpu"]["agrees"], true);
+
+  // Another implementation that computes something else.
+  EmptyStore();
+  Use(Baseline());
+  ASSERT_EQ(RunModel(Config(arch), WithStore(Row(arch))).references.source, "computed");
+  StoreExternal("cuda:Test GPU", "float32", [](refs::Bundle& b) {
+    for (auto* list : {&b.forward->outputs, &b.forward->golden}) {
+      for (auto& t : *list) t = t * 1.001;
+    }
+    for (double& l : b.train->loss_reference) l *= 1.01;
+  });
+  StoreExternal("cuda:Test GPU", "bfloat16", [](refs::Bundle& b) {
+    // 5%: a difference a bf16 reference's own noise (~0.4%) does not hide.
+    for (auto& t : b.forward->outputs) t = (t * 1.05).to(at::kBFloat16);
+    for (auto& t : b.forward->golden) t = t * 1.05;
+    for (double& l : b.train->loss_reference) l *= 1.01;  // not judged at bf16
+  });
+  StoreExternal("cpu", "float32", [](refs::Bundle& b) {
+    b.forward->outputs.push_back(b.forward->outputs[0]);  // not this run's outputs
+    b.forward->golden.push_back(b.forward->golden[0]);
+  });
+  Use(Baseline());
+  r = RunModel(Config(arch), WithStore(Row(arch)));
+  EXPECT_NE(r.references.warning.find("reference from elsewhere left out: external"),
+            std::string::npos)
+      << r.references.warning;
+  for (const char* m : {"eager", "compile", "train"}) {
+    SCOPED_TRACE(m);
+    const ModeResult& mode = Mode(r, m);
+    ASSERT_EQ(mode.references.size(), 2u);
+    EXPECT_TRUE(mode.reference_in_question);
+    EXPECT_EQ(mode.status, Mode(ours, m).status) << "the device is not blamed";
+    for (const ReferenceComparison& c : mode.references) {
+      if (c.label == "gpu") {
+        EXPECT_FALSE(c.agrees) << c.agreement << " vs " << c.noise;
+      }
+      if (c.label == "gpu_bfloat16" && std::string(m) != "train") {
+        EXPECT_FALSE(c.agrees) << c.agreement << " vs " << c.noise;
+      }
+      if (c.label == "gpu_bfloat16" && std::string(m) == "train") {
+        EXPECT_TRUE(c.agrees) << "a bf16 curve is not judged";
+        EXPECT_TRUE(std::isnan(c.agreement));
+      }
+    }
+  }
+  EXPECT_EQ(ToJson(r)["modes"]["train"]["reference_in_question"], true);
 }
 
 // --references fresh: nothing is read, the computed bundle is stored (the same bytes).

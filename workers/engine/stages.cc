@@ -119,6 +119,7 @@ void CollectCounters(StageContext& ctx, bool coverage) {
 
 // The accuracy verdict of device outputs against the references.
 void Judge(const StageContext& ctx, ModeResult& m, const TensorList& out) {
+  JudgeExternal(ctx, m, out);  // references from elsewhere, when stored (references.h)
   m.accuracy = CompareOutputs(out, ctx.ref, ctx.golden, ctx.declared, ctx.tol);
   if (AccuracyPasses(*m.accuracy, ctx.tol)) {
     m.status = Verdict::kPass;
@@ -249,12 +250,14 @@ StageEnd Reference(StageContext& ctx) {
 StageEnd ReferenceOrBundle(StageContext& ctx) {
   const auto t0 = Clock::now();
   if (auto end = ForwardFromBundle(ctx)) {
+    if (*end == StageEnd::kContinue) LoadExternal(ctx);
     ctx.result.timings_ms["reference"] = MsSince(t0);
     if (*end == StageEnd::kContinue) simdevice::Reseed(ctx.opts.seed);
     return *end;
   }
   const StageEnd end = Reference(ctx);
   RecordForward(ctx, end);
+  if (end == StageEnd::kContinue) LoadExternal(ctx);
   return end;
 }
 
@@ -458,6 +461,7 @@ StageEnd Train(StageContext& ctx) {
     });
     ctx.result.timings_ms["train_device"] = MsSince(t_sub);
     if (device_ok) JudgeTraining(ctx, m, declared, refs, device_grads);
+    JudgeExternalTraining(ctx, m);
     CollectCounters(ctx, /*coverage=*/true);
   }
   m.ms = MsSince(t0);

@@ -56,6 +56,31 @@ nlohmann::json Nums(const std::vector<double>& v) {
   return a;
 }
 
+// The mode against every reference: ours ("cpu", its own verdict) and those from elsewhere.
+nlohmann::json ReferencesJson(const std::string& mode, const ModeResult& m) {
+  nlohmann::json refs = nlohmann::json::object();
+  nlohmann::json& cpu = refs["cpu"];
+  cpu["status"] = VerdictName(m.status);
+  cpu["rmse_ratio"] = m.accuracy ? Num(m.accuracy->rmse_ratio) : nullptr;
+  cpu["max_abs_err"] = m.accuracy ? Num(m.accuracy->max_abs_err) : nullptr;
+  cpu["cosine"] = m.accuracy ? Num(m.accuracy->cosine) : nullptr;
+  cpu["max_loss_gap_ratio"] = mode == "train" ? Num(m.max_loss_gap_ratio) : nullptr;
+  for (const ReferenceComparison& c : m.references) {
+    refs[c.label] = {{"device", c.device},
+                     {"dtype", c.dtype},
+                     {"implementation", c.implementation},
+                     {"status", VerdictName(c.status)},
+                     {"rmse_ratio", Num(c.rmse_ratio)},
+                     {"max_abs_err", Num(c.max_abs_err)},
+                     {"cosine", Num(c.cosine)},
+                     {"max_loss_gap_ratio", Num(c.max_loss_gap_ratio)},
+                     {"agreement", Num(c.agreement)},
+                     {"noise", Num(c.noise)},
+                     {"agrees", c.agrees}};
+  }
+  return refs;
+}
+
 nlohmann::json ModeJson(const std::string& mode, const ModeResult& m) {
   nlohmann::json j;
   j["status"] = VerdictName(m.status);
@@ -94,6 +119,10 @@ nlohmann::json ModeJson(const std::string& mode, const ModeResult& m) {
     j["grad_rmse_ratio"] = m.grad_rmse_ratio ? Num(*m.grad_rmse_ratio) : nullptr;
     j["grad_worst_param"] =
         m.grad_worst_param.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.grad_worst_param);
+  }
+  if (!m.references.empty()) {
+    j["references"] = ReferencesJson(mode, m);
+    j["reference_in_question"] = m.reference_in_question;
   }
   j["audited"] = m.audited;
   nlohmann::json suspects = nlohmann::json::array();

@@ -3,6 +3,7 @@
 // Thread-safety: value types.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -60,6 +61,29 @@ struct Suspect {
 // record stays valid JSON).
 inline constexpr double kNonFiniteRatio = 1e300;
 
+// The mode judged against a reference from elsewhere too (a bundle of another implementation of
+// the model: transformers on a GPU; engine README, "References from elsewhere"), and that
+// reference against ours.
+struct ReferenceComparison {
+  std::string label;           // "gpu", "gpu_bfloat16" (its dtype when not float32), "external"
+  std::string device;          // "cuda:NVIDIA H100 80GB HBM3", "cpu"
+  std::string dtype;           // "float32", "bfloat16"
+  std::string implementation;  // "transformers 5.17.0"
+  // The device against it, by the mode's own rule with its outputs and fp64 outputs (or curve)
+  // in place of ours: kPass or kFailAccuracy; kSkipped when the device produced nothing.
+  Verdict status = Verdict::kSkipped;
+  double rmse_ratio = NAN;          // eager, compile
+  double max_abs_err = NAN;
+  double cosine = NAN;
+  double max_loss_gap_ratio = NAN;  // train
+  // Its agreement with our reference. eager, compile: RMSE between the two fp64 outputs
+  // against the two references' own noise, RMSE(fp32, fp64) of ours plus RMSE(its outputs, its
+  // fp64); train: the largest gap of its curve from ours over our curve's band (noise 1).
+  double agreement = NAN;
+  double noise = NAN;
+  bool agrees = true;
+};
+
 struct ModeResult {
   Verdict status = Verdict::kSkipped;
   std::string error;  // empty on pass; otherwise what happened, naming the op or field
@@ -86,6 +110,11 @@ struct ModeResult {
   // first divergent op first, then by ratio. Never changes `status`.
   bool audited = false;
   std::vector<Suspect> suspects;
+  // References from elsewhere (empty: none stored for this run), and whether one of them
+  // disagrees with ours beyond both references' noise: then it is the reference that is in
+  // question, not the device; `status` is still ours, and counted apart.
+  std::vector<ReferenceComparison> references;
+  bool reference_in_question = false;
 };
 
 struct OpCoverage {

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -37,11 +38,41 @@ json AddList(zoo::TensorMap& out, const std::string& name, const TensorList& lis
   return idx;
 }
 
-json AddGrads(zoo::TensorMap& out, const std::string& name, const GradMap& grads) {
+// The integer type of a float type's width: its bits, to find rows that are +0.0 bit for bit.
+at::ScalarType BitsType(at::ScalarType t) {
+  switch (c10::elementSize(t)) {
+    case 8: return at::kLong;
+    case 4: return at::kInt;
+    default: return at::kShort;
+  }
+}
+
+// A gradient kept in full, as stored: when at least a quarter of its rows are all +0.0 bits
+// (an embedding's rows for the tokens the batch lacks), only the other rows, with their
+// indices under "<name>#rows" and the full shape in `elided` (the decoder puts the zero rows
+// back: the same bits).
+void AddGrad(zoo::TensorMap& out, const std::string& name, const at::Tensor& g, json& elided) {
+  if (g.dim() < 2 || g.size(0) == 0 || !at::isFloatingType(g.scalar_type())) {
+    out[name] = g;
+    return;
+  }
+  const at::Tensor c = g.detach().to(at::kCPU).contiguous();
+  const at::Tensor bits = c.view(BitsType(c.scalar_type())).reshape({c.size(0), -1});
+  const at::Tensor kept = bits.ne(0).any(1).nonzero().reshape({-1});
+  if (kept.numel() * 4 > c.size(0) * 3) {
+    out[name] = g;
+    return;
+  }
+  out[name] = c.index_select(0, kept);
+  out[name + "#rows"] = kept.to(at::kLong);
+  elided[name] = c.sizes().vec();
+}
+
+json AddGrads(zoo::TensorMap& out, const std::string& name, const GradMap& grads, json& elided) {
   json names = json::array();
   for (const auto& [p, g] : grads) {
     if (!g.defined()) continue;
-    out["train.grads." + name + "." + p] = g;
+    AddGrad(out, "train.grads." + name + "." + p, g, elided);
     names.push_back(p);
   }
   return names;
@@ -132,7 +163,30 @@ StatusOr<ForwardReferences> ForwardFrom(Reader& r, const json& f) {
   return out;
 }
 
-StatusOr<GradMap> GradsFrom(Reader& r, const json& lists, const std::string& name) {
+// A gradient as AddGrad stored it, whole again.
+StatusOr<at::Tensor> TakeGrad(Reader& r, const std::string& name, const json& elided) {
+  TS_ASSIGN_OR_RETURN(at::Tensor t, r.Take(name, true));
+  auto shape = elided.find(name);
+  if (shape == elided.end()) return t;
+  TS_ASSIGN_OR_RETURN(at::Tensor rows, r.Take(name + "#rows", false));
+  std::vector<int64_t> full;
+  if (shape->is_array()) {
+    for (const auto& d : *shape) full.push_back(d.is_number_integer() ? d.get<int64_t>() : -1);
+  }
+  const bool fits =
+      full.size() >= 2 && full.size() == static_cast<size_t>(t.dim()) &&
+      std::all_of(full.begin(), full.end(), [](int64_t d) { return d >= 0; }) &&
+      rows.scalar_type() == at::kLong && rows.dim() == 1 && rows.size(0) == t.size(0) &&
+      std::equal(full.begin() + 1, full.end(), t.sizes().begin() + 1) &&
+      (rows.numel() == 0 || (rows.min().item<int64_t>() >= 0 && rows.max().item<int64_t>() < full[0]));
+  if (!fits) return InvalidArgumentError("bundle: tensor '" + name + "': its rows do not fit its shape");
+  at::Tensor whole = at::zeros(full, t.options());
+  whole.index_copy_(0, rows, t);
+  return whole;
+}
+
+StatusOr<GradMap> GradsFrom(Reader& r, const json& lists, const std::string& name,
+                            const json& elided) {
   GradMap out;
   auto it = lists.find(name);
   if (it == lists.end()) return out;
@@ -141,7 +195,7 @@ StatusOr<GradMap> GradsFrom(Reader& r, const json& lists, const std::string& nam
   for (const auto& p : *it) {
     if (!p.is_string()) return InvalidArgumentError("bundle: train.lists." + name + ": not names");
     TS_ASSIGN_OR_RETURN(out[p.get<std::string>()],
-                        r.Take("train.grads." + name + "." + p.get<std::string>(), true));
+                        TakeGrad(r, "train.grads." + name + "." + p.get<std::string>(), elided));
   }
   return out;
 }
@@ -182,9 +236,11 @@ StatusOr<TrainReferences> TrainFrom(Reader& r, const json& t) {
     return InvalidArgumentError("bundle: train.golden: unknown state '" + golden + "'");
   }
   out.declared_is_reference = t["declared_is_reference"].get<bool>();
-  TS_ASSIGN_OR_RETURN(out.grads, GradsFrom(r, t["lists"], "reference"));
-  TS_ASSIGN_OR_RETURN(out.grads_declared, GradsFrom(r, t["lists"], "declared"));
-  TS_ASSIGN_OR_RETURN(out.grads_golden, GradsFrom(r, t["lists"], "golden"));
+  const json elided = t.value("elided_rows", json::object());
+  if (!elided.is_object()) return InvalidArgumentError("bundle: train.elided_rows: not an object");
+  TS_ASSIGN_OR_RETURN(out.grads, GradsFrom(r, t["lists"], "reference", elided));
+  TS_ASSIGN_OR_RETURN(out.grads_declared, GradsFrom(r, t["lists"], "declared", elided));
+  TS_ASSIGN_OR_RETURN(out.grads_golden, GradsFrom(r, t["lists"], "golden", elided));
   for (const GradMap* m : {&out.grads, &out.grads_declared, &out.grads_golden}) {
     for (const auto& [p, g] : *m) {
       if (!out.declared_digests.count(p)) {
@@ -229,12 +285,14 @@ StatusOr<std::string> EncodeBundle(const Bundle& b) {
       tensors[std::string("train.loss.") + name] = Curve(*v);
       curves.push_back(name);
     }
-    json lists = json::object();
-    if (!t.grads.empty()) lists["reference"] = AddGrads(tensors, "reference", t.grads);
+    json lists = json::object(), elided = json::object();
+    if (!t.grads.empty()) lists["reference"] = AddGrads(tensors, "reference", t.grads, elided);
     if (!t.grads_declared.empty())
-      lists["declared"] = AddGrads(tensors, "declared", t.grads_declared);
-    if (!t.grads_golden.empty()) lists["golden"] = AddGrads(tensors, "golden", t.grads_golden);
+      lists["declared"] = AddGrads(tensors, "declared", t.grads_declared, elided);
+    if (!t.grads_golden.empty())
+      lists["golden"] = AddGrads(tensors, "golden", t.grads_golden, elided);
     meta["train"] = OutcomeJson(t.outcome);
+    if (!elided.empty()) meta["train"]["elided_rows"] = elided;
     meta["train"]["curves"] = curves;
     meta["train"]["lists"] = lists;
     meta["train"]["golden"] = GoldenName(t.golden_state);

@@ -34,6 +34,15 @@ Bundle Sample() {
   t.grads_declared = {{"a.weight", at::randn({4, 3})}, {"a.bias", at::randn({4})}};
   t.golden_state = TrainReferences::Golden::kPresent;
   t.grads_golden = {{"a.weight", at::randn({4, 3}, at::kDouble)}};
+  // An embedding's gradient: most rows exactly zero (stored without them), one row -0.0 (not
+  // zero bit for bit: kept).
+  at::Tensor emb = at::zeros({16, 3});
+  emb[2] = at::randn({3});
+  emb[9] = at::randn({3});
+  emb[11].fill_(-0.0);
+  t.grads["embed.weight"] = emb;
+  t.grads_declared["embed.weight"] = emb + 1e-3 * (emb != 0);
+  t.grads_golden["embed.weight"] = emb.to(at::kDouble);
   for (const auto& [p, g] : t.grads_declared) t.declared_digests[p] = TensorDigest(g);
   t.declared_digests["b.weight"] = TensorDigest(at::ones({2, 2}));  // a digest alone
   b.train = t;
@@ -87,6 +96,14 @@ TEST(BundleTest, EncodeDecodeKeepsEveryBit) {
   EXPECT_EQ(back->train->golden_state, TrainReferences::Golden::kPresent);
   EXPECT_EQ(back->train->declared_digests, b.train->declared_digests);
   EXPECT_FALSE(back->train->declared_is_reference);
+  EXPECT_EQ(TensorDigest(back->train->grads.at("embed.weight")),
+            TensorDigest(b.train->grads.at("embed.weight")))
+      << "the zero rows come back, the -0.0 row as it was";
+  std::map<std::string, std::string> meta;
+  auto stored = zoo::DecodeSafetensors(*bytes, "b", &meta);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->at("train.grads.reference.embed.weight").size(0), 3) << "3 of 16 rows stored";
+  EXPECT_EQ(stored->at("train.grads.reference.a.weight").size(0), 4) << "no zero row: whole";
   // The same bundle encodes to the same bytes: its content address is stable.
   EXPECT_EQ(*EncodeBundle(*back), *bytes);
 }

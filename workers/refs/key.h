@@ -23,6 +23,9 @@ inline constexpr const char* kTrainPart = "train";
 
 // The reference device of the engine's own references.
 inline constexpr const char* kCpuDevice = "cpu";
+// BundleKey::numerics of a bundle made by another implementation of the model
+// (make_references.py): it has no declared-numerics references.
+inline constexpr const char* kOtherImplementation = "none";
 
 struct BundleKey {
   // The model run: the catalog row and the inputs of its references.

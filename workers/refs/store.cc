@@ -162,6 +162,11 @@ StatusOr<std::string> DirStore::ReadBlob(const std::string& digest) const {
   return std::move(*bytes);
 }
 
+std::string DirStore::ContentOf(const BundleKey& key) const {
+  auto entry = ParseEntry(KeyPath(RunDigest(key), KeyDigest(key)));
+  return entry.ok() ? entry->content_digest : "";
+}
+
 StatusOr<StoredBundle> DirStore::Get(const BundleKey& key) const {
   const std::string path = KeyPath(RunDigest(key), KeyDigest(key));
   auto entry = ParseEntry(path);

@@ -76,6 +76,9 @@ class DirStore {
   // The bundle of `key`. NOT_FOUND: the key has none. DATA_LOSS: its blob is missing, or its
   // bytes do not hash to their name (a flipped or truncated file); the caller recomputes.
   StatusOr<StoredBundle> Get(const BundleKey& key) const;
+  // The content digest the key's entry names ("" when the key has none), without reading the
+  // blob: enough to see that a bundle the scheduler lists is here already.
+  std::string ContentOf(const BundleKey& key) const;
   // A blob by its digest, checked as Get checks it.
   StatusOr<std::string> ReadBlob(const std::string& content_digest) const;
   bool HasBlob(const std::string& content_digest) const;

@@ -68,6 +68,22 @@ pb::ModeVerdict ToVerdict(pb::Mode mode, const engine::ModeResult& m) {
   v.set_max_loss_gap_ratio(train ? Finite(m.max_loss_gap_ratio) : kNaN);
   v.set_grad_rmse_ratio(train && m.grad_rmse_ratio ? Finite(*m.grad_rmse_ratio) : kNaN);
   v.set_grad_worst_param(m.grad_worst_param);
+  for (const engine::ReferenceComparison& c : m.references) {
+    pb::ReferenceComparison* o = v.add_references();
+    o->set_label(c.label);
+    o->set_device(c.device);
+    o->set_dtype(c.dtype);
+    o->set_implementation(c.implementation);
+    o->set_status(ToProto(c.status));
+    o->set_rmse_ratio(Finite(c.rmse_ratio));
+    o->set_max_abs_err(Finite(c.max_abs_err));
+    o->set_cosine(Finite(c.cosine));
+    o->set_max_loss_gap_ratio(Finite(c.max_loss_gap_ratio));
+    o->set_agreement(Finite(c.agreement));
+    o->set_noise(Finite(c.noise));
+    o->set_agrees(c.agrees);
+  }
+  v.set_reference_in_question(m.reference_in_question);
   v.set_audited(m.audited);
   for (const engine::Suspect& s : m.suspects) {
     pb::Suspect* o = v.add_suspects();

@@ -70,6 +70,30 @@ nlohmann::json ModeJson(const pb::ModeVerdict& m) {
     j["grad_worst_param"] = m.grad_worst_param().empty() ? nlohmann::json(nullptr)
                                                          : nlohmann::json(m.grad_worst_param());
   }
+  if (m.references_size() > 0) {
+    nlohmann::json refs = nlohmann::json::object();
+    nlohmann::json& cpu = refs["cpu"];  // ours: the mode's own verdict (engine/verdict.cc)
+    cpu["status"] = proto::VerdictName(m.status());
+    cpu["rmse_ratio"] = m.has_accuracy() ? Num(m.rmse_ratio()) : nullptr;
+    cpu["max_abs_err"] = m.has_accuracy() ? Num(m.max_abs_err()) : nullptr;
+    cpu["cosine"] = m.has_accuracy() ? Num(m.cosine()) : nullptr;
+    cpu["max_loss_gap_ratio"] = m.mode() == pb::MODE_TRAIN ? Num(m.max_loss_gap_ratio()) : nullptr;
+    for (const auto& c : m.references()) {
+      refs[c.label()] = {{"device", c.device()},
+                         {"dtype", c.dtype()},
+                         {"implementation", c.implementation()},
+                         {"status", proto::VerdictName(c.status())},
+                         {"rmse_ratio", Num(c.rmse_ratio())},
+                         {"max_abs_err", Num(c.max_abs_err())},
+                         {"cosine", Num(c.cosine())},
+                         {"max_loss_gap_ratio", Num(c.max_loss_gap_ratio())},
+                         {"agreement", Num(c.agreement())},
+                         {"noise", Num(c.noise())},
+                         {"agrees", c.agrees()}};
+    }
+    j["references"] = refs;
+    j["reference_in_question"] = m.reference_in_question();
+  }
   j["audited"] = m.audited();
   j["suspects"] = SuspectsJson(m.suspects());
   return j;

@@ -1,6 +1,7 @@
 #include "workers/runner/reference_store.h"
 
 #include <memory>
+#include <vector>
 #include <utility>
 
 #include "workers/refs/store.h"
@@ -16,6 +17,15 @@ StatusOr<engine::RunOptions::ReferenceStore> FolderReferences(const std::string&
     return store->Put(key, bytes);
   };
   if (reuse) out.load = [store](const refs::BundleKey& key) { return store->Get(key); };
+  out.others = [store](const refs::BundleKey& key) {
+    std::vector<refs::StoredBundle> found;
+    for (const refs::Entry& e : store->ListRun(refs::RunDigest(key))) {
+      if (e.key.numerics != refs::kOtherImplementation) continue;
+      auto bytes = store->ReadBlob(e.content_digest);
+      if (bytes.ok()) found.push_back({e.content_digest, std::move(*bytes)});
+    }
+    return found;
+  };
   return out;
 }
 

@@ -1,0 +1,57 @@
+// A fleet's reference bundles with real processes (issue 31): touchstone-scheduler on a
+// throwaway PostgreSQL, two touchstone-worker processes over loopback gRPC, no folder shared
+// between them. Workers fetch a shard's bundles from the scheduler and upload the ones they
+// computed; two sweeps of the same models racing store each bundle once; a later sweep takes
+// every model's references from the stored bundles, with the same verdicts.
+#include "tests/sweep_fixture.h"
+
+namespace ts {
+namespace {
+
+using RefsFleetTest = SweepTest;
+
+int64_t CountSql(const std::string& db, const std::string& sql) {
+  pqxx::connection c(db);
+  pqxx::nontransaction n(c);
+  return n.exec(sql)[0][0].as<int64_t>();
+}
+
+TEST_F(RefsFleetTest, WorkersShareBundlesThroughTheSchedulerAndStoreEachOnce) {
+  StartScheduler();
+  // Two sweeps of the same 12 models at once: both workers compute references for the same
+  // (model, seed) runs, in either sweep, often at the same time.
+  const int64_t a = CreateSweep(12, Cheap, json::array(), 120, /*shard_max=*/3);
+  const int64_t b = CreateSweep(12, Cheap, json::array(), 120, /*shard_max=*/3);
+  StartWorker("w1");
+  StartWorker("w2");
+  for (int64_t s : {a, b}) {
+    WaitFor(s, [](const auto& p) { return p.state() == "done"; }, 300);
+    ExpectExactlyOnce(s);
+  }
+  const int64_t models = static_cast<int64_t>(models_.size());
+  // One bundle and one key per run, however many computed it.
+  EXPECT_EQ(CountSql(db_, "SELECT count(*) FROM reference_bundles"), models);
+  EXPECT_EQ(CountSql(db_, "SELECT count(*) FROM reference_keys"), models);
+  // Every run names a stored bundle.
+  EXPECT_EQ(CountSql(db_, "SELECT count(*) FROM model_runs mr JOIN reference_bundles b "
+                          "ON b.content_digest = mr.refs_content WHERE mr.run = 1"),
+            2 * models);
+  EXPECT_EQ(Verdicts(a), Verdicts(b));
+
+  // A third sweep: every model's references come from the scheduler's bundles.
+  const int64_t c = CreateSweep(12, Cheap, json::array(), 120, 3);
+  WaitFor(c, [](const auto& p) { return p.state() == "done"; }, 300);
+  ExpectExactlyOnce(c);
+  EXPECT_EQ(CountSql(db_, "SELECT count(*) FROM model_runs WHERE run = 1 AND refs_source = "
+                          "'stored' AND sweep_id = " + std::to_string(c)),
+            models);
+  EXPECT_EQ(CountSql(db_, "SELECT count(*) FROM reference_bundles"), models);
+  EXPECT_EQ(Verdicts(c), Verdicts(a));
+  // Each worker's local copy holds only what it fetched or computed: no folder is shared.
+  for (const char* w : {"w1", "w2"}) {
+    EXPECT_TRUE(fs::exists(dir_ / w / "refs" / "blobs")) << w;
+  }
+}
+
+}  // namespace
+}  // namespace ts
