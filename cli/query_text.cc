@@ -7,6 +7,8 @@
 #include <ctime>
 #include <map>
 
+#include <google/protobuf/util/json_util.h>
+
 #include "proto/names.h"
 
 namespace ts::cli {
@@ -136,6 +138,15 @@ std::string AlertsUpdateText(const pb::AlertsUpdate& u) {
   return Format("-- %s: %d alert%s\n", u.snapshot() ? "snapshot" : "changed", u.alerts_size(),
                 u.alerts_size() == 1 ? "" : "s") +
          AlertsText(r);
+}
+
+std::string MessageJson(const google::protobuf::Message& m, bool multiline) {
+  google::protobuf::util::JsonPrintOptions o;
+  o.add_whitespace = multiline;
+  o.always_print_primitive_fields = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
 }
 
 std::string Fit(const std::string& s, size_t width) {
