@@ -40,7 +40,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -55,10 +54,9 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "proto/names.h"
+#include "bench/fake_fleet.h"
 #include "services/common/flags.h"
 #include "services/common/http_server.h"
-#include "services/common/jitter.h"
 #include "services/scheduler/scheduler.h"
 #include "services/store/embedded_postgres.h"
 #include "services/store/store.h"
@@ -67,77 +65,19 @@
 namespace {
 
 namespace pb = ::touchstone::v1;
-using Clock = std::chrono::steady_clock;
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+using ts::bench::Clock;
+using ts::bench::FakeResult;
+using ts::bench::FakeWorker;
+using ts::bench::FleetOptions;
+using ts::bench::FleetRun;
+using ts::bench::Ms;
+using ts::bench::Registered;
+using ts::bench::StartClock;
 
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
-
-// What a real worker sends for one model: three modes, ~28 ops, a 5-step loss curve.
-pb::ModelResult BuildFakeResult(const pb::Job& j) {
-  pb::ModelResult m;
-  m.set_job_id(j.job_id());
-  m.set_model_id(j.model_id());
-  m.set_run(j.run());
-  for (pb::Mode mode : ts::proto::AllModes()) {
-    auto* v = m.add_modes();
-    v->set_mode(mode);
-    v->set_status(j.job_id() % 17 == 0 ? pb::VERDICT_FAIL_ACCURACY : pb::VERDICT_PASS);
-    if (v->status() != pb::VERDICT_PASS) v->set_error("rmse_ratio 2.31 > 1.5 (device 0.0123 vs ref 0.0053)");
-    v->set_ms(20.5);
-    v->set_rmse_device(1e-4);
-    v->set_rmse_reference(1e-4);
-    v->set_rmse_ratio(1.0);
-    v->set_cosine(0.99999);
-    if (mode == pb::MODE_COMPILE) {
-      v->set_graph_breaks(1);
-      v->add_break_reasons("data-dependent op aten::nonzero");
-      v->set_device_segments(2);
-      v->set_compile_ms(120);
-    }
-    if (mode == pb::MODE_TRAIN) {
-      for (int s = 0; s < 5; ++s) {
-        v->add_loss_reference(6.2 - 0.1 * s);
-        v->add_loss_device(6.2 - 0.1 * s);
-      }
-    }
-  }
-  for (int k = 0; k < 28; ++k) {
-    auto* op = m.add_ops();
-    op->set_op("aten::op_" + std::to_string(k));
-    op->set_calls(12);
-    op->set_ms(0.25);
-    op->set_native(k % 9 != 0);
-  }
-  m.set_distinct_ops(28);
-  m.set_native_ops(24);
-  m.set_opcov_ratio(24.0 / 28);
-  m.set_total_ms(70);
-  return m;
-}
-
-// Built once per fake worker (passing and failing variants) and stamped with each job's ids, so
-// the fake workers spend their CPU on the wire rather than on building strings.
-pb::ModelResult FakeResult(const pb::Job& j) {
-  thread_local pb::ModelResult pass_template, fail_template;
-  thread_local bool ready = false;
-  if (!ready) {
-    pb::Job p, f;
-    p.set_job_id(1);
-    f.set_job_id(17);
-    pass_template = BuildFakeResult(p);
-    fail_template = BuildFakeResult(f);
-    ready = true;
-  }
-  pb::ModelResult m = j.job_id() % 17 == 0 ? fail_template : pass_template;
-  m.set_job_id(j.job_id());
-  m.set_model_id(j.model_id());
-  m.set_run(j.run());
-  return m;
 }
 
 void Upsert(pb::Scheduler::Stub* stub, int models, int offset, const std::string& prefix) {
@@ -209,136 +149,6 @@ std::optional<int> Parse(int argc, char** argv, BenchArgs& a) {
       .Range(0, 60000);
   p.Option("--db", &a.db, "URL", "an existing database (default: a private PostgreSQL in /tmp)");
   return p.Parse(argc, argv);
-}
-
-// What the fake workers share: the start signal and the latencies they measured.
-struct FleetRun {
-  std::mutex mu;
-  std::vector<double> register_ms, lease_ms, later_lease_ms, report_ms, finish_ms;  // under mu
-  std::atomic<int64_t> results{0};
-  std::atomic<bool> started{false};      // the sweep's shards can be leased; t0 is set
-  std::atomic<Clock::rep> create_at{0};  // when the sweep's creation began (long polls)
-  std::atomic<int64_t> idle_calls{0};    // LeaseShard calls made before the sweep
-  Clock::time_point t0;
-};
-
-// Burst: the clock starts when the last fake worker has registered.
-struct StartClock {
-  FleetRun* run;
-  bool burst;
-  void operator()() noexcept {
-    if (!burst) return;
-    run->t0 = Clock::now();
-    run->started = true;
-  }
-};
-using Registered = std::barrier<StartClock>;
-
-// One fake worker's own latencies, merged into the FleetRun when it stops.
-struct WorkerTimes {
-  std::vector<double> lease, report, finish;
-};
-
-enum class Leased { kShard, kAgain, kDry };
-
-// One LeaseShard as touchstone-worker makes it (a long poll or a jittered wait while idle). A
-// call that can find the sweep's shards counts; a held call that waited for the sweep counts
-// from the sweep's creation.
-Leased Lease(const BenchArgs& a, pb::Scheduler::Stub& stub, int64_t worker_id, FleetRun& run,
-             WorkerTimes& mine, pb::LeaseShardResponse* lease) {
-  pb::LeaseShardRequest lq;
-  lq.set_worker_id(worker_id);
-  const bool in_sweep = run.started;
-  const bool long_poll = a.long_poll_ms > 0 && !in_sweep;
-  if (long_poll) lq.set_wait_ms(static_cast<uint32_t>(a.long_poll_ms));
-  if (!in_sweep) ++run.idle_calls;
-  const auto t = Clock::now();
-  grpc::ClientContext ctx;
-  grpc::Status st = stub.LeaseShard(&ctx, lq, lease);
-  const auto from =
-      long_poll ? std::max(t, Clock::time_point(Clock::duration(run.create_at.load()))) : t;
-  if (in_sweep || (st.ok() && lease->has_shard())) mine.lease.push_back(Ms(Clock::now() - from));
-  if (!st.ok()) return Leased::kAgain;
-  if (lease->has_shard()) return Leased::kShard;
-  if (in_sweep) return Leased::kDry;                                     // the queue ran dry
-  if (long_poll && lease->retry_after_ms() == 0) return Leased::kAgain;  // the wait was the backoff
-  std::this_thread::sleep_for(std::chrono::duration<double>(
-      ts::common::Jittered(lease->retry_after_ms() / 1000.0, 0.5)));  // as touchstone-worker
-  return Leased::kAgain;
-}
-
-// The shard's results in one ReportResults (finish=true unless --separate-finish, then a
-// FinishShard).
-void Report(const BenchArgs& a, pb::Scheduler::Stub& stub, int64_t worker_id,
-            const pb::LeaseShardResponse& lease, FleetRun& run, WorkerTimes& mine) {
-  pb::ReportResultsRequest rep;
-  rep.set_worker_id(worker_id);
-  rep.set_shard_id(lease.shard_id());
-  rep.set_lease_token(lease.lease_token());
-  for (const auto& j : lease.jobs()) *rep.add_results() = FakeResult(j);
-  rep.set_finish(!a.separate_finish);
-  pb::ReportResultsResponse rresp;
-  auto t = Clock::now();
-  grpc::ClientContext rctx;
-  grpc::Status st = stub.ReportResults(&rctx, rep, &rresp);
-  mine.report.push_back(Ms(Clock::now() - t));
-  if (st.ok()) run.results += rresp.accepted();
-  if (!a.separate_finish) return;
-  pb::FinishShardRequest f;
-  f.set_worker_id(worker_id);
-  f.set_shard_id(lease.shard_id());
-  f.set_lease_token(lease.lease_token());
-  pb::FinishShardResponse fr;
-  t = Clock::now();
-  grpc::ClientContext fctx;
-  stub.FinishShard(&fctx, f, &fr);
-  mine.finish.push_back(Ms(Clock::now() - t));
-}
-
-// One fake worker: registers (before the clock starts), waits for the others, then leases and
-// reports until the sweep's queue runs dry.
-void FakeWorker(const BenchArgs& a, const std::string& target, int w, Registered& registered,
-                FleetRun& run) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per fake worker
-  auto stub = pb::Scheduler::NewStub(
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
-  pb::RegisterWorkerRequest reg;
-  reg.set_name("fake-" + std::to_string(w));
-  pb::RegisterWorkerResponse rr;
-  bool ok = false;
-  {
-    grpc::ClientContext ctx;
-    const auto t = Clock::now();
-    ok = stub->RegisterWorker(&ctx, reg, &rr).ok();
-    std::lock_guard<std::mutex> l(run.mu);
-    run.register_ms.push_back(Ms(Clock::now() - t));
-  }
-  FakeResult(pb::Job());  // builds this worker's templates before the clock starts
-  registered.arrive_and_wait();
-  if (!ok) return;
-  if (a.reconnect()) {
-    std::this_thread::sleep_for(
-        std::chrono::duration<double>(ts::common::BackoffWithJitter(0, 0.1, 2.0)));
-  }
-  WorkerTimes mine;
-  for (;;) {
-    pb::LeaseShardResponse lease;
-    const Leased got = Lease(a, *stub, rr.worker_id(), run, mine, &lease);
-    if (got == Leased::kDry) break;
-    if (got == Leased::kAgain) continue;
-    if (a.hold_first_ms > 0 && mine.report.empty()) {  // this worker's first shard
-      std::this_thread::sleep_for(std::chrono::milliseconds(a.hold_first_ms));
-    }
-    Report(a, *stub, rr.worker_id(), lease, run, mine);
-  }
-  std::lock_guard<std::mutex> l(run.mu);
-  run.lease_ms.insert(run.lease_ms.end(), mine.lease.begin(), mine.lease.end());
-  if (!mine.lease.empty()) {
-    run.later_lease_ms.insert(run.later_lease_ms.end(), mine.lease.begin() + 1, mine.lease.end());
-  }
-  run.report_ms.insert(run.report_ms.end(), mine.report.begin(), mine.report.end());
-  run.finish_ms.insert(run.finish_ms.end(), mine.finish.begin(), mine.finish.end());
 }
 
 bool CreateSweep(pb::Scheduler::Stub& admin, const pb::CreateSweepRequest& cs,
@@ -574,9 +384,11 @@ bool RunFleet(const BenchArgs& a, const std::vector<std::string>& targets, int h
   // starts when the last one has, and all of them ask for a shard at that instant. Idle: they
   // poll the empty queue; the clock starts once the sweep exists.
   Registered registered(a.workers, StartClock{&run, a.burst()});
+  const FleetOptions fleet{a.long_poll_ms, a.separate_finish, a.hold_first_ms, a.reconnect()};
   std::vector<std::thread> threads;
   for (int w = 0; w < a.workers; ++w) {
-    threads.emplace_back([&, w] { FakeWorker(a, targets[w % a.schedulers], w, registered, run); });
+    threads.emplace_back(
+        [&, w] { FakeWorker(fleet, targets[w % a.schedulers], w, registered, run); });
   }
   if (!a.burst()) {
     f.idle = MeasureIdle(a, http_port, run);

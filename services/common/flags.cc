@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,8 @@
 #include <sstream>
 #include <type_traits>
 
+#include "services/common/flags_internal.h"
+
 #ifndef TS_VERSION
 #define TS_VERSION "unknown"
 #endif
@@ -20,13 +23,9 @@
 namespace ts::flags {
 namespace {
 
-constexpr size_t kWidth = 100;  // help and synopsis columns
+using internal::Join;
 
-std::string Join(const std::vector<std::string>& parts, const std::string& sep) {
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
-  return out;
-}
+constexpr size_t kWidth = 100;  // help and synopsis columns
 
 // "a, b or c".
 std::string OneOf(const std::vector<std::string>& values) {
@@ -113,6 +112,16 @@ CLI::Validator NumberCheck() {
       "", "");
 }
 
+}  // namespace
+
+namespace internal {
+
+std::string Join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
 std::string ShellWord(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -124,7 +133,7 @@ std::string ShellWord(const std::string& s) {
   return out;
 }
 
-}  // namespace
+}  // namespace internal
 
 const char* Version() { return TS_VERSION; }
 
@@ -596,112 +605,6 @@ std::vector<std::string> Program::List(bool all) const {
   };
   walk(*this, "");
   return out;
-}
-
-namespace {
-
-// The completion script's four tables, by command path ("" is the program): subcommands, flags,
-// the flags that take a value, and what a flag's value (or a positional, "@") completes to.
-struct CompletionTables {
-  std::string subs, flags, valued, values;
-};
-
-std::string CompletionKind(const Arg& a) {
-  switch (a.kind()) {
-    case ValueKind::kFile:
-      return "file";
-    case ValueKind::kDir:
-      return "dir";
-    case ValueKind::kChoice: {
-      std::vector<std::string> words;
-      for (const auto& v : a.choices()) words.push_back(ShellWord(v));
-      return "choice:" + Join(words, " ");
-    }
-    case ValueKind::kText:
-      break;
-  }
-  return "text";
-}
-
-void AddCompletionRows(const Command& c, const std::string& path, CompletionTables* t) {
-  auto arm = [](const std::string& key, const std::string& words) {
-    return "    \"" + key + "\") echo \"" + words + "\" ;;\n";
-  };
-  std::vector<std::string> names, all_flags, with_value;
-  for (const auto& s : c.subcommands()) names.push_back(ShellWord(s->name()));
-  for (const auto& a : c.args()) {
-    if (a->positional()) {
-      t->values += arm(path + " @", CompletionKind(*a));
-      continue;
-    }
-    all_flags.push_back(a->name());
-    if (a->value().empty()) continue;
-    with_value.push_back(a->name());
-    t->values += arm(path + " " + a->name(), CompletionKind(*a));
-  }
-  all_flags.push_back("--help");
-  if (path.empty()) all_flags.push_back("--version");
-  if (!names.empty()) t->subs += arm(path, Join(names, " "));
-  t->flags += arm(path, Join(all_flags, " "));
-  if (!with_value.empty()) t->valued += arm(path, Join(with_value, " "));
-  for (const auto& s : c.subcommands()) {
-    AddCompletionRows(*s, path.empty() ? ShellWord(s->name()) : path + " " + ShellWord(s->name()),
-                      t);
-  }
-}
-
-// `fn`: the command path typed so far (a flag's value is no command), then the words that fit
-// the current one: a flag's value, a flag, a subcommand or a positional.
-constexpr const char* kCompletionFunction = R"sh(FN() {
-  local cur=${COMP_WORDS[COMP_CWORD]} path="" w i skip=0 kind
-  for ((i = 1; i < COMP_CWORD; i++)); do
-    w=${COMP_WORDS[i]}
-    if ((skip)); then skip=0; continue; fi
-    if [[ $w == -* ]]; then
-      [[ " $(FN_valued "$path") " == *" $w "* ]] && skip=1
-      continue
-    fi
-    [[ " $(FN_subs "$path") " == *" $w "* ]] && path=${path:+$path }$w
-  done
-  COMPREPLY=()
-  if ((skip)); then
-    kind=$(FN_values "$path" "${COMP_WORDS[COMP_CWORD-1]}")
-  elif [[ $cur == -* ]]; then
-    COMPREPLY=($(compgen -W "$(FN_flags "$path")" -- "$cur"))
-    return 0
-  elif [[ -n $(FN_subs "$path") ]]; then
-    COMPREPLY=($(compgen -W "$(FN_subs "$path")" -- "$cur"))
-    return 0
-  else
-    kind=$(FN_values "$path" @)
-  fi
-  case $kind in
-    choice:*) COMPREPLY=($(compgen -W "${kind#choice:}" -- "$cur")) ;;
-    file) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
-    dir) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")) ;;
-  esac
-  return 0
-}
-)sh";
-
-}  // namespace
-
-std::string Program::BashCompletion() const {
-  std::string fn = "_" + name_;
-  std::replace(fn.begin(), fn.end(), '-', '_');
-  CompletionTables t;
-  AddCompletionRows(*this, "", &t);
-  auto table = [&fn](const std::string& what, const std::string& arms, const std::string& key) {
-    return fn + "_" + what + "() {\n  case \"" + key + "\" in\n" + arms + "  esac\n}\n";
-  };
-  std::string body = kCompletionFunction;
-  for (size_t at = body.find("FN"); at != std::string::npos; at = body.find("FN", at + fn.size())) {
-    body.replace(at, 2, fn);
-  }
-  return "# bash completion for " + name_ + ", generated by `" + name_ +
-         " completion bash` from its command table; do not edit.\n" + table("subs", t.subs, "$1") +
-         table("flags", t.flags, "$1") + table("valued", t.valued, "$1") +
-         table("values", t.values, "$1 $2") + body + "complete -F " + fn + " " + name_ + "\n";
 }
 
 }  // namespace ts::flags
