@@ -7,10 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <map>
 #include <sstream>
 #include <type_traits>
 
@@ -539,72 +536,6 @@ int Program::Run(const std::vector<std::string>& args) {
     return running_->UsageError("expected a command: " + OneOf(names));
   }
   return running_->action_();
-}
-
-void Program::AddBuiltins() {
-  if (builtins_) return;
-  builtins_ = true;
-  Command& help =
-      Add("help", "a command's usage and flags; --list: the commands, one a line", [this] {
-        if (help_list_) {
-          for (const auto& line : List(help_all_)) std::printf("%s\n", line.c_str());
-          return 0;
-        }
-        const Command* c = Find(help_words_);
-        if (!c) return running_->UsageError("no command '" + Join(help_words_, " ") + "'");
-        std::fputs(c->Help().c_str(), stdout);
-        return 0;
-      });
-  help.Flag("--list", &help_list_, "the commands, one a line (for scripts)");
-  help.Flag("--all", &help_all_, "with --list: every command path, subcommands included");
-  help.Positional("COMMAND", &help_words_, "a command, and a subcommand of it");
-  Command& completion =
-      Add("completion", "the bash completion script, generated from the command table", [this] {
-        const std::string script = BashCompletion();
-        if (completion_out_.empty()) {
-          std::fputs(script.c_str(), stdout);
-          return 0;
-        }
-        std::error_code ec;
-        const std::filesystem::path out(completion_out_);
-        if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path(), ec);
-        std::ofstream f(completion_out_);
-        f << script;
-        f.close();
-        if (!f) return running_->Failure("cannot write " + completion_out_);
-        return 0;
-      });
-  completion.Positional("SHELL", &completion_shell_, "the shell (bash)").Choices({"bash"});
-  completion.Option("--out", &completion_out_, "FILE", "write the script there, not to stdout")
-      .File();
-  completion.Notes("Load it with: source <(" + name_ + " completion bash)");
-}
-
-const Command* Program::Find(const std::vector<std::string>& words) const {
-  const Command* c = this;
-  for (const auto& w : words) {
-    const Command* next = nullptr;
-    for (const auto& s : c->subcommands()) {
-      if (s->name() == w) next = s.get();
-    }
-    if (!next) return nullptr;
-    c = next;
-  }
-  return c;
-}
-
-std::vector<std::string> Program::List(bool all) const {
-  std::vector<std::string> out;
-  std::function<void(const Command&, const std::string&)> walk = [&](const Command& c,
-                                                                     const std::string& prefix) {
-    for (const auto& s : c.subcommands()) {
-      const std::string p = prefix.empty() ? s->name() : prefix + " " + s->name();
-      out.push_back(p);
-      if (all) walk(*s, p);
-    }
-  };
-  walk(*this, "");
-  return out;
 }
 
 }  // namespace ts::flags

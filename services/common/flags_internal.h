@@ -1,4 +1,4 @@
-// What flags.cc and flags_completion.cc share. Not for users of flags.h.
+// What flags.cc and flags_builtins.cc share. Not for users of flags.h.
 #pragma once
 
 #include <string>
