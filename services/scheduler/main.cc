@@ -33,6 +33,8 @@ int Usage(const std::string& why) {
                "  --http-host   the HTTP listener's address (default 127.0.0.1; 0.0.0.0 lets\n"
                "                Prometheus on another host scrape /metrics)\n"
                "  --insecure    allow a non-loopback --listen or --http-host without tokens\n"
+               "  --tls-cert/--tls-key  PEM certificate chain and key: TLS on the gRPC port\n"
+               "                and HTTPS on the HTTP port (dashboard, /metrics, /healthz)\n"
                "  --startup-grace  leases run at least this long after a start or a database\n"
                "                outage before they may expire (default max(10, 2 x lease TTL))\n",
                why.c_str());

@@ -140,6 +140,10 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
     ho.host = opts.http_host;
     ho.port = opts.http_port;
     ho.tokens = impl->tokens;
+    // One certificate for both ports: with TLS on, the dashboard (its login token), /metrics
+    // and /healthz are HTTPS too.
+    ho.tls_cert_file = opts.tls_cert_file;
+    ho.tls_key_file = opts.tls_key_file;
     // The web dashboard (dashboard_http.h) reads through the Query service in process.
     ConfigureDashboardServer(&ho);
     DashboardOptions dash;
