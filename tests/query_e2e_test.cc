@@ -1,8 +1,8 @@
 // The read side end to end: two real sweeps on one embedded database (a defect-free profile,
 // then sim-2.1 with the first as baseline), `touchstone serve` over their state folder, and the
 // query commands and the Python client against it. What the answers must equal is computed
-// here, independently: flips and per-task rates from the two sweeps' ListResults streams, the
-// table from what `touchstone sweep` printed.
+// here, independently: the table, flips and per-task rates from the two sweeps' ListResults
+// streams (tests/result_recount.h).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -21,6 +21,7 @@
 #include "services/common/auth.h"
 #include "services/common/process.h"
 #include "tests/fixtures/subprocess.h"
+#include "tests/result_recount.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 
 namespace ts {
@@ -147,15 +148,58 @@ std::string QueryE2eTest::base_, QueryE2eTest::head_, QueryE2eTest::target_,
 int64_t QueryE2eTest::base_id_ = 0, QueryE2eTest::head_id_ = 0;
 pid_t QueryE2eTest::serve_pid_ = -1;
 
-TEST_F(QueryE2eTest, SummaryEqualsTheTableTheSweepPrinted) {
+// GetSummary, as `touchstone summary --format json` prints it, equals the table recounted here
+// from the sweep's ListResults rows (tests/result_recount.h): every task row and no other, the
+// Total and the class-weighted total, in models, each mode's pass share and Mean OpCov; and the
+// table `touchstone sweep` printed is that summary's text.
+TEST_F(QueryE2eTest, SummaryEqualsARecountOfTheResults) {
+  const auto channel = grpc::CreateChannel(target_, grpc::InsecureChannelCredentials());
+  auto token = common::ReadClientToken(tokens_, {common::Role::kReader});
+  ASSERT_TRUE(token.ok()) << token.status();
   for (auto [id, printed] : {std::pair{base_id_, base_}, std::pair{head_id_, head_}}) {
-    auto r = Cli({"summary", std::to_string(id)});
+    const auto rows = testing::ListAllResults(channel, *token, id);
+    ASSERT_EQ(rows.size(), static_cast<size_t>(kSample));
+    const testing::TableRecount want = testing::RecountTable(rows);
+    auto r = Cli({"summary", std::to_string(id), "--format", "json"});
     ASSERT_EQ(r.exit_code, 0) << testing::Describe(r) << r.err;
-    ASSERT_FALSE(r.out.empty());
+    const json got = json::parse(r.out);
+    const std::vector<std::string> fields = {"models", "eagerPct", "compilePct", "trainPct",
+                                             "opcovPct"};
+    const auto expect_row = [&](const json& row, const testing::RecountRow& recount,
+                                const std::string& where) {
+      for (const std::string& f : fields) {
+        const double shown = f == "models" ? std::stod(row.value("models", std::string("0")))
+                                           : row.value(f, 0.0);
+        EXPECT_NEAR(shown, recount.Field(f), 1e-9) << "sweep " << id << " " << where << " " << f;
+      }
+    };
+    std::set<std::string> groups;
+    for (const json& row : got.value("rows", json::array())) {
+      const std::string group = row.value("group", "");
+      groups.insert(group);
+      auto it = want.tasks.find(group);
+      ASSERT_NE(it, want.tasks.end()) << "summary row " << group << " is no task of sweep " << id;
+      expect_row(row, it->second, group);
+    }
+    std::set<std::string> tasks;
+    for (const auto& [task, row] : want.tasks) tasks.insert(task);
+    EXPECT_EQ(groups, tasks) << "sweep " << id;
+    expect_row(got["total"], want.total, "Total");
+    for (const std::string& f : fields) {
+      if (f == "models") continue;
+      EXPECT_NEAR(got["classWeighted"].value(f, 0.0), want.ClassWeighted(f), 1e-9)
+          << "sweep " << id << " Class-weighted " << f;
+    }
+    EXPECT_EQ(std::stoll(got.value("classes", std::string("0"))),
+              static_cast<int64_t>(want.archs.size()));
+
     // The sweep printed the table, then its own progress lines.
-    EXPECT_EQ(printed.substr(0, r.out.size()), r.out) << "sweep printed:\n"
-                                                      << printed << "summary printed:\n"
-                                                      << r.out;
+    auto text = Cli({"summary", std::to_string(id)});
+    ASSERT_EQ(text.exit_code, 0) << testing::Describe(text) << text.err;
+    ASSERT_FALSE(text.out.empty());
+    EXPECT_EQ(printed.substr(0, text.out.size()), text.out) << "sweep printed:\n"
+                                                            << printed << "summary printed:\n"
+                                                            << text.out;
   }
 }
 

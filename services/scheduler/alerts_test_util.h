@@ -170,6 +170,14 @@ class AlertsTest : public ::testing::Test {
     return created.sweep_id();
   }
 
+  // The first column of the first row of `sql` on the test's database (NULL: 0).
+  int64_t Count(const std::string& sql) {
+    pqxx::connection c(opts_.db_url);
+    pqxx::nontransaction n(c);
+    const pqxx::result r = n.exec(sql);
+    return r.empty() || r[0][0].is_null() ? 0 : r[0][0].as<int64_t>();
+  }
+
   std::string State(int64_t sweep) {
     pqxx::connection c(opts_.db_url);
     pqxx::nontransaction n(c);

@@ -154,6 +154,10 @@ absl::Status StartHttp(Impl* impl) {
   ho.host = opts.http_host;
   ho.port = opts.http_port;
   ho.tokens = impl->tokens;
+  // One certificate for both ports: with TLS on, the dashboard (its login token), /metrics
+  // and /healthz are HTTPS too.
+  ho.tls_cert_file = opts.tls_cert_file;
+  ho.tls_key_file = opts.tls_key_file;
   ConfigureDashboardServer(&ho);
   DashboardOptions dash;
   grpc::ChannelArguments args;

@@ -43,7 +43,9 @@ struct SchedulerOptions {
   // Bearer tokens by role (services/common/auth.h); no tokens: open, logged at start. Each
   // method's role: SchedulerMethodRole. gRPC health and reflection need no token.
   common::TokenSet tokens;
-  std::string tls_cert_file;  // both set: TLS on the gRPC port (services/common/tls.h)
+  // Both set: TLS on the gRPC port (services/common/tls.h) and HTTPS on the HTTP port, with the
+  // same certificate; the dashboard's login cookie is then Secure.
+  std::string tls_cert_file;
   std::string tls_key_file;
   double lease_ttl_s = 30;
   // After start-up and after the database was out, every current lease runs at least this

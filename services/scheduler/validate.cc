@@ -100,6 +100,14 @@ absl::Status Verdict(const std::string& at, const pb::ModeVerdict& v) {
     const std::string sat = at + ".suspects[" + std::to_string(k) + "]";
     if (auto st = Suspect(sat, v.suspects(k)); !st.ok()) return st;
   }
+  if (!v.audited() && v.unchecked_size() > 0) {
+    return Bad(at + ".unchecked", "present, but the mode was not audited");
+  }
+  for (int k = 0; k < v.unchecked_size(); ++k) {
+    const std::string uat = at + ".unchecked[" + std::to_string(k) + "]";
+    if (v.unchecked(k).op().empty()) return Bad(uat + ".op", "empty");
+    if (v.unchecked(k).calls() < 1) return Bad(uat + ".calls", "must be >= 1");
+  }
   return absl::OkStatus();
 }
 

@@ -93,4 +93,30 @@ absl::Status ParseSuspects(const pqxx::field& f,
   return absl::OkStatus();
 }
 
+std::string UncheckedJson(const google::protobuf::RepeatedPtrField<pb::UncheckedOp>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const pb::UncheckedOp& u : v) {
+    a.push_back({{"op", u.op()}, {"calls", u.calls()}, {"error", u.error()}});
+  }
+  return a.dump();
+}
+
+absl::Status ParseUnchecked(const pqxx::field& f,
+                            google::protobuf::RepeatedPtrField<pb::UncheckedOp>* out) {
+  if (f.is_null()) return absl::OkStatus();
+  const auto a = nlohmann::json::parse(f.c_str(), nullptr, false);
+  const auto bad = [] {
+    return absl::DataLossError("results.unchecked: not an array of unchecked ops");
+  };
+  if (a.is_discarded() || !a.is_array()) return bad();
+  for (const auto& j : a) {
+    if (!j.is_object() || !j.value("op", nlohmann::json()).is_string()) return bad();
+    pb::UncheckedOp* u = out->Add();
+    u->set_op(j["op"].get<std::string>());
+    u->set_calls(j.value("calls", int64_t{0}));
+    u->set_error(j.value("error", ""));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace ts::store

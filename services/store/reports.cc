@@ -92,7 +92,7 @@ struct RowKey {
   std::string worker;
 };
 
-constexpr size_t kResultWidth = 34;
+constexpr size_t kResultWidth = 35;
 constexpr std::array<const char*, kResultWidth> kResultColumns = {
     "sweep_id",        "model_id",       "mode",          "run",           "status",
     "error",           "error_signature", "worker_id",    "ms",            "has_accuracy",
@@ -100,13 +100,14 @@ constexpr std::array<const char*, kResultWidth> kResultColumns = {
     "rmse_vs_declared", "max_rel_err",   "allclose",      "graph_breaks",  "break_reasons",
     "device_segments", "graph_nodes",    "compile_ms",    "compile_wall_ms", "first_run_ms",
     "loss_reference",  "loss_device",    "loss_declared", "loss_band",     "max_loss_gap_ratio",
-    "grad_rmse_ratio", "grad_worst_param", "audited",     "suspects"};
+    "grad_rmse_ratio", "grad_worst_param", "audited",     "suspects",      "unchecked"};
 
 std::string Bool(bool b) { return b ? "t" : "f"; }
 
 // A results row: the verdict as reported, every field (GetModel gives the record back whole;
 // a value that was not measured is the NaN the worker sent). Break reasons and loss curves are
-// NULL when empty, and so are the suspects (jsonb, SuspectsJson).
+// NULL when empty, and so are the suspects and the unchecked ops (jsonb, SuspectsJson,
+// UncheckedJson).
 std::array<Cell, kResultWidth> ResultRow(const RowKey& key, const pb::ModeVerdict& m) {
   const VerdictText v = StoredVerdict(m);
   std::vector<std::string> reasons(m.break_reasons().begin(), m.break_reasons().end());
@@ -124,7 +125,8 @@ std::array<Cell, kResultWidth> ResultRow(const RowKey& key, const pb::ModeVerdic
           curve(m.loss_reference()), curve(m.loss_device()), curve(m.loss_declared()),
           curve(m.loss_band()), Num(m.max_loss_gap_ratio()), Num(m.grad_rmse_ratio()),
           m.grad_worst_param(), Bool(m.audited()),
-          m.suspects().empty() ? Cell() : Cell(SuspectsJson(m.suspects()))};
+          m.suspects().empty() ? Cell() : Cell(SuspectsJson(m.suspects())),
+          m.unchecked().empty() ? Cell() : Cell(UncheckedJson(m.unchecked()))};
 }
 
 constexpr std::array<const char*, 21> kRunColumns = {

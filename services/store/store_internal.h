@@ -49,6 +49,11 @@ std::string SuspectsJson(const google::protobuf::RepeatedPtrField<pb::Suspect>& 
 // the column when the text is not such an array.
 absl::Status ParseSuspects(const pqxx::field& f,
                            google::protobuf::RepeatedPtrField<pb::Suspect>* out);
+// The ops a replay could not check, as results.unchecked keeps them: a JSON array of {op, calls,
+// error}; ParseUnchecked reads it back (nothing for NULL; DATA_LOSS naming the column).
+std::string UncheckedJson(const google::protobuf::RepeatedPtrField<pb::UncheckedOp>& v);
+absl::Status ParseUnchecked(const pqxx::field& f,
+                            google::protobuf::RepeatedPtrField<pb::UncheckedOp>* out);
 
 template <size_t N, size_t... I>
 auto AsTuple(const std::array<const char*, N>& a, std::index_sequence<I...>) {

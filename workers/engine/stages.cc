@@ -141,14 +141,16 @@ bool NeedsAudit(const StageContext& ctx, const ModeResult& m) {
          (ctx.opts.audit_ops && m.status == Verdict::kPass);
 }
 
-// Replays a mode op by op (op_audit.h) into m.suspects. Runs after the mode's counters were
-// collected: the replay counts towards neither coverage nor the mode's time.
+// Replays a mode op by op (op_audit.h) into m.suspects and m.unchecked. Runs after the mode's
+// counters were collected: the replay counts towards neither coverage nor the mode's time.
 void Audit(StageContext& ctx, ModeResult& m, const char* mode,
            const std::function<void()>& replay) {
   if (!NeedsAudit(ctx, m)) return;
   const auto t0 = Clock::now();
   simdevice::Reseed(ModeSeed(ctx, mode));
-  m.suspects = ReplayOpByOp(ctx.profile.numerics, replay);
+  ReplayFindings found = ReplayOpByOp(ctx.profile.numerics, replay);
+  m.suspects = std::move(found.suspects);
+  m.unchecked = std::move(found.unchecked);
   m.audited = true;
   simdevice::ResetCounters();
   ctx.result.timings_ms[std::string("audit_") + mode] = MsSince(t0);
@@ -368,8 +370,8 @@ bool TrainReferences(StageContext& ctx, ModeResult& m, std::vector<double>& decl
 }
 
 // The first step's gradients in fp64 on the CPU into refs.golden (one extra forward and
-// backward). A model that cannot take an fp64 step has no gradient reference: its gradients are
-// not judged (grad_rmse_ratio stays unset); the loss curves still are.
+// backward). A model that cannot take an fp64 step has no gradient reference: a device gradient
+// that differs from the declared numerics' is then unjudged, which JudgeTraining reports.
 void GoldenGradients(StageContext& ctx, ReferenceGrads& refs) {
   const auto t0 = Clock::now();
   try {
@@ -401,9 +403,7 @@ void JudgeTraining(StageContext& ctx, ModeResult& m, const std::vector<double>& 
       MsSince(t0) - (timings.count("train_golden_grads") ? timings["train_golden_grads"] : 0.0);
   if (g.judged > 0) m.grad_rmse_ratio = g.worst_ratio;
   m.grad_worst_param = g.worst_param;
-  if (g.pass) return;
-  m.status = Verdict::kFailAccuracy;
-  m.error = m.error.empty() ? g.error : m.error + "; " + g.error;
+  ApplyGradientVerdict(g, &m.status, &m.error);
 }
 
 // 5. K steps of SGD on a fixed batch: reference curves and first-step gradients on CPU, then the

@@ -103,6 +103,11 @@ nlohmann::json ModeJson(const std::string& mode, const ModeResult& m) {
                         {"total_calls", s.total_calls}});
   }
   j["suspects"] = suspects;
+  nlohmann::json unchecked = nlohmann::json::array();
+  for (const UncheckedOp& u : m.unchecked) {
+    unchecked.push_back({{"op", u.op}, {"calls", u.calls}, {"error", u.error}});
+  }
+  j["unchecked"] = unchecked;
   return j;
 }
 
@@ -155,6 +160,9 @@ std::string ToText(const ModelResult& r) {
       o << "\n           suspect " << s.op << " " << s.shapes << " " << s.dtype << " ratio "
         << std::defaultfloat << s.ratio << std::fixed << " (" << s.calls << "/"
         << s.total_calls << " calls)";
+    }
+    for (const UncheckedOp& u : m.unchecked) {
+      o << "\n           unchecked " << u.op << " (" << u.calls << " calls: " << u.error << ")";
     }
     o << "\n";
   }

@@ -56,6 +56,14 @@ struct Suspect {
   int64_t calls = 0;   // calls over tolerance
   int64_t total_calls = 0;  // calls of the op checked
 };
+// An op an op-by-op replay could not check: given the call's arguments, its CPU reference threw
+// (the CPU has no kernel for it as called). Reported, so that a replay that checked nothing of
+// an op says so instead of passing it over.
+struct UncheckedOp {
+  std::string op;      // "aten::_fused_op"
+  int64_t calls = 0;   // calls left unchecked
+  std::string error;   // the first one's exception: its first line, at most 200 characters
+};
 // The ratio of an output that is NaN/Inf where the reference is finite (a finite number, so the
 // record stays valid JSON).
 inline constexpr double kNonFiniteRatio = 1e300;
@@ -86,6 +94,7 @@ struct ModeResult {
   // first divergent op first, then by ratio. Never changes `status`.
   bool audited = false;
   std::vector<Suspect> suspects;
+  std::vector<UncheckedOp> unchecked;  // ops of the replay with no CPU reference, by name
 };
 
 struct OpCoverage {

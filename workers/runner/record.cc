@@ -78,6 +78,12 @@ pb::ModeVerdict ToVerdict(pb::Mode mode, const engine::ModeResult& m) {
     o->set_calls(s.calls);
     o->set_total_calls(s.total_calls);
   }
+  for (const engine::UncheckedOp& u : m.unchecked) {
+    pb::UncheckedOp* o = v.add_unchecked();
+    o->set_op(u.op);
+    o->set_calls(u.calls);
+    o->set_error(u.error);
+  }
   return v;
 }
 

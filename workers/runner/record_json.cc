@@ -72,6 +72,11 @@ nlohmann::json ModeJson(const pb::ModeVerdict& m) {
   }
   j["audited"] = m.audited();
   j["suspects"] = SuspectsJson(m.suspects());
+  nlohmann::json unchecked = nlohmann::json::array();
+  for (const pb::UncheckedOp& u : m.unchecked()) {
+    unchecked.push_back({{"op", u.op()}, {"calls", u.calls()}, {"error", u.error()}});
+  }
+  j["unchecked"] = unchecked;
   return j;
 }
 
