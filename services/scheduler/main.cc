@@ -31,7 +31,10 @@ int main(int argc, char** argv) {
            "admin token. Without it: TOUCHSTONE_WORKER_TOKEN, _READER_TOKEN, _ADMIN_TOKEN")
       .File();
   p.Flag("--insecure", &o.insecure, "allow a non-loopback --listen or --http-host without tokens");
-  p.Option("--tls-cert", &o.tls_cert_file, "FILE", "PEM certificate chain: TLS on the gRPC port and HTTPS on the HTTP port (dashboard, /metrics, /healthz)").File();
+  p.Option("--tls-cert", &o.tls_cert_file, "FILE",
+           "PEM certificate chain: TLS on the gRPC port and HTTPS on the HTTP port (dashboard, "
+           "/metrics, /healthz)")
+      .File();
   p.Option("--tls-key", &o.tls_key_file, "FILE", "... and its key").File();
   p.Option("--lease-ttl", &o.lease_ttl_s, "SECONDS", "a lease not heartbeated this long expires")
       .Positive();

@@ -1,10 +1,10 @@
 #include "services/scheduler/scheduler.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <thread>
-
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 
 #include "services/common/field_limits.h"
 #include "services/common/tls.h"
@@ -42,12 +42,14 @@ absl::Status CheckExposure(const SchedulerOptions& opts) {
   if (!opts.tokens.open() || opts.insecure) return absl::OkStatus();
   const auto refuse = [](const std::string& field, const std::string& value) {
     return absl::InvalidArgumentError(
-        field + ": '" + value + "' is not a loopback address and no tokens are configured, so "
+        field + ": '" + value +
+        "' is not a loopback address and no tokens are configured, so "
         "anyone who reaches it could create and cancel sweeps; give tokens (--token-file) or "
         "--insecure");
   };
   if (!IsLoopback(HostOf(opts.listen))) return refuse("listen", opts.listen);
-  if (opts.http_port >= 0 && !IsLoopback(opts.http_host)) return refuse("http_host", opts.http_host);
+  if (opts.http_port >= 0 && !IsLoopback(opts.http_host))
+    return refuse("http_host", opts.http_host);
   return absl::OkStatus();
 }
 
@@ -59,7 +61,6 @@ std::optional<Role> SchedulerMethodRole(std::string_view method) {
   }
   return std::nullopt;
 }
-
 
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
