@@ -1,7 +1,8 @@
-// The decoder families (README.md "Decoder families"), one file each: families/<model_type>.cc
-// defines its DecoderFamily (config -> recipe, example config, head classes), and
-// decoder_families.cc lists them. Adding a family: its file, its line below and in the list, and
-// its source line in CMakeLists.txt. Private to the zoo.
+// The pieces a decoder family shares with the families derived from it (as transformers' modular
+// files derive one family from another), grouped by the family file that defines them. A decoder
+// family is one file, families/<model_type>.cc, that defines its DecoderFamily and registers it
+// (TS_ZOO_DECODER_FAMILY, trunks/decoder_family.h); adding one takes that file and its line in
+// CMakeLists.txt. Private to the zoo.
 #pragma once
 
 #include <string>
@@ -44,7 +45,8 @@ void ScaleQwenMoe(const json& real, const Recipe& rc, json& t);
 // the whole projection; also olmoe's).
 Status ReadOlmo2Attention(const ConfigReader& r, const json& config, Recipe& c);
 
-// deepseek.cc: the DeepSeek lineage's pieces (deepseek_lineage.cc's families use them).
+// deepseek_readers.cc: the DeepSeek lineage's pieces (deepseek_v2, deepseek_v3, glm4_moe,
+// glm4_moe_lite, dots1, solar_open, exaone_moe, minimax_m2, ernie4_5_moe and youtu use them).
 // A config class's multi-head latent attention defaults.
 struct MlaSpec {
   int64_t q_lora = 1536, kv_lora = 512, nope = 128, rope = 64, v = 128;
@@ -84,69 +86,16 @@ ScaleFn DeepseekMoeScale(const DeepseekMoeSpec& d);
 Status RotaryWithTheta(const ConfigReader& r, const json& config, double theta,
                        const std::string& partial_field, double partial, Recipe& c);
 
-DecoderFamily Helium();
-DecoderFamily Olmo3();
-DecoderFamily VaultGemma();
-DecoderFamily Cwm();
-DecoderFamily Olmoe();
-DecoderFamily FlexOlmo();
-DecoderFamily OpenAiGpt();
-DecoderFamily Jais2();
-DecoderFamily DeepseekV2();
-DecoderFamily DeepseekV3();
-DecoderFamily Glm4Moe();
-DecoderFamily Glm4MoeLite();
-DecoderFamily Dots1();
-DecoderFamily SolarOpen();
-DecoderFamily ExaoneMoe();
-DecoderFamily Youtu();
-DecoderFamily MiniMaxM2();
-DecoderFamily Ernie45Moe();
-DecoderFamily Ministral();
-DecoderFamily Ministral3();
-DecoderFamily Arcee();
-DecoderFamily SeedOss();
-DecoderFamily SmolLm3();
-DecoderFamily Glm();
-DecoderFamily Glm4();
-DecoderFamily Ernie45();
-DecoderFamily Granite();
-DecoderFamily Olmo();
-DecoderFamily Nemotron();
-DecoderFamily Exaone4();
-DecoderFamily Gemma3Text();
-DecoderFamily Cohere();
-DecoderFamily Cohere2();
-DecoderFamily Persimmon();
-DecoderFamily Gptj();
-DecoderFamily CodeGen();
-DecoderFamily Falcon();
-DecoderFamily Bloom();
-DecoderFamily Mpt();
-DecoderFamily Opt();
-DecoderFamily GptNeo();
-DecoderFamily Xglm();
-DecoderFamily BioGpt();
-DecoderFamily Gemma();
-DecoderFamily Gemma2();
-DecoderFamily Qwen3();
-DecoderFamily Olmo2();
-DecoderFamily Phi();
-DecoderFamily Phi3();
-DecoderFamily StableLm();
-DecoderFamily Starcoder2();
-DecoderFamily Gpt2();
-DecoderFamily GptBigCode();
-DecoderFamily GptNeoX();
-DecoderFamily Mixtral();
-DecoderFamily Qwen2Moe();
-DecoderFamily Qwen3Moe();
-DecoderFamily Llama();
-DecoderFamily LlamaLm();
-DecoderFamily Mistral();
-DecoderFamily MistralLm();
-DecoderFamily Qwen2();
-DecoderFamily Qwen2Lm();
+// olmoe.cc: the OLMoE experts of intermediate_size (Qwen MoE router; also flex_olmo's).
+ParseFn OlmoeExperts(int64_t experts, int64_t top_k);
+void ScaleOlmoeExperts(const json& real, const Recipe& rc, json& t);
+
+// Families that others start from (a derived family edits a copy).
+DecoderFamily Gemma2();  // gemma2.cc: vaultgemma
+DecoderFamily Gpt2();    // gpt2.cc: gpt_bigcode
+DecoderFamily Gptj();    // gptj.cc: codegen
+DecoderFamily Olmo2();   // olmo2.cc: flex_olmo
+DecoderFamily Qwen3();   // qwen3.cc: qwen3_moe, dots1
 
 // Layouts a family shares with those derived from it.
 Status GlmLayers(const ConfigReader& r, const json& config, Recipe& c);     // glm.cc: glm4

@@ -1,5 +1,6 @@
-// Tests for BART's sibling encoder-decoders (families/bart_variants.cc): each expected value is
-// written from the transformers 5 modeling file named in the test, not from the zoo.
+// Tests for BART's sibling encoder-decoders (families/marian.cc, pegasus.cc, blenderbot.cc,
+// blenderbot_small.cc, m2m_100.cc): each expected value is written from the transformers 5
+// modeling file named in the test, not from the zoo.
 #include <gtest/gtest.h>
 
 #include <cmath>

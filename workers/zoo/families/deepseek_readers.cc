@@ -8,11 +8,14 @@
 // (nope + rope)^-0.5, times mscale^2 = (0.1 * mscale_all_dim * ln(factor) + 1)^2 when the RoPE
 // is scaled and mscale_all_dim is set (transformers 5.17 applies it in both versions). HF's
 // head_dim is qk_rope_head_dim: the rotary's width. Fields transformers ignores (moe_layer_freq,
-// scoring_func, v3's topk_method, aux-loss fields) are not read. The MLA and MoE readers here
-// (declared in decoder_families.h) also serve deepseek_lineage.cc's families.
+// scoring_func, v3's topk_method, aux-loss fields) are not read.
+//
+// This file holds the lineage's readers (declared in decoder_lineages.h); deepseek_v2.cc,
+// deepseek_v3.cc and the families derived from them (glm4_moe, glm4_moe_lite, dots1, solar_open,
+// exaone_moe, minimax_m2, ernie4_5_moe, youtu) use them.
 #include <cmath>
 
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 namespace {
@@ -38,8 +41,9 @@ Status ReadMla(const ConfigReader& r, const json& config, const MlaSpec& d, Reci
   TS_RETURN_IF_ERROR(Positive(r, "v_head_dim", m.v));
   m.ln_eps = d.ln_eps > 0 ? d.ln_eps : c.eps;
   if (c.kv != c.heads) {
-    return r.Error("num_key_value_heads", "must equal num_attention_heads (MLA's keys and values "
-                                          "have one head per query head)");
+    return r.Error("num_key_value_heads",
+                   "must equal num_attention_heads (MLA's keys and values "
+                   "have one head per query head)");
   }
   c.head_dim = m.rope;  // DeepseekV*Config: head_dim = qk_rope_head_dim (the rotary's width)
   c.rotary_dim = m.rope;
@@ -106,8 +110,9 @@ Status ReadDeepseekMoe(const ConfigReader& r, const json& config, const Deepseek
   if (d.sigmoid) {
     TS_ASSIGN_OR_RETURN(m.norm_topk, r.Bool("norm_topk_prob", d.norm_topk));
     if (m.n_group > 1 && m.experts / m.n_group < 2) {
-      return r.Error("n_group", "leaves fewer than two experts per group (groups are scored by "
-                                "their top two)");
+      return r.Error("n_group",
+                     "leaves fewer than two experts per group (groups are scored by "
+                     "their top two)");
     }
   } else {
     // DeepseekV2Moe ignores norm_topk_prob.
@@ -211,65 +216,5 @@ Status RotaryWithTheta(const ConfigReader& r, const json& config, double theta,
   if (!r.Has("rope_theta")) rc["rope_theta"] = theta;
   return ReadClassicRotary(r, rc, partial_field, partial, false, c);
 }
-
-namespace {
-
-DeepseekMoeSpec DeepseekConfigMoe(bool v3) {
-  if (v3) return {};  // DeepseekV3Config
-  // DeepseekV2Config (num_experts_per_tok has no default)
-  return {.sigmoid = false, .experts = 64, .top_k = -1, .inter = 1407, .shared = 2,
-          .scaling = 1.0, .n_group = 1, .topk_group = 1, .norm_topk = false, .dense = 0};
-}
-
-DecoderFamily Deepseek(bool v3) {
-  return {
-      .model_type = v3 ? "deepseek_v3" : "deepseek_v2",
-      .defaults = {.max_pos = v3 ? 4096 : 2048, .eps = 1e-6},
-      .llama_biases = false,
-      .classic = true,
-      // v2 has no rope_interleave field (always pairs); v3 has no mlp_bias.
-      .parse = MlaParse(MlaSpec(), /*reads_interleave=*/v3, /*reads_mlp_bias=*/!v3),
-      .parse_layers = DeepseekMoeParse(DeepseekConfigMoe(v3)),
-      .scale_extra = DeepseekMoeScale(DeepseekConfigMoe(v3)),
-      .aliases = {{v3 ? "num_local_experts" : "num_experts", "n_routed_experts"}},
-      .classes = {v3 ? "DeepseekV3ForCausalLM" : "DeepseekV2ForCausalLM",
-                  v3 ? "DeepseekV3ForSequenceClassification"
-                     : "DeepseekV2ForSequenceClassification",
-                  v3 ? "DeepseekV3ForTokenClassification" : "", "",
-                  v3 ? "DeepseekV3Model" : "DeepseekV2Model"},
-      .example = v3
-                     // deepseek-ai/DeepSeek-V3
-                     ? R"({"model_type":"deepseek_v3","vocab_size":129280,"hidden_size":7168,
-           "intermediate_size":18432,"moe_intermediate_size":2048,"num_hidden_layers":61,
-           "num_attention_heads":128,"num_key_value_heads":128,"n_shared_experts":1,
-           "n_routed_experts":256,"routed_scaling_factor":2.5,"kv_lora_rank":512,
-           "q_lora_rank":1536,"qk_rope_head_dim":64,"v_head_dim":128,"qk_nope_head_dim":128,
-           "topk_method":"noaux_tc","n_group":8,"topk_group":4,"num_experts_per_tok":8,
-           "moe_layer_freq":1,"first_k_dense_replace":3,"norm_topk_prob":true,
-           "scoring_func":"sigmoid","hidden_act":"silu","max_position_embeddings":163840,
-           "rms_norm_eps":1e-6,"rope_theta":10000,"rope_scaling":{"type":"yarn","factor":40,
-           "original_max_position_embeddings":4096,"beta_fast":32,"beta_slow":1,"mscale":1.0,
-           "mscale_all_dim":1.0},"attention_bias":false,"tie_word_embeddings":false,
-           "bos_token_id":0,"eos_token_id":1})"
-                     // deepseek-ai/DeepSeek-V2-Lite
-                     : R"({"model_type":"deepseek_v2","vocab_size":102400,"hidden_size":2048,
-           "intermediate_size":10944,"moe_intermediate_size":1408,"num_hidden_layers":27,
-           "num_attention_heads":16,"num_key_value_heads":16,"n_shared_experts":2,
-           "n_routed_experts":64,"routed_scaling_factor":1.0,"kv_lora_rank":512,
-           "q_lora_rank":null,"qk_rope_head_dim":64,"v_head_dim":128,"qk_nope_head_dim":128,
-           "topk_method":"greedy","n_group":1,"topk_group":1,"num_experts_per_tok":6,
-           "moe_layer_freq":1,"first_k_dense_replace":1,"norm_topk_prob":false,
-           "scoring_func":"softmax","hidden_act":"silu","max_position_embeddings":163840,
-           "rms_norm_eps":1e-6,"rope_theta":10000,"rope_scaling":{"type":"yarn","factor":40,
-           "original_max_position_embeddings":4096,"beta_fast":32,"beta_slow":1,"mscale":0.707,
-           "mscale_all_dim":0.707},"attention_bias":false,"tie_word_embeddings":false,
-           "bos_token_id":100000,"eos_token_id":100001})",
-  };
-}
-
-}  // namespace
-
-DecoderFamily DeepseekV2() { return Deepseek(false); }
-DecoderFamily DeepseekV3() { return Deepseek(true); }
 
 }  // namespace ts::zoo::internal::decoder

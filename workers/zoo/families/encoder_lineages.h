@@ -1,5 +1,8 @@
-// The encoder families (one file each, families/<model_type>.cc) and the pieces the BERT and
-// RoBERTa lineages share. Private to the zoo.
+// The pieces an encoder family shares with the families derived from it (the BERT, RoBERTa,
+// DeBERTa and XLM lineages), grouped by the family file that defines them. An encoder family is
+// one file, families/<model_type>.cc, that defines its EncoderFamily and registers it
+// (TS_ZOO_ENCODER_FAMILY, trunks/encoder_family.h); adding one takes that file and its line in
+// CMakeLists.txt. Private to the zoo.
 #pragma once
 
 #include <cstdint>
@@ -33,29 +36,10 @@ Status ParseDebertaPooler(const ConfigReader& r, Recipe& c);
 HeadNames DebertaHeadNames();
 void ScaleDeberta(const Recipe& real, json& t);
 
-EncoderFamily Bert();
-EncoderFamily Roberta();
-EncoderFamily XlmRoberta();
-EncoderFamily Camembert();
-EncoderFamily Data2VecText();
-EncoderFamily RobertaPreLayerNorm();
-EncoderFamily XlmRobertaXl();
-EncoderFamily DistilBert();
-EncoderFamily Albert();
-EncoderFamily Electra();
-EncoderFamily DebertaV2();
-EncoderFamily Ernie();
-EncoderFamily MegatronBert();
-EncoderFamily BigBird();
-EncoderFamily BertGeneration();
-EncoderFamily RemBert();
-EncoderFamily RoFormer();
-EncoderFamily Mpnet();
-EncoderFamily Deberta();
-EncoderFamily Fnet();
-EncoderFamily LayoutLm();
-EncoderFamily Xlm();
-EncoderFamily Flaubert();
-EncoderFamily Dpr();
+// families/xlm.cc, shared with flaubert: the XLM structure named `model_type`, classes
+// `prefix`* (flaubert: pre_norm and layerdrop read), and the fields their checkpoints share.
+EncoderFamily XlmLineage(const std::string& model_type, const std::string& prefix, bool flaubert,
+                         json example);
+json XlmExample(const char* model_type, int64_t dim, int64_t heads, int64_t vocab, double eps);
 
 }  // namespace ts::zoo::internal::encoder
