@@ -170,6 +170,7 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
     if (opts.on_stage) opts.on_stage(stage.name);
     if (stage.run(ctx) == internal::StageEnd::kStopModel) break;
   }
+  internal::FinishReferences(ctx);
   internal::SummarizeCoverage(ctx);
   ctx.result.timings_ms["total"] = MsSince(t_total);
   return std::move(ctx.result);

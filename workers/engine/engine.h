@@ -46,6 +46,7 @@
 
 #include "workers/engine/compiler.h"
 #include "workers/engine/verdict.h"
+#include "workers/refs/store.h"
 #include "workers/zoo/model.h"
 
 namespace ts::engine {
@@ -74,6 +75,15 @@ struct RunOptions {
   std::function<void(const std::string& stage)> on_stage;
   // Called once the model is built, with {"arch", "task", "family", "config_hash"}.
   std::function<void(const nlohmann::json& model)> on_built;
+  // Reference bundles (README.md, "Reference bundles"): where this run's references come from
+  // and go. Unset, or a checkpoint run: computed, and kept nowhere.
+  struct ReferenceStore {
+    // The stored bundle of a key: NOT_FOUND when there is none; any other error (DATA_LOSS for
+    // a damaged file) refuses it with a warning. Unset: always computed (--references fresh).
+    std::function<StatusOr<refs::StoredBundle>(const refs::BundleKey&)> load;
+    // Keeps a bundle this run computed; returns its content address.
+    std::function<StatusOr<std::string>(const refs::BundleKey&, const std::string& bytes)> save;
+  } references;
 };
 
 // Valid mode names.

@@ -246,6 +246,20 @@ StageEnd Reference(StageContext& ctx) {
   return StageEnd::kContinue;
 }
 
+// 2, with bundles: the references from a stored bundle when there is one, else computed as
+// above and recorded for storing (references.h).
+StageEnd ReferenceOrBundle(StageContext& ctx) {
+  const auto t0 = Clock::now();
+  if (auto end = ForwardFromBundle(ctx)) {
+    ctx.result.timings_ms["reference"] = MsSince(t0);
+    if (*end == StageEnd::kContinue) simdevice::Reseed(ctx.opts.seed);
+    return *end;
+  }
+  const StageEnd end = Reference(ctx);
+  RecordForward(ctx, end);
+  return end;
+}
+
 // 3. Forward on the device, compared with the references.
 StageEnd Eager(StageContext& ctx) {
   const auto t0 = Clock::now();
@@ -373,6 +387,7 @@ bool TrainReferences(StageContext& ctx, ModeResult& m, std::vector<double>& decl
 // backward). A model that cannot take an fp64 step has no gradient reference: a device gradient
 // that differs from the declared numerics' is then unjudged, which JudgeTraining reports.
 void GoldenGradients(StageContext& ctx, ReferenceGrads& refs) {
+  if (GoldenFromBundle(ctx, refs.golden)) return;
   const auto t0 = Clock::now();
   try {
     refs.golden = StepGradients(*ctx.model, ctx.weights, ctx.batch, at::kCPU, at::kDouble);
@@ -380,6 +395,16 @@ void GoldenGradients(StageContext& ctx, ReferenceGrads& refs) {
     refs.golden.clear();
   }
   ctx.result.timings_ms["train_golden_grads"] = MsSince(t0);
+  RecordGolden(ctx, refs.golden);
+}
+
+// train's references from a stored bundle when there is one, else computed and recorded.
+bool TrainReferencesOrBundle(StageContext& ctx, ModeResult& m, std::vector<double>& declared,
+                             ReferenceGrads& refs) {
+  if (auto ok = TrainFromBundle(ctx, m, declared, refs.fp32, refs.declared)) return *ok;
+  const bool ok = TrainReferences(ctx, m, declared, refs);
+  RecordTrain(ctx, m, ok, declared, refs.fp32, refs.declared);
+  return ok;
 }
 
 // The train verdict from the loss curves and the first step's gradients. The fp64 gradients
@@ -387,6 +412,14 @@ void GoldenGradients(StageContext& ctx, ReferenceGrads& refs) {
 // asks for them then; an exact one passes at ratio 1 whatever they hold).
 void JudgeTraining(StageContext& ctx, ModeResult& m, const std::vector<double>& declared,
                    ReferenceGrads& refs, const zoo::WeightMap& device_grads) {
+  if (!GradientsForJudge(ctx, device_grads, refs.declared)) {
+    // A stored bundle lacks a gradient this device needs read in full (references.h).
+    std::vector<double> again;
+    const bool ok = TrainReferences(ctx, m, again, refs);
+    RecordTrain(ctx, m, ok, again, refs.fp32, refs.declared);
+    if (!ok) return;
+    GradientsForJudge(ctx, device_grads, refs.declared);
+  }
   auto v = CompareLossCurves(m.loss_device, m.loss_reference, declared, ctx.tol);
   m.loss_band = v.band;
   m.max_loss_gap_ratio = v.max_gap_ratio;
@@ -413,7 +446,7 @@ StageEnd Train(StageContext& ctx) {
   ModeResult& m = ctx.result.modes["train"];
   std::vector<double> declared;
   ReferenceGrads refs;
-  if (TrainReferences(ctx, m, declared, refs)) {
+  if (TrainReferencesOrBundle(ctx, m, declared, refs)) {
     m.loss_declared = declared;
     simdevice::ResetCounters();
     simdevice::Reseed(ModeSeed(ctx, "train"));
@@ -453,7 +486,7 @@ StageContext::StageContext(const nlohmann::json& config_in, const RunOptions& op
 
 const std::vector<Stage>& Stages() {
   static const std::vector<Stage> kStages = {
-      {"build", nullptr, &Build},       {"reference", nullptr, &Reference},
+      {"build", nullptr, &Build},       {"reference", nullptr, &ReferenceOrBundle},
       {"eager", "eager", &Eager},       {"compile", "compile", &Compile},
       {"train", "train", &Train},
   };

@@ -17,6 +17,7 @@
 
 #include "workers/engine/compare.h"
 #include "workers/engine/engine.h"
+#include "workers/engine/references.h"
 #include "workers/engine/verdict.h"
 #include "workers/simdevice/profile.h"
 #include "workers/zoo/model.h"
@@ -49,6 +50,8 @@ struct StageContext {
 
   // Set by "reference": CPU fp32 outputs, fp64 golden outputs, CPU at the declared numerics.
   TensorList ref, golden, declared;
+  // Their bundle: the stored one in use, or what this run computes (references.h).
+  ReferenceState references;
 
   // Device op use of the stages that count towards coverage (eager and train).
   std::map<std::string, OpUse> native, fallback;

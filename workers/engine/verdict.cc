@@ -137,6 +137,12 @@ nlohmann::json ToJson(const ModelResult& r) {
   j["timings_ms"] = t;
   j["peak_device_bytes"] = r.peak_device_bytes;
   if (!r.tiny_config.is_null()) j["tiny_config"] = r.tiny_config;
+  if (!r.references.source.empty()) {
+    j["references"] = {{"source", r.references.source},
+                       {"key_digest", r.references.key_digest},
+                       {"content_digest", r.references.content_digest},
+                       {"warning", r.references.warning}};
+  }
   return j;
 }
 

@@ -109,6 +109,20 @@ struct OpUse {
   double ms = 0;
 };
 
+// Where a run's references came from (README.md, "Reference bundles").
+struct ReferenceUse {
+  // "fresh": computed, kept nowhere; "computed": computed and stored (no bundle of this key, or
+  // one refused); "stored": taken from a stored bundle; "completed": taken from a stored bundle
+  // that lacked a first-step gradient this device needed, so train's references were computed
+  // again and the bundle stored with it. Empty: the model never reached them.
+  std::string source;
+  std::string key_digest;      // the bundle key's SHA-256
+  std::string content_digest;  // the bundle used or stored ("" for fresh)
+  // Why a stored bundle was refused (damaged, truncated, another key inside, ...), or why a
+  // computed one could not be stored; empty otherwise.
+  std::string warning;
+};
+
 struct ModelResult {
   std::string arch, task, family;
   std::string config_hash;
@@ -119,6 +133,7 @@ struct ModelResult {
   std::map<std::string, double> timings_ms;  // build, reference, eager, compile, train, total
   int64_t peak_device_bytes = 0;
   nlohmann::json tiny_config;
+  ReferenceUse references;
 };
 
 nlohmann::json ToJson(const ModelResult& r);

@@ -4,7 +4,9 @@
 //
 // stdin, one JSON object a line: {"job_id", "model_id", "config", "arch", "task", "modes": [...],
 // "seed", "audit_ops", "checkpoint_dir", "weights_dir" (a Hub-mirror folder: the model id's
-// checkpoint under it, when it holds one)}.
+// checkpoint under it, when it holds one), "references_dir" (a folder of reference bundles:
+// workers/refs/store.h), "references" ("stored", the default: use a stored bundle of the run's
+// key; "fresh": compute them again and store them)}.
 // The protocol (workers/runner/protocol.h) goes out on the original stdout: "ready" once the
 // profile is active, then per job "stage NAME" lines, "model JSON", and the result record
 // (touchstone.v1.ModelResult, every mode the engine reports) as a length-prefixed frame; "error
@@ -24,6 +26,7 @@
 #include "workers/engine/engine.h"
 #include "workers/runner/protocol.h"
 #include "workers/runner/record.h"
+#include "workers/runner/reference_store.h"
 #include "workers/simdevice/runtime.h"
 #include "workers/zoo/safetensors.h"
 
@@ -91,6 +94,15 @@ int main(int argc, char** argv) {
       o.modes.clear();
       for (const auto& m : job["modes"]) {
         if (m.is_string()) o.modes.insert(m.get<std::string>());
+      }
+    }
+    const std::string refs_dir = job.value("references_dir", std::string());
+    if (!refs_dir.empty()) {
+      auto refs = ts::runner::FolderReferences(refs_dir, job.value("references", "stored") != "fresh");
+      if (refs.ok()) {
+        o.references = std::move(*refs);
+      } else {  // the run goes on with fresh references
+        std::fprintf(stderr, "touchstone-runner: %s\n", refs.status().ToString().c_str());
       }
     }
     o.on_stage = [](const std::string& stage) { Send(ts::runner::StageLine(stage)); };

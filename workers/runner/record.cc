@@ -123,6 +123,13 @@ pb::ModelResult ToRecord(const engine::ModelResult& r) {
   out.set_total_ms(total != r.timings_ms.end() && std::isfinite(total->second) ? total->second : 0);
   out.set_peak_device_bytes(r.peak_device_bytes);
   if (r.tiny_config.is_object()) out.set_tiny_config_json(r.tiny_config.dump());
+  if (!r.references.source.empty()) {
+    pb::ReferenceUse* refs = out.mutable_references();
+    refs->set_source(r.references.source);
+    refs->set_key_digest(r.references.key_digest);
+    refs->set_content_digest(r.references.content_digest);
+    refs->set_warning(r.references.warning);
+  }
   return out;
 }
 

@@ -107,6 +107,12 @@ nlohmann::json RecordToJson(const pb::ModelResult& r) {
     auto tiny = nlohmann::json::parse(r.tiny_config_json(), nullptr, false);
     if (!tiny.is_discarded()) j["tiny_config"] = tiny;
   }
+  if (!r.references().source().empty()) {
+    j["references"] = {{"source", r.references().source()},
+                       {"key_digest", r.references().key_digest()},
+                       {"content_digest", r.references().content_digest()},
+                       {"warning", r.references().warning()}};
+  }
   return j;
 }
 

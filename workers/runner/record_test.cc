@@ -60,6 +60,8 @@ engine::ModelResult Sample() {
   r.timings_ms = {{"build", 1}, {"total", 40.5}};
   r.peak_device_bytes = 4096;
   r.tiny_config = {{"hidden_size", 64}, {"rope_theta", 10000.5}};
+  r.references = {"computed", std::string(64, 'a'), std::string(64, 'b'),
+                  "stored reference bundle refused (damaged); recomputed"};
   return r;
 }
 
