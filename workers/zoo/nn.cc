@@ -72,8 +72,9 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
   if (!g_bf16_emulation || !g_bf16_ops.linear) return at::linear(x, w, b);
   // The bias is added outside the rounded-gradient boundary: the device's addmm backward rounds
   // grad_output only for its two mm products, never for the bias gradient.
-  at::Tensor y = EmuOut(at::linear(EmuIn(x), EmuIn(w)));
-  return b.defined() ? y + b : y;
+  if (!b.defined()) return EmuOut(at::linear(EmuIn(x), EmuIn(w)));
+  const at::Tensor b_value = b.detach();
+  return EmuOut(at::linear(EmuIn(x), EmuIn(w), b_value)) + (b - b_value);
 }
 
 at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b) {
