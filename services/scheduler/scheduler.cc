@@ -93,6 +93,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   impl->store_opts.quarantine_after = opts.quarantine_after;
   impl->store_opts.quarantine_window_s = opts.quarantine_window_s;
   impl->store_opts.quarantine_s = opts.quarantine_s;
+  impl->store_opts.perf_threshold = opts.perf_threshold;
 
   // The database may still be starting (or restarting): wait for it, then migrate.
   const auto deadline = Clock::now() + std::chrono::duration<double>(opts.db_wait_s);
