@@ -507,6 +507,7 @@ int RunCatalogCommand(const std::vector<std::string>& args) {
     row.set_family(rows[i].family);
     for (const auto& m : record.modes()) {
       (*row.mutable_status())[ts::proto::ModeName(m.mode())] = ts::proto::VerdictName(m.status());
+      if (m.has_perf()) (*row.mutable_perf())[ts::proto::ModeName(m.mode())] = m.perf();
     }
     row.set_opcov_ratio(record.opcov_ratio());
     summary.Add(row);
