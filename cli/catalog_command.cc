@@ -142,6 +142,7 @@ void RunRows(const RunCatalogFlags& f, const std::set<std::string>& modes,
     row.set_family(rows[i].family);
     for (const auto& m : record.modes()) {
       (*row.mutable_status())[proto::ModeName(m.mode())] = proto::VerdictName(m.status());
+      if (m.has_perf()) (*row.mutable_perf())[proto::ModeName(m.mode())] = m.perf();
     }
     row.set_opcov_ratio(record.opcov_ratio());
     run->summary.Add(row);

@@ -169,6 +169,25 @@ std::string SweepsText(const pb::ListSweepsResponse& r) {
   return out + NextPage(r.next_page_token());
 }
 
+namespace {
+
+// A mode's device time and the ops it went to (`touchstone model ID`).
+std::string PerfText(const pb::Perf& p) {
+  std::string out = Format("           device %.4g us, mfu %.3g, %lld launches, %.4g GFLOP",
+                           p.device_us(), p.mfu(), L(p.launches()), p.flops() / 1e9);
+  if (p.fallback_us() > 0) out += Format(", host %.4g us", p.fallback_us());
+  if (std::isfinite(p.speedup())) out += Format(", speedup %.2fx", p.speedup());
+  if (std::isfinite(p.compression())) out += Format(", memory x%.2f", p.compression());
+  out += "\n";
+  for (const auto& t : p.top_ops()) {
+    out += Format("             %-40s %10.4g us %5.1f%%\n", Fit(t.op(), 40).c_str(), t.us(),
+                  100 * t.share());
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string ModelText(const pb::ModelHistory& h) {
   std::string out = Format("%s  (%s, %s, %s)\n", h.model_id().c_str(), h.task().c_str(),
                            h.arch().c_str(), h.family().c_str());
@@ -201,6 +220,7 @@ std::string ModelText(const pb::ModelHistory& h) {
         out += "           worst gradient: " + Fit(m.grad_worst_param(), 72) + "\n";
       }
       for (const auto& sus : m.suspects()) out += "           suspect: " + SuspectText(sus) + "\n";
+      if (m.has_perf()) out += PerfText(m.perf());
     }
     std::string fallback;
     for (const auto& op : r.ops()) {
@@ -212,13 +232,20 @@ std::string ModelText(const pb::ModelHistory& h) {
 }
 
 namespace {
+nlohmann::json NumOrNull(double v) { return std::isfinite(v) ? nlohmann::json(v) : nullptr; }
+
 nlohmann::json LineJson(const pb::SummaryRow& r, const std::string& name) {
-  return {{"task", name},
-          {"models", r.models()},
-          {"eager_pct", r.eager_pct()},
-          {"opcov_pct", r.opcov_pct()},
-          {"compile_pct", r.compile_pct()},
-          {"train_pct", r.train_pct()}};
+  return {
+      {"task", name},
+      {"models", r.models()},
+      {"eager_pct", r.eager_pct()},
+      {"opcov_pct", r.opcov_pct()},
+      {"compile_pct", r.compile_pct()},
+      {"train_pct", r.train_pct()},
+      {"perf_models", r.perf_models()},
+      {"geomean_speedup", r.has_geomean_speedup() ? NumOrNull(r.geomean_speedup()) : nullptr},
+      {"median_mfu", r.has_median_mfu() ? NumOrNull(r.median_mfu()) : nullptr},
+      {"mean_compression", r.has_mean_compression() ? NumOrNull(r.mean_compression()) : nullptr}};
 }
 }  // namespace
 

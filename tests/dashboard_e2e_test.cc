@@ -3,22 +3,23 @@
 // tag), `touchstone serve` over their state folder, and a headless Chromium over every page.
 // What the pages show is compared with the Query API read here over gRPC with the reader
 // token (not with the JSON the pages fetched). Screenshots: <build>/dashboard-screenshots/e2e.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "services/common/auth.h"
 #include "services/common/http_server.h"
@@ -29,6 +30,7 @@
 #include "tests/fixtures/webdriver.h"
 #include "tests/result_recount.h"
 #include "touchstone/v1/query.grpc.pb.h"
+#include "touchstone/v1/scheduler.grpc.pb.h"
 
 namespace ts {
 namespace {
@@ -454,6 +456,85 @@ TEST_F(DashboardE2eTest, EveryPageAgainstTheQueryApi) {
             true);
   EXPECT_EQ(*b.Execute("return window.__xss === undefined;"), true);
   EXPECT_TRUE(b.Screenshot((shots / "class.png").string()).ok());
+}
+
+// The Classes page's speedup and MFU columns against a recount from the head sweep's
+// ListResults alone: per class, the geometric mean of the compile speedups and the median of
+// the compiled MFUs of its models whose compile passed with a speedup; '–' for a class without
+// one. Clicking the Speedup header sorts the rows by it.
+TEST_F(DashboardE2eTest, ClassesPageSpeedupAndMfuEqualARecountFromListResults) {
+  ASSERT_FALSE(http_.empty());
+  auto stub =
+      pb::Scheduler::NewStub(grpc::CreateChannel(grpc_, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + reader_);
+  pb::ListResultsRequest req;
+  req.set_sweep_id(head_id_);
+  auto reader = stub->ListResults(&ctx, req);
+  std::map<std::string, std::vector<double>> speedups, mfus;  // class -> values
+  std::set<std::string> archs;
+  pb::ResultPage page;
+  while (reader->Read(&page)) {
+    for (const auto& row : page.rows()) {
+      archs.insert(row.arch());
+      auto it = row.perf().find("compile");
+      if (it == row.perf().end() || !std::isfinite(it->second.speedup())) continue;
+      speedups[row.arch()].push_back(it->second.speedup());
+      mfus[row.arch()].push_back(it->second.mfu());
+    }
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_FALSE(speedups.empty()) << "no model of the head sweep compiled with a speedup";
+
+  auto browser = testing::Browser::Start(dir_->string());
+  ASSERT_TRUE(browser.ok()) << browser.status();
+  testing::Browser& b = **browser;
+  const std::string base = "http://" + http_;
+  ASSERT_TRUE(b.Navigate(base + "/login").ok());
+  ASSERT_TRUE(b.Execute("document.getElementById('token').value = arguments[0];"
+                        "document.querySelector('form').submit();",
+                        json::array({reader_}))
+                  .ok());
+  ASSERT_TRUE(b.WaitFor("return location.pathname === '/' && "
+                        "document.body.getAttribute('data-ready');")
+                  .ok());
+  Visit(b, base, "/classes?sweep=" + std::to_string(head_id_));
+  auto cells = Cells(b, "table.classes tr[data-group]");
+  ASSERT_EQ(cells.size(), archs.size());
+  for (const std::string& arch : archs) {
+    const auto& row = cells[arch];
+    if (!speedups.count(arch)) {
+      EXPECT_EQ(row.at("geomeanSpeedup").text, "–") << arch;
+      EXPECT_EQ(row.at("medianMfu").text, "–") << arch;
+      continue;
+    }
+    double logs = 0;
+    for (double v : speedups[arch]) logs += std::log(v);
+    const double geomean = std::exp(logs / speedups[arch].size());
+    std::vector<double> m = mfus[arch];
+    std::sort(m.begin(), m.end());
+    const size_t n = m.size();
+    const double median = n % 2 ? m[n / 2] : (m[n / 2 - 1] + m[n / 2]) / 2;
+    EXPECT_NEAR(row.at("geomeanSpeedup").value, geomean, 1e-9 * geomean) << arch;
+    EXPECT_NEAR(row.at("medianMfu").value, median, 1e-9 * median) << arch;
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%.2f×", row.at("geomeanSpeedup").value);
+    EXPECT_EQ(row.at("geomeanSpeedup").text, shown) << arch;
+  }
+  // Sorted by Speedup (ascending on the first click; classes without one first).
+  ASSERT_TRUE(b.Execute("Array.from(document.querySelectorAll('table.classes th'))"
+                        ".find(th => th.textContent === 'Speedup').click();")
+                  .ok());
+  auto order = b.Execute(
+      "return Array.from(document.querySelectorAll('table.classes tbody tr'))"
+      ".map(tr => Number(tr.querySelector('td[data-field=\"geomeanSpeedup\"]')"
+      ".getAttribute('data-value')));");
+  ASSERT_TRUE(order.ok()) << order.status();
+  std::vector<double> values = order->get<std::vector<double>>();
+  EXPECT_TRUE(std::is_sorted(values.begin(), values.end()));
+  const fs::path shots = fs::path(TS_BUILD_DIR) / "dashboard-screenshots" / "e2e";
+  fs::create_directories(shots);
+  EXPECT_TRUE(b.Screenshot((shots / "classes-speedup.png").string()).ok());
 }
 
 }  // namespace

@@ -48,7 +48,9 @@ std::string AlertmanagerJson(const std::vector<pb::Alert>& alerts,
                              {"cause_kind", a.cause_kind()},
                              {"signature", a.cause()},
                              {"task", Join(a.tasks(), same, 1000)},
-                             {"arch", Join(a.archs(), same, 1000)}};
+                             {"arch", Join(a.archs(), same, 1000)},
+                             {"kind", a.kind().empty() ? std::string("accuracy") : a.kind()}};
+    if (!a.op().empty()) labels["op"] = a.op();
     const std::string summary = std::to_string(a.models_size()) + " model(s) regressed in " + mode +
                                 " on " + a.line() + " since sweep " +
                                 std::to_string(a.first_sweep_id()) + ": " + a.cause_kind() + " " +

@@ -5,23 +5,23 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
+#include <pqxx/pqxx>
 #include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
-#include <pqxx/pqxx>
 
 #include "services/scheduler/scheduler.h"
 #include "services/scheduler/scheduler_test_util.h"
@@ -42,6 +42,11 @@ struct V {
   std::string suspect;
   double rmse_ratio = 1.0;  // drift tests move these
   double compile_ms = 200;
+  // Performance (perf_alerts_test.cc): device_us > 0 gives a passing mode this perf, its top
+  // ops, and (compile) a speedup.
+  double device_us = 0;
+  std::vector<std::pair<std::string, double>> top_ops = {};
+  double speedup = NAN;
 };
 // (model index, mode, run) -> verdict; anything not listed passes.
 using Night = std::function<V(int model, pb::Mode mode, int run)>;
@@ -124,6 +129,22 @@ class AlertsTest : public ::testing::Test {
       m->set_error(v.error);
       m->set_rmse_ratio(v.rmse_ratio);
       if (mode == pb::MODE_COMPILE) m->set_compile_ms(v.compile_ms);
+      if (v.device_us > 0 && v.status == pb::VERDICT_PASS) {
+        pb::Perf* p = m->mutable_perf();
+        p->set_device_us(v.device_us);
+        p->set_flops(1e6);
+        p->set_mfu(1e-4);
+        p->set_launches(10);
+        p->set_peak_device_bytes(4096);
+        for (const auto& [op, us] : v.top_ops) {
+          pb::OpTime* t = p->add_top_ops();
+          t->set_op(op);
+          t->set_us(us);
+          t->set_share(us / v.device_us);
+        }
+        p->set_speedup(mode == pb::MODE_COMPILE ? v.speedup : NAN);
+        p->set_compression(NAN);
+      }
       if (!v.suspect.empty()) {
         m->set_audited(true);
         pb::Suspect* s = m->add_suspects();

@@ -94,6 +94,7 @@ store::StoreOptions StoreOptionsOf(const SchedulerOptions& opts) {
   so.quarantine_after = opts.quarantine_after;
   so.quarantine_window_s = opts.quarantine_window_s;
   so.quarantine_s = opts.quarantine_s;
+  so.perf_threshold = opts.perf_threshold;
   return so;
 }
 

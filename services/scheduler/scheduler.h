@@ -59,6 +59,9 @@ struct SchedulerOptions {
   int quarantine_after = 5;
   double quarantine_window_s = 600;
   double quarantine_s = 600;
+  // Detection and the gate: device time growth vs the baseline that is a performance
+  // regression (store.h, StoreOptions::perf_threshold).
+  double perf_threshold = 0.02;
   int db_threads = 4;     // reports, catalog upserts, sweep creation
   int lease_threads = 2;  // register, lease, heartbeat (their own pool: leases never queue
                           // behind reports)

@@ -15,7 +15,7 @@ constexpr const char* kAlertColumns = R"(
   a.first_sweep, a.last_sweep, a.clean_sweeps, a.reopened, coalesce(a.ack_note, ''),
   coalesce(a.ack_by, ''), (extract(epoch FROM a.ack_at) * 1000000)::bigint,
   (extract(epoch FROM a.created_at) * 1000000)::bigint,
-  (extract(epoch FROM a.updated_at) * 1000000)::bigint)";
+  (extract(epoch FROM a.updated_at) * 1000000)::bigint, a.kind)";
 
 void SetMicros(const pqxx::field& f, google::protobuf::Timestamp* t) {
   if (f.is_null()) return;
@@ -44,6 +44,8 @@ pb::Alert AlertOf(const pqxx::row& r) {
   SetMicros(r[14], a.mutable_ack_at());
   SetMicros(r[15], a.mutable_created_at());
   SetMicros(r[16], a.mutable_updated_at());
+  a.set_kind(r[17].c_str());
+  if (a.cause_kind() == "perf_op") a.set_op(a.cause());
   return a;
 }
 
@@ -132,7 +134,7 @@ absl::StatusOr<Store::AlertBatch> Store::AlertsToDeliver() {
            WHERE a.state <> 'resolved' OR a.delivered_at IS DISTINCT FROM a.updated_at
            ORDER BY a.alert_id)")) {
       out.alerts.push_back(AlertOf(r));
-      if (r[17].as<bool>()) ++out.changed;
+      if (r[18].as<bool>()) ++out.changed;
     }
     AddModels(t, &out.alerts);
     return out;

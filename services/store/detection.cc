@@ -15,6 +15,7 @@
 #include "services/common/error_signature.h"
 #include "services/query/regression_stats.h"
 #include "services/store/drift.h"
+#include "services/store/perf_detection.h"
 #include "services/store/store_internal.h"
 
 namespace ts::store {
@@ -422,7 +423,8 @@ void RaiseAlerts(pqxx::transaction_base& w, Detection& d) {
 void AgeAlerts(pqxx::transaction_base& w, Detection& d) {
   pqxx::result alerts = w.exec_params(R"(
     SELECT alert_id, mode, cause_kind, cause, clean_sweeps FROM alerts
-    WHERE line = $1 AND state <> 'resolved' AND checked_sweep < $2 AND mode = ANY($3::text[])
+    WHERE line = $1 AND kind = 'accuracy' AND state <> 'resolved' AND checked_sweep < $2
+      AND mode = ANY($3::text[])
     ORDER BY alert_id FOR UPDATE)",
                                       d.head.line, d.head.id, TextArray(d.head.modes));
   for (const auto& r : alerts) {
@@ -478,6 +480,10 @@ absl::StatusOr<pb::DetectRegressionsResponse> Store::DetectRegressions(int64_t s
     for (const Failing& f : d.failing) d.seen.insert({f.mode, f.cause});
     TestGroups(w, d);
     FindHeadDrift(w, d);
+    PerfDetection perf{d.head.id, d.head.baseline,           d.head.line, d.head.modes, {},
+                       d.writes,  impl_->opts.perf_threshold};
+    for (const LineSweep& s : d.line) perf.line_sweeps.push_back(s.id);
+    DetectPerformance(w, perf, &d.report);  // kind performance: its own alerts (perf_detection.h)
     if (d.writes) {
       RaiseAlerts(w, d);
       AgeAlerts(w, d);

@@ -1,12 +1,13 @@
 #include "services/store/store.h"
 
 #include <gtest/gtest.h>
-#include <pqxx/pqxx>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <map>
+#include <pqxx/pqxx>
 #include <set>
 #include <thread>
 
@@ -181,7 +182,7 @@ TEST_F(StoreTest, MigrationsApplyOnceAndAreIdempotent) {
   ASSERT_TRUE(store_->Migrate().ok());
   auto v = store_->AppliedMigrations();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15}));
+  EXPECT_EQ(*v, (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15, 16}));
 }
 
 TEST_F(StoreTest, SweepRunsToDoneWithEveryModelRecordedOnce) {
@@ -204,6 +205,109 @@ TEST_F(StoreTest, SweepRunsToDoneWithEveryModelRecordedOnce) {
   EXPECT_DOUBLE_EQ(rows->front().opcov_ratio(), 0.9);
   auto page2 = store_->ListResults(sw->sweep_id(), (*rows)[4].model_id(), 100);
   EXPECT_EQ(page2->size(), 5u);
+}
+
+// A mode's perf (migration 0016) goes in with the report and comes back whole: GetModel gives
+// the record, ListResults the perf of each mode that has one; a mode without perf reads back
+// without (never zeros). The group counters carry it the same live and kept.
+TEST_F(StoreTest, PerfRoundTripsAndGroupsCarryItLiveAndKept) {
+  auto sw = store_->CreateSweep(Sweep(10));
+  ASSERT_TRUE(sw.ok()) << sw.status();
+  const auto with_perf = [](pb::ModelResult m) {
+    const int i = std::stoi(m.model_id().substr(m.model_id().rfind('-') + 1));
+    for (auto& v : *m.mutable_modes()) {
+      if (v.mode() == pb::MODE_TRAIN) continue;  // train: none
+      pb::Perf* p = v.mutable_perf();
+      p->set_device_us(100.0 + i);
+      p->set_flops(2e6);
+      p->set_bytes(4e5);
+      p->set_mfu(0.001 * (i + 1));
+      p->set_launches(7);
+      p->set_fallback_us(1.5);
+      p->set_transfer_bytes(64);
+      p->set_peak_device_bytes(8192);
+      pb::OpTime* t = p->add_top_ops();
+      t->set_op("aten::mm");
+      t->set_us(60.25);
+      t->set_share(60.25 / p->device_us());
+      const bool compile = v.mode() == pb::MODE_COMPILE;
+      p->set_speedup(compile ? 1.0 + i : NAN);
+      p->set_compression(compile && i % 2 == 0 ? 1.5 : NAN);
+    }
+    return m;
+  };
+  std::map<std::string, pb::ModelResult> sent;
+  for (;;) {
+    auto l = store_->LeaseShard(worker_);
+    ASSERT_TRUE(l.ok()) << l.status();
+    if (!l->has_shard()) break;
+    std::vector<pb::ModelResult> res;
+    for (const auto& j : l->jobs()) {
+      res.push_back(with_perf(Result(j)));
+      sent[j.model_id()] = res.back();
+    }
+    ASSERT_TRUE(store_->ReportResults(Report(*l, res)).ok());
+    ASSERT_TRUE(store_->FinishShard(Finish(*l)).ok());
+  }
+  auto h = store_->ModelHistory("org/model-3", 5);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->sweeps_size(), 1);
+  for (const auto& v : h->sweeps(0).result().modes()) {
+    const pb::ModeVerdict* want = nullptr;
+    for (const auto& w : sent["org/model-3"].modes()) {
+      if (w.mode() == v.mode()) want = &w;
+    }
+    ASSERT_NE(want, nullptr);
+    ASSERT_EQ(v.has_perf(), want->has_perf()) << v.mode();
+    if (!v.has_perf()) continue;
+    EXPECT_EQ(v.perf().device_us(), 103);
+    EXPECT_EQ(v.perf().launches(), 7);
+    EXPECT_EQ(v.perf().peak_device_bytes(), 8192);
+    ASSERT_EQ(v.perf().top_ops_size(), 1);
+    EXPECT_EQ(v.perf().top_ops(0).op(), "aten::mm");
+    EXPECT_EQ(v.perf().top_ops(0).us(), 60.25);
+    EXPECT_EQ(std::isnan(v.perf().speedup()), v.mode() != pb::MODE_COMPILE);
+    if (v.mode() == pb::MODE_COMPILE) {
+      EXPECT_EQ(v.perf().speedup(), 4);
+    }
+    EXPECT_TRUE(std::isnan(v.perf().compression())) << "model 3 has none";
+  }
+  auto rows = store_->ListResults(sw->sweep_id(), "", 100);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 10u);
+  for (const auto& r : *rows) {
+    EXPECT_EQ(r.perf().size(), 2u) << r.model_id();
+    EXPECT_FALSE(r.perf().count("train"));
+    EXPECT_EQ(r.perf().at("eager").device_us(), sent[r.model_id()].modes(0).perf().device_us());
+    EXPECT_EQ(r.perf().at("compile").speedup(), sent[r.model_id()].modes(1).perf().speedup());
+  }
+  // Live, then kept: the same perf tallies (10 models, speedups 1..10, compressions 1.5 x 5).
+  auto tally = [&] {
+    auto groups = store_->SweepGroups(sw->sweep_id(), "sweep_id");
+    EXPECT_TRUE(groups.ok()) << groups.status();
+    query::PerfTally t;
+    for (const auto& g : *groups) {
+      t.models += g.perf.models;
+      t.log_speedup_sum += g.perf.log_speedup_sum;
+      t.compression_n += g.perf.compression_n;
+      t.compression_sum += g.perf.compression_sum;
+      t.mfus.insert(t.mfus.end(), g.perf.mfus.begin(), g.perf.mfus.end());
+    }
+    std::sort(t.mfus.begin(), t.mfus.end());
+    return t;
+  };
+  double logs = 0;
+  for (int i = 0; i < 10; ++i) logs += std::log(1.0 + i);
+  for (const char* when : {"live", "kept"}) {
+    const query::PerfTally t = tally();
+    EXPECT_EQ(t.models, 10) << when;
+    EXPECT_NEAR(t.log_speedup_sum, logs, 1e-9) << when;
+    EXPECT_EQ(t.compression_n, 5) << when;
+    EXPECT_NEAR(t.compression_sum, 7.5, 1e-12) << when;
+    ASSERT_EQ(t.mfus.size(), 10u) << when;
+    EXPECT_NEAR(t.mfus[0], 0.001, 1e-15) << when;
+    ASSERT_TRUE(store_->SummarizeDoneSweeps().ok());  // keeps the sweep's answers
+  }
 }
 
 TEST_F(StoreTest, RepeatedReportIsIdempotent) {

@@ -260,19 +260,33 @@ StageEnd ReferenceOrBundle(StageContext& ctx) {
   return end;
 }
 
+// The mode's performance record when it passed: what the clock measured, and the device memory
+// peak since the last ResetCounters. None when the clock measured nothing (it is off).
+void KeepPerf(ModeResult& m, const simdevice::PerfCounters& measured) {
+  if (m.status != Verdict::kPass || !(measured.device_us > 0)) return;
+  m.perf = PerfOf(measured, simdevice::SnapshotCounters().peak_bytes);
+}
+
 // 3. Forward on the device, compared with the references.
 StageEnd Eager(StageContext& ctx) {
   const auto t0 = Clock::now();
   simdevice::ResetCounters();
   ModeResult& m = ctx.result.modes["eager"];
   TensorList out;
+  simdevice::PerfCounters measured;
   if (Guarded(m, Verdict::kDeviceError, [&] {
         torch::NoGradGuard no_grad;
         auto wd = ToDevice(ctx.weights, ctx.device);
         auto in = ToDevice(ctx.batch.inputs, ctx.device);
-        out = ToCpu(ctx.model->Forward(wd, in));
+        // The step is the forward: weights and inputs are staged first, outputs read after.
+        simdevice::DeviceClock& clock = simdevice::ActiveClock();
+        clock.Reset();
+        TensorList device_out = ctx.model->Forward(wd, in);
+        measured = clock.Snapshot();
+        out = ToCpu(device_out);
       })) {
     Judge(ctx, m, out);
+    KeepPerf(m, measured);
   }
   CollectCounters(ctx, /*coverage=*/true);
   m.ms = MsSince(t0);
@@ -306,14 +320,19 @@ std::unique_ptr<CompiledGraph> CompileAndRun(StageContext& ctx,
   }
   TensorList out;
   const auto t_run = Clock::now();
+  simdevice::PerfCounters measured;
   if (!Guarded(m, Verdict::kDeviceError, [&] {
         torch::NoGradGuard no_grad;
+        simdevice::DeviceClock& clock = simdevice::ActiveClock();
+        clock.Reset();  // Run pauses the clock while it stages inputs and reads outputs
         out = (*compiled)->Run(flat);
+        measured = clock.Snapshot();
       })) {
     return nullptr;
   }
   m.first_run_ms = MsSince(t_run);
   Judge(ctx, m, out);
+  KeepPerf(m, measured);
   return std::move(*compiled);
 }
 
@@ -333,6 +352,7 @@ StageEnd Compile(StageContext& ctx) {
     m.error = "trace: " + graph.status().message();
   }
   CollectCounters(ctx, /*coverage=*/false);
+  SetCompileRatios(ctx.result);
   m.ms = MsSince(t0);
   ctx.result.timings_ms["compile"] = m.ms;
   if (compiled) {
@@ -452,12 +472,25 @@ StageEnd Train(StageContext& ctx) {
     simdevice::Reseed(ModeSeed(ctx, "train"));
     const auto t_sub = Clock::now();
     zoo::WeightMap device_grads;
+    // The clock measures one step: the second when there is one (the first also copies its
+    // gradients out for the gradient check).
+    const int timed_step = ctx.opts.train_steps >= 2 ? 1 : 0;
+    simdevice::DeviceClock& clock = simdevice::ActiveClock();
+    simdevice::PerfCounters measured;
+    auto on_step = [&](int step) {
+      if (step == timed_step) clock.Reset();
+      if (step == timed_step + 1) measured = clock.Snapshot();
+    };
     const bool device_ok = Guarded(m, Verdict::kDeviceError, [&] {
-      m.loss_device = TrainLosses(*ctx.model, ctx.weights, ctx.batch, ctx.device,
-                                  ctx.opts.train_steps, ctx.opts.learning_rate, &device_grads);
+      m.loss_device =
+          TrainLosses(*ctx.model, ctx.weights, ctx.batch, ctx.device, ctx.opts.train_steps,
+                      ctx.opts.learning_rate, &device_grads, on_step);
     });
     ctx.result.timings_ms["train_device"] = MsSince(t_sub);
-    if (device_ok) JudgeTraining(ctx, m, declared, refs, device_grads);
+    if (device_ok) {
+      JudgeTraining(ctx, m, declared, refs, device_grads);
+      KeepPerf(m, measured);
+    }
     CollectCounters(ctx, /*coverage=*/true);
   }
   m.ms = MsSince(t0);

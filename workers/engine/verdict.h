@@ -68,6 +68,32 @@ struct UncheckedOp {
 // record stays valid JSON).
 inline constexpr double kNonFiniteRatio = 1e300;
 
+// An op's share of a mode's device time (ModePerf::top_ops).
+struct OpTimeShare {
+  std::string op;  // "aten::mm", or a pseudo-op: "[segment]", "[sync]", "[transfer]"
+  double us = 0;
+  double share = 0;  // us / device_us
+};
+
+// What the device clock measured for one mode (workers/simdevice/README.md, "Cost model"):
+// eager forward, compiled forward, one training step. Set only when the mode passed.
+struct ModePerf {
+  double device_us = 0;
+  double flops = 0;
+  double bytes = 0;  // device memory traffic
+  double mfu = 0;    // flops / (device time x the device's highest peak FLOP/s)
+  int64_t launches = 0;
+  double fallback_us = 0;
+  double transfer_bytes = 0;  // over the host link
+  int64_t peak_device_bytes = 0;
+  std::vector<OpTimeShare> top_ops;  // the ops that take the time, largest first (kTopOps)
+  // compile only, when eager has perf too: eager device_us / compiled device_us, and eager
+  // peak_device_bytes / compiled peak_device_bytes.
+  std::optional<double> speedup;
+  std::optional<double> compression;
+};
+inline constexpr size_t kTopOps = 8;
+
 struct ModeResult {
   Verdict status = Verdict::kSkipped;
   std::string error;  // empty on pass; otherwise what happened, naming the op or field
@@ -95,6 +121,9 @@ struct ModeResult {
   bool audited = false;
   std::vector<Suspect> suspects;
   std::vector<UncheckedOp> unchecked;  // ops of the replay with no CPU reference, by name
+  // The device clock's figures; absent unless the mode passed (never zeros for a mode that
+  // did not run).
+  std::optional<ModePerf> perf;
 };
 
 struct OpCoverage {
