@@ -96,6 +96,7 @@ struct SummaryFlags {
   int64_t sweep = 0;
   std::string by = "task";
   std::vector<std::string> tasks, families, archs;
+  bool perf = false;
 };
 
 int Summary(const SummaryFlags& f, Call& c) {
@@ -108,7 +109,7 @@ int Summary(const SummaryFlags& f, Call& c) {
   pb::Summary resp;
   grpc::Status st = c.stub->GetSummary(c.conn.Context().get(), req, &resp);
   if (!st.ok()) return RpcFailed("GetSummary", st);
-  Print(c, resp, query::FormatSummary(resp));
+  Print(c, resp, f.perf ? query::FormatPerfSummary(resp) : query::FormatSummary(resp));
   return 0;
 }
 
@@ -463,6 +464,9 @@ void AddQueryCommands(flags::Command& root) {
     c.Option("--task", &f->tasks, "T", "only this task");
     c.Option("--family", &f->families, "F", "only this family");
     c.Option("--arch", &f->archs, "A", "only this class");
+    c.Flag("--perf", &f->perf,
+           "device performance instead: models with a speedup, geomean speedup, median MFU, "
+           "mean compression");
     AddClientFlags(c, &f->client);
     c.Notes(kExitNotes);
   }

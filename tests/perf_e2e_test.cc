@@ -9,6 +9,8 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -182,6 +184,27 @@ TEST(PerfE2eTest, SlowKernelOpensPerformanceAlertsOnExactlyTheModelsThatRunIt) {
     EXPECT_EQ(got[mode], models) << mode;
   }
   for (const auto& [mode, models] : got) EXPECT_TRUE(expect.count(mode)) << mode;
+
+  // `touchstone summary SWEEP --perf` on the clean sweep: its Total line against a recount from
+  // ListResults (the models whose compile passed with a speedup, and their geometric mean).
+  int with_speedup = 0;
+  double logs = 0;
+  for (const auto& [id, row] : listed[0]) {
+    auto it = row.perf().find("compile");
+    if (it == row.perf().end() || !std::isfinite(it->second.speedup())) continue;
+    ++with_speedup;
+    logs += std::log(it->second.speedup());
+  }
+  ASSERT_GT(with_speedup, 0);
+  auto text = RunTs({"summary", std::to_string(sweeps[0]), "--perf", "--scheduler", serving->grpc,
+                     "--token-file", serving->tokens},
+                    300);
+  ASSERT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_NE(text.out.find("Speedup"), std::string::npos) << text.out;
+  char total[160];
+  std::snprintf(total, sizeof total, "%-32s %7zu %9d %8.2fx", "Total", listed[0].size(),
+                with_speedup, std::exp(logs / with_speedup));
+  EXPECT_NE(text.out.find(total), std::string::npos) << "want '" << total << "' in\n" << text.out;
 
   ::kill(*pid, SIGTERM);
   auto end = common::WaitFor(*pid, 60);
