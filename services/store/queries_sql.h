@@ -8,7 +8,7 @@
 namespace ts::store::sql {
 
 // Per (task, family, arch) of the catalog: models, opcov_ratio sum, "mode=status" counts, and
-// the perf of the models whose compile passed with a speedup (migration 0013: how many, the sum
+// the perf of the models whose compile passed with a speedup (migration 0016: how many, the sum
 // of ln(speedup), the compressions' count and sum, the compiled MFUs sorted).
 inline constexpr const char* kGroups = R"(
   WITH g AS (

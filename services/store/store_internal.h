@@ -59,7 +59,7 @@ absl::Status ParseUnchecked(const pqxx::field& f,
 // first (non-finite numbers as null).
 std::string TopOpsJson(const google::protobuf::RepeatedPtrField<pb::OpTime>& v);
 // results.perf_* back into a ModeVerdict's perf when perf_device_us is not NULL; `first` is the
-// column of perf_device_us, the other ten follow in migration 0013's order. DATA_LOSS naming
+// column of perf_device_us, the other ten follow in migration 0016's order. DATA_LOSS naming
 // the column when perf_top_ops is not such an array.
 absl::Status ParsePerf(const pqxx::row& row, int first, pb::ModeVerdict* out);
 // A perf as a JSON object of the perf columns ({device_us, flops, bytes, mfu, launches,
