@@ -52,6 +52,16 @@ std::string NextPage(const std::string& token) {
   return token.empty() ? std::string() : "(more: --page-token " + token + ")\n";
 }
 
+// An alert's modes, short: "eager", "eager,compile", "all" (every mode); the alert's own mode
+// for a record without modes.
+std::string ModesText(const pb::Alert& a) {
+  if (a.modes_size() == 0) return proto::ModeName(a.mode());
+  if (a.modes_size() == 3) return "all";
+  std::string out;
+  for (int m : a.modes()) out += (out.empty() ? "" : ",") + proto::ModeName(static_cast<pb::Mode>(m));
+  return out;
+}
+
 std::string Ids(const google::protobuf::RepeatedField<int64_t>& ids) {
   if (ids.empty()) return "-";
   std::string out;
@@ -62,12 +72,12 @@ std::string Ids(const google::protobuf::RepeatedField<int64_t>& ids) {
 }  // namespace
 
 std::string AlertsText(const pb::ListAlertsResponse& r) {
-  std::string out = Format("%-6s %-12s %-8s %-7s %-27s %6s %7s %6s %6s %5s\n", "Alert", "State",
-                           "Severity", "Mode", "Cause", "Models", "Classes", "First", "Last",
+  std::string out = Format("%-6s %-12s %-8s %-13s %-27s %6s %7s %6s %6s %5s\n", "Alert", "State",
+                           "Severity", "Modes", "Cause", "Models", "Classes", "First", "Last",
                            "Clean");
   for (const auto& a : r.alerts()) {
-    out += Format("%-6lld %-12s %-8s %-7s %-27s %6d %7d %6lld %6lld %5d\n", L(a.alert_id()),
-                  a.state().c_str(), a.severity().c_str(), proto::ModeName(a.mode()).c_str(),
+    out += Format("%-6lld %-12s %-8s %-13s %-27s %6d %7d %6lld %6lld %5d\n", L(a.alert_id()),
+                  a.state().c_str(), a.severity().c_str(), ModesText(a).c_str(),
                   Fit(a.cause_kind() + " " + a.cause_text(), 27).c_str(), a.models_size(),
                   a.archs_size(), L(a.first_sweep_id()), L(a.last_sweep_id()), a.clean_sweeps());
     std::string models;

@@ -250,7 +250,11 @@ class DashboardE2eTest : public ::testing::Test {
     for (const auto& [model, mode] : regressions) regressed_models.insert(model);
     for (const auto& a : alerts.alerts()) {
       for (const auto& m : a.models()) {
-        covered.insert({m.model_id(), proto::ModeName(a.mode())});
+        // Each model names the modes it regressed in for the alert's cause.
+        EXPECT_GT(m.modes_size(), 0) << a.alert_id() << " " << m.model_id();
+        for (int mode : m.modes()) {
+          covered.insert({m.model_id(), proto::ModeName(static_cast<pb::Mode>(mode))});
+        }
         api_models[std::to_string(a.alert_id())].insert(m.model_id());
       }
     }
@@ -259,19 +263,25 @@ class DashboardE2eTest : public ::testing::Test {
     Visit(b, base, "/alerts");
     std::map<std::string, std::set<std::string>> page_models;
     std::set<std::string> shown_models;
+    std::set<std::pair<std::string, std::string>> shown_pairs;  // (model, mode) as shown
     const json sections = *b.Execute(
         "return Array.from(document.querySelectorAll('section.alert')).map(s => ["
         "  s.getAttribute('data-alert'),"
-        "  Array.from(s.querySelectorAll('tbody tr')).map(tr => tr.cells[0].textContent)]);");
+        "  Array.from(s.querySelectorAll('tbody tr')).map(tr => [tr.cells[0].textContent,"
+        "    tr.querySelector('td[data-modes]').getAttribute('data-modes')])]);");
     for (const json& s : sections) {
       auto& models = page_models[s[0].get<std::string>()];
       for (const json& m : s[1]) {
-        models.insert(m.get<std::string>());
-        shown_models.insert(m.get<std::string>());
+        const std::string model = m[0].get<std::string>();
+        models.insert(model);
+        shown_models.insert(model);
+        std::istringstream modes(m[1].get<std::string>());
+        for (std::string mode; modes >> mode;) shown_pairs.insert({model, mode});
       }
     }
     EXPECT_EQ(page_models, api_models) << "the page's alerts and models vs ListAlerts";
     EXPECT_EQ(shown_models, regressed_models) << "the page's models vs the recount";
+    EXPECT_EQ(shown_pairs, regressions) << "the page's (model, mode) vs the recount";
   }
 
   static fs::path* dir_;

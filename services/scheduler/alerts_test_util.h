@@ -217,11 +217,15 @@ class AlertsTest : public ::testing::Test {
     return a.ok() ? *a : std::vector<pb::Alert>();
   }
 
-  // The (model, mode) pairs the alerts cover.
+  // The (model, mode) pairs the alerts cover: each model's modes (an alert of a suspect op
+  // spans the modes it broke).
   static std::set<std::pair<std::string, pb::Mode>> Covered(const std::vector<pb::Alert>& alerts) {
     std::set<std::pair<std::string, pb::Mode>> out;
     for (const auto& a : alerts) {
-      for (const auto& m : a.models()) out.insert({m.model_id(), a.mode()});
+      for (const auto& m : a.models()) {
+        EXPECT_GT(m.modes_size(), 0) << a.alert_id() << " " << m.model_id();
+        for (int mode : m.modes()) out.insert({m.model_id(), static_cast<pb::Mode>(mode)});
+      }
     }
     return out;
   }

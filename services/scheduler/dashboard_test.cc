@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "proto/names.h"
 #include "services/common/http_server.h"
 #include "services/scheduler/dashboard_http.h"
 #include "services/scheduler/dashboard_test_util.h"
@@ -467,6 +468,30 @@ TEST_F(DashboardTest, PagesInHeadlessChromium) {
                          "'section.alert[data-alert=\"' + arguments[0] + '\"] tbody tr').length;",
                          json::array({std::to_string(a.alert_id())})),
               a.models_size());
+    // The alert's modes are shown on it, and each model's modes in its row.
+    std::string modes;
+    for (int m : a.modes()) {
+      modes += (modes.empty() ? "" : " ") + proto::ModeName(static_cast<pb::Mode>(m));
+    }
+    EXPECT_FALSE(modes.empty()) << a.alert_id();
+    EXPECT_EQ(*b.Execute("return document.querySelector('section.alert[data-alert=\"' +"
+                         "  arguments[0] + '\"]').getAttribute('data-modes');",
+                         json::array({std::to_string(a.alert_id())})),
+              modes);
+    for (const auto& m : a.models()) {
+      std::string model_modes;
+      for (int mode : m.modes()) {
+        model_modes +=
+            (model_modes.empty() ? "" : " ") + proto::ModeName(static_cast<pb::Mode>(mode));
+      }
+      EXPECT_EQ(*b.Execute("return Array.from(document.querySelectorAll("
+                           "  'section.alert[data-alert=\"' + arguments[0] + '\"] tbody tr'))"
+                           ".find(tr => tr.cells[0].textContent === arguments[1])"
+                           ".querySelector('td[data-modes]').getAttribute('data-modes');",
+                           json::array({std::to_string(a.alert_id()), m.model_id()})),
+                model_modes)
+          << m.model_id();
+    }
   }
   EXPECT_GE(alerts.alerts_size(), 1);  // the head's eager flips (m3, m6, m9) vs its baseline
   EXPECT_TRUE(b.Screenshot((dir / "alerts.png").string()).ok());

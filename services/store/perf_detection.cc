@@ -147,9 +147,10 @@ void RaisePerfAlert(pqxx::transaction_base& w, const PerfDetection& in, const Ca
   std::string severity = "warning";
   if (a.empty()) {
     id = w.exec_params(R"(
-      INSERT INTO alerts (line, mode, cause_kind, cause, cause_text, severity, first_sweep,
-                          last_sweep, checked_sweep, kind)
-      VALUES ($1, $2, $3, $4, $5, 'warning', $6, $6, $6, 'performance') RETURNING alert_id)",
+      INSERT INTO alerts (line, mode, modes, cause_kind, cause, cause_text, severity,
+                          first_sweep, last_sweep, checked_sweep, kind)
+      VALUES ($1, $2, CASE WHEN $2 = '' THEN '{}'::text[] ELSE ARRAY[$2::text] END, $3, $4, $5,
+              'warning', $6, $6, $6, 'performance') RETURNING alert_id)",
                        in.line, mode, kind, cause, CauseText(key), in.head)[0][0]
              .as<int64_t>();
     report->add_opened(id);
@@ -174,13 +175,14 @@ void RaisePerfAlert(pqxx::transaction_base& w, const PerfDetection& in, const Ca
     details.push_back(m.detail);
   }
   w.exec_params(R"(
-    INSERT INTO alert_models (alert_id, model_id, arch, task, sweep_id, detail)
-    SELECT $1, u.m, u.a, u.t, $5, u.d
+    INSERT INTO alert_models (alert_id, model_id, arch, task, sweep_id, detail, modes)
+    SELECT $1, u.m, u.a, u.t, $5, u.d,
+           CASE WHEN $7 = '' THEN '{}'::text[] ELSE ARRAY[$7::text] END
     FROM unnest($2::text[], $3::text[], $4::text[], $6::text[]) AS u(m, a, t, d)
     ON CONFLICT (alert_id, model_id) DO UPDATE SET detail = excluded.detail,
       sweep_id = excluded.sweep_id)",
                 id, TextArray(ids), TextArray(archs), TextArray(tasks), in.head,
-                TextArray(details));
+                TextArray(details), mode);
   pqxx::result n = w.exec_params(
       "SELECT count(*), count(DISTINCT arch) FROM alert_models WHERE alert_id = $1", id);
   const std::string now =

@@ -185,6 +185,90 @@ TEST_F(StoreTest, MigrationsApplyOnceAndAreIdempotent) {
   EXPECT_EQ(*v, (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15, 16}));
 }
 
+// Migration 15 on a database from before one cause, one alert: the migrations up to 14 applied
+// as they were, then suspect alerts one per mode (aten::mm open in eager, acknowledged in
+// compile; aten::bmm in eager) and a per-mode op alert, then Migrate. aten::mm is one alert
+// (the oldest) across both modes with every model and its modes, open, its worst severity and
+// widest span; the other is resolved (and updated, for Alertmanager); aten::bmm is one alert of
+// one mode; the op alert keeps its mode.
+TEST(StoreUpgradeTest, Migration15MergesPerModeSuspectAlertsIntoOneAcrossModes) {
+  auto* cluster = testing::PostgresCluster::Get();
+  ASSERT_NE(cluster, nullptr);
+  const std::string url = cluster->NewDatabase("upgrade_15");
+  {
+    pqxx::connection c(url);
+    {
+      pqxx::nontransaction n(c);
+      n.exec(R"(CREATE TABLE schema_migrations (version int PRIMARY KEY, name text NOT NULL,
+                  applied_at timestamptz NOT NULL DEFAULT now()))");
+    }
+    for (const auto& m : Migrations()) {
+      if (m.version >= 15) continue;
+      pqxx::work w(c);
+      w.exec(m.sql);
+      w.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version,
+                    m.name);
+      w.commit();
+    }
+    pqxx::work w(c);
+    w.exec(R"(
+      INSERT INTO profiles (name, sha, body) VALUES ('sim-2.1', 'x', '{}');
+      INSERT INTO sweeps (profile_id, modes, state) SELECT profile_id, '{eager,compile}', 'done'
+        FROM profiles;
+      INSERT INTO sweeps (profile_id, modes, state) SELECT profile_id, '{eager,compile}', 'done'
+        FROM profiles;
+      INSERT INTO alerts (alert_id, state, line, mode, cause_kind, cause, cause_text, severity,
+                          first_sweep, last_sweep, checked_sweep, clean_sweeps, ack_note)
+      VALUES (1, 'open', 'sim', 'eager', 'suspect', 'aten::mm', 'aten::mm', 'warning', 2, 2, 2, 0,
+              NULL),
+             (2, 'acknowledged', 'sim', 'compile', 'suspect', 'aten::mm', 'aten::mm', 'major',
+              1, 2, 2, 1, 'known'),
+             (3, 'open', 'sim', 'eager', 'suspect', 'aten::bmm', 'aten::bmm', 'warning', 2, 2, 2,
+              0, NULL),
+             (4, 'open', 'sim', 'compile', 'op', 'aten::cumsum', 'aten::cumsum', 'warning', 2, 2,
+              2, 0, NULL);
+      INSERT INTO alert_models (alert_id, model_id, arch, task, sweep_id) VALUES
+        (1, 'org/a', 'A', 't', 2), (1, 'org/b', 'A', 't', 2),
+        (2, 'org/b', 'A', 't', 1), (2, 'org/c', 'B', 't', 1),
+        (3, 'org/a', 'A', 't', 2), (4, 'org/d', 'B', 't', 2);)");
+    w.commit();
+  }
+  StoreOptions o;
+  o.url = url;
+  auto s = Store::Connect(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Migrate().ok());
+  auto all = (*s)->ListAlerts("", 0, 100);
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::map<int64_t, pb::Alert> by_id;
+  for (const auto& a : *all) by_id[a.alert_id()] = a;
+  ASSERT_EQ(by_id.size(), 4u);
+  const auto modes = [](const auto& repeated) {
+    return std::vector<int>(repeated.begin(), repeated.end());
+  };
+  const pb::Alert& mm = by_id[1];
+  EXPECT_EQ(mm.state(), "open");
+  EXPECT_EQ(mm.mode(), pb::MODE_UNSPECIFIED);
+  EXPECT_EQ(modes(mm.modes()), (std::vector<int>{pb::MODE_EAGER, pb::MODE_COMPILE}));
+  EXPECT_EQ(mm.severity(), "major");
+  EXPECT_EQ(mm.first_sweep_id(), 1);
+  EXPECT_EQ(mm.clean_sweeps(), 0);
+  std::map<std::string, std::vector<int>> models;
+  for (const auto& m : mm.models()) models[m.model_id()] = modes(m.modes());
+  EXPECT_EQ(models, (std::map<std::string, std::vector<int>>{
+                        {"org/a", {pb::MODE_EAGER}},
+                        {"org/b", {pb::MODE_EAGER, pb::MODE_COMPILE}},
+                        {"org/c", {pb::MODE_COMPILE}}}));
+  EXPECT_EQ(by_id[2].state(), "resolved");
+  EXPECT_GT(by_id[2].updated_at().seconds(), 0);
+  EXPECT_EQ(by_id[3].mode(), pb::MODE_UNSPECIFIED);
+  EXPECT_EQ(modes(by_id[3].modes()), std::vector<int>{pb::MODE_EAGER});
+  EXPECT_EQ(by_id[4].mode(), pb::MODE_COMPILE);
+  EXPECT_EQ(modes(by_id[4].modes()), std::vector<int>{pb::MODE_COMPILE});
+  ASSERT_EQ(by_id[4].models_size(), 1);
+  EXPECT_EQ(modes(by_id[4].models(0).modes()), std::vector<int>{pb::MODE_COMPILE});
+}
+
 TEST_F(StoreTest, SweepRunsToDoneWithEveryModelRecordedOnce) {
   auto sw = store_->CreateSweep(Sweep());
   ASSERT_TRUE(sw.ok()) << sw.status();
