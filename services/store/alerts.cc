@@ -16,6 +16,9 @@ constexpr const char* kAlertColumns = R"(
   coalesce(a.ack_by, ''), (extract(epoch FROM a.ack_at) * 1000000)::bigint,
   (extract(epoch FROM a.created_at) * 1000000)::bigint,
   (extract(epoch FROM a.updated_at) * 1000000)::bigint, a.kind, a.modes)";
+// How many columns kAlertColumns selects (AlertOf reads them by position; a query that selects
+// more puts its own after them).
+constexpr int kAlertColumnCount = 19;
 
 void SetMicros(const pqxx::field& f, google::protobuf::Timestamp* t) {
   if (f.is_null()) return;
@@ -146,7 +149,7 @@ absl::StatusOr<Store::AlertBatch> Store::AlertsToDeliver() {
            WHERE a.state <> 'resolved' OR a.delivered_at IS DISTINCT FROM a.updated_at
            ORDER BY a.alert_id)")) {
       out.alerts.push_back(AlertOf(r));
-      if (r[18].as<bool>()) ++out.changed;
+      if (r[kAlertColumnCount].as<bool>()) ++out.changed;
     }
     AddModels(t, &out.alerts);
     return out;
