@@ -181,8 +181,8 @@ void RaisePerfAlert(pqxx::transaction_base& w, const PerfDetection& in, const Ca
     FROM unnest($2::text[], $3::text[], $4::text[], $6::text[]) AS u(m, a, t, d)
     ON CONFLICT (alert_id, model_id) DO UPDATE SET detail = excluded.detail,
       sweep_id = excluded.sweep_id)",
-                id, TextArray(ids), TextArray(archs), TextArray(tasks), in.head,
-                TextArray(details), mode);
+                id, TextArray(ids), TextArray(archs), TextArray(tasks), in.head, TextArray(details),
+                mode);
   pqxx::result n = w.exec_params(
       "SELECT count(*), count(DISTINCT arch) FROM alert_models WHERE alert_id = $1", id);
   const std::string now =
