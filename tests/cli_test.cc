@@ -555,6 +555,24 @@ TEST(CommandLineTest, BadFlagsExitTwoNamingThem) {
   }
 }
 
+// The programs beside `touchstone` (the scheduler, the worker and the worker's runner child) are
+// on the same parser: --help prints their own usage on stdout and exits 0, an unknown flag exits
+// 2 naming it.
+TEST(CommandLineTest, TheOtherProgramsAnswerHelpAndNameABadFlag) {
+  const std::string dir = fs::path(TS_TOUCHSTONE_BIN).parent_path().string();
+  for (const std::string prog : {"touchstone-scheduler", "touchstone-worker", "touchstone-runner"}) {
+    ProcessResult help = RunProcess({dir + "/" + prog, "--help"}, "", 60);
+    EXPECT_EQ(help.exit_code, 0) << prog << "\n" << Describe(help);
+    EXPECT_EQ(help.out.rfind("usage: " + prog, 0), 0u) << prog << " printed:\n"
+                                                        << help.out.substr(0, 300);
+    ProcessResult bad = RunProcess({dir + "/" + prog, "--no-such-flag"}, "", 60);
+    EXPECT_EQ(bad.exit_code, 2) << prog << "\n" << Describe(bad);
+    EXPECT_NE(bad.err.find(prog + ": unknown argument '--no-such-flag'"), std::string::npos)
+        << prog << "\n"
+        << bad.err;
+  }
+}
+
 TEST(CommandLineTest, VersionIsTheProjectVersion) {
   ProcessResult r = Touchstone({"--version"});
   EXPECT_EQ(r.exit_code, 0) << Describe(r);
