@@ -128,15 +128,6 @@ PGDATA_DIR="$T/state/pg/data"
 DB="postgresql://touchstone@127.0.0.1:$(sed -n 4p "$PGDATA_DIR/postmaster.pid")/touchstone?passfile=$T/state/pg/pgpass"
 sql() { psql "$DB" -XAtq -v ON_ERROR_STOP=1 -c "$1"; }
 
-# ---- the sweep, followed by `touchstone submit --wait` ----
-# Shards of 8 models: one per worker, each running for several seconds.
-"$BIN/touchstone" submit --scheduler "$GRPC" --token-file "$TOKENS" \
-  --profile "$SRC/workers/simdevice/profiles/sim-2.0.json" --catalog "$T/catalog.jsonl" \
-  --sample "$SAMPLE" --name slurm-e2e --modes eager --no-audit-ops --shard-models 8 --wait \
-  > "$T/log/submit.out" 2> "$T/log/submit.err" &
-SUBMIT=$!
-wait_for 60 "the sweep" grep -q 'touchstone submit: sweep' "$T/log/submit.err"
-
 # ---- workers through sbatch: a two-task array, one worker (core) each ----
 # A worker token file of the scheduler's tokens (the sbatch script hands it to the workers).
 cp "$TOKENS" "$T/worker.tokens"
@@ -149,6 +140,23 @@ JOB=${OUT%%;*}
 echo "slurm_e2e: job array $JOB"
 both_running() { [[ $(squeue -h -j "$JOB" -t RUNNING | wc -l) -ge 2 ]]; }
 wait_for 60 "both array tasks running" both_running
+
+# ---- the sweep, followed by `touchstone submit --wait` ----
+# Submitted once both workers are registered and waiting for work, so that each leases a shard
+# as the sweep starts: submitted before them, the worker that started first could run both
+# shards before the other one (a slow start on a loaded machine) leased any, and task 0's worker
+# would never hold the lease the cancel below waits for. Shards of 8 models: one per worker,
+# each running for several seconds.
+both_registered() {
+  [[ $(sql "SELECT count(*) FROM workers WHERE name LIKE '%/slurm-${JOB}\\_%'") -ge 2 ]]
+}
+wait_for 120 "both workers registered with the scheduler" both_registered
+"$BIN/touchstone" submit --scheduler "$GRPC" --token-file "$TOKENS" \
+  --profile "$SRC/workers/simdevice/profiles/sim-2.0.json" --catalog "$T/catalog.jsonl" \
+  --sample "$SAMPLE" --name slurm-e2e --modes eager --no-audit-ops --shard-models 8 --wait \
+  > "$T/log/submit.out" 2> "$T/log/submit.err" &
+SUBMIT=$!
+wait_for 60 "the sweep" grep -q 'touchstone submit: sweep' "$T/log/submit.err"
 
 # Cancel task 0 only once the scheduler records a lease held by task 0's worker (named
 # HOST/slurm-JOB_0/N by the sbatch script) with most of its shard still to run: its results
