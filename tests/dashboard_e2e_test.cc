@@ -477,25 +477,16 @@ TEST_F(DashboardE2eTest, EveryPageAgainstTheQueryApi) {
 void ExpectClassesPerfShown(testing::Browser& b, const std::string& base, int64_t sweep,
                             const std::string& grpc, const std::string& reader,
                             bool require_speedups) {
-  auto stub = pb::Scheduler::NewStub(grpc::CreateChannel(grpc, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.AddMetadata("authorization", "Bearer " + reader);
-  pb::ListResultsRequest req;
-  req.set_sweep_id(sweep);
-  auto listing = stub->ListResults(&ctx, req);
   std::map<std::string, std::vector<double>> speedups, mfus;  // class -> values
   std::set<std::string> archs;
-  pb::ResultPage page;
-  while (listing->Read(&page)) {
-    for (const auto& row : page.rows()) {
-      archs.insert(row.arch());
-      auto it = row.perf().find("compile");
-      if (it == row.perf().end() || !std::isfinite(it->second.speedup())) continue;
-      speedups[row.arch()].push_back(it->second.speedup());
-      mfus[row.arch()].push_back(it->second.mfu());
-    }
+  for (const auto& row : testing::ListAllResults(
+           grpc::CreateChannel(grpc, grpc::InsecureChannelCredentials()), reader, sweep)) {
+    archs.insert(row.arch());
+    auto it = row.perf().find("compile");
+    if (it == row.perf().end() || !std::isfinite(it->second.speedup())) continue;
+    speedups[row.arch()].push_back(it->second.speedup());
+    mfus[row.arch()].push_back(it->second.mfu());
   }
-  ASSERT_TRUE(listing->Finish().ok());
   ASSERT_FALSE(archs.empty()) << "sweep " << sweep << " lists no model";
   if (require_speedups) {
     ASSERT_EQ(speedups.size(), archs.size())
