@@ -18,13 +18,14 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "services/common/flags.h"
 #include "workers/catalog/catalog.h"
 #include "workers/engine/engine.h"
 #include "workers/refs/store.h"
@@ -39,48 +40,37 @@ struct Flags {
   std::string catalog, profile, store;
   int64_t sample = 500;
   uint64_t seed = 0;
-  std::set<std::string> modes = ts::engine::KnownModes();
+  std::vector<std::string> modes;  // empty: every mode
   bool audit_ops = false;
 };
 
 int Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "refs_bench: %s\nusage: refs_bench --catalog FILE --profile FILE [--sample N] "
-               "[--seed S] [--store DIR] [--modes eager,compile,train] [--audit-ops]\n",
-               why.c_str());
+  std::fprintf(stderr, "refs_bench: %s (refs_bench --help)\n", why.c_str());
   return 2;
 }
 
-int Parse(int argc, char** argv, Flags* f) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has = i + 1 < argc;
-    if (a == "--catalog" && has) {
-      f->catalog = argv[++i];
-    } else if (a == "--profile" && has) {
-      f->profile = argv[++i];
-    } else if (a == "--store" && has) {
-      f->store = argv[++i];
-    } else if (a == "--sample" && has) {
-      f->sample = std::atoll(argv[++i]);
-      if (f->sample <= 0) return Usage("--sample: a positive number");
-    } else if (a == "--seed" && has) {
-      f->seed = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--modes" && has) {
-      f->modes.clear();
-      std::stringstream ss(argv[++i]);
-      for (std::string m; std::getline(ss, m, ',');) {
-        if (!ts::engine::KnownModes().count(m)) return Usage("--modes: unknown mode '" + m + "'");
-        f->modes.insert(m);
-      }
-    } else if (a == "--audit-ops") {
-      f->audit_ops = true;
-    } else {
-      return Usage("unknown argument '" + a + "'");
-    }
-  }
-  if (f->catalog.empty() || f->profile.empty()) return Usage("--catalog and --profile are required");
-  return 0;
+// Returns the exit code when the program stops here (help, or a bad flag: printed), else
+// nullopt.
+std::optional<int> Parse(int argc, char** argv, Flags* f) {
+  ts::flags::Program p(
+      "refs_bench",
+      "a catalog sample cold then warm in one process: the reference work's "
+      "share, bundle sizes per class and for the whole catalog, verdicts compared");
+  p.Option("--catalog", &f->catalog, "FILE", "the catalog (JSON lines)").Required().File();
+  p.Option("--profile", &f->profile, "FILE", "the device profile").Required().File();
+  p.Option("--sample", &f->sample, "N", "models, stratified").Min(1);
+  p.Option("--seed", &f->seed, "S", "the sample's and the models' seed");
+  p.Option("--store", &f->store, "DIR",
+           "the bundle folder, emptied first (default: a temporary one)")
+      .Dir();
+  p.Option("--modes", &f->modes, "MODES", "eager,compile,train (default: every mode)")
+      .Split(',')
+      .Choices({"eager", "compile", "train"});
+  p.Flag("--audit-ops", &f->audit_ops, "replay passing modes op by op too (as a sweep does)");
+  p.Notes(
+      "Prints Markdown for bench/RESULTS.md. exit: 0, 1 a warm verdict differs from its cold "
+      "one, 2 usage");
+  return p.Parse(argc, argv);
 }
 
 // The engine's reference work in a record's timings: the reference stage (a stored bundle's
@@ -121,7 +111,8 @@ Pass Run(const std::vector<ts::catalog::Row>& rows, const Flags& f, const ts::re
   for (const auto& row : rows) {
     ts::engine::RunOptions o;
     o.arch = row.arch;
-    o.modes = f.modes;
+    o.modes = f.modes.empty() ? ts::engine::KnownModes()
+                              : std::set<std::string>(f.modes.begin(), f.modes.end());
     o.seed = f.seed;
     o.audit_ops = f.audit_ops;
     o.model_id = row.id;
@@ -154,7 +145,7 @@ std::string Mib(double bytes) {
 
 int main(int argc, char** argv) {
   Flags f;
-  if (int rc = Parse(argc, argv, &f); rc != 0) return rc;
+  if (auto rc = Parse(argc, argv, &f)) return *rc;
   std::ifstream pin(f.profile);
   std::stringstream pss;
   pss << pin.rdbuf();
@@ -184,11 +175,10 @@ int main(int argc, char** argv) {
     if (r.ok()) rows.push_back(std::move(*r));
   }
   lines.clear();
-  const std::string root = f.store.empty()
-                               ? (fs::temp_directory_path() /
-                                  ("refs_bench_" + std::to_string(::getpid())))
-                                     .string()
-                               : f.store;
+  const std::string root =
+      f.store.empty()
+          ? (fs::temp_directory_path() / ("refs_bench_" + std::to_string(::getpid()))).string()
+          : f.store;
   fs::remove_all(root);
   auto store = ts::refs::DirStore::Open(root);
   if (!store.ok()) return Usage("--store: " + store.status().ToString());
@@ -218,8 +208,8 @@ int main(int argc, char** argv) {
   int64_t catalog_rows = 0, unsampled = 0;
   for (const auto& [arch, n] : catalog_archs) {
     auto it = by_arch.find(arch);
-    const double per = it != by_arch.end() ? static_cast<double>(it->second.second) / it->second.first
-                                           : mean;
+    const double per =
+        it != by_arch.end() ? static_cast<double>(it->second.second) / it->second.first : mean;
     unsampled += it == by_arch.end() ? n : 0;
     catalog_bytes += per * static_cast<double>(n);
     catalog_rows += n;
@@ -237,11 +227,12 @@ int main(int argc, char** argv) {
   std::printf("\nwarm / cold: %.3f; verdicts differing between the passes: %lld of %zu\n\n",
               warm.seconds / std::max(1e-9, cold.seconds), static_cast<long long>(differ),
               rows.size());
-  std::printf("bundles: %lld, %s, mean %.1f KiB per model; the %lld-row catalog by its class mix: "
-              "%s (%lld rows of classes not in the sample at the mean)\n\n",
-              static_cast<long long>(bundles), Mib(static_cast<double>(total_bytes)).c_str(),
-              mean / 1024, static_cast<long long>(catalog_rows), Mib(catalog_bytes).c_str(),
-              static_cast<long long>(unsampled));
+  std::printf(
+      "bundles: %lld, %s, mean %.1f KiB per model; the %lld-row catalog by its class mix: "
+      "%s (%lld rows of classes not in the sample at the mean)\n\n",
+      static_cast<long long>(bundles), Mib(static_cast<double>(total_bytes)).c_str(), mean / 1024,
+      static_cast<long long>(catalog_rows), Mib(catalog_bytes).c_str(),
+      static_cast<long long>(unsampled));
   std::vector<std::pair<double, std::string>> largest;
   for (const auto& [arch, a] : by_arch) {
     largest.push_back({static_cast<double>(a.second) / a.first, arch});

@@ -1,11 +1,11 @@
-// `touchstone db migrate` and `touchstone db prune`: the database's schema and retention.
+// The database a `touchstone` command opens: `--db URL`, else the embedded cluster's under a
+// state folder (db.cc's `db prune | workers`, refs.cc's `refs stats | export`).
+//
+// Thread-safety: one command per process, on the main thread.
 #pragma once
 
 #include <memory>
 #include <string>
-#include <vector>
-
-#include "cli/usage.h"
 
 namespace ts::store {
 class EmbeddedPostgres;
@@ -22,11 +22,7 @@ struct OpenedStore {
   std::unique_ptr<store::EmbeddedPostgres> pg;  // when embedded: stopped when this goes
   std::unique_ptr<store::Store> store;
 };
-// Returns 0, or the exit code of an error (already printed as `cmd`'s).
-int OpenStore(std::string db, const std::string& state_dir, OpenedStore* out,
-              const CommandText& cmd);
-
-// Returns the process exit code: 0 done, 2 usage or a bad flag or sweep, 1 database failure.
-int DbCommand(const std::vector<std::string>& args);
+// Returns 0, or the exit code of an error (already printed for the running command: usage.h).
+int OpenStore(std::string db, const std::string& state_dir, OpenedStore* out);
 
 }  // namespace ts::cli

@@ -4,16 +4,15 @@
 // reader token will do for stats.
 #include "cli/refs_fleet.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
-#include <grpcpp/grpcpp.h>
-
 #include "cli/client.h"
 #include "cli/usage.h"
-#include "services/common/grpc_status.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 #include "workers/refs/format.h"
 #include "workers/refs/key.h"
@@ -26,10 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace pb = ::touchstone::v1;
 
-constexpr CommandText kRefsFleet = {
-    "touchstone refs", "touchstone refs",
-    "usage: touchstone refs stats|prune|import DIR|export --sweep ID DIR --scheduler HOST:PORT\n"
-    "                       [--token-file FILE] [--tls-ca FILE]\n"};
 constexpr size_t kChunk = 1 << 20;
 
 std::string Size(int64_t bytes) {
@@ -38,14 +33,10 @@ std::string Size(int64_t bytes) {
   return buf;
 }
 
-int Failed(const grpc::Status& st) {
-  return Fail(kRefsFleet, std::string(common::FromGrpcStatus(st).ToString()));
-}
-
 int Stats(const Connection& c, pb::Scheduler::Stub& stub) {
   pb::ReferenceStatsResponse r;
   grpc::Status st = stub.ReferenceStats(c.Context().get(), pb::ReferenceStatsRequest(), &r);
-  if (!st.ok()) return Failed(st);
+  if (!st.ok()) return RpcFailed("ReferenceStats", st);
   std::printf("%lld bundles, %s (%lld keys; the scheduler's database)\n",
               static_cast<long long>(r.bundles()), Size(r.bytes()).c_str(),
               static_cast<long long>(r.keys()));
@@ -54,17 +45,18 @@ int Stats(const Connection& c, pb::Scheduler::Stub& stub) {
     return 0;
   }
   const double rate = r.models() > 0 ? 100.0 * static_cast<double>(r.stored()) / r.models() : 0;
-  std::printf("last sweep %lld: %lld of %lld models from stored bundles (%.1f%% hit rate); %lld "
-              "computed, %lld completed, %lld fresh; %lld refused a damaged or foreign bundle\n",
-              static_cast<long long>(r.sweep_id()), static_cast<long long>(r.stored()),
-              static_cast<long long>(r.models()), rate, static_cast<long long>(r.computed()),
-              static_cast<long long>(r.completed()), static_cast<long long>(r.fresh()),
-              static_cast<long long>(r.refused()));
+  std::printf(
+      "last sweep %lld: %lld of %lld models from stored bundles (%.1f%% hit rate); %lld "
+      "computed, %lld completed, %lld fresh; %lld refused a damaged or foreign bundle\n",
+      static_cast<long long>(r.sweep_id()), static_cast<long long>(r.stored()),
+      static_cast<long long>(r.models()), rate, static_cast<long long>(r.computed()),
+      static_cast<long long>(r.completed()), static_cast<long long>(r.fresh()),
+      static_cast<long long>(r.refused()));
   if (r.modes_compared() > 0) {
-    std::printf("%lld modes judged against references from elsewhere too; %lld with the "
-                "reference in question\n",
-                static_cast<long long>(r.modes_compared()),
-                static_cast<long long>(r.modes_in_question()));
+    std::printf(
+        "%lld modes judged against references from elsewhere too; %lld with the "
+        "reference in question\n",
+        static_cast<long long>(r.modes_compared()), static_cast<long long>(r.modes_in_question()));
   }
   return 0;
 }
@@ -75,7 +67,7 @@ int Prune(const Connection& c, pb::Scheduler::Stub& stub) {
   req.set_torch_version(refs::TorchVersion());
   pb::PruneReferencesResponse r;
   grpc::Status st = stub.PruneReferences(c.Context(600).get(), req, &r);
-  if (!st.ok()) return Failed(st);
+  if (!st.ok()) return RpcFailed("PruneReferences", st);
   std::printf("pruned %lld keys and %lld bundles (%s) of builds other than zoo %s, torch %s\n",
               static_cast<long long>(r.keys_removed()), static_cast<long long>(r.bundles_removed()),
               Size(r.bytes_freed()).c_str(), refs::ZooVersion(), refs::TorchVersion());
@@ -85,7 +77,7 @@ int Prune(const Connection& c, pb::Scheduler::Stub& stub) {
 // Each file as its own stream: a file refused is named, the others still go.
 int Import(const Connection& c, pb::Scheduler::Stub& stub, const std::string& dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return Usage(kRefsFleet, "import: " + dir + ": not a folder");
+  if (!fs::is_directory(dir, ec)) return Usage("import: " + dir + ": not a folder");
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (e.is_regular_file(ec)) files.push_back(e.path());
@@ -137,10 +129,10 @@ int Export(const Connection& c, pb::Scheduler::Stub& stub, int64_t sweep, const 
   list.set_sweep_id(sweep);
   pb::ListReferencesResponse listed;
   grpc::Status st = stub.ListReferences(c.Context().get(), list, &listed);
-  if (!st.ok()) return Failed(st);
+  if (!st.ok()) return RpcFailed("ListReferences", st);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return Usage(kRefsFleet, "export: " + dir + ": " + ec.message());
+  if (ec) return Usage("export: " + dir + ": " + ec.message());
   pb::FetchReferencesRequest fetch;
   int64_t missing = 0;
   for (const auto& e : listed.entries()) {
@@ -160,7 +152,7 @@ int Export(const Connection& c, pb::Scheduler::Stub& stub, int64_t sweep, const 
       body += chunk.data();
       if (!chunk.last()) continue;
       if (refs::Sha256Hex(body) != chunk.content_digest()) {
-        return Fail(kRefsFleet, "bundle " + chunk.content_digest() + " arrived damaged");
+        return Fail("bundle " + chunk.content_digest() + " arrived damaged");
       }
       std::ofstream(fs::path(dir) / (chunk.content_digest() + ".safetensors"), std::ios::binary)
           .write(body.data(), static_cast<std::streamsize>(body.size()));
@@ -168,7 +160,7 @@ int Export(const Connection& c, pb::Scheduler::Stub& stub, int64_t sweep, const 
       body.clear();
     }
     st = r->Finish();
-    if (!st.ok()) return Failed(st);
+    if (!st.ok()) return RpcFailed("FetchReferences", st);
   }
   std::printf("exported %lld bundle(s) of sweep %lld to %s; %lld missing from the store\n",
               static_cast<long long>(written), static_cast<long long>(sweep), dir.c_str(),
@@ -178,19 +170,16 @@ int Export(const Connection& c, pb::Scheduler::Stub& stub, int64_t sweep, const 
 
 }  // namespace
 
-int RefsFleetCommand(std::vector<std::string> args, const std::string& sub,
-                     const std::string& dir, int64_t sweep) {
-  auto flags = TakeClientFlags(&args);
-  if (!flags.ok()) return Usage(kRefsFleet, std::string(flags.status().message()));
-  flags->admin = sub != "stats";
-  auto conn = Connect(*flags);
-  if (!conn.ok()) return Usage(kRefsFleet, std::string(conn.status().message()));
+int RefsFleetCommand(ClientFlags client, const std::string& sub, const std::string& dir,
+                     int64_t sweep) {
+  client.admin = sub != "stats";
+  auto conn = Connect(client);
+  if (!conn.ok()) return Usage(std::string(conn.status().message()));
   auto stub = pb::Scheduler::NewStub(conn->channel);
   if (sub == "stats") return Stats(*conn, *stub);
   if (sub == "prune") return Prune(*conn, *stub);
   if (sub == "import") return Import(*conn, *stub, dir);
-  if (sub == "export") return Export(*conn, *stub, sweep, dir);
-  return Usage(kRefsFleet, sub + ": runs against --state-dir only");
+  return Export(*conn, *stub, sweep, dir);
 }
 
 }  // namespace ts::cli

@@ -1,16 +1,17 @@
-// `touchstone refs` against a fleet's scheduler (--scheduler HOST:PORT): refs.h's commands over
+// `touchstone refs` against a fleet's scheduler (--scheduler HOST:PORT): refs.cc's commands over
 // the scheduler's reference-bundle RPCs.
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <vector>
+
+#include "cli/client.h"
 
 namespace ts::cli {
 
-// `args` still hold the client flags (--scheduler, --token-file, --tls-ca); `sub` is stats,
-// prune, import (DIR) or export (--sweep ID, DIR). Returns the exit code as RefsCommand.
-int RefsFleetCommand(std::vector<std::string> args, const std::string& sub,
-                     const std::string& dir, int64_t sweep);
+// `sub` is stats, prune, import (DIR) or export (--sweep ID, DIR). Returns the exit code: 0
+// done, 1 a bundle refused or missing, 2 usage or a refused call, 3 no answer (client.h).
+int RefsFleetCommand(ClientFlags client, const std::string& sub, const std::string& dir,
+                     int64_t sweep);
 
 }  // namespace ts::cli

@@ -1,5 +1,5 @@
 // The reference-bundle RPCs (scheduler.proto, "Reference bundles"): a fleet's bundles live in
-// PostgreSQL (migration 14), which workers never reach. Validated on gRPC's callback threads,
+// PostgreSQL (migration 17), which workers never reach. Validated on gRPC's callback threads,
 // answered on the pools; the streams fetch or store one bundle at a time.
 #include <algorithm>
 #include <string>

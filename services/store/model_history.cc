@@ -65,7 +65,7 @@ void RunFields(const pqxx::row& row, const std::string& model_id, pb::ModelResul
   for (size_t k = 0; k < names.size() && k < times.size(); ++k) {
     (*r->mutable_timings_ms())[names[k]] = std::stod(times[k]);
   }
-  if (!row[19].is_null() && row[19].size() > 0) {  // migration 14
+  if (!row[19].is_null() && row[19].size() > 0) {  // migration 17
     pb::ReferenceUse* refs = r->mutable_references();
     refs->set_source(row[19].c_str());
     refs->set_key_digest(row[20].c_str());
@@ -79,7 +79,9 @@ constexpr const char* kVerdictQuery = R"(
          rmse_reference, rmse_ratio, max_abs_err, cosine, rmse_vs_declared, max_rel_err,
          allclose, graph_breaks, break_reasons, device_segments, graph_nodes, compile_ms,
          compile_wall_ms, first_run_ms, loss_reference, loss_device, loss_declared, loss_band,
-         max_loss_gap_ratio, grad_rmse_ratio, grad_worst_param, audited, suspects,
+         max_loss_gap_ratio, grad_rmse_ratio, grad_worst_param, audited, suspects, unchecked,
+         perf_device_us, perf_flops, perf_bytes, perf_mfu, perf_launches, perf_fallback_us,
+         perf_transfer_bytes, perf_peak_bytes, perf_top_ops, perf_speedup, perf_compression,
          ref_comparisons, reference_in_question
   FROM results
   WHERE sweep_id = ANY($1::bigint[]) AND model_id = $2 AND run = 1)";
@@ -116,8 +118,10 @@ absl::StatusOr<pb::ModeVerdict> VerdictOf(const pqxx::row& row) {
   v.set_grad_worst_param(row[28].is_null() ? "" : row[28].c_str());
   v.set_audited(B(row[29]));
   if (auto st = ParseSuspects(row[30], v.mutable_suspects()); !st.ok()) return st;
-  if (auto st = ParseComparisons(row[31], v.mutable_references()); !st.ok()) return st;
-  v.set_reference_in_question(B(row[32]));
+  if (auto st = ParseUnchecked(row[31], v.mutable_unchecked()); !st.ok()) return st;
+  if (auto st = ParsePerf(row, 32, &v); !st.ok()) return st;
+  if (auto st = ParseComparisons(row[43], v.mutable_references()); !st.ok()) return st;
+  v.set_reference_in_question(B(row[44]));
   return v;
 }
 

@@ -1,4 +1,4 @@
-// Reference bundles of a fleet (store.h, "Reference bundles"; migration 14): bytes once per
+// Reference bundles of a fleet (store.h, "Reference bundles"; migration 17): bytes once per
 // SHA-256 in reference_bundles, keys naming them in reference_keys, and what each model run took
 // (model_runs.refs_*).
 #include <google/protobuf/util/json_util.h>

@@ -1,4 +1,4 @@
-// A fleet's reference bundles in the store (migration 14) on a throwaway PostgreSQL: bytes
+// A fleet's reference bundles in the store (migration 17) on a throwaway PostgreSQL: bytes
 // stored once whatever the number of writers racing, keys listed by model run and build, a
 // sweep's hit rate and bundles from its model runs, prune.
 #include <gtest/gtest.h>

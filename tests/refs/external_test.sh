@@ -9,13 +9,16 @@
 # next sweep puts the reference in question for the modes it disagrees in, and the verdicts
 # against our reference are unchanged. Along the way: the second sweep takes every CPU
 # reference from the bundles the first stored (100% hit rate) and `refs export` writes them.
-#   tests/refs/external_test.sh BUILD_DIR
-# Exits 77 (skipped) when python3 has no torch (scripts/setup installs python3-torch).
+#   tests/refs/external_test.sh BUILD_DIR [PYTHON]
+# PYTHON: the interpreter with torch (ctest passes CMake's TS_PYTHON3, Debian's /usr/bin/python3
+# whose python3-torch is 1.13; default python3). Exits 77 (skipped) when it has no torch
+# (scripts/setup installs python3-torch).
 set -euo pipefail
 BUILD=$(cd "${1:?usage: external_test.sh BUILD_DIR}" && pwd)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-if ! python3 -c "import torch" >/dev/null 2>&1; then
-  echo "SKIP: python3 has no torch (scripts/setup installs python3-torch)"
+PY=${2:-python3}
+if ! "$PY" -c "import torch" >/dev/null 2>&1; then
+  echo "SKIP: $PY has no torch (scripts/setup installs python3-torch)"
   exit 77
 fi
 TS="$BUILD/bin/touchstone"
@@ -48,7 +51,7 @@ for d in "$T"/runs/*; do
     [[ -s "$d/$f" ]] || fail "$d/$f missing"
   done
 done
-MAKE=(python3 "$SRC/clients/python/make_references.py" --runs "$T/runs" --device cpu
+MAKE=("$PY" "$SRC/clients/python/make_references.py" --runs "$T/runs" --device cpu
       --model-module "$SRC/tests/refs/vit_model.py")
 "${MAKE[@]}" --out "$T/bundles" --summary "$T/made.json" > "$T/made.txt"
 expect "$T/made.txt" "^3 of 3 runs made bundles \(cpu, float32" "make_references.py"
@@ -62,7 +65,7 @@ python3 - "$T/runs-bad/$bad/config.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1])); c["num_hidden_layers"] += 1; json.dump(c, open(sys.argv[1], "w"))
 PY
-if python3 "$SRC/clients/python/make_references.py" --runs "$T/runs-bad" --device cpu \
+if "$PY" "$SRC/clients/python/make_references.py" --runs "$T/runs-bad" --device cpu \
     --model-module "$SRC/tests/refs/vit_model.py" --out "$T/bundles-bad" > "$T/bad.txt" 2>&1; then
   fail "a run whose weights do not load strictly made a bundle"
 fi

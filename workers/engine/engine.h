@@ -114,10 +114,13 @@ zoo::TensorMap ToDevice(const zoo::TensorMap& m, const c10::Device& device,
 // K steps of plain SGD (learning rate `lr`) on a fixed batch, from a private copy of `init`, on
 // `device`. Returns the loss before each update. Throws c10::Error on device faults. With
 // `first_grads`, it receives the first step's gradients, on the CPU (parameters no gradient
-// reached are left out).
+// reached are left out). `on_step`, when set, is called with s before step s starts (after the
+// weights and batch are on the device) and with `steps` after the last: the engine's device
+// clock measures one step between two calls.
 std::vector<double> TrainLosses(const zoo::Model& model, const zoo::WeightMap& init,
                                 const zoo::Batch& batch, const c10::Device& device, int steps,
-                                double lr, zoo::WeightMap* first_grads = nullptr);
+                                double lr, zoo::WeightMap* first_grads = nullptr,
+                                const std::function<void(int step)>& on_step = {});
 
 // The gradients of one loss at `weights` on `device`, with float tensors as `float_type`,
 // returned on the CPU. On the CPU in double: the reference the first training step's gradients

@@ -57,6 +57,14 @@ struct Suspect {
   int64_t calls = 0;   // calls over tolerance
   int64_t total_calls = 0;  // calls of the op checked
 };
+// An op an op-by-op replay could not check: given the call's arguments, its CPU reference threw
+// (the CPU has no kernel for it as called). Reported, so that a replay that checked nothing of
+// an op says so instead of passing it over.
+struct UncheckedOp {
+  std::string op;      // "aten::_fused_op"
+  int64_t calls = 0;   // calls left unchecked
+  std::string error;   // the first one's exception: its first line, at most 200 characters
+};
 // The ratio of an output that is NaN/Inf where the reference is finite (a finite number, so the
 // record stays valid JSON).
 inline constexpr double kNonFiniteRatio = 1e300;
@@ -84,6 +92,32 @@ struct ReferenceComparison {
   bool agrees = true;
 };
 
+// An op's share of a mode's device time (ModePerf::top_ops).
+struct OpTimeShare {
+  std::string op;  // "aten::mm", or a pseudo-op: "[segment]", "[sync]", "[transfer]"
+  double us = 0;
+  double share = 0;  // us / device_us
+};
+
+// What the device clock measured for one mode (workers/simdevice/README.md, "Cost model"):
+// eager forward, compiled forward, one training step. Set only when the mode passed.
+struct ModePerf {
+  double device_us = 0;
+  double flops = 0;
+  double bytes = 0;  // device memory traffic
+  double mfu = 0;    // flops / (device time x the device's highest peak FLOP/s)
+  int64_t launches = 0;
+  double fallback_us = 0;
+  double transfer_bytes = 0;  // over the host link
+  int64_t peak_device_bytes = 0;
+  std::vector<OpTimeShare> top_ops;  // the ops that take the time, largest first (kTopOps)
+  // compile only, when eager has perf too: eager device_us / compiled device_us, and eager
+  // peak_device_bytes / compiled peak_device_bytes.
+  std::optional<double> speedup;
+  std::optional<double> compression;
+};
+inline constexpr size_t kTopOps = 8;
+
 struct ModeResult {
   Verdict status = Verdict::kSkipped;
   std::string error;  // empty on pass; otherwise what happened, naming the op or field
@@ -110,6 +144,10 @@ struct ModeResult {
   // first divergent op first, then by ratio. Never changes `status`.
   bool audited = false;
   std::vector<Suspect> suspects;
+  std::vector<UncheckedOp> unchecked;  // ops of the replay with no CPU reference, by name
+  // The device clock's figures; absent unless the mode passed (never zeros for a mode that
+  // did not run).
+  std::optional<ModePerf> perf;
   // References from elsewhere (empty: none stored for this run), and whether one of them
   // disagrees with ours beyond both references' noise: then it is the reference that is in
   // question, not the device; `status` is still ours, and counted apart.

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "services/common/flags.h"
 #include "workers/engine/engine.h"
 #include "workers/runner/protocol.h"
 #include "workers/runner/record.h"
@@ -47,22 +48,19 @@ void Send(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string profile_path;
+  ts::flags::Program p("touchstone-runner",
+                       "the worker's model-running child: job lines (JSON) on stdin, the "
+                       "runner protocol on stdout (workers/runner/README.md)");
+  p.Option("--profile", &profile_path, "FILE", "the device profile to activate").File();
+  p.Notes("Started by touchstone-worker, not by hand: stdout carries length-prefixed records.");
+  if (auto rc = p.Parse(argc, argv)) return *rc;
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   // Ctrl-C in a terminal reaches the whole process group: the worker drains and then closes
   // our stdin; dying here would turn the model in flight into a false `crash` verdict.
   ::signal(SIGINT, SIG_IGN);
   proto_fd = ::dup(1);
   ::dup2(2, 1);
-  std::string profile_path;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--profile" && i + 1 < argc) {
-      profile_path = argv[++i];
-    } else {
-      std::fprintf(stderr, "touchstone-runner: unknown argument '%s'\n", a.c_str());
-      return 2;
-    }
-  }
   ts::engine::ConfigureThreads(1);
   if (!profile_path.empty()) {
     auto act = ts::simdevice::ActivateFile(profile_path, 0);

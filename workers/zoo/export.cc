@@ -6,9 +6,9 @@
 #include <fstream>
 #include <set>
 
+#include "workers/zoo/families_internal.h"
 #include "workers/zoo/safetensors.h"
 #include "workers/zoo/state_dict.h"
-#include "workers/zoo/trunks/decoder_family.h"
 
 namespace ts::zoo {
 namespace {
@@ -27,15 +27,8 @@ StatusOr<std::unique_ptr<Model>> BuildAtOwnSize(const nlohmann::json& config) {
 // id no attended token of the batch holds, which the padded positions then carry, so that both
 // pool the same token and the attended positions compute what they did without it.
 StatusOr<bool> NamePadForLastTokenPooling(const Model& m, uint64_t seed, nlohmann::json& tiny) {
-  const std::string& arch = m.spec().arch;
-  const std::string suffix = "ForSequenceClassification";
-  if (arch.size() < suffix.size() ||
-      arch.compare(arch.size() - suffix.size(), suffix.size(), suffix) != 0)
-    return false;
-  bool decoder = false;
-  for (const auto& f : internal::decoder::DecoderFamilies())
-    decoder = decoder || f.model_type == m.spec().family;
-  if (!decoder) return false;
+  const internal::ArchEntry* entry = internal::FindArch(m.spec().arch);
+  if (entry == nullptr || !entry->pools_last_non_pad) return false;
   auto pad = tiny.find("pad_token_id");
   if (pad != tiny.end() && !pad->is_null()) return false;
   const Batch batch = m.MakeBatch(seed, 0);

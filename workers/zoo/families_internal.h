@@ -3,15 +3,64 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "workers/zoo/model.h"
+#include "workers/zoo/state_dict.h"
 
 namespace ts::zoo::internal {
+
+// The state_dict being assembled by StateDictShapes (state_dict.cc), as a family's
+// StateDictRules::extra sees it: the model's weights, and what has been added so far.
+class StateDictBuilder {
+ public:
+  explicit StateDictBuilder(const Model& model);
+  const Model& model() const { return model_; }
+  // The model's WeightShapes() by name.
+  const std::map<std::string, std::vector<int64_t>>& weights() const { return weights_; }
+  bool HasWeight(const std::string& name) const { return weights_.count(name) > 0; }
+  // A copy of weight `from` under `name`: nothing when `from` is not a weight or `name` is
+  // already a weight or an added entry.
+  void AddTied(const std::string& name, const std::string& from);
+  // A module transformers builds but the class never calls (the export writes it seeded):
+  // nothing when `name` is already a weight or an added entry.
+  void AddUnused(const std::string& name, std::vector<int64_t> shape);
+  // Any entry, appended as given.
+  void Add(StateDictEntry entry);
+  std::vector<StateDictEntry> Take() { return std::move(out_); }
+
+ private:
+  const Model& model_;
+  std::map<std::string, std::vector<int64_t>> weights_;
+  std::set<std::string> added_;
+  std::vector<StateDictEntry> out_;
+};
+
+// What a class's transformers state_dict holds beyond its weights that only its family knows.
+// state_dict.cc applies the rules every class shares (the encoder-decoders' embed_tokens copies
+// of "shared", output projections tied to the input embedding, BatchNorm counters) with these
+// settings, then `extra`.
+struct StateDictRules {
+  // The module of a causal / seq2seq LM's output projection tied to the input embedding
+  // (Whisper's proj_out, BioGPT's output_projection).
+  std::string tied_output = "lm_head";
+  // Output projections transformers ties to the input embedding as `<name>.weight` when the
+  // class has `<name>.bias` (DistilBERT's vocab_projector, ELECTRA's generator_lm_head, XLM's
+  // pred_layer.proj).
+  std::vector<std::string> tied_projections = {};
+  // The class's lm_head is a bare decoder Linear with its own bias parameter, tied as the MLM
+  // heads' decoder is (BertGenerationDecoder).
+  bool bare_lm_head = false;
+  // Entries appended last: modules transformers builds that the class never calls, parameters
+  // only training-time code reads (may be empty).
+  std::function<void(StateDictBuilder& sd)> extra = nullptr;
+};
 
 // One architecture class the zoo builds. `scale` turns the real config into the tiny one
 // (validating it first; errors name the field); `build` builds from spec.tiny_config.
@@ -23,6 +72,11 @@ struct ArchEntry {
   nlohmann::json example_config;
   std::function<StatusOr<nlohmann::json>(const nlohmann::json& config)> scale;
   std::function<StatusOr<std::unique_ptr<Model>>(ModelSpec spec)> build;
+  StateDictRules state_dict = {};
+  // transformers pools the last token that is not pad_token_id (the decoders'
+  // *ForSequenceClassification; the zoo pools the last attended one): the export names a pad id
+  // for a config without one (export.cc).
+  bool pools_last_non_pad = false;
 };
 
 // `config` with architectures = [arch] (one example config per class of a family).
@@ -31,20 +85,21 @@ inline nlohmann::json WithArchitecture(nlohmann::json config, const std::string&
   return config;
 }
 
-// The registry is the concatenation of these lists (registry.cc), one per family file, so
-// families can be added without touching each other's files.
-std::vector<ArchEntry> VitArchs();          // families/vit.cc
-// Further vision and multimodal families (families/<model_type>.cc).
-std::vector<ArchEntry> DeitArchs();
-std::vector<ArchEntry> SwinArchs();
-std::vector<ArchEntry> ConvNextArchs();
-std::vector<ArchEntry> ResNetArchs();
-std::vector<ArchEntry> MobileNetV2Archs();
-std::vector<ArchEntry> EfficientNetArchs();
-std::vector<ArchEntry> ClipArchs();
+// ---- Registration. Each family file (families/<model_type>.cc) registers itself at static
+// initialisation with TS_ZOO_REGISTER_FAMILY (or its decoder / encoder form, trunks/
+// decoder_family.h, trunks/encoder_family.h); Registry() calls every registered list once. The
+// archive is linked whole (CMakeLists.txt), so a family file nothing calls into still registers.
+using ArchListFn = std::vector<ArchEntry> (*)();
+struct FamilyRegistration {
+  explicit FamilyRegistration(ArchListFn archs);
+};
+#define TS_ZOO_REGISTER_FAMILY(name, archs) \
+  static const ::ts::zoo::internal::FamilyRegistration kZooFamily##name(archs)
 
 // Every registered architecture, sorted by class name (built once).
 const std::vector<ArchEntry>& Registry();
+// The entry of class `arch`, or null.
+const ArchEntry* FindArch(const std::string& arch);
 
 // The weight `name`; throws c10::Error naming it when absent.
 const at::Tensor& GetWeight(const WeightMap& weights, const std::string& name);

@@ -58,16 +58,12 @@ const std::vector<ArchInfo>& SupportedArchitectures() {
 }
 
 StatusOr<nlohmann::json> TinyConfig(const nlohmann::json& config, const std::string& arch) {
-  for (const auto& e : internal::Registry()) {
-    if (e.info.arch == arch) return e.scale(config);
-  }
+  if (const internal::ArchEntry* e = internal::FindArch(arch)) return e->scale(config);
   return UnimplementedError("architecture '" + arch + "' is not implemented by the zoo");
 }
 
 StatusOr<nlohmann::json> ExampleConfig(const std::string& arch) {
-  for (const auto& e : internal::Registry()) {
-    if (e.info.arch == arch) return e.example_config;
-  }
+  if (const internal::ArchEntry* e = internal::FindArch(arch)) return e->example_config;
   return NotFoundError("architecture '" + arch + "' is not built by the zoo");
 }
 
@@ -92,10 +88,8 @@ StatusOr<std::unique_ptr<Model>> BuildModel(const nlohmann::json& config,
     TS_ASSIGN_OR_RETURN(arch, ArchFromConfig(config));
   }
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
-  const auto& archs = internal::Registry();
-  auto entry = std::find_if(archs.begin(), archs.end(),
-                            [&](const internal::ArchEntry& e) { return e.info.arch == arch; });
-  if (entry == archs.end()) {
+  const internal::ArchEntry* entry = internal::FindArch(arch);
+  if (entry == nullptr) {
     return UnimplementedError("architecture '" + arch + "' is not implemented by the zoo");
   }
   const ArchInfo& info = entry->info;

@@ -1,21 +1,25 @@
+// The registry (families_internal.h): the classes every family file registered.
 #include <algorithm>
-#include <set>
 
-#include "workers/zoo/families/family_lists.h"
 #include "workers/zoo/families_internal.h"
-#include "workers/zoo/trunks/decoder_family.h"
-#include "workers/zoo/trunks/encoder_family.h"
 
 namespace ts::zoo::internal {
+namespace {
+
+// Filled during static initialisation (FamilyRegistration), read once by Registry().
+std::vector<ArchListFn>& Registrations() {
+  static std::vector<ArchListFn> registrations;
+  return registrations;
+}
+
+}  // namespace
+
+FamilyRegistration::FamilyRegistration(ArchListFn archs) { Registrations().push_back(archs); }
 
 const std::vector<ArchEntry>& Registry() {
   static const std::vector<ArchEntry> kRegistry = [] {
     std::vector<ArchEntry> all;
-    for (auto list :
-         {DecoderArchs, EncoderArchs, T5Archs, Mt5Archs, Umt5Archs, BartArchs, MbartArchs, MvpArchs,
-          PlbartArchs, BartVariantArchs, WhisperArchs, Wav2Vec2Archs, VitArchs, VitMsnArchs,
-          DeitArchs, SwinArchs, ConvNextArchs, ResNetArchs, MobileNetV1Archs, MobileNetV2Archs,
-          EfficientNetArchs, ClipArchs}) {
+    for (ArchListFn list : Registrations()) {
       for (auto& e : list()) all.push_back(std::move(e));
     }
     std::sort(all.begin(), all.end(),
@@ -28,6 +32,14 @@ const std::vector<ArchEntry>& Registry() {
     return all;
   }();
   return kRegistry;
+}
+
+const ArchEntry* FindArch(const std::string& arch) {
+  const std::vector<ArchEntry>& all = Registry();
+  auto it =
+      std::lower_bound(all.begin(), all.end(), arch,
+                       [](const ArchEntry& e, const std::string& a) { return e.info.arch < a; });
+  return it != all.end() && it->info.arch == arch ? &*it : nullptr;
 }
 
 }  // namespace ts::zoo::internal

@@ -5,7 +5,8 @@
 
 #include <initializer_list>
 #include <map>
-#include <set>
+
+#include "workers/zoo/families_internal.h"
 
 namespace ts::zoo {
 namespace {
@@ -13,12 +14,6 @@ namespace {
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-bool HasPrefix(const std::string& arch, std::initializer_list<const char*> prefixes) {
-  for (const char* p : prefixes)
-    if (arch.rfind(p, 0) == 0) return true;
-  return false;
 }
 
 bool HasSuffix(const std::string& arch, std::initializer_list<const char*> suffixes) {
@@ -38,122 +33,100 @@ std::string InputEmbedding(const std::map<std::string, std::vector<int64_t>>& w)
   return "";
 }
 
-}  // namespace
-
-std::vector<StateDictEntry> StateDictShapes(const Model& model) {
-  std::vector<StateDictEntry> out;
-  std::map<std::string, std::vector<int64_t>> have;
-  for (const auto& [n, s] : model.WeightShapes()) {
-    out.push_back({n, s, at::kFloat, ""});
-    have[n] = s;
-  }
-  std::set<std::string> added;
-  auto add = [&](const std::string& name, const std::string& from) {
-    if (have.count(name) || added.count(name) || !have.count(from)) return;
-    out.push_back({name, have.at(from), at::kFloat, from});
-    added.insert(name);
-  };
-  const std::string& arch = model.spec().arch;
-  const std::string embed = InputEmbedding(have);
-  // Encoder-decoders: the stacks' embed_tokens are "shared" under their own names.
-  for (const auto& [n, s] : have) {
+// Encoder-decoders: the stacks' embed_tokens are "shared" under their own names.
+void AddSharedCopies(internal::StateDictBuilder& sd) {
+  for (const auto& [n, s] : sd.weights()) {
     if (!EndsWith(n, "shared.weight") || s.size() != 2) continue;
     const std::string p = n.substr(0, n.size() - std::string("shared.weight").size());
     bool encoder = false, decoder = false;
-    for (const auto& kv : have) {
+    for (const auto& kv : sd.weights()) {
       encoder = encoder || kv.first.rfind(p + "encoder.", 0) == 0;
       decoder = decoder || kv.first.rfind(p + "decoder.", 0) == 0;
     }
-    if (encoder) add(p + "encoder.embed_tokens.weight", n);
-    if (decoder) add(p + "decoder.embed_tokens.weight", n);
+    if (encoder) sd.AddTied(p + "encoder.embed_tokens.weight", n);
+    if (decoder) sd.AddTied(p + "decoder.embed_tokens.weight", n);
   }
-  // Output projections tied to the input embedding.
-  if (!embed.empty()) {
-    // Masked LM heads (and the encoders' causal LM heads, which are the same module): the
-    // decoder Linear is the embedding, its bias the head's own bias parameter.
-    bool mlm = false;
-    for (const char* head : {"cls.predictions", "predictions", "lm_head"}) {
-      const std::string h = head;
-      const bool transform =
-          have.count(h + ".transform.dense.weight") || have.count(h + ".dense.weight");
-      // BertGenerationDecoder's lm_head is a bare decoder Linear with its own bias parameter.
-      const bool bare =
-          h == "lm_head" && !have.count("lm_head.weight") && arch.rfind("BertGeneration", 0) == 0;
-      if (have.count(h + ".bias") && (transform || bare) && !have.count(h + ".decoder.weight")) {
-        add(h + ".decoder.weight", embed);
-        add(h + ".decoder.bias", h + ".bias");
-        mlm = true;
-      }
-    }
-    for (const char* proj : {"vocab_projector", "generator_lm_head", "pred_layer.proj"}) {
-      if (have.count(std::string(proj) + ".bias")) {
-        add(std::string(proj) + ".weight", embed);
-        mlm = true;
-      }
-    }
-    if (!mlm &&
-        HasSuffix(arch, {"ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "MTModel"})) {
-      // Tied output projections under the class's own name (Whisper proj_out, BioGPT
-      // output_projection), else lm_head.
-      const char* head = arch.rfind("Whisper", 0) == 0  ? "proj_out.weight"
-                         : arch.rfind("BioGpt", 0) == 0 ? "output_projection.weight"
-                                                        : "lm_head.weight";
-      add(head, embed);
+}
+
+// Output projections tied to the input embedding.
+void AddTiedOutputs(const internal::StateDictRules& rules, internal::StateDictBuilder& sd) {
+  const std::string embed = InputEmbedding(sd.weights());
+  if (embed.empty()) return;
+  // Masked LM heads (and the encoders' causal LM heads, which are the same module): the
+  // decoder Linear is the embedding, its bias the head's own bias parameter.
+  bool mlm = false;
+  for (const char* head : {"cls.predictions", "predictions", "lm_head"}) {
+    const std::string h = head;
+    const bool transform =
+        sd.HasWeight(h + ".transform.dense.weight") || sd.HasWeight(h + ".dense.weight");
+    const bool bare = h == "lm_head" && !sd.HasWeight("lm_head.weight") && rules.bare_lm_head;
+    if (sd.HasWeight(h + ".bias") && (transform || bare) && !sd.HasWeight(h + ".decoder.weight")) {
+      sd.AddTied(h + ".decoder.weight", embed);
+      sd.AddTied(h + ".decoder.bias", h + ".bias");
+      mlm = true;
     }
   }
-  // Modules transformers builds but the class never calls (the zoo builds no weight for them;
-  // the export writes them, seeded, for a strict load): every BigBird head holds BigBirdModel
-  // with its pooler (add_pooling_layer defaults to True); the BART lineage's decoder-only CausalLM
-  // (Marian, Pegasus, Blenderbot and BlenderbotSmall too) keeps each layer's cross-attention
-  // (encoder_attn, encoder_attn_layer_norm).
-  auto unused = [&](const std::string& name, const std::vector<int64_t>& shape) {
-    if (have.count(name) || added.count(name)) return;
-    out.push_back({name, shape, at::kFloat, ""});
-    added.insert(name);
-  };
-  if (arch.rfind("BigBird", 0) == 0 && have.count("bert.embeddings.word_embeddings.weight")) {
-    const int64_t h = have.at("bert.embeddings.word_embeddings.weight")[1];
-    unused("bert.pooler.weight", {h, h});
-    unused("bert.pooler.bias", {h});
-  }
-  if (EndsWith(arch, "ForCausalLM") &&
-      HasPrefix(arch, {"Bart", "MBart", "Mvp", "PLBart", "Marian", "Pegasus", "Blenderbot"})) {
-    for (const auto& [n, s] : have) {
-      for (const char* from : {".self_attn.", ".self_attn_layer_norm."}) {
-        const size_t at = n.find(from);
-        if (n.rfind("model.decoder.layers.", 0) != 0 || at == std::string::npos) continue;
-        const std::string to =
-            std::string(from) == ".self_attn." ? ".encoder_attn." : ".encoder_attn_layer_norm.";
-        unused(n.substr(0, at) + to + n.substr(at + std::string(from).size()), s);
-      }
+  for (const std::string& proj : rules.tied_projections) {
+    if (sd.HasWeight(proj + ".bias")) {
+      sd.AddTied(proj + ".weight", embed);
+      mlm = true;
     }
   }
-  // BatchNorm's step counter beside its running statistics.
-  for (const auto& [n, s] : have) {
+  const std::string& arch = sd.model().spec().arch;
+  if (!mlm &&
+      HasSuffix(arch, {"ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "MTModel"})) {
+    sd.AddTied(rules.tied_output + ".weight", embed);
+  }
+}
+
+// BatchNorm's step counter beside its running statistics.
+void AddBatchNormCounters(internal::StateDictBuilder& sd) {
+  std::vector<std::string> names;
+  for (const auto& [n, s] : sd.weights()) {
     if (!EndsWith(n, ".running_var")) continue;
     const std::string name =
         n.substr(0, n.size() - std::string("running_var").size()) + "num_batches_tracked";
-    if (!have.count(name)) out.push_back({name, {}, at::kLong, ""});
+    if (!sd.HasWeight(name)) names.push_back(name);
   }
-  // wav2vec2: masked_spec_embed [hidden] under the base model's prefix.
-  const nlohmann::json& cfg = model.spec().tiny_config;
-  for (const auto& [n, s] : have) {
-    if (!EndsWith(n, "feature_projection.projection.weight") || s.size() != 2) continue;
-    auto prob = [&](const char* field, double def) {
-      if (!cfg.is_object() || !cfg.contains(field) || !cfg[field].is_number()) return def;
-      return cfg[field].get<double>();
-    };
-    // Wav2Vec2Config defaults: mask_time_prob 0.05, mask_feature_prob 0.
-    const double time = prob("mask_time_prob", 0.05);
-    const double feature = prob("mask_feature_prob", 0.0);
-    // UniSpeechSatModel builds it whatever the probabilities (modular_unispeech_sat.py).
-    if (time > 0.0 || feature > 0.0 || arch.rfind("UniSpeechSat", 0) == 0) {
-      const std::string p =
-          n.substr(0, n.size() - std::string("feature_projection.projection.weight").size());
-      out.push_back({p + "masked_spec_embed", {s[0]}, at::kFloat, ""});
-    }
+  for (std::string& name : names) sd.Add({std::move(name), {}, at::kLong, ""});
+}
+
+}  // namespace
+
+namespace internal {
+
+StateDictBuilder::StateDictBuilder(const Model& model) : model_(model) {
+  for (const auto& [n, s] : model.WeightShapes()) {
+    out_.push_back({n, s, at::kFloat, ""});
+    weights_[n] = s;
   }
-  return out;
+}
+
+void StateDictBuilder::AddTied(const std::string& name, const std::string& from) {
+  if (weights_.count(name) || added_.count(name) || !weights_.count(from)) return;
+  out_.push_back({name, weights_.at(from), at::kFloat, from});
+  added_.insert(name);
+}
+
+void StateDictBuilder::AddUnused(const std::string& name, std::vector<int64_t> shape) {
+  if (weights_.count(name) || added_.count(name)) return;
+  out_.push_back({name, std::move(shape), at::kFloat, ""});
+  added_.insert(name);
+}
+
+void StateDictBuilder::Add(StateDictEntry entry) { out_.push_back(std::move(entry)); }
+
+}  // namespace internal
+
+std::vector<StateDictEntry> StateDictShapes(const Model& model) {
+  internal::StateDictBuilder sd(model);
+  const internal::ArchEntry* entry = internal::FindArch(model.spec().arch);
+  const internal::StateDictRules rules = entry ? entry->state_dict : internal::StateDictRules();
+  AddSharedCopies(sd);
+  AddTiedOutputs(rules, sd);
+  AddBatchNormCounters(sd);
+  if (rules.extra) rules.extra(sd);
+  return sd.Take();
 }
 
 TensorMap StateDict(const Model& model, const WeightMap& weights, uint64_t seed) {

@@ -6,7 +6,11 @@
 //     transformers' _tied_weights_keys declare; one tensor under two names);
 //   - BatchNorm "num_batches_tracked" (int64 scalar, 0 here: the zoo runs BatchNorm in eval);
 //   - wav2vec2's "masked_spec_embed" (a parameter only its training-time masking reads, present
-//     when mask_time_prob or mask_feature_prob is positive, as transformers builds it).
+//     when mask_time_prob or mask_feature_prob is positive, as transformers builds it);
+//   - modules transformers builds that the class never calls (BigBird's pooler, the BART
+//     lineage's decoder-only cross-attention), seeded.
+// The rules every class shares live in state_dict.cc; what only a family knows is declared by
+// its family file (families_internal.h StateDictRules).
 // The export writes this state_dict, so that transformers loads it with strict=True; loading a
 // checkpoint takes the WeightShapes() names from it and ignores the rest.
 //

@@ -3,7 +3,7 @@
 // inner_group_num); the pooler is albert.pooler; predictions.* for the masked LM.
 #include <algorithm>
 
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 namespace {
@@ -60,5 +60,7 @@ EncoderFamily Albert() {
                       {"type_vocab_size", 2},     {"vocab_size", 30000}},
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(Albert);
 
 }  // namespace ts::zoo::internal::encoder

@@ -1,5 +1,5 @@
 // arcee: llama layout with the non-gated ReLU^2 MLP down(relu(up x)^2).
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -28,5 +28,7 @@ DecoderFamily Arcee() {
          "bos_token_id":128000,"eos_token_id":128001})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Arcee);
 
 }  // namespace ts::zoo::internal::decoder

@@ -3,7 +3,7 @@
 // final_logits_bias. Classes: ForConditionalGeneration, Model, ForSequenceClassification (decoder
 // state at the last eos of input_ids; dense, tanh, out_proj), ForQuestionAnswering, ForCausalLM
 // (the decoder alone). mvp (RUCAIBox/mvp without prompts) and plbart (BART layers, scaled
-// embeddings, mBART's shift) are this lineage too (families/mvp_plbart.cc).
+// embeddings, mBART's shift) are this lineage too (families/mvp.cc, families/plbart.cc).
 #include "workers/zoo/families/bart.h"
 
 #include <algorithm>
@@ -11,7 +11,6 @@
 
 #include "workers/zoo/config.h"
 #include "workers/zoo/families/config_fields.h"
-#include "workers/zoo/families/family_lists.h"
 #include "workers/zoo/scaling.h"
 
 namespace ts::zoo::internal {
@@ -130,7 +129,8 @@ StatusOr<json> ScaleBart(const json& config, const std::string& family) {
 }
 
 // mbart: pre-LN layers, final encoder/decoder layer_norm, the language-id shift in its batches.
-// The rest differ from BART in norms and positions (see bart_variants.cc's header):
+// The rest differ from BART in norms and positions (see the headers of marian.cc, pegasus.cc,
+// blenderbot.cc, blenderbot_small.cc and m2m_100.cc):
 //   marian           post-LN, no embedding norm, the sinusoid table
 //   pegasus          pre-LN + final norms, the sinusoid table
 //   blenderbot       pre-LN + final norms, learned positions without offset
@@ -245,6 +245,21 @@ StatusOr<std::unique_ptr<Model>> BuildBart(ModelSpec spec, Seq2SeqHead head,
   }
 }
 
+// The lineage's decoder-only *ForCausalLM keeps each decoder layer's cross-attention
+// (encoder_attn, encoder_attn_layer_norm), which it never calls: the export writes it, seeded,
+// shaped as the layer's self-attention.
+void AddUnusedCrossAttention(StateDictBuilder& sd) {
+  for (const auto& [n, s] : sd.weights()) {
+    for (const char* from : {".self_attn.", ".self_attn_layer_norm."}) {
+      const size_t at = n.find(from);
+      if (n.rfind("model.decoder.layers.", 0) != 0 || at == std::string::npos) continue;
+      const std::string to =
+          std::string(from) == ".self_attn." ? ".encoder_attn." : ".encoder_attn_layer_norm.";
+      sd.AddUnused(n.substr(0, at) + to + n.substr(at + std::string(from).size()), s);
+    }
+  }
+}
+
 }  // namespace
 
 ArchEntry BartEntry(const std::string& arch, const std::string& family, Seq2SeqHead head,
@@ -259,20 +274,23 @@ ArchEntry BartEntry(const std::string& arch, const std::string& family, Seq2SeqH
   e.example_config = std::move(example);
   e.scale = [family](const json& c) { return ScaleBart(c, family); };
   e.build = [head, family](ModelSpec spec) { return BuildBart(std::move(spec), head, family); };
+  if (head == Seq2SeqHead::kCausalLM) e.state_dict.extra = AddUnusedCrossAttention;
   return e;
 }
 
 std::vector<ArchEntry> BartArchs() {
-  using H = Seq2SeqHead;
+  using Head = Seq2SeqHead;
   return {
-      BartEntry("BartForConditionalGeneration", "bart", H::kConditionalGeneration,
+      BartEntry("BartForConditionalGeneration", "bart", Head::kConditionalGeneration,
                 BartBaseExample()),
-      BartEntry("BartModel", "bart", H::kModel, BartBaseExample()),
-      BartEntry("BartForSequenceClassification", "bart", H::kSequenceClassification,
+      BartEntry("BartModel", "bart", Head::kModel, BartBaseExample()),
+      BartEntry("BartForSequenceClassification", "bart", Head::kSequenceClassification,
                 BartBaseExample()),
-      BartEntry("BartForQuestionAnswering", "bart", H::kQuestionAnswering, BartBaseExample()),
-      BartEntry("BartForCausalLM", "bart", H::kCausalLM, BartBaseExample()),
+      BartEntry("BartForQuestionAnswering", "bart", Head::kQuestionAnswering, BartBaseExample()),
+      BartEntry("BartForCausalLM", "bart", Head::kCausalLM, BartBaseExample()),
   };
 }
+
+TS_ZOO_REGISTER_FAMILY(Bart, BartArchs);
 
 }  // namespace ts::zoo::internal

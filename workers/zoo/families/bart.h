@@ -13,7 +13,7 @@ namespace ts::zoo::internal {
 // The entry of a BART-style class (`family` "bart"; "mbart": pre-LN with final layer norms,
 // language-id shift; "mvp": BART without MVP's prompts; "plbart": BART layers with the
 // language-id shift, scale_embedding default true; "marian", "pegasus", "blenderbot",
-// "blenderbot-small", "m2m_100": bart_variants.cc) with `head` one of kConditionalGeneration,
+// "blenderbot-small", "m2m_100": their own files) with `head` one of kConditionalGeneration,
 // kModel, kSequenceClassification, kQuestionAnswering, kCausalLM.
 ArchEntry BartEntry(const std::string& arch, const std::string& family, Seq2SeqHead head,
                     nlohmann::json example);

@@ -1,7 +1,7 @@
 // bert: BertModel, BertForSequenceClassification and BertForMaskedLM on config.cc's BertConfig
 // (the kBert lineage), the other heads (token classification, QA, multiple choice, LM head,
 // next sentence) on the generic encoder recipe.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 namespace {
@@ -61,5 +61,7 @@ EncoderFamily Bert() {
       .bert_recipe = BertRecipe,
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(Bert);
 
 }  // namespace ts::zoo::internal::encoder

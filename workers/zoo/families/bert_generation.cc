@@ -1,6 +1,6 @@
 // bert-generation: BERT without token types or pooler; the decoder is tied to the word
 // embeddings with no transform (lm_head.bias). google/bert_for_seq_generation_L-24_bbc_encoder.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 
@@ -28,7 +28,11 @@ EncoderFamily BertGeneration() {
       .absolute_positions = true,
       .classes = {.base = "BertGenerationEncoder", .causal_lm = "BertGenerationDecoder"},
       .example = example,
+      // BertGenerationDecoder's lm_head is a bare decoder Linear with its own bias parameter.
+      .state_dict = {.bare_lm_head = true},
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(BertGeneration);
 
 }  // namespace ts::zoo::internal::encoder

@@ -2,7 +2,7 @@
 // (5 + 2 * num_random_blocks) * block_size (always at the run's length); its classification
 // head is classifier.dense (hidden_act) + out_proj; BigBirdForQuestionAnswering (own QA
 // classifier) is not built. google/bigbird-roberta-base.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 #include "workers/zoo/scaling.h"
 
 namespace ts::zoo::internal::encoder {
@@ -22,6 +22,16 @@ Status ParseBigBird(const ConfigReader& r, const json&, Recipe& c) {
   TS_ASSIGN_OR_RETURN(bool bias, r.Bool("use_bias", true));
   if (!bias) return r.Error("use_bias", "false is not supported by the zoo");
   return OkStatus();
+}
+
+// Every BigBird head holds BigBirdModel with its pooler (add_pooling_layer defaults to True),
+// which no head but the base model calls: the export writes it, seeded.
+void AddUnusedPooler(StateDictBuilder& sd) {
+  const std::string words = "bert.embeddings.word_embeddings.weight";
+  if (!sd.HasWeight(words)) return;
+  const int64_t h = sd.weights().at(words)[1];
+  sd.AddUnused("bert.pooler.weight", {h, h});
+  sd.AddUnused("bert.pooler.bias", {h});
 }
 
 }  // namespace
@@ -65,7 +75,10 @@ EncoderFamily BigBird() {
       .classes = AllHeads("BigBird", /*causal=*/true, /*nsp=*/false, /*qa=*/false,
                           /*pretraining=*/true),
       .example = example,
+      .state_dict = {.extra = AddUnusedPooler},
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(BigBird);
 
 }  // namespace ts::zoo::internal::encoder

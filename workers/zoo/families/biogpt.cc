@@ -1,7 +1,7 @@
 // biogpt: learned positions with offset 2 from the mask, sqrt(d) embedding scale.
 #include <cmath>
 
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -35,7 +35,11 @@ DecoderFamily BioGpt() {
       .example = R"({"hidden_size":1024,"intermediate_size":4096,"num_attention_heads":16,"num_hidden_layers":24,
          "max_position_embeddings":1024,"vocab_size":42384,"hidden_act":"gelu","scale_embedding":true,
          "layer_norm_eps":1e-12,"pad_token_id":1,"bos_token_id":0,"eos_token_id":2})",
+      // BioGptForCausalLM ties output_projection (not lm_head) to the token embedding.
+      .state_dict = {.tied_output = "output_projection"},
   };
 }
+
+TS_ZOO_DECODER_FAMILY(BioGpt);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,5 +1,5 @@
 // bloom: ALiBi from `cumsum(mask) - 1`, `word_embeddings_layernorm`, per-head fused qkv, tanh gelu.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -63,5 +63,7 @@ DecoderFamily Bloom() {
          "bos_token_id":1,"eos_token_id":2,"slow_but_exact":false})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Bloom);
 
 }  // namespace ts::zoo::internal::decoder

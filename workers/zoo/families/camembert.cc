@@ -1,5 +1,5 @@
 // camembert: RoBERTa (camembert-base).
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 
@@ -7,5 +7,7 @@ EncoderFamily Camembert() {
   return RobertaLineage("camembert", "Camembert", "roberta.",
                         RobertaExample("camembert", 32005, 5, 6));
 }
+
+TS_ZOO_ENCODER_FAMILY(Camembert);
 
 }  // namespace ts::zoo::internal::encoder

@@ -197,4 +197,6 @@ std::vector<ArchEntry> ClipArchs() {
   };
 }
 
+TS_ZOO_REGISTER_FAMILY(Clip, ClipArchs);
+
 }  // namespace ts::zoo::internal

@@ -1,5 +1,5 @@
 // codegen: gptj with `qkv_proj` in mp_num = 4 blocks of [q, v, k].
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -20,5 +20,7 @@ DecoderFamily CodeGen() {
          "tie_word_embeddings":false,"bos_token_id":1,"eos_token_id":50256})";
   return f;
 }
+
+TS_ZOO_DECODER_FAMILY(CodeGen);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,5 +1,5 @@
 // cohere: parallel block over a bias-free LayerNorm, interleaved rotary, logits * `logit_scale`.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -30,5 +30,7 @@ DecoderFamily Cohere() {
          "eos_token_id":255001})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Cohere);
 
 }  // namespace ts::zoo::internal::decoder

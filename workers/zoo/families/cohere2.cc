@@ -1,5 +1,5 @@
 // cohere2: cohere with sliding layers with rotary and NoPE full layers.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -25,5 +25,7 @@ DecoderFamily Cohere2() {
          "bos_token_id":5,"eos_token_id":255001})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Cohere2);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,8 +1,9 @@
-// ConvNeXt: ConvNextModel, ConvNextForImageClassification. Config -> recipe
-// (trunks/vision_convnext.h) and the example config.
+// convnext: ConvNextModel, ConvNextForImageClassification. Config -> recipe
+// (trunks/vision_convnext.h) and the example config; convnextv2.cc derives from it (convnext.h).
+#include "workers/zoo/families/convnext.h"
+
 #include <algorithm>
 
-#include "workers/zoo/families_internal.h"
 #include "workers/zoo/scaling.h"
 #include "workers/zoo/trunks/vision_convnext.h"
 #include "workers/zoo/vision_config.h"
@@ -46,6 +47,8 @@ StatusOr<ConvNextConfig> ParseConvNext(const json& config, bool v2) {
   return c;
 }
 
+}  // namespace
+
 StatusOr<json> ScaleConvNext(const json& config, bool v2) {
   TS_ASSIGN_OR_RETURN(ConvNextConfig c, ParseConvNext(config, v2));
   json t = config;
@@ -69,37 +72,32 @@ StatusOr<PooledVisionTrunk> ConvNextTrunkFor(const json& config, const std::stri
   return PooledVisionTrunk{std::make_unique<ConvNextTrunk>(c), c.num_labels};
 }
 
-}  // namespace
+json ConvNextExample() {  // facebook/convnext-tiny-224
+  return {{"model_type", "convnext"},
+          {"num_channels", 3},
+          {"patch_size", 4},
+          {"num_stages", 4},
+          {"hidden_sizes", {96, 192, 384, 768}},
+          {"depths", {3, 3, 9, 3}},
+          {"hidden_act", "gelu"},
+          {"layer_norm_eps", 1e-12},
+          {"layer_scale_init_value", 1e-6},
+          {"drop_path_rate", 0.0},
+          {"image_size", 224},
+          {"num_labels", 1000}};
+}
+
+namespace {
 
 std::vector<ArchEntry> ConvNextArchs() {
-  // Modelled on facebook/convnext-tiny-224.
-  const json convnext = {{"model_type", "convnext"},
-                         {"num_channels", 3},
-                         {"patch_size", 4},
-                         {"num_stages", 4},
-                         {"hidden_sizes", {96, 192, 384, 768}},
-                         {"depths", {3, 3, 9, 3}},
-                         {"hidden_act", "gelu"},
-                         {"layer_norm_eps", 1e-12},
-                         {"layer_scale_init_value", 1e-6},
-                         {"drop_path_rate", 0.0},
-                         {"image_size", 224},
-                         {"num_labels", 1000}};
-  std::vector<ArchEntry> v1 = PooledVisionArchs(
-      {"ConvNext", "convnext", "convnext."}, convnext,
+  return PooledVisionArchs(
+      {"ConvNext", "convnext", "convnext."}, ConvNextExample(),
       [](const json& c) { return ScaleConvNext(c, false); },
       [](const json& c, const std::string& p) { return ConvNextTrunkFor(c, p, false); });
-  // ConvNeXt V2 (modeling_convnextv2.py): V1's stages with ConvNextV2GRN after the activation
-  // and no layer scale; modelled on facebook/convnextv2-tiny-1k-224.
-  json v2_example = convnext;
-  v2_example["model_type"] = "convnextv2";
-  v2_example.erase("layer_scale_init_value");
-  std::vector<ArchEntry> v2 = PooledVisionArchs(
-      {"ConvNextV2", "convnextv2", "convnextv2."}, v2_example,
-      [](const json& c) { return ScaleConvNext(c, true); },
-      [](const json& c, const std::string& p) { return ConvNextTrunkFor(c, p, true); });
-  for (auto& e : v2) v1.push_back(std::move(e));
-  return v1;
 }
+
+}  // namespace
+
+TS_ZOO_REGISTER_FAMILY(ConvNext, ConvNextArchs);
 
 }  // namespace ts::zoo::internal

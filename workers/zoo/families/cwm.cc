@@ -2,7 +2,7 @@
 // attention_bias field), sliding layers by layer_types, else full on every fourth layer starting
 // at layer 0 (i % 4 == 0) and sliding elsewhere, window 8192; CwmConfig's RoPE when the config
 // names none: llama3 scaling (factor 16, low 1, high 4, original 8192) on rope_theta 1e6.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 namespace {
@@ -61,5 +61,7 @@ DecoderFamily Cwm() {
            "eos_token_id":[128001,128008,128009]})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Cwm);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,5 +1,5 @@
 // data2vec-text: RoBERTa under the data2vec_text. prefix (facebook/data2vec-text-base).
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 
@@ -7,5 +7,7 @@ EncoderFamily Data2VecText() {
   return RobertaLineage("data2vec-text", "Data2VecText", "data2vec_text.",
                         RobertaExample("data2vec-text", 50265, 0, 2));
 }
+
+TS_ZOO_ENCODER_FAMILY(Data2VecText);
 
 }  // namespace ts::zoo::internal::encoder

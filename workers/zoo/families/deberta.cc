@@ -8,7 +8,7 @@
 // position buckets, no shared keys, no conv. Embeddings, ContextPooler and the legacy
 // cls.predictions masked-LM head as deberta-v2's (legacy false, lm_predictions.lm_head, refuses
 // the masked-LM class; talking_head is refused).
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 namespace {
@@ -65,5 +65,7 @@ EncoderFamily Deberta() {
       .example = DebertaExample(),
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(Deberta);
 
 }  // namespace ts::zoo::internal::encoder

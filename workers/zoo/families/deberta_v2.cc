@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 #include "workers/zoo/scaling.h"
 
 namespace ts::zoo::internal::encoder {
@@ -146,5 +146,7 @@ EncoderFamily DebertaV2() {
                       {"vocab_size", 128100}},
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(DebertaV2);
 
 }  // namespace ts::zoo::internal::encoder

@@ -61,4 +61,6 @@ std::vector<ArchEntry> DeitArchs() {
            DeitBuild(DeitHead::kWithTeacher)}};
 }
 
+TS_ZOO_REGISTER_FAMILY(Deit, DeitArchs);
+
 }  // namespace ts::zoo::internal

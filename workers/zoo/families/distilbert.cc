@@ -1,7 +1,7 @@
 // distilbert: dim / n_layers / n_heads / hidden_dim / activation, no token types, q_lin / k_lin /
 // v_lin / out_lin, sa_layer_norm, ffn.lin1 / lin2; a pre_classifier (ReLU) before the
 // classifiers; vocab_transform / vocab_layer_norm / vocab_projector for the masked LM.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 
@@ -49,7 +49,11 @@ EncoderFamily DistilBert() {
                       {"sinusoidal_pos_embds", false},
                       {"tie_weights_", true},
                       {"vocab_size", 30522}},
+      // DistilBertForMaskedLM's vocab_projector is tied to the word embeddings.
+      .state_dict = {.tied_projections = {"vocab_projector"}},
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(DistilBert);
 
 }  // namespace ts::zoo::internal::encoder

@@ -5,7 +5,7 @@
 // plus projection_dim (default 0). DPRContextEncoder (ctx_encoder.) and DPRReader
 // (span_predictor.) are not in transformers' task tables (only DPRQuestionEncoder is, under
 // AutoModel), so the zoo serves the question encoder only.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 #include <algorithm>
 
@@ -58,5 +58,7 @@ EncoderFamily Dpr() {
       .example = DprExample(),
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(Dpr);
 
 }  // namespace ts::zoo::internal::encoder

@@ -197,4 +197,6 @@ std::vector<ArchEntry> EfficientNetArchs() {
                            ScaleEfficientNet, EfficientNetTrunk);
 }
 
+TS_ZOO_REGISTER_FAMILY(EfficientNet, EfficientNetArchs);
+
 }  // namespace ts::zoo::internal

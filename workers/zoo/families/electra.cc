@@ -1,7 +1,7 @@
 // electra: embeddings_project when embedding_size != hidden_size, no pooler (classifier.dense +
 // out_proj with GELU; sequence_summary.summary for multiple choice), generator_predictions.* and
 // generator_lm_head for the masked LM.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 namespace {
@@ -50,7 +50,12 @@ EncoderFamily Electra() {
                           /*pretraining=*/true),
       .example = ElectraExample(false),
       .lm_example = ElectraExample(true),
+      // The generator's output layer (ElectraForMaskedLM, ForCausalLM, ForPreTraining's MLM part)
+      // is tied to the word embeddings.
+      .state_dict = {.tied_projections = {"generator_lm_head"}},
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(Electra);
 
 }  // namespace ts::zoo::internal::encoder

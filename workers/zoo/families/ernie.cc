@@ -1,5 +1,5 @@
 // ernie: BERT with task_type_embeddings (task 0) when use_task_id; nghuyong/ernie-3.0-base-zh.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 
@@ -36,5 +36,7 @@ EncoderFamily Ernie() {
       .example = example,
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(Ernie);
 
 }  // namespace ts::zoo::internal::encoder

@@ -1,5 +1,5 @@
 // ernie4_5: interleaved rotary over the whole head, `use_bias`.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -22,5 +22,7 @@ DecoderFamily Ernie45() {
          "tie_word_embeddings":true,"pad_token_id":0,"bos_token_id":1,"eos_token_id":2})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Ernie45);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,6 +1,6 @@
 // exaone4: post-norm block `x + norm(attn(x))`, per-head q/k RMSNorm, sliding layers with rotary
 // and NoPE full layers.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -39,5 +39,7 @@ DecoderFamily Exaone4() {
          "pad_token_id":0,"bos_token_id":1,"eos_token_id":361})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Exaone4);
 
 }  // namespace ts::zoo::internal::decoder

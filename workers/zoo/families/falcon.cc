@@ -1,6 +1,6 @@
 // falcon: fused qkv `view(kv, heads/kv + 2, hd)` (MQA, GQA in `new_decoder_architecture`), parallel
 // attention with one or two norms, rotary or ALiBi.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -66,5 +66,7 @@ DecoderFamily Falcon() {
          "eos_token_id":11})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Falcon);
 
 }  // namespace ts::zoo::internal::decoder

@@ -9,7 +9,7 @@
 // use_tpu_fourier_optimizations computes the same DFT as matmuls with complex buffers
 // (dft_mat_hidden / dft_mat_seq, and tpu_short_seq_length must equal the run's length): the tiny
 // config turns it off, as its outputs are the FFT's.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 namespace {
@@ -59,5 +59,7 @@ EncoderFamily Fnet() {
       .example = FnetExample(),
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(Fnet);
 
 }  // namespace ts::zoo::internal::encoder

@@ -4,7 +4,7 @@
 // 4.38-era GemmaMLP preferred, is no longer read.
 #include <cmath>
 
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -36,5 +36,7 @@ DecoderFamily Gemma() {
            "eos_token_id":1,"attention_bias":false,"tie_word_embeddings":true})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Gemma);
 
 }  // namespace ts::zoo::internal::decoder

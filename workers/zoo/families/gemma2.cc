@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -60,5 +60,7 @@ DecoderFamily Gemma2() {
            "attention_bias":false})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Gemma2);
 
 }  // namespace ts::zoo::internal::decoder

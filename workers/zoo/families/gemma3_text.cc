@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -72,5 +72,7 @@ DecoderFamily Gemma3Text() {
          "eos_token_id":1})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Gemma3Text);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,5 +1,5 @@
 // glm: fused `gate_up_proj`, partial (0.5) interleaved rotary, q/k/v bias only.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -35,5 +35,7 @@ DecoderFamily Glm() {
          "eos_token_id":[151329,151336,151338]})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Glm);
 
 }  // namespace ts::zoo::internal::decoder

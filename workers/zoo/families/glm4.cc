@@ -1,5 +1,5 @@
 // glm4: glm with post-attention / post-MLP sandwich norms.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -26,5 +26,7 @@ DecoderFamily Glm4() {
          "attention_bias":true,"tie_word_embeddings":false,"pad_token_id":151329,"eos_token_id":151329})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Glm4);
 
 }  // namespace ts::zoo::internal::decoder

@@ -2,7 +2,7 @@
 // scores' scale of GPT2Attention's eager_attention_forward: / sqrt(head_dim) only when
 // `scale_attn_weights` (default true), then / (layer_idx + 1) when
 // `scale_attn_by_inverse_layer_idx` (default false).
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -71,5 +71,7 @@ DecoderFamily Gpt2() {
            "eos_token_id":50256})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Gpt2);
 
 }  // namespace ts::zoo::internal::decoder

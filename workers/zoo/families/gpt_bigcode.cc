@@ -1,6 +1,6 @@
 // gpt_bigcode: the gpt2 layout in Linear weights, multi-query attention (`multi_query`) or
 // per-head fused qkv; scores scaled by 1/sqrt(head_dim) unless `scale_attn_weights` is false.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -30,5 +30,7 @@ DecoderFamily GptBigCode() {
            "eos_token_id":49152})";
   return f;
 }
+
+TS_ZOO_DECODER_FAMILY(GptBigCode);
 
 }  // namespace ts::zoo::internal::decoder

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -98,5 +98,7 @@ DecoderFamily GptNeo() {
          "eos_token_id":50256})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(GptNeo);
 
 }  // namespace ts::zoo::internal::decoder

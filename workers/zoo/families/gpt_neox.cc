@@ -1,6 +1,6 @@
 // gpt_neox: per-head fused `query_key_value`, partial rotary (`rotary_pct`, `rotary_emb_base`),
 // parallel residual over two norms.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -50,5 +50,7 @@ DecoderFamily GptNeoX() {
            "tie_word_embeddings":false,"bos_token_id":0,"eos_token_id":0})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(GptNeoX);
 
 }  // namespace ts::zoo::internal::decoder

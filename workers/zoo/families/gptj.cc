@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -58,5 +58,7 @@ DecoderFamily Gptj() {
          "tie_word_embeddings":false,"bos_token_id":50256,"eos_token_id":50256})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Gptj);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,5 +1,5 @@
 // granite: embedding / attention / residual multipliers, logits / `logits_scaling`.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -35,5 +35,7 @@ DecoderFamily Granite() {
          "bos_token_id":0,"eos_token_id":0})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Granite);
 
 }  // namespace ts::zoo::internal::decoder

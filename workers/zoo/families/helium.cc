@@ -1,7 +1,7 @@
 // helium: llama layout with GLM-style interleaved rotary (modular_helium.py apply_rotary_pos_emb:
 // cos[..., :d/2].repeat_interleave(2), rotate_half over the even/odd pairs) and a bias-free
 // o_proj whatever attention_bias says (HeliumAttention).
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -27,5 +27,7 @@ DecoderFamily Helium() {
          "mlp_bias":false,"tie_word_embeddings":false,"pad_token_id":3,"bos_token_id":1,"eos_token_id":2})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Helium);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,7 +1,7 @@
 // jais2 (modular_jais2.py): llama's pre-norm layers with nn.LayerNorm (weight and bias,
 // layer_norm_eps) for every norm, NemotronMLP's non-gated down(relu2(up(x))), and biases on
 // q / k / v / o (attention_bias) and up / down (mlp_bias), both true by default.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -29,5 +29,7 @@ DecoderFamily Jais2() {
            "bos_token_id":0,"eos_token_id":150024})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Jais2);
 
 }  // namespace ts::zoo::internal::decoder

@@ -6,7 +6,7 @@
 // boxes with x0 <= x1, y0 <= y1 inside the tables, [0, 0, 0, 0] on padding. BERT's layers and
 // heads under layoutlm. (the pooler in every class); LayoutLMForQuestionAnswering serves
 // document question answering.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 namespace {
@@ -50,5 +50,7 @@ EncoderFamily LayoutLm() {
       .example = LayoutLmExample(),
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(LayoutLm);
 
 }  // namespace ts::zoo::internal::encoder

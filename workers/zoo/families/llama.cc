@@ -1,5 +1,5 @@
 // llama: RMSNorm, RoPE (+rope_scaling), GQA, SwiGLU, `attention_bias`.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -43,5 +43,8 @@ DecoderFamily LlamaLm() {
       .scale = [](const json& config) { return ScaleToTiny(config, "llama"); },
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Llama);
+TS_ZOO_DECODER_FAMILY(LlamaLm);
 
 }  // namespace ts::zoo::internal::decoder

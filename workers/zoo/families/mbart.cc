@@ -2,7 +2,6 @@
 // embedding scale, and decoder inputs that wrap the row's last token (the language id) to the
 // front (HF mbart shift_tokens_right).
 #include "workers/zoo/families/bart.h"
-#include "workers/zoo/families/family_lists.h"
 
 namespace ts::zoo::internal {
 namespace {
@@ -35,16 +34,18 @@ nlohmann::json MBartExample() {  // facebook/mbart-large-cc25
 }  // namespace
 
 std::vector<ArchEntry> MbartArchs() {
-  using H = Seq2SeqHead;
+  using Head = Seq2SeqHead;
   return {
-      BartEntry("MBartForCausalLM", "mbart", H::kCausalLM, MBartExample()),
-      BartEntry("MBartForConditionalGeneration", "mbart", H::kConditionalGeneration,
+      BartEntry("MBartForCausalLM", "mbart", Head::kCausalLM, MBartExample()),
+      BartEntry("MBartForConditionalGeneration", "mbart", Head::kConditionalGeneration,
                 MBartExample()),
-      BartEntry("MBartModel", "mbart", H::kModel, MBartExample()),
-      BartEntry("MBartForSequenceClassification", "mbart", H::kSequenceClassification,
+      BartEntry("MBartModel", "mbart", Head::kModel, MBartExample()),
+      BartEntry("MBartForSequenceClassification", "mbart", Head::kSequenceClassification,
                 MBartExample()),
-      BartEntry("MBartForQuestionAnswering", "mbart", H::kQuestionAnswering, MBartExample()),
+      BartEntry("MBartForQuestionAnswering", "mbart", Head::kQuestionAnswering, MBartExample()),
   };
 }
+
+TS_ZOO_REGISTER_FAMILY(Mbart, MbartArchs);
 
 }  // namespace ts::zoo::internal

@@ -1,6 +1,6 @@
 // megatron-bert: pre-LN BERT (attention.ln, ln, encoder.ln; no embedding LayerNorm);
 // nvidia/megatron-bert-cased-345m.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 
@@ -33,5 +33,7 @@ EncoderFamily MegatronBert() {
       .example = example,
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(MegatronBert);
 
 }  // namespace ts::zoo::internal::encoder

@@ -1,5 +1,5 @@
 // ministral: llama layout with a `layer_types` sliding/full pattern.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -32,5 +32,7 @@ DecoderFamily Ministral() {
          "tie_word_embeddings":false,"bos_token_id":1,"eos_token_id":2})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Ministral);
 
 }  // namespace ts::zoo::internal::decoder

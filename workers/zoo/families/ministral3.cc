@@ -3,7 +3,7 @@
 // rotary: q * (1 + llama_4_scaling_beta * log(1 + floor(position /
 // original_max_position_embeddings))), both read from rope_parameters (transformers reads them
 // there unconditionally, so a config without them is refused, naming the field).
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 namespace {
@@ -60,5 +60,7 @@ DecoderFamily Ministral3() {
            "type":"yarn"}})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Ministral3);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,5 +1,5 @@
 // mistral: llama with a sliding window on every layer.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -43,5 +43,8 @@ DecoderFamily MistralLm() {
       .scale = [](const json& config) { return ScaleToTiny(config, "mistral"); },
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Mistral);
+TS_ZOO_DECODER_FAMILY(MistralLm);
 
 }  // namespace ts::zoo::internal::decoder

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -55,5 +55,7 @@ DecoderFamily Mixtral() {
            "bos_token_id":1,"eos_token_id":2})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Mixtral);
 
 }  // namespace ts::zoo::internal::decoder

@@ -7,7 +7,6 @@
 #include <algorithm>
 
 #include "workers/zoo/families_internal.h"
-#include "workers/zoo/families/family_lists.h"
 #include "workers/zoo/scaling.h"
 #include "workers/zoo/trunks/vision_conv.h"
 #include "workers/zoo/vision_config.h"
@@ -110,5 +109,7 @@ std::vector<ArchEntry> MobileNetV1Archs() {
   return PooledVisionArchs({"MobileNetV1", "mobilenet_v1", "mobilenet_v1."}, mnv1,
                            ScaleMobileNetV1, MobileNetV1Trunk);
 }
+
+TS_ZOO_REGISTER_FAMILY(MobileNetV1, MobileNetV1Archs);
 
 }  // namespace ts::zoo::internal

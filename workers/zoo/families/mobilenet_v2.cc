@@ -136,4 +136,6 @@ std::vector<ArchEntry> MobileNetV2Archs() {
                            MobileNetV2Trunk);
 }
 
+TS_ZOO_REGISTER_FAMILY(MobileNetV2, MobileNetV2Archs);
+
 }  // namespace ts::zoo::internal

@@ -6,7 +6,7 @@
 // Heads: MPNetModel's pooler (pooled by multiple choice), lm_head.dense / gelu / layer_norm /
 // tied decoder + lm_head.bias, classifier.dense / tanh / out_proj on token 0, token classifier,
 // qa_outputs. No causal LM.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 namespace {
@@ -52,5 +52,7 @@ EncoderFamily Mpnet() {
       .example = MpnetExample(),
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(Mpnet);
 
 }  // namespace ts::zoo::internal::encoder

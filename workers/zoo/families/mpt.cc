@@ -1,5 +1,5 @@
 // mpt: ALiBi (`alibi_bias_max`), bias-free LayerNorm and projections, `clip_qkv`, `softmax_scale`.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -79,5 +79,7 @@ DecoderFamily Mpt() {
          "tie_word_embeddings":true,"eos_token_id":0})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Mpt);
 
 }  // namespace ts::zoo::internal::decoder

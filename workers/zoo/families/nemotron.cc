@@ -1,5 +1,5 @@
 // nemotron: LayerNorm1P `(1 + w)`, ReLU^2 MLP, partial rotary 0.5.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -27,5 +27,7 @@ DecoderFamily Nemotron() {
          "eos_token_id":3})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Nemotron);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,5 +1,5 @@
 // olmo: non-parametric LayerNorm (no weights), `clip_qkv`.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -24,5 +24,7 @@ DecoderFamily Olmo() {
          "pad_token_id":1,"eos_token_id":50279})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Olmo);
 
 }  // namespace ts::zoo::internal::decoder

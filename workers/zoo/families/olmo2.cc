@@ -1,6 +1,6 @@
 // olmo2: post-norm block (norms after attention and MLP, none before), q/k RMSNorm over the whole
 // projection.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -35,5 +35,7 @@ DecoderFamily Olmo2() {
            "tie_word_embeddings":false,"pad_token_id":100277,"eos_token_id":100257})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Olmo2);
 
 }  // namespace ts::zoo::internal::decoder

@@ -5,7 +5,7 @@
 // the configured RoPE (a flat rope_scaling is theirs alone), the sliding layers default RoPE on
 // the same rope_theta (or their own entry of a rope_parameters nested by layer type).
 // Olmo3Config: rope_theta 500000, rms_norm_eps 1e-5, no tie.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -49,5 +49,7 @@ DecoderFamily Olmo3() {
            "eos_token_id":100257})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Olmo3);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,14 +1,12 @@
-// olmoe (modular_olmoe.py) and flex_olmo (modular_flex_olmo.py): the OLMo attention (q/k
-// RMSNorm over the whole projection before the rotary) with the Qwen MoE router
-// (Qwen2MoeTopKRouter: softmax over every expert, top-k, renormalised only when
-// norm_topk_prob, default false) and transformers 5's fused experts (MixtralExperts), on every
-// layer; the expert width is intermediate_size (no moe_intermediate_size field).
-//   olmoe: llama's pre-norm block; `clip_qkv` clamps q, k and v after the q/k norms.
-//   flex_olmo: olmo2's post-norm block (families/olmo2.cc), rope_theta 500000, eps 1e-6.
-#include "workers/zoo/families/decoder_families.h"
+// olmoe (modular_olmoe.py): llama's pre-norm block with the OLMo attention (q/k RMSNorm over the
+// whole projection before the rotary; `clip_qkv` clamps q, k and v after the q/k norms) and the
+// Qwen MoE router (Qwen2MoeTopKRouter: softmax over every expert, top-k, renormalised only when
+// norm_topk_prob, default false) on transformers 5's fused experts (MixtralExperts), on every
+// layer; the expert width is intermediate_size (no moe_intermediate_size field). Its experts are
+// flex_olmo's too (OlmoeExperts, decoder_lineages.h).
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
-namespace {
 
 ParseFn OlmoeExperts(int64_t experts, int64_t top_k) {
   return [experts, top_k](const ConfigReader& r, const json& config, Recipe& c) {
@@ -20,8 +18,6 @@ ParseFn OlmoeExperts(int64_t experts, int64_t top_k) {
 void ScaleOlmoeExperts(const json&, const Recipe& rc, json& t) {
   ScaleExperts(rc, "num_experts", t);
 }
-
-}  // namespace
 
 DecoderFamily Olmoe() {
   return {
@@ -52,29 +48,6 @@ DecoderFamily Olmoe() {
   };
 }
 
-DecoderFamily FlexOlmo() {
-  DecoderFamily f = Olmo2();
-  f.model_type = "flex_olmo";
-  f.defaults.eps = 1e-6;
-  f.defaults.theta = 500000.0;
-  f.defaults.max_pos = 4096;
-  f.parse = [olmo2 = f.parse](const ConfigReader& r, const json& config, Recipe& c) -> Status {
-    json rc = config;
-    if (!r.Has("rope_theta")) rc["rope_theta"] = 500000.0;  // FlexOlmoConfig.default_theta
-    return olmo2(r, rc, c);
-  };
-  f.parse_layers = OlmoeExperts(7, 5);
-  f.scale_extra = ScaleOlmoeExperts;
-  f.aliases = {{"num_local_experts", "num_experts"}};
-  f.classes = {"FlexOlmoForCausalLM", "", "", "", "FlexOlmoModel"};
-  // allenai/FlexOlmo-7x7B-1T
-  f.example = R"({"model_type":"flex_olmo","hidden_size":4096,"intermediate_size":11008,
-       "num_attention_heads":32,"num_key_value_heads":32,"num_hidden_layers":32,
-       "vocab_size":100352,"max_position_embeddings":4096,"rms_norm_eps":1e-6,
-       "rope_theta":500000,"hidden_act":"silu","attention_bias":false,"num_experts":7,
-       "num_experts_per_tok":5,"norm_topk_prob":false,"tie_word_embeddings":false,
-       "pad_token_id":100277,"eos_token_id":100257})";
-  return f;
-}
+TS_ZOO_DECODER_FAMILY(Olmoe);
 
 }  // namespace ts::zoo::internal::decoder

@@ -3,7 +3,7 @@
 // (n = ln_1(x + a); h = ln_2(n + m)) and no final norm; the MLP is 4 * n_embd wide (no n_inner
 // field) with ACT_FNS[afn]: "gelu" is gelu_new, "relu", "silu" / "swish"; any other name is
 // refused naming afn (transformers raises a KeyError). LM head tied, no bias; score no bias.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 namespace {
@@ -63,5 +63,7 @@ DecoderFamily OpenAiGpt() {
            "predict_special_tokens":true})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(OpenAiGpt);
 
 }  // namespace ts::zoo::internal::decoder

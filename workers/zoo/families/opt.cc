@@ -1,5 +1,5 @@
 // opt: learned positions from `cumsum(mask) * mask - 1` with offset 2, ReLU.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -45,5 +45,7 @@ DecoderFamily Opt() {
          "layer_norm_elementwise_affine":true,"pad_token_id":1,"bos_token_id":2,"eos_token_id":2})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Opt);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,6 +1,6 @@
 // persimmon: per-head fused `query_key_value`, per-head q/k LayerNorm (with bias), ReLU^2, partial
 // rotary.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -37,5 +37,7 @@ DecoderFamily Persimmon() {
          "bos_token_id":71013,"eos_token_id":71013})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Persimmon);
 
 }  // namespace ts::zoo::internal::decoder

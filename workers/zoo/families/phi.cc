@@ -1,6 +1,6 @@
 // phi: parallel block over one LayerNorm, partial rotary, biased projections and lm_head; phi-msft
 // (n_embd) field names.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -52,5 +52,7 @@ DecoderFamily Phi() {
            "eos_token_id":50256})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Phi);
 
 }  // namespace ts::zoo::internal::decoder

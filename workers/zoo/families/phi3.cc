@@ -2,7 +2,7 @@
 // window.
 #include <string>
 
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -51,5 +51,7 @@ DecoderFamily Phi3() {
            "eos_token_id":32000})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Phi3);
 
 }  // namespace ts::zoo::internal::decoder

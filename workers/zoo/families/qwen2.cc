@@ -1,5 +1,5 @@
 // qwen2: llama with q/k/v bias and Qwen sliding layers.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -45,5 +45,8 @@ DecoderFamily Qwen2Lm() {
       .scale = [](const json& config) { return ScaleToTiny(config, "qwen2"); },
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Qwen2);
+TS_ZOO_DECODER_FAMILY(Qwen2Lm);
 
 }  // namespace ts::zoo::internal::decoder

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -90,5 +90,7 @@ DecoderFamily Qwen2Moe() {
            "tie_word_embeddings":false,"bos_token_id":151643,"eos_token_id":151643})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Qwen2Moe);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,5 +1,5 @@
 // qwen3: per-head q/k RMSNorm, head_dim 128 by default, Qwen sliding layers.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -35,5 +35,7 @@ DecoderFamily Qwen3() {
            "eos_token_id":151645})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Qwen3);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,7 +1,7 @@
 // qwen3_moe (modular_qwen3_moe.py): qwen3's attention (per-head q/k RMSNorm, no q/k/v bias,
 // head_dim 128 by default) with the Qwen MoE layers and no shared expert; the router is
 // softmax, top-k, renormalised when norm_topk_prob; experts fused as transformers 5 stores them.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -29,5 +29,7 @@ DecoderFamily Qwen3Moe() {
        "tie_word_embeddings":false,"bos_token_id":151643,"eos_token_id":151645})";
   return f;
 }
+
+TS_ZOO_DECODER_FAMILY(Qwen3Moe);
 
 }  // namespace ts::zoo::internal::decoder

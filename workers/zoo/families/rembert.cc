@@ -3,7 +3,7 @@
 // encoder.embedding_hidden_mapping_in, as ALBERT's; the pooler is pooler.dense; the LM head
 // (cls.predictions) is dense to output_embedding_size, hidden_act, LayerNorm, then its own
 // decoder Linear (not tied: tie_word_embeddings defaults to false). google/rembert.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 #include "workers/zoo/scaling.h"
 
 namespace ts::zoo::internal::encoder {
@@ -54,5 +54,7 @@ EncoderFamily RemBert() {
       .example = example,
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(RemBert);
 
 }  // namespace ts::zoo::internal::encoder

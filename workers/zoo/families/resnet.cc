@@ -150,4 +150,6 @@ std::vector<ArchEntry> ResNetArchs() {
                            ResNetTrunk);
 }
 
+TS_ZOO_REGISTER_FAMILY(ResNet, ResNetArchs);
+
 }  // namespace ts::zoo::internal

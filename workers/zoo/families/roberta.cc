@@ -1,7 +1,7 @@
 // roberta: position ids after the pad id (cumsum(ids != pad) * (ids != pad) + pad), lm_head.*,
 // a classifier.dense + out_proj sequence head; the base of its lineage (xlm-roberta, camembert,
 // data2vec-text, roberta-prelayernorm, xlm-roberta-xl).
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 
@@ -45,5 +45,7 @@ EncoderFamily RobertaLineage(const std::string& model_type, const std::string& p
 EncoderFamily Roberta() {  // roberta-base
   return RobertaLineage("roberta", "Roberta", "roberta.", RobertaExample("roberta", 50265, 0, 2));
 }
+
+TS_ZOO_ENCODER_FAMILY(Roberta);
 
 }  // namespace ts::zoo::internal::encoder

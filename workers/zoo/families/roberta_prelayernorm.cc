@@ -1,6 +1,6 @@
 // roberta-prelayernorm: pre-LN RoBERTa (attention.LayerNorm, intermediate.LayerNorm, a final
 // model-level LayerNorm); andreasmadsen/efficient_mlm_m0.40 (roberta-base shapes).
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 
@@ -13,5 +13,7 @@ EncoderFamily RobertaPreLayerNorm() {
   f.structure.final_norm = "LayerNorm";
   return f;
 }
+
+TS_ZOO_ENCODER_FAMILY(RobertaPreLayerNorm);
 
 }  // namespace ts::zoo::internal::encoder

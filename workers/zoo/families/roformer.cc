@@ -6,7 +6,7 @@
 // embedding width, hidden_act), classifier.dense / hidden_act / out_proj on token 0, multiple
 // choice on the last position without projection (RoFormerSequenceSummary's "last"), token
 // classifier, qa_outputs; the CausalLM is the MLM head run causally.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 namespace {
@@ -61,5 +61,7 @@ EncoderFamily RoFormer() {
       .example = RoFormerExample(),
   };
 }
+
+TS_ZOO_ENCODER_FAMILY(RoFormer);
 
 }  // namespace ts::zoo::internal::encoder

@@ -1,5 +1,5 @@
 // seed_oss: llama layout; q/k/v bias without `attention_out_bias`.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -26,5 +26,7 @@ DecoderFamily SeedOss() {
          "bos_token_id":0,"eos_token_id":2})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(SeedOss);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,5 +1,5 @@
 // smollm3: llama layout; every `no_rope_layer_interval`-th layer NoPE (`no_rope_layers`).
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -48,5 +48,7 @@ DecoderFamily SmolLm3() {
          "bos_token_id":128000,"eos_token_id":128012})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(SmolLm3);
 
 }  // namespace ts::zoo::internal::decoder

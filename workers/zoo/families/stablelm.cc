@@ -1,5 +1,5 @@
 // stablelm: LayerNorm, partial rotary 0.25, `use_qkv_bias`, optional parallel residual.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -33,5 +33,7 @@ DecoderFamily StableLm() {
            "eos_token_id":0})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(StableLm);
 
 }  // namespace ts::zoo::internal::decoder

@@ -1,6 +1,6 @@
 // starcoder2: LayerNorm, GQA (2 kv heads by default), plain biased MLP `c_fc` / `c_proj`, sliding
 // window.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -35,5 +35,7 @@ DecoderFamily Starcoder2() {
            "eos_token_id":0})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Starcoder2);
 
 }  // namespace ts::zoo::internal::decoder

@@ -112,4 +112,6 @@ std::vector<ArchEntry> SwinArchs() {
   return PooledVisionArchs({"Swin", "swin", "swin."}, swin, ScaleSwin, SwinTrunkFor);
 }
 
+TS_ZOO_REGISTER_FAMILY(Swin, SwinArchs);
+
 }  // namespace ts::zoo::internal

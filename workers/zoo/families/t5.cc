@@ -10,7 +10,6 @@
 
 #include "workers/zoo/config.h"
 #include "workers/zoo/families/config_fields.h"
-#include "workers/zoo/families/family_lists.h"
 #include "workers/zoo/scaling.h"
 
 namespace ts::zoo::internal {
@@ -239,19 +238,25 @@ ArchEntry T5Entry(const std::string& arch, const std::string& family, Seq2SeqHea
 
 std::vector<ArchEntry> T5StyleArchs(const std::string& prefix, const std::string& family,
                                     const json& lm_example, const json& example) {
-  using H = Seq2SeqHead;
-  return {T5Entry(prefix + "ForConditionalGeneration", family, H::kConditionalGeneration,
-                  lm_example),
-          T5Entry(prefix + "Model", family, H::kModel, example),
-          T5Entry(prefix + "EncoderModel", family, H::kEncoderModel, example),
-          T5Entry(prefix + "ForTokenClassification", family, H::kTokenClassification, example),
-          T5Entry(prefix + "ForSequenceClassification", family, H::kSequenceClassification,
-                  example),
-          T5Entry(prefix + "ForQuestionAnswering", family, H::kQuestionAnswering, example)};
+  using Head = Seq2SeqHead;
+  return {
+      T5Entry(prefix + "ForConditionalGeneration", family, Head::kConditionalGeneration,
+              lm_example),
+      T5Entry(prefix + "Model", family, Head::kModel, example),
+      T5Entry(prefix + "EncoderModel", family, Head::kEncoderModel, example),
+      T5Entry(prefix + "ForTokenClassification", family, Head::kTokenClassification, example),
+      T5Entry(prefix + "ForSequenceClassification", family, Head::kSequenceClassification, example),
+      T5Entry(prefix + "ForQuestionAnswering", family, Head::kQuestionAnswering, example)};
 }
+
+namespace {
 
 std::vector<ArchEntry> T5Archs() {
   return T5StyleArchs("T5", "t5", T5SmallExample(), T5V11Example());
 }
+
+}  // namespace
+
+TS_ZOO_REGISTER_FAMILY(T5, T5Archs);
 
 }  // namespace ts::zoo::internal

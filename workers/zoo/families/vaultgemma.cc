@@ -3,7 +3,7 @@
 // sqrt(hidden) embedding scale, query_pre_attn_scalar, attention (50) and final (30) logit
 // soft-capping, hidden_activation; sliding layers by layer_types, else alternating (layer 0
 // slides), window 4096.
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -47,5 +47,7 @@ DecoderFamily VaultGemma() {
        "eos_token_id":1})";
   return f;
 }
+
+TS_ZOO_DECODER_FAMILY(VaultGemma);
 
 }  // namespace ts::zoo::internal::decoder

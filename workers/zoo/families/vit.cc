@@ -46,4 +46,6 @@ std::vector<ArchEntry> VitArchs() {
           {{"ViTModel", "vit", "image-feature-extraction"}, base, scale, VitBuild}};
 }
 
+TS_ZOO_REGISTER_FAMILY(Vit, VitArchs);
+
 }  // namespace ts::zoo::internal

@@ -60,4 +60,6 @@ std::vector<ArchEntry> VitMsnArchs() {
           {{"ViTMSNModel", "vit_msn", "image-feature-extraction"}, base, scale, VitMsnBuild}};
 }
 
+TS_ZOO_REGISTER_FAMILY(VitMsn, VitMsnArchs);
+
 }  // namespace ts::zoo::internal

@@ -1,18 +1,18 @@
-// wav2vec2 (README.md): conv feature encoder (group norm on the first conv, or layer norm on
+// wav2vec2 (README.md), the lineage of hubert.cc, unispeech.cc and unispeech_sat.cc (wav2vec2.h):
+// conv feature encoder (group norm on the first conv, or layer norm on
 // each), feature projection, weight-normed grouped positional conv, post-LN (or
 // `do_stable_layer_norm` pre-LN) transformer encoder. Classes: Model, ForCTC,
 // ForSequenceClassification. (Model and ForCTC were left out while their device loss curve left
 // the declared bf16 curve on the defect-free profile: the cause was at::group_norm, which a device
 // runs as ATen's batch-norm decomposition and the CPU reference as its fused kernel; the trunk
 // now writes the norm out, trunks/audio.cc ChannelGroupNorm.)
+#include "workers/zoo/families/wav2vec2.h"
+
 #include <algorithm>
 #include <numeric>
 
 #include "workers/zoo/config.h"
 #include "workers/zoo/families/config_fields.h"
-#include "workers/zoo/families/family_lists.h"
-#include "workers/zoo/families_internal.h"
-#include "workers/zoo/heads/audio_heads.h"
 #include "workers/zoo/scaling.h"
 
 namespace ts::zoo::internal {
@@ -131,10 +131,33 @@ StatusOr<json> ScaleWav2Vec2(const json& config, const std::string& family) {
   return t;
 }
 
-using MakeFn = std::unique_ptr<Model> (*)(ModelSpec, Wav2Vec2Recipe);
+// masked_spec_embed [hidden] under the base model's prefix: a parameter only the training-time
+// masking reads, built when mask_time_prob or mask_feature_prob is positive (Wav2Vec2Config
+// defaults 0.05 and 0), or always (`always`: UniSpeechSatModel, modular_unispeech_sat.py).
+void AddMaskedSpecEmbed(bool always, StateDictBuilder& sd) {
+  const json& cfg = sd.model().spec().tiny_config;
+  auto prob = [&](const char* field, double def) {
+    if (!cfg.is_object() || !cfg.contains(field) || !cfg[field].is_number()) return def;
+    return cfg[field].get<double>();
+  };
+  const bool built =
+      always || prob("mask_time_prob", 0.05) > 0.0 || prob("mask_feature_prob", 0.0) > 0.0;
+  const std::string proj = "feature_projection.projection.weight";
+  std::vector<StateDictEntry> entries;
+  for (const auto& [n, s] : sd.weights()) {
+    if (!built || n.size() < proj.size() ||
+        n.compare(n.size() - proj.size(), proj.size(), proj) != 0 || s.size() != 2)
+      continue;
+    entries.push_back(
+        {n.substr(0, n.size() - proj.size()) + "masked_spec_embed", {s[0]}, at::kFloat, ""});
+  }
+  for (StateDictEntry& e : entries) sd.Add(std::move(e));
+}
 
-ArchEntry Wav2Vec2Entry(const std::string& arch, const char* task, MakeFn make, json example,
-                        const std::string& family = "wav2vec2") {
+}  // namespace
+
+ArchEntry Wav2Vec2Entry(const std::string& arch, const char* task, Wav2Vec2MakeFn make,
+                        json example, const std::string& family) {
   example["architectures"] = {arch};
   example["model_type"] = family;
   auto build = [make, family](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
@@ -142,7 +165,12 @@ ArchEntry Wav2Vec2Entry(const std::string& arch, const char* task, MakeFn make, 
     return make(std::move(spec), std::move(c));
   };
   auto scale = [family](const json& config) { return ScaleWav2Vec2(config, family); };
-  return {{arch, family, task}, std::move(example), scale, build};
+  const bool always = family == "unispeech-sat";
+  return {{arch, family, task},
+          std::move(example),
+          scale,
+          build,
+          {.extra = [always](StateDictBuilder& sd) { AddMaskedSpecEmbed(always, sd); }}};
 }
 
 // Modelled on facebook/wav2vec2-base-960h.
@@ -173,7 +201,7 @@ json Wav2Vec2Example() {
           {"initializer_range", 0.02}};
 }
 
-}  // namespace
+namespace {
 
 std::vector<ArchEntry> Wav2Vec2Archs() {
   // A base-960h fine-tune as transformers' CTC recipe writes it (patrickvonplaten/
@@ -190,58 +218,11 @@ std::vector<ArchEntry> Wav2Vec2Archs() {
                             MakeWav2Vec2SequenceClassification, Wav2Vec2Example()));
   v.push_back(Wav2Vec2Entry("Wav2Vec2ForAudioFrameClassification", "audio-frame-classification",
                             MakeWav2Vec2FrameClassification, Wav2Vec2Example()));
-  // hubert (modular_hubert.py): wav2vec2's encoder under `hubert.`, the feature projection's
-  // layer norm only with feat_proj_layer_norm, HubertModel without extract_features; modelled
-  // on facebook/hubert-base-ls960 (its CTC fine-tune: facebook/hubert-large-ls960-ft).
-  json hubert = Wav2Vec2Example();
-  hubert["feat_proj_layer_norm"] = true;
-  hubert["conv_pos_batch_norm"] = false;
-  json hubert_ctc = hubert;
-  hubert_ctc["ctc_loss_reduction"] = "mean";  // as transformers' CTC fine-tuning writes it
-  v.push_back(Wav2Vec2Entry("HubertModel", "feature-extraction", MakeWav2Vec2Base, hubert,
-                            "hubert"));
-  v.push_back(Wav2Vec2Entry("HubertForCTC", "automatic-speech-recognition", MakeWav2Vec2Ctc,
-                            hubert_ctc, "hubert"));
-  v.push_back(Wav2Vec2Entry("HubertForSequenceClassification", "audio-classification",
-                            MakeWav2Vec2SequenceClassification, hubert, "hubert"));
-  // unispeech-sat (modular_unispeech_sat.py): wav2vec2's model and heads under `unispeech_sat.`,
-  // masked_spec_embed always present; modelled on microsoft/unispeech-sat-base.
-  json sat = Wav2Vec2Example();
-  sat["num_clusters"] = 504;
-  json sat_ctc = sat;
-  sat_ctc["ctc_loss_reduction"] = "mean";
-  v.push_back(Wav2Vec2Entry("UniSpeechSatModel", "feature-extraction", MakeWav2Vec2Base, sat,
-                            "unispeech-sat"));
-  v.push_back(Wav2Vec2Entry("UniSpeechSatForCTC", "automatic-speech-recognition", MakeWav2Vec2Ctc,
-                            sat_ctc, "unispeech-sat"));
-  v.push_back(Wav2Vec2Entry("UniSpeechSatForSequenceClassification", "audio-classification",
-                            MakeWav2Vec2SequenceClassification, sat, "unispeech-sat"));
-  v.push_back(Wav2Vec2Entry("UniSpeechSatForAudioFrameClassification",
-                            "audio-frame-classification", MakeWav2Vec2FrameClassification, sat,
-                            "unispeech-sat"));
-  // unispeech (modular_unispeech.py): wav2vec2's feature encoder, projection, encoders and
-  // CTC / sequence-classification heads under `unispeech.`, no adapter; UniSpeechForPreTraining's
-  // quantizer, project_q / project_hid and ctc_proj are not built (the class is not registered).
-  // Modelled on microsoft/unispeech-large-1500h-cv (layer-normed convs with bias, stable layer
-  // norm).
-  json uni = Wav2Vec2Example();
-  uni["hidden_size"] = 1024;
-  uni["num_hidden_layers"] = 24;
-  uni["num_attention_heads"] = 16;
-  uni["intermediate_size"] = 4096;
-  uni["feat_extract_norm"] = "layer";
-  uni["do_stable_layer_norm"] = true;
-  uni["conv_bias"] = true;
-  uni["num_ctc_classes"] = 80;
-  uni["replace_prob"] = 0.5;
-  uni.erase("ctc_loss_reduction");  // UniSpeechConfig's default: "mean"
-  v.push_back(Wav2Vec2Entry("UniSpeechModel", "feature-extraction", MakeWav2Vec2Base, uni,
-                            "unispeech"));
-  v.push_back(Wav2Vec2Entry("UniSpeechForCTC", "automatic-speech-recognition", MakeWav2Vec2Ctc,
-                            uni, "unispeech"));
-  v.push_back(Wav2Vec2Entry("UniSpeechForSequenceClassification", "audio-classification",
-                            MakeWav2Vec2SequenceClassification, uni, "unispeech"));
   return v;
 }
+
+}  // namespace
+
+TS_ZOO_REGISTER_FAMILY(Wav2Vec2, Wav2Vec2Archs);
 
 }  // namespace ts::zoo::internal

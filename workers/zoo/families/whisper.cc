@@ -7,7 +7,6 @@
 
 #include "workers/zoo/config.h"
 #include "workers/zoo/families/config_fields.h"
-#include "workers/zoo/families/family_lists.h"
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/heads/encoder_decoder_heads.h"
 #include "workers/zoo/scaling.h"
@@ -146,7 +145,12 @@ ArchEntry WhisperEntry(const std::string& arch, const char* task, Seq2SeqHead he
     }
     return MakeSeq2SeqBase(std::move(spec), std::move(r), head);
   };
-  return {{arch, "whisper", task}, std::move(example), ScaleWhisper, build};
+  // WhisperForConditionalGeneration ties proj_out (not lm_head) to the decoder's embed_tokens.
+  return {{arch, "whisper", task},
+          std::move(example),
+          ScaleWhisper,
+          build,
+          {.tied_output = "proj_out"}};
 }
 
 }  // namespace
@@ -180,12 +184,14 @@ std::vector<ArchEntry> WhisperArchs() {
   whisper_cls["classifier_proj_size"] = 256;
   whisper_cls["use_weighted_layer_sum"] = false;
   whisper_cls["num_labels"] = 2;
-  using H = Seq2SeqHead;
+  using Head = Seq2SeqHead;
   return {WhisperEntry("WhisperForConditionalGeneration", "automatic-speech-recognition",
-                       H::kConditionalGeneration, whisper),
-          WhisperEntry("WhisperModel", "feature-extraction", H::kModel, whisper),
+                       Head::kConditionalGeneration, whisper),
+          WhisperEntry("WhisperModel", "feature-extraction", Head::kModel, whisper),
           WhisperEntry("WhisperForAudioClassification", "audio-classification",
-                       H::kAudioClassification, whisper_cls)};
+                       Head::kAudioClassification, whisper_cls)};
 }
+
+TS_ZOO_REGISTER_FAMILY(Whisper, WhisperArchs);
 
 }  // namespace ts::zoo::internal

@@ -1,7 +1,7 @@
 // xglm: sinusoidal positions (offset 2), sqrt(d) embedding scale.
 #include <cmath>
 
-#include "workers/zoo/families/decoder_families.h"
+#include "workers/zoo/families/decoder_lineages.h"
 
 namespace ts::zoo::internal::decoder {
 
@@ -34,5 +34,7 @@ DecoderFamily Xglm() {
          "bos_token_id":0,"eos_token_id":2,"decoder_start_token_id":2})",
   };
 }
+
+TS_ZOO_DECODER_FAMILY(Xglm);
 
 }  // namespace ts::zoo::internal::decoder

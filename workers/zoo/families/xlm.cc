@@ -1,4 +1,4 @@
-// xlm and flaubert (modeling_xlm.py, modeling_flaubert.py; one structure): under transformer.,
+// xlm (modeling_xlm.py; flaubert.cc derives from it: modeling_flaubert.py): under transformer.,
 // position_embeddings, lang_embeddings (n_langs > 1 with use_lang_emb; never read, as the
 // tokenizers return no langs), embeddings (the words, padding_idx pad_index) and layer_norm_emb,
 // then one ModuleList per kind: attentions.i.q_lin / k_lin / v_lin / out_lin (q / sqrt(d) before
@@ -18,7 +18,7 @@
 // dropouts the zoo leaves out.
 #include <cmath>
 
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 #include "workers/zoo/scaling.h"
 
 namespace ts::zoo::internal::encoder {
@@ -67,6 +67,8 @@ Status ParseXlm(const ConfigReader& r, Recipe& c) {
   return OkStatus();
 }
 
+}  // namespace
+
 EncoderFamily XlmLineage(const std::string& model_type, const std::string& prefix, bool flaubert,
                          json example) {
   return {
@@ -90,12 +92,13 @@ EncoderFamily XlmLineage(const std::string& model_type, const std::string& prefi
           return r.Error("layerdrop", "must be in [0, 1]");
         return OkStatus();
       },
-      .scale_extra = [](const Recipe& real, json& tiny) {
-        const int64_t vocab = std::min<int64_t>(real.vocab, TinyProfile::kVocab);
-        for (const char* id : {"pad_index", "bos_index", "eos_index", "unk_index", "mask_index",
-                               "mask_token_id"})
-          MapTokenId(tiny, id, vocab);
-      },
+      .scale_extra =
+          [](const Recipe& real, json& tiny) {
+            const int64_t vocab = std::min<int64_t>(real.vocab, TinyProfile::kVocab);
+            for (const char* id : {"pad_index", "bos_index", "eos_index", "unk_index", "mask_index",
+                                   "mask_token_id"})
+              MapTokenId(tiny, id, vocab);
+          },
       .classes = {.base = prefix + "Model",
                   .seq_cls = prefix + "ForSequenceClassification",
                   .token_cls = prefix + "ForTokenClassification",
@@ -103,6 +106,7 @@ EncoderFamily XlmLineage(const std::string& model_type, const std::string& prefi
                   .masked_lm = prefix + "WithLMHeadModel",
                   .multiple_choice = prefix + "ForMultipleChoice"},
       .example = std::move(example),
+      .state_dict = {.tied_projections = {"pred_layer.proj"}},
   };
 }
 
@@ -141,18 +145,10 @@ json XlmExample(const char* model_type, int64_t dim, int64_t heads, int64_t voca
               {"vocab_size", vocab}};
 }
 
-}  // namespace
-
 EncoderFamily Xlm() {  // FacebookAI/xlm-mlm-en-2048
   return XlmLineage("xlm", "XLM", /*flaubert=*/false, XlmExample("xlm", 2048, 16, 30145, 1e-12));
 }
 
-EncoderFamily Flaubert() {  // flaubert/flaubert_base_cased
-  json example = XlmExample("flaubert", 768, 12, 68729, 1e-6);
-  example["lang_id"] = 0;
-  example["layerdrop"] = 0.0;
-  example["pre_norm"] = false;
-  return XlmLineage("flaubert", "Flaubert", /*flaubert=*/true, std::move(example));
-}
+TS_ZOO_ENCODER_FAMILY(Xlm);
 
 }  // namespace ts::zoo::internal::encoder

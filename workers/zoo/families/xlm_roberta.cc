@@ -1,5 +1,5 @@
 // xlm-roberta: RoBERTa with a 250k vocabulary (xlm-roberta-base).
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 
@@ -7,5 +7,7 @@ EncoderFamily XlmRoberta() {
   return RobertaLineage("xlm-roberta", "XLMRoberta", "roberta.",
                         RobertaExample("xlm-roberta", 250002, 0, 2));
 }
+
+TS_ZOO_ENCODER_FAMILY(XlmRoberta);
 
 }  // namespace ts::zoo::internal::encoder

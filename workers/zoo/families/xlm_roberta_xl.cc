@@ -1,6 +1,6 @@
 // xlm-roberta-xl: pre-LN RoBERTa without an embedding LayerNorm (self_attn_layer_norm,
 // LayerNorm, encoder.LayerNorm); facebook/xlm-roberta-xl.
-#include "workers/zoo/families/encoder_families.h"
+#include "workers/zoo/families/encoder_lineages.h"
 
 namespace ts::zoo::internal::encoder {
 
@@ -17,5 +17,7 @@ EncoderFamily XlmRobertaXl() {
   f.structure.final_norm = "encoder.LayerNorm";
   return f;
 }
+
+TS_ZOO_ENCODER_FAMILY(XlmRobertaXl);
 
 }  // namespace ts::zoo::internal::encoder

@@ -6,7 +6,8 @@
 // Per class, built from its example config at the tiny scale: the tiny config, every weight's
 // name, shape and value sum (seed 1), the batch (seed 2), the ordered list of ATen ops that
 // Forward dispatches (RecordFunction), every output's sum and the training loss, all printed
-// with 17 significant digits or hashed (FNV-1a) where a list is long.
+// with 17 significant digits or hashed (FNV-1a) where a list is long; also the example config and
+// the transformers state_dict view (state_dict.h: names, shapes, dtypes, tied copies in order).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "workers/zoo/model.h"
+#include "workers/zoo/state_dict.h"
 
 namespace {
 
@@ -90,11 +92,24 @@ void PrintClass(const ts::zoo::ArchInfo& info) {
   std::string line = info.arch + " family=" + info.family + " task=" + info.task;
   Fnv tiny;
   tiny.Add(model.spec().tiny_config.dump());
-  char hex[200];
-  std::snprintf(hex, sizeof(hex), " tiny=%016llx weights=%zu:%016llx batch=%016llx ops=%zu:%016llx",
-                static_cast<unsigned long long>(tiny.h), model.WeightShapes().size(),
-                static_cast<unsigned long long>(weights.h), static_cast<unsigned long long>(batch.h),
-                ops.size(), static_cast<unsigned long long>(op_seq.h));
+  Fnv example;
+  example.Add(cfg->dump());
+  Fnv state_dict;
+  const std::vector<ts::zoo::StateDictEntry> entries = ts::zoo::StateDictShapes(model);
+  for (const ts::zoo::StateDictEntry& e : entries) {
+    state_dict.Add(e.name);
+    for (int64_t d : e.shape) state_dict.Add(std::to_string(d));
+    state_dict.Add(std::string(c10::toString(e.dtype)) + ">" + e.tied_to);
+  }
+  char hex[300];
+  std::snprintf(hex, sizeof(hex),
+                " example=%016llx tiny=%016llx weights=%zu:%016llx batch=%016llx ops=%zu:%016llx"
+                " state_dict=%zu:%016llx",
+                static_cast<unsigned long long>(example.h), static_cast<unsigned long long>(tiny.h),
+                model.WeightShapes().size(), static_cast<unsigned long long>(weights.h),
+                static_cast<unsigned long long>(batch.h), ops.size(),
+                static_cast<unsigned long long>(op_seq.h), entries.size(),
+                static_cast<unsigned long long>(state_dict.h));
   line += hex;
   const auto names = model.OutputNames();
   for (size_t i = 0; i < outs.size(); ++i) {

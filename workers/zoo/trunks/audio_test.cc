@@ -1,35 +1,23 @@
 // Tests for the audio trunk (audio.h) and the whisper and wav2vec2 families (README.md).
+#include "workers/zoo/trunks/audio.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
-#include "workers/zoo/families/family_lists.h"
+#include "workers/zoo/families_internal.h"
 #include "workers/zoo/family_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/nn.h"
 #include "workers/zoo/state_dict.h"
-#include "workers/zoo/trunks/audio.h"
 
 namespace ts::zoo {
 namespace {
 
-// Every audio class.
-const internal::ArchEntry* Entry(const std::string& arch) {
-  static const std::vector<internal::ArchEntry> kEntries = [] {
-    std::vector<internal::ArchEntry> all;
-    for (auto list :
-         {internal::WhisperArchs, internal::Wav2Vec2Archs}) {
-      for (auto& e : list()) all.push_back(std::move(e));
-    }
-    return all;
-  }();
-  for (const auto& e : kEntries) {
-    if (e.info.arch == arch) return &e;
-  }
-  return nullptr;
-}
+// An audio class's registry entry.
+const internal::ArchEntry* Entry(const std::string& arch) { return internal::FindArch(arch); }
 
 StatusOr<nlohmann::json> Example(const std::string& arch) {
   const internal::ArchEntry* e = Entry(arch);
@@ -37,7 +25,7 @@ StatusOr<nlohmann::json> Example(const std::string& arch) {
   return e->example_config;
 }
 
-// BuildModel for the audio classes, registered or not (same steps: scale, then build).
+// BuildModel for the audio classes through their entries (the same steps: scale, then build).
 StatusOr<std::unique_ptr<Model>> BuildPending(const nlohmann::json& config) {
   const std::string arch = config["architectures"][0].get<std::string>();
   const internal::ArchEntry* e = Entry(arch);

@@ -267,41 +267,41 @@ void BartDecoderLayers(Recipe& c) {
 
 }  // namespace ts::zoo::internal::decoder
 
-namespace ts::zoo::internal {
+namespace ts::zoo::internal::decoder {
 
-std::vector<ArchEntry> DecoderArchs() {
+std::vector<ArchEntry> Archs(DecoderFamily family) {
+  // The entries' functions share the family, which lives as long as they do.
+  const auto fam = std::make_shared<const DecoderFamily>(std::move(family));
+  const DecoderFamily& f = *fam;
   std::vector<ArchEntry> out;
-  for (const decoder::DecoderFamily& f : decoder::DecoderFamilies()) {
-    const decoder::DecoderFamily* fam = &f;  // DecoderFamilies() lives as long as the process
-    const std::pair<TextHeadKind, const std::string&> heads[] = {
-        {TextHeadKind::kCausalLM, f.classes.causal_lm},
-        {TextHeadKind::kSequenceClassification, f.classes.seq_cls},
-        {TextHeadKind::kTokenClassification, f.classes.token_cls},
-        {TextHeadKind::kQuestionAnswering, f.classes.qa},
-        {TextHeadKind::kBase, f.classes.base}};
-    for (const auto& [head, arch] : heads) {
-      if (arch.empty()) continue;
-      nlohmann::json cfg = nlohmann::json::parse(f.example);
-      cfg["model_type"] = f.model_type;
-      cfg["architectures"] = {arch};
-      if (head == TextHeadKind::kSequenceClassification ||
-          head == TextHeadKind::kTokenClassification)
-        cfg["num_labels"] = 2;
-      ArchEntry a;
-      a.info = {arch, f.model_type, TextHeadTask(head)};
-      a.example_config = cfg;
-      a.scale = [fam](const nlohmann::json& c) { return decoder::Scale(*fam, c); };
-      a.build = [fam, h = head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
-        TS_ASSIGN_OR_RETURN(decoder::Recipe r,
-                            decoder::ParseRecipe(*fam, decoder::Normalize(*fam, spec.tiny_config)));
-        if (h == TextHeadKind::kQuestionAnswering && !fam->qa_base.empty())
-          r.n.head_base = fam->qa_base;
-        return decoder::BuildDecoderModel(std::move(spec), std::move(r), h);
-      };
-      out.push_back(std::move(a));
-    }
+  const std::pair<TextHeadKind, const std::string&> heads[] = {
+      {TextHeadKind::kCausalLM, f.classes.causal_lm},
+      {TextHeadKind::kSequenceClassification, f.classes.seq_cls},
+      {TextHeadKind::kTokenClassification, f.classes.token_cls},
+      {TextHeadKind::kQuestionAnswering, f.classes.qa},
+      {TextHeadKind::kBase, f.classes.base}};
+  for (const auto& [head, arch] : heads) {
+    if (arch.empty()) continue;
+    nlohmann::json cfg = nlohmann::json::parse(f.example);
+    cfg["model_type"] = f.model_type;
+    cfg["architectures"] = {arch};
+    if (head == TextHeadKind::kSequenceClassification || head == TextHeadKind::kTokenClassification)
+      cfg["num_labels"] = 2;
+    ArchEntry a;
+    a.info = {arch, f.model_type, TextHeadTask(head)};
+    a.example_config = cfg;
+    a.scale = [fam](const nlohmann::json& c) { return Scale(*fam, c); };
+    a.build = [fam, h = head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
+      TS_ASSIGN_OR_RETURN(Recipe r, ParseRecipe(*fam, Normalize(*fam, spec.tiny_config)));
+      if (h == TextHeadKind::kQuestionAnswering && !fam->qa_base.empty())
+        r.n.head_base = fam->qa_base;
+      return BuildDecoderModel(std::move(spec), std::move(r), h);
+    };
+    a.state_dict = f.state_dict;
+    a.pools_last_non_pad = head == TextHeadKind::kSequenceClassification;
+    out.push_back(std::move(a));
   }
   return out;
 }
 
-}  // namespace ts::zoo::internal
+}  // namespace ts::zoo::internal::decoder

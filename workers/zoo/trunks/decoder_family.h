@@ -1,8 +1,8 @@
 // A decoder family as data (README.md "Decoder families"): the config field names of its
 // structural sizes, its config-class defaults, its HF names, the parse step that reads its own
 // fields into the Recipe, its tiny-scaling extras, its example config and its head classes. Each
-// families/<model_type>.cc defines one DecoderFamily; families/decoder_families.cc lists them,
-// and DecoderArchs() turns them into registry entries. Private to the zoo.
+// families/<model_type>.cc defines one DecoderFamily and registers it with
+// TS_ZOO_DECODER_FAMILY, which turns its head classes into registry entries. Private to the zoo.
 #pragma once
 
 #include <cstdint>
@@ -95,6 +95,9 @@ struct DecoderFamily {
   // ScaleToTiny; these replace ParseRecipe and Scale for them (may be empty).
   std::function<StatusOr<Recipe>(const json& config)> recipe = nullptr;
   std::function<StatusOr<json>(const json& config)> scale = nullptr;
+  // What the classes' transformers state_dict holds beyond their weights (BioGPT's tied
+  // output_projection).
+  StateDictRules state_dict = {};
 };
 
 // ---- Parsing (decoder_family.cc).
@@ -169,12 +172,12 @@ void ScaleSlidingPattern(const std::vector<bool>& sliding, const json& real, con
 
 // ---- Registration.
 
-// Every decoder family (families/decoder_families.cc).
-const std::vector<DecoderFamily>& DecoderFamilies();
+// The registry entries of `family`'s head classes.
+std::vector<ArchEntry> Archs(DecoderFamily family);
 
 }  // namespace ts::zoo::internal::decoder
 
-namespace ts::zoo::internal {
-// Every class of every decoder family (decoder_family.cc), for the registry.
-std::vector<ArchEntry> DecoderArchs();
-}  // namespace ts::zoo::internal
+// In a family file, inside namespace ts::zoo::internal::decoder: registers the family that
+// `fn()` returns (families_internal.h TS_ZOO_REGISTER_FAMILY).
+#define TS_ZOO_DECODER_FAMILY(fn) \
+  TS_ZOO_REGISTER_FAMILY(fn, [] { return ::ts::zoo::internal::decoder::Archs(fn()); })

@@ -158,33 +158,39 @@ void EncoderModel::AddEmbeddings(const std::string& p) {
   }
 }
 
-void EncoderModel::AddLayer(const std::string& p, int64_t i) {
-  const int64_t h = r_.hidden, im = r_.inter;
-  // HF module names per layout: q, k, v, attention output, its LayerNorm, MLP in and out, the
-  // output LayerNorm.
-  struct Naming {
-    std::string q, k, v, o, ln1, fi, fo, ln2;
-  };
-  Naming n = {"attention.self.query",
-              "attention.self.key",
-              "attention.self.value",
-              "attention.output.dense",
-              "attention.output.LayerNorm",
-              "intermediate.dense",
-              "output.dense",
-              "output.LayerNorm"};
-  std::string lp = p + "encoder.layer." + std::to_string(i) + ".";
+LayerNaming EncoderModel::NamingOf(const std::string& p, int64_t i) const {
+  LayerNaming n = {"attention.self.query",
+                   "attention.self.key",
+                   "attention.self.value",
+                   "attention.output.dense",
+                   "attention.output.LayerNorm",
+                   "intermediate.dense",
+                   "output.dense",
+                   "output.LayerNorm",
+                   p + "encoder.layer." + std::to_string(i) + "."};
   switch (r_.layout) {
     case Layout::kDistilBert:
-      n = {"attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
-           "sa_layer_norm",   "ffn.lin1",        "ffn.lin2",        "output_layer_norm"};
-      lp = p + "transformer.layer." + std::to_string(i) + ".";
+      n = {"attention.q_lin",
+           "attention.k_lin",
+           "attention.v_lin",
+           "attention.out_lin",
+           "sa_layer_norm",
+           "ffn.lin1",
+           "ffn.lin2",
+           "output_layer_norm",
+           p + "transformer.layer." + std::to_string(i) + "."};
       break;
     case Layout::kAlbert:
-      n = {"attention.query",     "attention.key", "attention.value", "attention.dense",
-           "attention.LayerNorm", "ffn",           "ffn_output",      "full_layer_layer_norm"};
-      lp = p + "encoder.albert_layer_groups." + std::to_string(i / r_.inner) + ".albert_layers." +
-           std::to_string(i % r_.inner) + ".";
+      n = {"attention.query",
+           "attention.key",
+           "attention.value",
+           "attention.dense",
+           "attention.LayerNorm",
+           "ffn",
+           "ffn_output",
+           "full_layer_layer_norm",
+           p + "encoder.albert_layer_groups." + std::to_string(i / r_.inner) + ".albert_layers." +
+               std::to_string(i % r_.inner) + "."};
       break;
     case Layout::kDeberta:
       n.q = "attention.self.query_proj";
@@ -192,51 +198,80 @@ void EncoderModel::AddLayer(const std::string& p, int64_t i) {
       n.v = "attention.self.value_proj";
       break;
     case Layout::kMpnet:
-      n = {"attention.attn.q",   "attention.attn.k",   "attention.attn.v", "attention.attn.o",
-           "attention.LayerNorm", "intermediate.dense", "output.dense",     "output.LayerNorm"};
+      n = {"attention.attn.q", "attention.attn.k",    "attention.attn.v",
+           "attention.attn.o", "attention.LayerNorm", "intermediate.dense",
+           "output.dense",     "output.LayerNorm",    n.prefix};
       break;
     case Layout::kFnet:  // FNetLayer: fourier (no weights but its output LayerNorm), the FFN
-      n = {"", "", "", "", "fourier.output.LayerNorm", "intermediate.dense", "output.dense",
-           "output.LayerNorm"};
+      n = {"",
+           "",
+           "",
+           "",
+           "fourier.output.LayerNorm",
+           "intermediate.dense",
+           "output.dense",
+           "output.LayerNorm",
+           n.prefix};
       break;
     case Layout::kXlm: {  // one ModuleList per kind, indexed by layer
       const std::string li = "." + std::to_string(i);
-      n = {"attentions" + li + ".q_lin", "attentions" + li + ".k_lin", "attentions" + li + ".v_lin",
-           "attentions" + li + ".out_lin", "layer_norm1" + li, "ffns" + li + ".lin1",
-           "ffns" + li + ".lin2", "layer_norm2" + li};
-      lp = p;
+      n = {"attentions" + li + ".q_lin",
+           "attentions" + li + ".k_lin",
+           "attentions" + li + ".v_lin",
+           "attentions" + li + ".out_lin",
+           "layer_norm1" + li,
+           "ffns" + li + ".lin1",
+           "ffns" + li + ".lin2",
+           "layer_norm2" + li,
+           p};
       break;
     }
     case Layout::kBert:
       break;
   }
-  LayerW l;
-  auto lin = [&](const std::string& name, std::string& w, std::string& b, int64_t out, int64_t in) {
-    w = Add(lp + name + ".weight", {out, in});
-    b = Add(lp + name + ".bias", {out});
-  };
-  auto norm = [&](const std::string& name, std::string& w, std::string& b) {
-    w = Add(lp + name + ".weight", {h});
-    b = Add(lp + name + ".bias", {h});
-  };
+  return n;
+}
+
+void EncoderModel::AddLinear(const std::string& name, int64_t out, int64_t in, std::string& w,
+                             std::string& b) {
+  w = Add(name + ".weight", {out, in});
+  b = Add(name + ".bias", {out});
+}
+
+void EncoderModel::AddAttention(const LayerNaming& n, LayerW& l) {
+  const int64_t h = r_.hidden;
+  const std::string& lp = n.prefix;
   if (r_.deberta_v1) {
     // DisentangledSelfAttention (modeling_deberta.py): its own parameters first, then in_proj.
     l.qb = Add(lp + "attention.self.q_bias", {h});
     l.vb = Add(lp + "attention.self.v_bias", {h});
     l.q = Add(lp + "attention.self.in_proj.weight", {3 * h, h});
     if (r_.relative && r_.c2p) l.pk = Add(lp + "attention.self.pos_proj.weight", {h, h});
-    if (r_.relative && r_.p2c) lin("attention.self.pos_q_proj", l.pq, l.pqb, h, h);
-    lin(n.o, l.o, l.ob, h, h);
-  } else if (r_.layout != Layout::kFnet) {
-    lin(n.q, l.q, l.qb, h, h);
-    lin(n.k, l.k, l.kb, h, h);
-    lin(n.v, l.v, l.vb, h, h);
-    if (r_.layout == Layout::kDeberta && r_.relative && !r_.share_att_key) {
-      if (r_.c2p) lin("attention.self.pos_key_proj", l.pk, l.pkb, h, h);
-      if (r_.p2c) lin("attention.self.pos_query_proj", l.pq, l.pqb, h, h);
-    }
-    lin(n.o, l.o, l.ob, h, h);
+    if (r_.relative && r_.p2c) AddLinear(lp + "attention.self.pos_q_proj", h, h, l.pq, l.pqb);
+    AddLinear(lp + n.o, h, h, l.o, l.ob);
+    return;
   }
+  if (r_.layout == Layout::kFnet) return;
+  AddLinear(lp + n.q, h, h, l.q, l.qb);
+  AddLinear(lp + n.k, h, h, l.k, l.kb);
+  AddLinear(lp + n.v, h, h, l.v, l.vb);
+  if (r_.layout == Layout::kDeberta && r_.relative && !r_.share_att_key) {
+    if (r_.c2p) AddLinear(lp + "attention.self.pos_key_proj", h, h, l.pk, l.pkb);
+    if (r_.p2c) AddLinear(lp + "attention.self.pos_query_proj", h, h, l.pq, l.pqb);
+  }
+  AddLinear(lp + n.o, h, h, l.o, l.ob);
+}
+
+void EncoderModel::AddLayer(const std::string& p, int64_t i) {
+  const int64_t h = r_.hidden, im = r_.inter;
+  const LayerNaming n = NamingOf(p, i);
+  const std::string& lp = n.prefix;
+  LayerW l;
+  auto norm = [&](const std::string& name, std::string& w, std::string& b) {
+    w = Add(lp + name + ".weight", {h});
+    b = Add(lp + name + ".bias", {h});
+  };
+  AddAttention(n, l);
   if (r_.xlm_pre_norm) {  // Flaubert pre_norm: layer_norm1 / 2 feed the attention / FFN
     norm(n.ln1, l.pre1, l.pre1b);
   } else if (r_.PreLn()) {
@@ -245,8 +280,8 @@ void EncoderModel::AddLayer(const std::string& p, int64_t i) {
   } else {
     norm(n.ln1, l.ln1, l.ln1b);
   }
-  lin(n.fi, l.fi, l.fib, im, h);
-  lin(n.fo, l.fo, l.fob, h, im);
+  AddLinear(lp + n.fi, im, h, l.fi, l.fib);
+  AddLinear(lp + n.fo, h, im, l.fo, l.fob);
   if (r_.xlm_pre_norm) {
     norm(n.ln2, l.pre2, l.pre2b);
   } else if (!r_.PreLn()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <utility>
 
 #include "workers/zoo/heads/text_head.h"
@@ -127,7 +128,9 @@ std::vector<std::pair<Head, std::string>> Classes(const HeadClasses& c) {
   return out;
 }
 
-ArchEntry Entry(const EncoderFamily* fam, const std::string& arch, Head head) {
+using FamilyPtr = std::shared_ptr<const EncoderFamily>;
+
+ArchEntry Entry(const FamilyPtr& fam, const std::string& arch, Head head) {
   // The masked / causal LM classes (and the MLM part of *ForPreTraining, not ELECTRA's
   // discriminator) use the family's LM example when it has one.
   const bool lm = head == Head::kMaskedLM || head == Head::kCausalLM ||
@@ -144,11 +147,12 @@ ArchEntry Entry(const EncoderFamily* fam, const std::string& arch, Head head) {
     TS_ASSIGN_OR_RETURN(Recipe r, ParseRecipe(*fam, spec.tiny_config));
     return BuildEncoderModel(std::move(spec), std::move(r), fam->names, head);
   };
+  e.state_dict = fam->state_dict;
   return e;
 }
 
 // BERT's first classes: config.cc's parser, scaling.cc's policy, the kBert lineage.
-ArchEntry BertEntry(const EncoderFamily* fam, const std::string& arch, Head head) {
+ArchEntry BertEntry(const FamilyPtr& fam, const std::string& arch, Head head) {
   ArchEntry e;
   e.info = {arch, fam->model_type, TaskOf(head)};
   e.example_config = WithArchitecture(fam->example, arch);
@@ -157,6 +161,7 @@ ArchEntry BertEntry(const EncoderFamily* fam, const std::string& arch, Head head
     TS_ASSIGN_OR_RETURN(Recipe r, fam->bert_recipe(spec.tiny_config));
     return BuildEncoderModel(std::move(spec), std::move(r), fam->names, head);
   };
+  e.state_dict = fam->state_dict;
   return e;
 }
 
@@ -237,18 +242,16 @@ StatusOr<json> Scale(const EncoderFamily& fam, const json& config) {
 
 }  // namespace ts::zoo::internal::encoder
 
-namespace ts::zoo::internal {
+namespace ts::zoo::internal::encoder {
 
-std::vector<ArchEntry> EncoderArchs() {
+std::vector<ArchEntry> Archs(EncoderFamily family) {
+  // The entries' functions share the family, which lives as long as they do.
+  const FamilyPtr fam = std::make_shared<const EncoderFamily>(std::move(family));
   std::vector<ArchEntry> out;
-  for (const encoder::EncoderFamily& f : encoder::EncoderFamilies()) {
-    const encoder::EncoderFamily* fam = &f;  // EncoderFamilies() lives as long as the process
-    for (const auto& [head, arch] : encoder::Classes(f.bert_classes))
-      out.push_back(encoder::BertEntry(fam, arch, head));
-    for (const auto& [head, arch] : encoder::Classes(f.classes))
-      out.push_back(encoder::Entry(fam, arch, head));
-  }
+  for (const auto& [head, arch] : Classes(fam->bert_classes))
+    out.push_back(BertEntry(fam, arch, head));
+  for (const auto& [head, arch] : Classes(fam->classes)) out.push_back(Entry(fam, arch, head));
   return out;
 }
 
-}  // namespace ts::zoo::internal
+}  // namespace ts::zoo::internal::encoder

@@ -1,8 +1,8 @@
 // An encoder family as data (README.md "Encoder trunk"): the config field names of its sizes,
 // its config-class defaults, the recipe structure and HF head names of its layout, the parse
 // steps that read its own fields, its tiny-scaling extras, its example configs and its head
-// classes. Each families/<model_type>.cc defines one EncoderFamily; families/encoder_families.cc
-// lists them, and EncoderArchs() turns them into registry entries. Private to the zoo.
+// classes. Each families/<model_type>.cc defines one EncoderFamily and registers it with
+// TS_ZOO_ENCODER_FAMILY, which turns its head classes into registry entries. Private to the zoo.
 #pragma once
 
 #include <cstdint>
@@ -82,6 +82,9 @@ struct EncoderFamily {
   // "bert"); the kBert lineage.
   HeadClasses bert_classes = {};
   std::function<StatusOr<Recipe>(const json& config)> bert_recipe = nullptr;
+  // What the classes' transformers state_dict holds beyond their weights (tied projections
+  // under the family's own names, modules built but never called).
+  StateDictRules state_dict = {};
 };
 
 // The recipe of `config`: sizes and common fields, then the family's own.
@@ -92,12 +95,12 @@ StatusOr<json> Scale(const EncoderFamily& fam, const json& config);
 // "must be positive (got 0)".
 Status Positive(const ConfigReader& r, const std::string& f, int64_t v);
 
-// Every encoder family (families/encoder_families.cc).
-const std::vector<EncoderFamily>& EncoderFamilies();
+// The registry entries of `family`'s head classes.
+std::vector<ArchEntry> Archs(EncoderFamily family);
 
 }  // namespace ts::zoo::internal::encoder
 
-namespace ts::zoo::internal {
-// Every class of every encoder family (encoder_family.cc), for the registry.
-std::vector<ArchEntry> EncoderArchs();
-}  // namespace ts::zoo::internal
+// In a family file, inside namespace ts::zoo::internal::encoder: registers the family that
+// `fn()` returns (families_internal.h TS_ZOO_REGISTER_FAMILY).
+#define TS_ZOO_ENCODER_FAMILY(fn) \
+  TS_ZOO_REGISTER_FAMILY(fn, [] { return ::ts::zoo::internal::encoder::Archs(fn()); })

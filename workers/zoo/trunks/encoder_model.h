@@ -20,6 +20,13 @@ struct LayerW {
   std::string pre1, pre1b, pre2, pre2b;  // pre-LN: before attention, before the MLP
 };
 
+// HF module names of one layer per layout: q, k, v, attention output, its LayerNorm, MLP in and
+// out, the output LayerNorm (relative to `prefix`, the layer's module path with its dot).
+struct LayerNaming {
+  std::string q, k, v, o, ln1, fi, fo, ln2;
+  std::string prefix;
+};
+
 // DeBERTa-v2's relative tables for one forward: rel embeddings [2 span, H], the c2p / p2c
 // gather indices [N, heads, S, S] and the padded-query mask [N, 1, S, 1].
 struct RelativeTables {
@@ -45,7 +52,12 @@ class EncoderModel : public Model {
  private:
   std::string Add(const std::string& name, std::vector<int64_t> shape);
   void AddEmbeddings(const std::string& p);
+  // Layer i's weights under the base prefix p: the attention, then the norms and the MLP in
+  // transformers' registration order.
   void AddLayer(const std::string& p, int64_t i);
+  LayerNaming NamingOf(const std::string& p, int64_t i) const;
+  void AddAttention(const LayerNaming& n, LayerW& l);
+  void AddLinear(const std::string& name, int64_t out, int64_t in, std::string& w, std::string& b);
   TextHeadSpec HeadSpec(const HeadNames& names, Head kind) const;
 
   // [N, S] ids -> [N, S, H] hidden states.

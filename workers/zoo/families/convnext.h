@@ -1,0 +1,19 @@
+// The ConvNeXt lineage (convnext.cc; convnextv2.cc derives from it): config parsing into the
+// trunk's recipe, tiny scaling and the example config. Private to the zoo.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "workers/zoo/families_internal.h"
+#include "workers/zoo/trunks/vision.h"
+
+namespace ts::zoo::internal {
+
+// `v2`: ConvNextV2Config, which has no layer_scale_init_value (no layer scale) and adds GRN.
+StatusOr<nlohmann::json> ScaleConvNext(const nlohmann::json& config, bool v2);
+StatusOr<PooledVisionTrunk> ConvNextTrunkFor(const nlohmann::json& config,
+                                             const std::string& prefix, bool v2);
+nlohmann::json ConvNextExample();  // facebook/convnext-tiny-224
+
+}  // namespace ts::zoo::internal
