@@ -182,16 +182,21 @@ TEST_F(ReferenceStoreTest, ASweepsHitRateAndBundlesComeFromItsRecords) {
     r->set_job_id(l->jobs(i).job_id());
     r->set_model_id(l->jobs(i).model_id());
     r->set_run(1);
-    pb::ModeVerdict* v = r->add_modes();
-    v->set_mode(pb::MODE_EAGER);
-    v->set_status(pb::VERDICT_PASS);
+    for (pb::Mode mode : {pb::MODE_EAGER, pb::MODE_COMPILE, pb::MODE_TRAIN}) {
+      pb::ModeVerdict* v = r->add_modes();  // every mode of the sweep (its default: all)
+      v->set_mode(mode);
+      v->set_status(pb::VERDICT_PASS);
+    }
     r->mutable_references()->set_source(sources[i].first);
     r->mutable_references()->set_key_digest(Hex('1'));
     r->mutable_references()->set_content_digest(Hex(sources[i].second));
     if (i == 2) r->mutable_references()->set_warning("stored reference bundle refused (x); recomputed");
     if (i == 3) r->mutable_references()->set_warning("reference from elsewhere left out: gpu: x");
   }
-  ASSERT_TRUE(store_->ReportResults(report).ok());
+  {
+    auto reported = store_->ReportResults(report);
+    ASSERT_TRUE(reported.ok()) << reported.status();
+  }
   auto use = store_->ReferenceUse(0);
   ASSERT_TRUE(use.ok()) << use.status();
   EXPECT_EQ(use->sweep_id, created->sweep_id());
