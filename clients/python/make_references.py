@@ -298,8 +298,9 @@ def main(argv):
         torch.backends.cudnn.allow_tf32 = False
     if args.model_module:
         mod = load_module(args.model_module)
-        name = "python " + getattr(mod, "IMPLEMENTATION", os.path.basename(args.model_module))
-        builder = lambda config: (mod.build(config), name)
+        implementation = "python " + getattr(mod, "IMPLEMENTATION",
+                                             os.path.basename(args.model_module))
+        builder = lambda config: (mod.build(config), implementation)
     else:
         try:
             import transformers
@@ -334,11 +335,13 @@ def main(argv):
                         "bytes": len(data)})
             made += 1
         except Exception as e:  # one run never stops the others
-            row["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300] if str(e) else "")
+            # Every line of it, joined: load_state_dict names the keys on the lines after its first.
+            text = " ".join(line.strip() for line in str(e).splitlines() if line.strip())
+            row["error"] = "%s: %s" % (type(e).__name__, text[:300])
             row["trace"] = traceback.format_exc()[-1500:]
         row["seconds"] = round(time.time() - t0, 3)
         rows.append(row)
-        print("%-60s %s" % (name, row.get("bundle", "ERROR " + row.get("error", ""))[:80]), flush=True)
+        print("%-60s %s" % (name, row.get("bundle", "ERROR " + row.get("error", ""))[:200]), flush=True)
     note = "%d of %d runs made bundles (%s, %s, torch %s) in %.0f s" % (
         made, len(folders), device_name(torch.device(args.device)), args.dtype, torch.__version__,
         time.time() - start)

@@ -26,7 +26,7 @@ T=$(mktemp -d /tmp/ts-refs-external-XXXXXX)
 SERVE_PID=
 cleanup() {
   if [[ -n "$SERVE_PID" ]]; then kill "$SERVE_PID" 2>/dev/null || true; wait "$SERVE_PID" 2>/dev/null || true; fi
-  rm -rf "$T"
+  if [[ -z "${KEEP_T:-}" ]]; then rm -rf "$T"; else echo "kept $T"; fi
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -36,7 +36,7 @@ expect() {  # expect FILE REGEX WHAT
 
 DATA="$SRC/../shared/data"
 "$TS" catalog generate --count 3000 --out "$T/all.jsonl" --data "$DATA" >/dev/null
-grep '"arch":"ViTForImageClassification"' "$T/all.jsonl" | head -3 > "$T/cat.jsonl"
+grep -m 3 '"arch":"ViTForImageClassification"' "$T/all.jsonl" > "$T/cat.jsonl"
 [[ $(wc -l < "$T/cat.jsonl") -eq 3 ]] || fail "the generated catalog has fewer than 3 ViT rows"
 python3 - "$SRC/workers/simdevice/profiles/sim-2.0.json" "$T/clean.json" <<'PY'
 import json, sys
