@@ -11,7 +11,8 @@
 #
 # Defaults: the 5,000-model sweep, sim-2.0, one worker per core, 500 models for the share.
 # Target: warm <= 0.6 x cold. Prints Markdown for bench/RESULTS.md. Needs ~5 GiB under /tmp
-# for the bundles of 5,000 models. Run on a quiet machine: wall times.
+# for the bundles of 5,000 models. Run on a quiet machine: wall times. Needs touchstone and
+# bench/refs_bench built (cmake --build build --target touchstone refs_bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SAMPLE=5000
@@ -26,10 +27,12 @@ while (($#)); do
     --workers) WORKERS=$2; shift 2 ;;
     --build) BUILD=$2; shift 2 ;;
     --share-sample) SHARE=$2; shift 2 ;;
-    *) sed -n '2,15p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,16p' "$0" >&2; exit 2 ;;
   esac
 done
 TS="$BUILD/bin/touchstone"
+# Benchmarks are out of the default build (bench/README.md).
+[[ -x "$BUILD/bench/refs_bench" ]] || { echo "build it first: cmake --build $BUILD --target refs_bench" >&2; exit 2; }
 DIR=$(mktemp -d /tmp/ts-refs-bench-XXXXXX)
 trap 'rm -rf "$DIR"' EXIT
 "$TS" catalog generate --out "$DIR/catalog.jsonl" >/dev/null

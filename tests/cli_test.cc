@@ -560,7 +560,8 @@ TEST(CommandLineTest, BadFlagsExitTwoNamingThem) {
 // 2 naming it.
 TEST(CommandLineTest, TheOtherProgramsAnswerHelpAndNameABadFlag) {
   const std::string dir = fs::path(TS_TOUCHSTONE_BIN).parent_path().string();
-  for (const std::string prog : {"touchstone-scheduler", "touchstone-worker", "touchstone-runner"}) {
+  for (const std::string prog : {"touchstone-scheduler", "touchstone-worker", "touchstone-runner",
+                                  "zoo_fingerprint", "zoo_export_all"}) {
     ProcessResult help = RunProcess({dir + "/" + prog, "--help"}, "", 60);
     EXPECT_EQ(help.exit_code, 0) << prog << "\n" << Describe(help);
     EXPECT_EQ(help.out.rfind("usage: " + prog, 0), 0u) << prog << " printed:\n"

@@ -15,6 +15,7 @@
 #include "proto/names.h"
 #include "services/common/error_signature.h"
 #include "services/query/regression_stats.h"
+#include "services/store/alert_writer.h"
 #include "services/store/drift.h"
 #include "services/store/perf_detection.h"
 #include "services/store/store_internal.h"
@@ -338,15 +339,6 @@ void TestGroups(pqxx::transaction_base& w, Detection& d) {
   }
 }
 
-int SeverityRank(const std::string& s) { return s == "critical" ? 2 : s == "major" ? 1 : 0; }
-
-// A model of an alert: its class and task, the modes it regressed in for the alert's cause, and
-// for drift what a human reads of its step.
-struct Member {
-  std::string model_id, arch, task, detail;
-  std::set<std::string> modes;
-};
-
 // The mode an alert is keyed by: a suspect op is one root cause whatever the mode it broke (one
 // wrong kernel fails eager, compile and train alike), so its alert spans modes ('', its modes a
 // dimension of the alert); any other cause is read per mode (an op that only the compiler
@@ -355,86 +347,37 @@ std::string AlertMode(const Cause& cause, const std::string& mode) {
   return cause.kind == "suspect" ? "" : mode;
 }
 
-// "{compile,eager}": a text[] literal of sorted names (the modes a member or an alert covers).
-std::string ModesArray(const std::set<std::string>& modes) {
-  return TextArray(std::vector<std::string>(modes.begin(), modes.end()));
-}
-
 // One alert for one (mode, cause) of the head's regressions (mode '' for a suspect op: every
-// mode): opened, reopened (it was resolved) or updated (an alert that already counted this sweep
-// is left alone); its models added with their modes (a drift model's detail refreshed) and its
-// modes widened to theirs; its severity from its breadth and whether a group test fired on them
-// in a mode they regressed in (never lowered), or always a warning for drift.
+// mode), written by WriteAlert (alert_writer.h); rated as broad where a group test fired on its
+// models in a mode they regressed in; always a warning for drift (the models still pass).
 void RaiseAlert(pqxx::transaction_base& w, Detection& d, const std::string& mode,
-                const Cause& cause, const std::vector<Member>& models) {
-  std::set<std::string> modes;
-  for (const Member& m : models) modes.insert(m.modes.begin(), m.modes.end());
-  pqxx::result a = w.exec_params(R"(
-    SELECT alert_id, state, checked_sweep, severity FROM alerts
-    WHERE line = $1 AND mode = $2 AND cause_kind = $3 AND cause = $4 FOR UPDATE)",
-                                 d.head.line, mode, cause.kind, cause.key);
-  int64_t id = 0;
-  std::string severity = "warning";
-  if (a.empty()) {
-    id = w.exec_params(R"(
-      INSERT INTO alerts (line, mode, modes, cause_kind, cause, cause_text, severity, first_sweep,
-                          last_sweep, checked_sweep)
-      VALUES ($1, $2, $7::text[], $3, $4, $5, 'warning', $6, $6, $6) RETURNING alert_id)",
-                       d.head.line, mode, cause.kind, cause.key, cause.text, d.head.id,
-                       ModesArray(modes))[0][0]
-             .as<int64_t>();
-    d.report.add_opened(id);
-  } else {
-    id = a[0][0].as<int64_t>();
-    if (a[0][2].as<int64_t>() >= d.head.id) return;
-    const bool resolved = std::string(a[0][1].c_str()) == "resolved";
-    severity = a[0][3].c_str();
-    w.exec_params(R"(
-      UPDATE alerts SET state = CASE WHEN $3 THEN 'open' ELSE state END,
-             reopened = reopened + CASE WHEN $3 THEN 1 ELSE 0 END, clean_sweeps = 0,
-             last_sweep = $2, checked_sweep = $2, updated_at = now(),
-             modes = ARRAY(SELECT DISTINCT x FROM unnest(modes || $4::text[]) AS x ORDER BY x)
-      WHERE alert_id = $1)",
-                  id, d.head.id, resolved, ModesArray(modes));
-    resolved ? d.report.add_reopened(id) : d.report.add_updated(id);
-  }
-  std::vector<std::string> ids, archs, tasks, details, member_modes;
-  bool fired = false;
-  for (const Member& m : models) {
-    ids.push_back(m.model_id);
-    archs.push_back(m.arch);
-    tasks.push_back(m.task);
-    details.push_back(m.detail);
-    member_modes.push_back(ModesArray(m.modes));
+                const Cause& cause, const std::vector<AlertMember>& models) {
+  AlertWrite a;
+  a.line = d.head.line;
+  a.head = d.head.id;
+  a.kind = "accuracy";
+  a.mode = mode;
+  a.cause_kind = cause.kind;
+  a.cause = cause.key;
+  a.cause_text = cause.text;
+  a.rated = cause.kind != "drift";
+  for (const AlertMember& m : models) {
     for (const std::string& in : m.modes) {
-      fired = fired || d.fired.count({in, "arch", m.arch}) || d.fired.count({in, "task", m.task});
+      a.group_fired = a.group_fired || d.fired.count({in, "arch", m.arch}) ||
+                      d.fired.count({in, "task", m.task});
     }
   }
-  w.exec_params(R"(
-    INSERT INTO alert_models (alert_id, model_id, arch, task, sweep_id, detail, modes)
-    SELECT $1, u.m, u.a, u.t, $5, u.d, u.o::text[]
-    FROM unnest($2::text[], $3::text[], $4::text[], $6::text[], $7::text[]) AS u(m, a, t, d, o)
-    ON CONFLICT (alert_id, model_id) DO UPDATE SET
-      detail = CASE WHEN excluded.detail <> '' THEN excluded.detail ELSE alert_models.detail END,
-      modes = ARRAY(SELECT DISTINCT x FROM unnest(alert_models.modes || excluded.modes) AS x
-                    ORDER BY x))",
-                id, TextArray(ids), TextArray(archs), TextArray(tasks), d.head.id,
-                TextArray(details), TextArray(member_modes));
-  if (cause.kind == "drift") return;  // a warning: the model still passes
-  pqxx::result n = w.exec_params(
-      "SELECT count(*), count(DISTINCT arch) FROM alert_models WHERE alert_id = $1", id);
-  const std::string now = query::AlertSeverity(n[0][0].as<int64_t>(), n[0][1].as<int64_t>(), fired);
-  if (SeverityRank(now) > SeverityRank(severity)) severity = now;
-  w.exec_params("UPDATE alerts SET severity = $2 WHERE alert_id = $1", id, severity);
+  WriteAlert(w, a, models, &d.report);
 }
 
 // The head's deterministic regressions, quarantined ones left out, one alert per (mode, cause),
 // a suspect op's across modes (AlertMode); its drifting models, one warning per (mode, metric).
 void RaiseAlerts(pqxx::transaction_base& w, Detection& d) {
   // (alert mode, cause) -> model -> member
-  std::map<std::pair<std::string, Cause>, std::map<std::string, Member>> by_cause;
-  const auto add = [&](const std::string& mode, const Cause& cause, const Member& m) {
-    Member& in = by_cause[{AlertMode(cause, mode), cause}].try_emplace(m.model_id, m).first->second;
+  std::map<std::pair<std::string, Cause>, std::map<std::string, AlertMember>> by_cause;
+  const auto add = [&](const std::string& mode, const Cause& cause, const AlertMember& m) {
+    AlertMember& in =
+        by_cause[{AlertMode(cause, mode), cause}].try_emplace(m.model_id, m).first->second;
     in.modes.insert(mode);
   };
   for (const Failing& f : d.failing) {
@@ -446,7 +389,7 @@ void RaiseAlerts(pqxx::transaction_base& w, Detection& d) {
     add(r.mode, DriftCause(r.metric), {r.model_id, r.arch, r.task, r.detail, {}});
   }
   for (const auto& [key, members] : by_cause) {
-    std::vector<Member> models;
+    std::vector<AlertMember> models;
     for (const auto& [id, m] : members) models.push_back(m);
     RaiseAlert(w, d, key.first, key.second, models);
   }
@@ -466,8 +409,9 @@ void AgeAlerts(pqxx::transaction_base& w, Detection& d) {
     const int64_t id = r[0].as<int64_t>();
     const Cause cause{r[2].c_str(), r[3].c_str(), ""};
     const auto modes = ParseTextArray(r[1]);
-    if (std::any_of(modes.begin(), modes.end(),
-                    [&](const std::string& m) { return d.seen.count({m, cause}) > 0; })) {
+    if (std::any_of(modes.begin(), modes.end(), [&](const std::string& m) {
+          return d.seen.count({m, cause}) > 0;
+        })) {
       w.exec_params(R"(
         UPDATE alerts SET last_sweep = $2, checked_sweep = $2, clean_sweeps = 0,
                updated_at = now() WHERE alert_id = $1)",

@@ -10,6 +10,7 @@
 #include "proto/names.h"
 #include "services/query/perf_regression.h"
 #include "services/query/regression_stats.h"
+#include "services/store/alert_writer.h"
 #include "services/store/store_internal.h"
 
 namespace ts::store {
@@ -18,10 +19,6 @@ namespace {
 constexpr int kResolveAfterClean = 3;  // as the accuracy alerts
 // The sweeps a speedup line reads: tonight, the sweep before, and the window before that one.
 constexpr size_t kLineSweeps = query::kSpeedupLineWindow + query::kSpeedupLineSweeps;
-
-struct Member {
-  std::string model_id, arch, task, detail;
-};
 
 // (mode, cause_kind, cause) of a performance alert.
 using CauseKey = std::tuple<std::string, std::string, std::string>;
@@ -33,10 +30,9 @@ pb::Perf TopOps(const pqxx::field& f) {
 }
 
 // The head's models whose device time grew beyond the threshold, by (mode, op grown most).
-std::map<CauseKey, std::vector<Member>> FindRegressions(pqxx::transaction_base& w,
-                                                        const PerfDetection& in,
-                                                        pb::DetectRegressionsResponse* report) {
-  std::map<CauseKey, std::vector<Member>> out;
+std::map<CauseKey, std::vector<AlertMember>> FindRegressions(
+    pqxx::transaction_base& w, const PerfDetection& in, pb::DetectRegressionsResponse* report) {
+  std::map<CauseKey, std::vector<AlertMember>> out;
   for (const auto& r : w.exec_params(R"(
          SELECT h.model_id, h.mode, m.arch, m.task, b.perf_device_us, h.perf_device_us,
                 b.perf_top_ops, h.perf_top_ops
@@ -68,16 +64,15 @@ std::map<CauseKey, std::vector<Member>> FindRegressions(pqxx::transaction_base& 
                   base.device_us(), head.device_us(), head.device_us() / base.device_us(),
                   grown->op.c_str(), grown->growth_us);
     out[{r[1].c_str(), "perf_op", grown->op}].push_back(
-        {f->model_id(), f->arch(), f->task(), detail});
+        {f->model_id(), f->arch(), f->task(), detail, {r[1].c_str()}});
   }
   return out;
 }
 
 // The classes and tasks whose geomean compile speedup fell for two sweeps in a row, with their
 // models of the head that have a speedup.
-std::map<CauseKey, std::vector<Member>> FindFallenLines(pqxx::transaction_base& w,
-                                                        const PerfDetection& in,
-                                                        pb::DetectRegressionsResponse* report) {
+std::map<CauseKey, std::vector<AlertMember>> FindFallenLines(
+    pqxx::transaction_base& w, const PerfDetection& in, pb::DetectRegressionsResponse* report) {
   std::vector<int64_t> sweeps;  // oldest first, the head last
   for (auto it = in.line_sweeps.rbegin(); it != in.line_sweeps.rend(); ++it) sweeps.push_back(*it);
   if (sweeps.size() > kLineSweeps) sweeps.erase(sweeps.begin(), sweeps.end() - kLineSweeps);
@@ -97,7 +92,7 @@ std::map<CauseKey, std::vector<Member>> FindFallenLines(pqxx::transaction_base& 
     s.resize(sweeps.size(), NAN);
     s[index.at(r[0].as<int64_t>())] = std::exp(r[4].as<double>() / static_cast<double>(n));
   }
-  std::map<CauseKey, std::vector<Member>> out;
+  std::map<CauseKey, std::vector<AlertMember>> out;
   if (!in.modes.empty() &&
       std::find(in.modes.begin(), in.modes.end(), "compile") == in.modes.end()) {
     return out;
@@ -123,7 +118,7 @@ std::map<CauseKey, std::vector<Member>> FindFallenLines(pqxx::transaction_base& 
              AND r.perf_speedup IS NOT NULL AND m.)") +
                            (key.first == "class" ? "arch" : "task") + " = $2 ORDER BY r.model_id",
                        in.head, key.second)) {
-      members.push_back({m[0].c_str(), m[1].c_str(), m[2].c_str(), detail});
+      members.push_back({m[0].c_str(), m[1].c_str(), m[2].c_str(), detail, {"compile"}});
     }
   }
   return out;
@@ -134,62 +129,23 @@ std::string CauseText(const CauseKey& key) {
   return std::get<2>(key) + ": geomean compile speedup fell";
 }
 
-// Opens, reopens or updates the alert of one cause with its models; severity from its breadth
-// (a fallen line counts as a fired group test), never lowered.
+// The alert of one cause with its models (WriteAlert, alert_writer.h), each of them in the
+// alert's mode; a fallen line counts as a fired group test; a model already on it takes
+// tonight's figures and sweep.
 void RaisePerfAlert(pqxx::transaction_base& w, const PerfDetection& in, const CauseKey& key,
-                    const std::vector<Member>& models, pb::DetectRegressionsResponse* report) {
+                    const std::vector<AlertMember>& models, pb::DetectRegressionsResponse* report) {
   const auto& [mode, kind, cause] = key;
-  pqxx::result a = w.exec_params(R"(
-    SELECT alert_id, state, checked_sweep, severity FROM alerts
-    WHERE line = $1 AND mode = $2 AND cause_kind = $3 AND cause = $4 FOR UPDATE)",
-                                 in.line, mode, kind, cause);
-  int64_t id = 0;
-  std::string severity = "warning";
-  if (a.empty()) {
-    id = w.exec_params(R"(
-      INSERT INTO alerts (line, mode, modes, cause_kind, cause, cause_text, severity,
-                          first_sweep, last_sweep, checked_sweep, kind)
-      VALUES ($1, $2, CASE WHEN $2 = '' THEN '{}'::text[] ELSE ARRAY[$2::text] END, $3, $4, $5,
-              'warning', $6, $6, $6, 'performance') RETURNING alert_id)",
-                       in.line, mode, kind, cause, CauseText(key), in.head)[0][0]
-             .as<int64_t>();
-    report->add_opened(id);
-  } else {
-    id = a[0][0].as<int64_t>();
-    if (a[0][2].as<int64_t>() >= in.head) return;  // this sweep counted already
-    const bool resolved = std::string(a[0][1].c_str()) == "resolved";
-    severity = a[0][3].c_str();
-    w.exec_params(R"(
-      UPDATE alerts SET state = CASE WHEN $3 THEN 'open' ELSE state END,
-             reopened = reopened + CASE WHEN $3 THEN 1 ELSE 0 END, clean_sweeps = 0,
-             last_sweep = $2, checked_sweep = $2, updated_at = now()
-      WHERE alert_id = $1)",
-                  id, in.head, resolved);
-    resolved ? report->add_reopened(id) : report->add_updated(id);
-  }
-  std::vector<std::string> ids, archs, tasks, details;
-  for (const Member& m : models) {
-    ids.push_back(m.model_id);
-    archs.push_back(m.arch);
-    tasks.push_back(m.task);
-    details.push_back(m.detail);
-  }
-  w.exec_params(R"(
-    INSERT INTO alert_models (alert_id, model_id, arch, task, sweep_id, detail, modes)
-    SELECT $1, u.m, u.a, u.t, $5, u.d,
-           CASE WHEN $7 = '' THEN '{}'::text[] ELSE ARRAY[$7::text] END
-    FROM unnest($2::text[], $3::text[], $4::text[], $6::text[]) AS u(m, a, t, d)
-    ON CONFLICT (alert_id, model_id) DO UPDATE SET detail = excluded.detail,
-      sweep_id = excluded.sweep_id)",
-                id, TextArray(ids), TextArray(archs), TextArray(tasks), in.head, TextArray(details),
-                mode);
-  pqxx::result n = w.exec_params(
-      "SELECT count(*), count(DISTINCT arch) FROM alert_models WHERE alert_id = $1", id);
-  const std::string now =
-      query::AlertSeverity(n[0][0].as<int64_t>(), n[0][1].as<int64_t>(), kind == "perf_line");
-  const auto rank = [](const std::string& s) { return s == "critical" ? 2 : s == "major" ? 1 : 0; };
-  if (rank(now) > rank(severity)) severity = now;
-  w.exec_params("UPDATE alerts SET severity = $2 WHERE alert_id = $1", id, severity);
+  AlertWrite a;
+  a.line = in.line;
+  a.head = in.head;
+  a.kind = "performance";
+  a.mode = mode;
+  a.cause_kind = kind;
+  a.cause = cause;
+  a.cause_text = CauseText(key);
+  a.group_fired = kind == "perf_line";
+  a.refresh_member_sweep = true;
+  WriteAlert(w, a, models, report);
 }
 
 // The line's other unresolved performance alerts in a mode the head ran: still seen, kept;
@@ -225,7 +181,7 @@ void AgePerfAlerts(pqxx::transaction_base& w, const PerfDetection& in,
 
 void DetectPerformance(pqxx::transaction_base& w, const PerfDetection& in,
                        pb::DetectRegressionsResponse* report) {
-  std::map<CauseKey, std::vector<Member>> causes = FindRegressions(w, in, report);
+  std::map<CauseKey, std::vector<AlertMember>> causes = FindRegressions(w, in, report);
   for (auto& [key, members] : FindFallenLines(w, in, report)) causes[key] = std::move(members);
   if (!in.writes) return;
   std::set<CauseKey> seen;

@@ -7,10 +7,10 @@
 // from each class's example config (--compact: ExportOptions::compact); exit 1 when any class
 // fails (each failure printed).
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 
+#include "services/common/flags.h"
 #include "workers/zoo/export.h"
 #include "workers/zoo/model.h"
 
@@ -18,25 +18,13 @@ int main(int argc, char** argv) {
   std::string out, filter;
   uint64_t seed = 0;
   bool compact = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--out" && i + 1 < argc) {
-      out = argv[++i];
-    } else if (a == "--seed" && i + 1 < argc) {
-      seed = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--compact") {
-      compact = true;
-    } else if (!a.empty() && a[0] != '-') {
-      filter = a;
-    } else {
-      std::fprintf(stderr, "usage: zoo_export_all --out ROOT [--seed N] [--compact] [SUBSTR]\n");
-      return 2;
-    }
-  }
-  if (out.empty()) {
-    std::fprintf(stderr, "usage: zoo_export_all --out ROOT [--seed N] [--compact] [SUBSTR]\n");
-    return 2;
-  }
+  ts::flags::Program p("zoo_export_all",
+                       "writes `touchstone zoo export` of every registered class under ROOT");
+  p.Option("--out", &out, "ROOT", "the folder to write ROOT/<class>/ into").Required();
+  p.Option("--seed", &seed, "N", "the weights and batch seed");
+  p.Flag("--compact", &compact, "the compact export (ExportOptions::compact)");
+  p.Positional("SUBSTRING", &filter, "only the classes whose name contains it");
+  if (auto rc = p.Parse(argc, argv)) return *rc;
   int failed = 0, done = 0;
   for (const auto& a : ts::zoo::SupportedArchitectures()) {
     if (!filter.empty() && a.arch.find(filter) == std::string::npos) continue;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "services/common/flags.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -123,7 +124,11 @@ void PrintClass(const ts::zoo::ArchInfo& info) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string filter = argc > 1 ? argv[1] : "";
+  std::string filter;
+  ts::flags::Program p("zoo_fingerprint",
+                       "prints one line per registered class: what the zoo computes for it");
+  p.Positional("SUBSTRING", &filter, "only the classes whose name contains it");
+  if (auto rc = p.Parse(argc, argv)) return *rc;
   at::set_num_threads(1);
   for (const auto& info : ts::zoo::SupportedArchitectures()) {
     if (!filter.empty() && info.arch.find(filter) == std::string::npos) continue;
