@@ -8,6 +8,7 @@
 #include <pqxx/pqxx>
 #include <thread>
 
+#include "services/common/flags.h"
 #include "services/store/store.h"
 
 namespace ts::bench {
@@ -29,15 +30,11 @@ auto Read(const std::string& url, const char* what, F&& f)
 
 }  // namespace
 
-bool ParseDatabaseArg(const std::string& flag, const char* value, DatabaseArgs& out) {
-  if (value == nullptr) return false;
-  if (flag == "--state-dir")
-    out.state_dir = value;
-  else if (flag == "--db")
-    out.url = value;
-  else
-    return false;
-  return true;
+void AddDatabaseFlags(flags::Command& c, DatabaseArgs* out) {
+  c.Option("--state-dir", &out->state_dir, "DIR",
+           "the embedded PostgreSQL under DIR/pg/data (created on first use)")
+      .Dir();
+  c.Option("--db", &out->url, "URL", "an existing database instead").Excludes("--state-dir");
 }
 
 absl::StatusOr<Database> OpenDatabase(const DatabaseArgs& args) {

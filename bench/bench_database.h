@@ -13,6 +13,10 @@
 #include "absl/status/statusor.h"
 #include "services/store/embedded_postgres.h"
 
+namespace ts::flags {
+class Command;
+}
+
 namespace ts::bench {
 
 struct DatabaseArgs {
@@ -20,9 +24,9 @@ struct DatabaseArgs {
   std::string url;        // an existing database
 };
 
-// Consumes `--state-dir DIR` / `--db URL` (value in `value`, nullptr when absent): true when
-// `flag` was one of them.
-bool ParseDatabaseArg(const std::string& flag, const char* value, DatabaseArgs& out);
+// Declares `--state-dir DIR` and `--db URL` (one of them; OpenDatabase checks) on a bench's
+// flags.
+void AddDatabaseFlags(flags::Command& c, DatabaseArgs* out);
 
 struct Database {
   std::unique_ptr<store::EmbeddedPostgres> pg;  // set with --state-dir; stops at destruction

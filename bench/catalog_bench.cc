@@ -21,6 +21,7 @@
 #include <sstream>
 #include <streambuf>
 
+#include "services/common/flags.h"
 #include "workers/catalog/catalog.h"
 #include "workers/engine/engine.h"
 #include "workers/simdevice/runtime.h"
@@ -111,16 +112,15 @@ void PrintTable(const std::map<std::string, Family>& families, bool audit_ops) {
 int main(int argc, char** argv) {
   int reps = 5, cores = 2;
   bool audit_ops = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--cores" && i + 1 < argc) cores = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--audit-ops") audit_ops = true;
-    else {
-      std::fprintf(stderr, "usage: catalog_bench [--reps N] [--cores N] [--audit-ops]\n");
-      return 2;
-    }
-  }
+  ts::flags::Program program(
+      "catalog_bench",
+      "per-family per-model ms over every class the zoo builds, and the projected "
+      "time of the full catalog");
+  program.Option("--reps", &reps, "N", "timed runs of each class after a warm-up").Min(1);
+  program.Option("--cores", &cores, "N", "cores the projection divides by").Min(1);
+  program.Flag("--audit-ops", &audit_ops,
+               "replay passing modes op by op too (its cost in the table)");
+  if (auto rc = program.Parse(argc, argv)) return *rc;
   ts::engine::ConfigureThreads(1);
   std::ifstream pin(std::string(TS_PROFILE_DIR) + "/sim-2.0.json");
   std::stringstream ps;

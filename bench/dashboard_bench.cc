@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_database.h"
+#include "services/common/flags.h"
 #include "services/common/http_server.h"
 #include "services/scheduler/scheduler.h"
 #include "tests/fixtures/webdriver.h"
@@ -34,14 +35,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 constexpr char kToken[] = "dashboard-bench-reader";
-
-int Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "dashboard_bench: %s\nusage: dashboard_bench (--state-dir DIR | --db URL) "
-               "[--repeat N] [--browser-runs N]\n",
-               why.c_str());
-  return 2;
-}
 
 struct Stats {
   double p50 = 0, p99 = 0, max = 0;
@@ -70,39 +63,9 @@ bool Check(const std::string& path, const ts::common::HttpResponse& r) {
   return ok;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  ts::bench::DatabaseArgs db;
-  int repeat = 50, browser_runs = 5;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (ts::bench::ParseDatabaseArg(a, value, db)) {
-      ++i;
-    } else if (a == "--repeat" && value) {
-      repeat = std::atoi(argv[++i]);
-    } else if (a == "--browser-runs" && value) {
-      browser_runs = std::atoi(argv[++i]);
-    } else {
-      return Usage("unknown argument '" + a + "'");
-    }
-  }
-  if (repeat < 1 || browser_runs < 0) return Usage("--repeat >= 1, --browser-runs >= 0");
-  auto database = ts::bench::OpenDatabase(db);
-  if (!database.ok()) return Usage(std::string(database.status().message()));
-
-  ts::scheduler::SchedulerOptions o;
-  o.db_url = database->url;
-  o.tick_s = 3600;  // no lease expiry or summaries while measuring (the fill kept its answers)
-  if (!o.tokens.Add(ts::common::Role::kReader, kToken).ok()) return 1;
-  auto sched = ts::scheduler::Scheduler::Start(o);
-  if (!sched.ok()) {
-    std::fprintf(stderr, "dashboard_bench: %s\n", sched.status().ToString().c_str());
-    return 1;
-  }
-  const int port = (*sched)->http_port();
-
+// 1. complete HTTP responses of the pages' JSON and documents, `repeat` times each after 2
+// warm-ups. False when an answer fails its check.
+bool TimeResponses(int port, int repeat) {
   bool ok = true;
   std::printf("| response (HTTP, complete) | p50 ms | p99 ms | max ms | bytes |\n|---|---|---|---|---|\n");
   for (const std::string path : {"/api/v1/overview", "/api/v1/summary?group_by=arch&modes=0", "/",
@@ -125,48 +88,93 @@ int main(int argc, char** argv) {
     std::printf("| `%s` | %.1f | %.1f | %.1f | %zu |\n", path.c_str(), s.p50, s.p99, s.max, bytes);
     std::fflush(stdout);
   }
+  return ok;
+}
 
+// One page `runs` times after a warm-up: the load event and when the page drew its data.
+// False when the page never said it was ready.
+bool TimePage(ts::testing::Browser& b, const std::string& url, const std::string& page, int runs) {
+  std::vector<double> load, drawn;
+  for (int i = 0; i < runs + 1; ++i) {
+    if (!b.Navigate(url).ok()) break;
+    auto ready = b.WaitFor(
+        "return document.body.getAttribute('data-ready') && "
+        "[performance.getEntriesByType('navigation')[0].loadEventEnd,"
+        " Number(document.body.getAttribute('data-ready-ms'))];",
+        120);
+    if (!ready.ok() || !ready->is_array()) {
+      std::fprintf(stderr, "%s: %s\n", page.c_str(), ready.status().ToString().c_str());
+      return false;
+    }
+    if (i == 0) continue;  // warm-up
+    load.push_back((*ready)[0].get<double>());
+    drawn.push_back((*ready)[1].get<double>());
+  }
+  if (load.empty()) return true;
+  const Stats l = Summarize(load), d = Summarize(drawn);
+  std::printf("| `%s` | %.0f / %.0f | %.0f / %.0f |\n", page.c_str(), l.p50, l.max, d.p50, d.max);
+  return true;
+}
+
+// 2. Overview and Classes in a headless Chromium logged in with the token, `runs` times each.
+// Returns 0, 1 when a page failed, or -1 when no browser starts.
+int TimeBrowser(int port, int runs) {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("ts-dashboard-bench-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto browser = ts::testing::Browser::Start(dir);
+  if (!browser.ok()) {
+    std::fprintf(stderr, "dashboard_bench: %s\n", browser.status().ToString().c_str());
+    return -1;
+  }
+  auto& b = **browser;
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  (void)b.Navigate(base + "/login");
+  (void)b.Execute(
+      "document.getElementById('token').value = arguments[0];"
+      "document.querySelector('form').submit();",
+      json::array({kToken}));
+  (void)b.WaitFor("return location.pathname === '/' && document.body.getAttribute('data-ready');",
+                  120);
+  std::printf(
+      "\n| page (headless Chromium) | load event p50 / max ms | data drawn p50 / max ms |\n"
+      "|---|---|---|\n");
+  bool ok = true;
+  for (const std::string page : {"/", "/classes"}) ok = TimePage(b, base + page, page, runs) && ok;
+  std::error_code ec;
+  browser->reset();
+  std::filesystem::remove_all(dir, ec);
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ts::bench::DatabaseArgs db;
+  int repeat = 50, browser_runs = 5;
+  ts::flags::Program p("dashboard_bench",
+                       "the web dashboard's Overview and Classes over a query_fill database");
+  ts::bench::AddDatabaseFlags(p, &db);
+  p.Option("--repeat", &repeat, "N", "timed responses of each page after 2 warm-ups").Min(1);
+  p.Option("--browser-runs", &browser_runs, "N", "page loads in Chromium (0: none)").Min(0);
+  if (auto rc = p.Parse(argc, argv)) return *rc;
+  auto database = ts::bench::OpenDatabase(db);
+  if (!database.ok()) return p.UsageError(std::string(database.status().message()));
+
+  ts::scheduler::SchedulerOptions o;
+  o.db_url = database->url;
+  o.tick_s = 3600;  // no lease expiry or summaries while measuring (the fill kept its answers)
+  if (!o.tokens.Add(ts::common::Role::kReader, kToken).ok()) return 1;
+  auto sched = ts::scheduler::Scheduler::Start(o);
+  if (!sched.ok()) {
+    std::fprintf(stderr, "dashboard_bench: %s\n", sched.status().ToString().c_str());
+    return 1;
+  }
+  bool ok = TimeResponses((*sched)->http_port(), repeat);
   if (browser_runs > 0) {
-    const std::string dir = std::filesystem::temp_directory_path() /
-                            ("ts-dashboard-bench-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    auto browser = ts::testing::Browser::Start(dir);
-    if (!browser.ok()) {
-      std::fprintf(stderr, "dashboard_bench: %s\n", browser.status().ToString().c_str());
-      return 1;
-    }
-    auto& b = **browser;
-    const std::string base = "http://127.0.0.1:" + std::to_string(port);
-    (void)b.Navigate(base + "/login");
-    (void)b.Execute("document.getElementById('token').value = arguments[0];"
-                    "document.querySelector('form').submit();",
-                    json::array({kToken}));
-    (void)b.WaitFor("return location.pathname === '/' && document.body.getAttribute('data-ready');", 120);
-    std::printf("\n| page (headless Chromium) | load event p50 / max ms | data drawn p50 / max ms |\n"
-                "|---|---|---|\n");
-    for (const std::string page : {"/", "/classes"}) {
-      std::vector<double> load, drawn;
-      for (int i = 0; i < browser_runs + 1; ++i) {
-        if (!b.Navigate(base + page).ok()) break;
-        auto ready = b.WaitFor("return document.body.getAttribute('data-ready') && "
-                               "[performance.getEntriesByType('navigation')[0].loadEventEnd,"
-                               " Number(document.body.getAttribute('data-ready-ms'))];", 120);
-        if (!ready.ok() || !ready->is_array()) {
-          ok = false;
-          std::fprintf(stderr, "%s: %s\n", page.c_str(), ready.status().ToString().c_str());
-          break;
-        }
-        if (i == 0) continue;  // warm-up
-        load.push_back((*ready)[0].get<double>());
-        drawn.push_back((*ready)[1].get<double>());
-      }
-      if (load.empty()) continue;
-      const Stats l = Summarize(load), d = Summarize(drawn);
-      std::printf("| `%s` | %.0f / %.0f | %.0f / %.0f |\n", page.c_str(), l.p50, l.max, d.p50, d.max);
-    }
-    std::error_code ec;
-    browser->reset();
-    std::filesystem::remove_all(dir, ec);
+    const int rc = TimeBrowser((*sched)->http_port(), browser_runs);
+    if (rc < 0) return 1;
+    ok = ok && rc == 0;
   }
   (*sched)->Shutdown();
   return ok ? 0 : 1;

@@ -16,22 +16,15 @@
 #include <string>
 
 #include "bench/bench_database.h"
+#include "services/common/flags.h"
 #include "services/store/store.h"
 
 int main(int argc, char** argv) {
   ts::bench::DatabaseArgs db;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (ts::bench::ParseDatabaseArg(k, i + 1 < argc ? argv[i + 1] : nullptr, db)) {
-      ++i;
-      continue;
-    }
-    std::fprintf(stderr,
-                 "detect_bench: unknown argument '%s'\nusage: detect_bench (--state-dir DIR | "
-                 "--db URL)\n",
-                 k.c_str());
-    return 2;
-  }
+  ts::flags::Program p("detect_bench",
+                       "regression detection at full size on a query_fill database");
+  ts::bench::AddDatabaseFlags(p, &db);
+  if (auto rc = p.Parse(argc, argv)) return *rc;
   auto env = ts::bench::OpenDatabase(db);
   if (!env.ok()) return ts::bench::Fail(env.status());
   auto sweeps = ts::bench::FillSweeps(env->url);

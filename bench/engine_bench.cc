@@ -20,6 +20,7 @@
 
 #include <torch/torch.h>
 
+#include "services/common/flags.h"
 #include "workers/engine/compiler.h"
 #include "workers/engine/engine.h"
 #include "workers/simdevice/runtime.h"
@@ -95,15 +96,14 @@ double PureComputeMs(const json& config, const std::string& arch,
 int main(int argc, char** argv) {
   int reps = 15;
   std::string profile_path = std::string(TS_PROFILE_DIR) + "/sim-2.0.json";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--profile" && i + 1 < argc) profile_path = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: engine_bench [--reps N] [--profile FILE]\n");
-      return 2;
-    }
-  }
+  ts::flags::Program program(
+      "engine_bench",
+      "per-model ms by stage for each zoo family at tiny scale, and the harness "
+      "overhead over the pure compute");
+  program.Option("--reps", &reps, "N", "timed runs of each family after a warm-up").Min(1);
+  program.Option("--profile", &profile_path, "FILE", "the device profile (its defects dropped)")
+      .File();
+  if (auto rc = program.Parse(argc, argv)) return *rc;
   ts::engine::ConfigureThreads(1);
   // Benchmark the defect-free baseline, so every stage runs to completion.
   json pj = json::parse(Read(profile_path));

@@ -31,12 +31,14 @@
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "bench/bench_database.h"
 #include "bench/query_readers.h"
 #include "bench/sweep_ingest.h"
+#include "services/common/flags.h"
 #include "services/scheduler/scheduler.h"
 #include "services/store/store.h"
 
@@ -60,51 +62,24 @@ struct BenchArgs {
   uint64_t seed = 1;
 };
 
-int Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "query_bench: %s\nusage: query_bench --catalog FILE (--state-dir DIR | --db URL) "
-               "[--readers N] [--ingest-sample N] [--connections N] [--quiet-seconds N] "
-               "[--query-threads N] [--db-threads N] [--think-ms N] [--seed N]\n",
-               why.c_str());
-  return 2;
-}
-
-// Parses argv; returns 0 when the arguments are good, else the exit code.
-int Parse(int argc, char** argv, BenchArgs& a) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    const bool has = i + 1 < argc;
-    if (ts::bench::ParseDatabaseArg(k, has ? argv[i + 1] : nullptr, a.db))
-      ++i;
-    else if (k == "--catalog" && has)
-      a.catalog = argv[++i];
-    else if (k == "--readers" && has)
-      a.readers = std::atoi(argv[++i]);
-    else if (k == "--ingest-sample" && has)
-      a.ingest_sample = std::atoll(argv[++i]);
-    else if (k == "--connections" && has)
-      a.connections = std::atoi(argv[++i]);
-    else if (k == "--quiet-seconds" && has)
-      a.quiet_seconds = std::atoi(argv[++i]);
-    else if (k == "--query-threads" && has)
-      a.query_threads = std::atoi(argv[++i]);
-    else if (k == "--db-threads" && has)
-      a.db_threads = std::atoi(argv[++i]);
-    else if (k == "--think-ms" && has)
-      a.think_ms = std::atoi(argv[++i]);
-    else if (k == "--seed" && has)
-      a.seed = std::strtoull(argv[++i], nullptr, 10);
-    else
-      return Usage("unknown argument '" + k + "'");
-  }
-  if (a.catalog.empty()) return Usage("--catalog is required");
-  if (a.readers < 1) return Usage("--readers: must be >= 1");
-  if (a.think_ms < 0) return Usage("--think-ms: must be >= 0");
-  if (a.ingest_sample < 0) return Usage("--ingest-sample: must be >= 0");
-  if (a.connections < 1) return Usage("--connections: must be >= 1");
-  if (a.query_threads < 0 || a.db_threads < 1)
-    return Usage("--query-threads >= 0, --db-threads >= 1");
-  return 0;
+// Declares the flags and parses them: nullopt when the arguments are good, else the exit code
+// (the help or the error printed).
+std::optional<int> Parse(int argc, char** argv, BenchArgs& a) {
+  ts::flags::Program p("query_bench",
+                       "the Query API's latency under readers while a sweep ingests, and the "
+                       "ingest rate with and without them");
+  ts::bench::AddDatabaseFlags(p, &a.db);
+  p.Option("--catalog", &a.catalog, "FILE", "the catalog query_fill filled from").Required().File();
+  p.Option("--readers", &a.readers, "N", "concurrent readers").Min(1);
+  p.Option("--ingest-sample", &a.ingest_sample, "N", "models per ingest sweep (0: all)").Min(0);
+  p.Option("--connections", &a.connections, "N", "store connections reporting").Min(1);
+  p.Option("--quiet-seconds", &a.quiet_seconds, "N", "the readers alone").Min(0);
+  p.Option("--query-threads", &a.query_threads, "N", "the scheduler's (0: its default)").Min(0);
+  p.Option("--db-threads", &a.db_threads, "N", "the scheduler's database threads").Min(1);
+  p.Option("--think-ms", &a.think_ms, "N", "each reader waits N x U(0.5, 1.5) ms between calls")
+      .Min(0);
+  p.Option("--seed", &a.seed, "N", "the records' seed (query_fill's)");
+  return p.Parse(argc, argv);
 }
 
 pb::CreateSweepRequest IngestRequest(const BenchArgs& a, const std::string& name,
@@ -268,36 +243,131 @@ double PruneIngests(const std::string& url, const std::vector<int64_t>& ids) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  BenchArgs a;
-  if (int rc = Parse(argc, argv, a); rc != 0) return rc;
-  auto db = ts::bench::OpenDatabase(a.db);
-  if (!db.ok()) return ts::bench::Fail(db.status());
-  auto catalog = ts::bench::LoadCatalog(a.catalog);
-  if (!catalog.ok()) return ts::bench::Fail(catalog.status());
-  const ts::bench::RecordGenerator gen(*catalog, a.seed);
-  auto fills = ts::bench::FillSweeps(db->url);
-  if (!fills.ok()) return ts::bench::Fail(fills.status());
+// The fill's done sweeps (at least 2), after pruning an interrupted run's ingest sweeps (their
+// prune is timed: it is the retention path).
+absl::StatusOr<std::vector<int64_t>> PrepareDatabase(const std::string& url) {
+  auto fills = ts::bench::FillSweeps(url);
+  if (!fills.ok()) return fills.status();
   std::vector<int64_t> sweeps;
   for (const auto& s : *fills) {
     if (s.state == "done") sweeps.push_back(s.sweep_id);
   }
   if (sweeps.size() < 2) {
-    return ts::bench::Fail(absl::FailedPreconditionError(
-        "the database has " + std::to_string(sweeps.size()) + " done fill sweeps; run query_fill"));
+    return absl::FailedPreconditionError("the database has " + std::to_string(sweeps.size()) +
+                                         " done fill sweeps; run query_fill");
   }
-  // An interrupted run's ingest sweeps go first (their prune is timed: it is the retention path).
-  auto leftovers = ts::bench::LeftoverIngestSweeps(db->url);
-  if (!leftovers.ok()) return ts::bench::Fail(leftovers.status());
+  auto leftovers = ts::bench::LeftoverIngestSweeps(url);
+  if (!leftovers.ok()) return leftovers.status();
   if (!leftovers->empty()) {
     std::vector<int64_t> ids;
     for (const auto& s : *leftovers) ids.push_back(s.sweep_id);
     std::printf("| prune of %zu leftover ingest sweeps | %.1f s |\n", ids.size(),
-                PruneIngests(db->url, ids));
+                PruneIngests(url, ids));
   }
-  SettleOrSay(db->url, sweeps.back());
+  SettleOrSay(url, sweeps.back());
+  return sweeps;
+}
+
+// What the phases measured.
+struct Phases {
+  IngestStats alone, loaded, again;  // ingest alone, with the readers, alone again
+  Stats during, quiet;               // the readers' latencies with and without ingest
+};
+
+// An ingest sweep, then (before the next phase) its answers kept and the database settled.
+absl::StatusOr<IngestStats> IngestAndSettle(const BenchArgs& a, const ts::bench::IngestOptions& io,
+                                            const std::string& name, int64_t baseline,
+                                            const ts::bench::RecordGenerator& gen) {
+  auto r = ts::bench::IngestSweep(io, IngestRequest(a, name, baseline), gen);
+  if (!r.ok()) return r.status();
+  // The scheduler keeps a done sweep's answers on its query pool: let that finish first, so
+  // that it is not counted against the next phase.
+  if (!ts::bench::WaitKept(io.db_url, r->sweep_id, 600)) {
+    std::fprintf(stderr, "query_bench: sweep %lld's answers were not kept in 600 s\n",
+                 static_cast<long long>(r->sweep_id));
+  }
+  SettleOrSay(io.db_url, r->sweep_id);
+  return r;
+}
+
+// Steps 2 to 4 against the scheduler at `target`.
+absl::Status RunPhases(const BenchArgs& a, const std::string& url, const std::string& target,
+                       const std::vector<int64_t>& sweeps,
+                       const std::vector<ts::bench::CatalogEntry>& catalog,
+                       const ts::bench::RecordGenerator& gen, Phases* out) {
+  // Every ingest sweep stores the records of the sweep after the fill's last (same records,
+  // same confirmation reruns: the phases differ only by the readers).
+  const ts::bench::IngestOptions io{url, a.connections, sweeps.back() + 1};
+  auto alone = IngestAndSettle(a, io, "query-bench-ingest-alone", sweeps.back(), gen);
+  if (!alone.ok()) return alone.status();
+  out->alone = *alone;
+  ts::bench::Readers readers(World(a, target, sweeps, catalog, gen), a.readers);
+  readers.Start();
+  auto loaded = ts::bench::IngestSweep(
+      io, IngestRequest(a, "query-bench-ingest-readers", sweeps.back()), gen);
+  out->during = readers.Stop();
+  if (!loaded.ok()) return loaded.status();
+  out->loaded = *loaded;
+  ts::bench::WaitKept(url, loaded->sweep_id, 600);
+  SettleOrSay(url, loaded->sweep_id);
+  // Alone again: the readers' phase is compared with the mean of the phases around it, which
+  // cancels a drift between consecutive ingests (the database grows by a sweep each time).
+  auto again = IngestAndSettle(a, io, "query-bench-ingest-alone-again", sweeps.back(), gen);
+  if (!again.ok()) return again.status();
+  out->again = *again;
+  readers.Start();
+  std::this_thread::sleep_for(std::chrono::seconds(a.quiet_seconds));
+  out->quiet = readers.Stop();
+  return absl::OkStatus();
+}
+
+void PrintResults(const BenchArgs& a, const std::string& url, const std::vector<int64_t>& sweeps,
+                  size_t models_per_sweep, const Phases& p) {
+  const double rate_alone = 0.5 * (static_cast<double>(p.alone.models) / p.alone.seconds +
+                                   static_cast<double>(p.again.models) / p.again.seconds);
+  const double rate_loaded = static_cast<double>(p.loaded.models) / p.loaded.seconds;
+  const double drop = 100.0 * (1 - rate_loaded / rate_alone);
+  std::printf("| setting | value |\n|---|---|\n");
+  std::printf("| fill sweeps / models per sweep | %zu / %zu |\n", sweeps.size(), models_per_sweep);
+  std::printf(
+      "| readers / scheduler query + db threads / ingest connections | %d / %d + %d / %d |\n",
+      a.readers, a.query_threads, a.db_threads, a.connections);
+  std::printf("| reader think time | %s |\n",
+              a.think_ms == 0 ? "none (back to back)"
+                              : ("U(0.5, 1.5) x " + std::to_string(a.think_ms) + " ms").c_str());
+  PrintIngest("alone", p.alone);
+  PrintIngest("with readers", p.loaded);
+  PrintIngest("alone again", p.again);
+  std::printf("| **ingest drop with readers** (vs the mean of the two alone) | **%.1f%%** (target <= "
+              "10%%) |\n", drop);
+  PrintLatencies("Latency while a sweep ingests", p.during, p.loaded.seconds);
+  PrintLatencies("Latency without ingest", p.quiet, a.quiet_seconds);
+  nlohmann::json sizes = PrintSizes(url, sweeps);
+  nlohmann::json j = {{"bench", "query_bench"},
+                      {"readers", a.readers},
+                      {"think_ms", a.think_ms},
+                      {"ingest_alone_models_per_s", rate_alone},
+                      {"ingest_with_readers_models_per_s", rate_loaded},
+                      {"ingest_drop_pct", drop},
+                      {"during_ingest", StatsJson(p.during)},
+                      {"quiet", StatsJson(p.quiet)},
+                      {"size", sizes}};
+  std::printf("\njson: %s\n", j.dump().c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BenchArgs a;
+  if (auto rc = Parse(argc, argv, a)) return *rc;
+  auto db = ts::bench::OpenDatabase(a.db);
+  if (!db.ok()) return ts::bench::Fail(db.status());
+  auto catalog = ts::bench::LoadCatalog(a.catalog);
+  if (!catalog.ok()) return ts::bench::Fail(catalog.status());
+  const ts::bench::RecordGenerator gen(*catalog, a.seed);
+  auto sweeps = PrepareDatabase(db->url);
+  if (!sweeps.ok()) return ts::bench::Fail(sweeps.status());
   ts::scheduler::SchedulerOptions so;
   so.db_url = db->url;
   so.http_port = -1;
@@ -306,75 +376,15 @@ int main(int argc, char** argv) {
   a.query_threads = so.query_threads;
   auto sched = ts::scheduler::Scheduler::Start(so);
   if (!sched.ok()) return ts::bench::Fail(sched.status());
-  const std::string target = "127.0.0.1:" + std::to_string((*sched)->grpc_port());
-  // Both ingest sweeps store the records of the sweep after the fill's last (same records,
-  // same confirmation reruns: the phases differ only by the readers).
-  const ts::bench::IngestOptions io{db->url, a.connections, sweeps.back() + 1};
-
-  auto alone =
-      ts::bench::IngestSweep(io, IngestRequest(a, "query-bench-ingest-alone", sweeps.back()), gen);
-  if (!alone.ok()) return ts::bench::Fail(alone.status());
-  // The scheduler keeps a done sweep's answers on its query pool: let that finish first, so
-  // that it is not counted against the readers' phase.
-  if (!ts::bench::WaitKept(db->url, alone->sweep_id, 600)) {
-    std::fprintf(stderr, "query_bench: sweep %lld's answers were not kept in 600 s\n",
-                 static_cast<long long>(alone->sweep_id));
-  }
-  SettleOrSay(db->url, alone->sweep_id);
-  ts::bench::Readers readers(World(a, target, sweeps, *catalog, gen), a.readers);
-  readers.Start();
-  auto loaded = ts::bench::IngestSweep(
-      io, IngestRequest(a, "query-bench-ingest-readers", sweeps.back()), gen);
-  const Stats during = readers.Stop();
-  if (!loaded.ok()) return ts::bench::Fail(loaded.status());
-  ts::bench::WaitKept(db->url, loaded->sweep_id, 600);
-  SettleOrSay(db->url, loaded->sweep_id);
-  // Alone again: the readers' phase is compared with the mean of the phases around it, which
-  // cancels a drift between consecutive ingests (the database grows by a sweep each time).
-  auto again = ts::bench::IngestSweep(
-      io, IngestRequest(a, "query-bench-ingest-alone-again", sweeps.back()), gen);
-  if (!again.ok()) return ts::bench::Fail(again.status());
-  ts::bench::WaitKept(db->url, again->sweep_id, 600);
-  SettleOrSay(db->url, again->sweep_id);
-  readers.Start();
-  std::this_thread::sleep_for(std::chrono::seconds(a.quiet_seconds));
-  const Stats quiet = readers.Stop();
+  Phases phases;
+  absl::Status st = RunPhases(a, db->url, "127.0.0.1:" + std::to_string((*sched)->grpc_port()),
+                              *sweeps, *catalog, gen, &phases);
   (*sched)->Shutdown();
-
-  const double rate_alone = 0.5 * (static_cast<double>(alone->models) / alone->seconds +
-                                    static_cast<double>(again->models) / again->seconds);
-  const double rate_loaded = static_cast<double>(loaded->models) / loaded->seconds;
-  const double drop = 100.0 * (1 - rate_loaded / rate_alone);
-  std::printf("| setting | value |\n|---|---|\n");
-  std::printf("| fill sweeps / models per sweep | %zu / %zu |\n", sweeps.size(), catalog->size());
-  std::printf(
-      "| readers / scheduler query + db threads / ingest connections | %d / %d + %d / %d |\n",
-      a.readers, a.query_threads, a.db_threads, a.connections);
-  std::printf("| reader think time | %s |\n",
-              a.think_ms == 0 ? "none (back to back)"
-                              : ("U(0.5, 1.5) x " + std::to_string(a.think_ms) + " ms").c_str());
-  PrintIngest("alone", *alone);
-  PrintIngest("with readers", *loaded);
-  PrintIngest("alone again", *again);
-  std::printf("| **ingest drop with readers** (vs the mean of the two alone) | **%.1f%%** (target <= "
-              "10%%) |\n", drop);
-  PrintLatencies("Latency while a sweep ingests", during, loaded->seconds);
-  PrintLatencies("Latency without ingest", quiet, a.quiet_seconds);
-  nlohmann::json sizes = PrintSizes(db->url, sweeps);
-  nlohmann::json j = {{"bench", "query_bench"},
-                      {"readers", a.readers},
-                      {"think_ms", a.think_ms},
-                      {"ingest_alone_models_per_s", rate_alone},
-                      {"ingest_with_readers_models_per_s", rate_loaded},
-                      {"ingest_drop_pct", drop},
-                      {"during_ingest", StatsJson(during)},
-                      {"quiet", StatsJson(quiet)},
-                      {"size", sizes}};
-  std::printf("\njson: %s\n", j.dump().c_str());
-  std::fflush(stdout);
+  if (!st.ok()) return ts::bench::Fail(st);
+  PrintResults(a, db->url, *sweeps, catalog->size(), phases);
   // Last, so that a slow prune never holds up the figures above.
   const double prune_s =
-      PruneIngests(db->url, {alone->sweep_id, loaded->sweep_id, again->sweep_id});
+      PruneIngests(db->url, {phases.alone.sweep_id, phases.loaded.sweep_id, phases.again.sweep_id});
   std::printf("\n| prune of the three ingest sweeps | %.1f s |\n", prune_s);
   return 0;
 }

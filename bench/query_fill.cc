@@ -21,6 +21,7 @@
 
 #include "bench/bench_database.h"
 #include "bench/sweep_ingest.h"
+#include "services/common/flags.h"
 #include "services/store/store.h"
 
 namespace {
@@ -36,14 +37,6 @@ struct FillArgs {
   int shard = 500;
   uint64_t seed = 1;
 };
-
-int Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "query_fill: %s\nusage: query_fill --catalog FILE (--state-dir DIR | --db URL) "
-               "[--sweeps N] [--connections N] [--shard N] [--seed N]\n",
-               why.c_str());
-  return 2;
-}
 
 pb::CreateSweepRequest FillSweep(const FillArgs& a, int number, int64_t baseline) {
   pb::CreateSweepRequest cs;
@@ -73,28 +66,16 @@ void PrintSweep(const char* what, const IngestStats& s) {
 
 int main(int argc, char** argv) {
   FillArgs a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    const bool has = i + 1 < argc;
-    if (ts::bench::ParseDatabaseArg(k, has ? argv[i + 1] : nullptr, a.db))
-      ++i;
-    else if (k == "--catalog" && has)
-      a.catalog = argv[++i];
-    else if (k == "--sweeps" && has)
-      a.sweeps = std::atoi(argv[++i]);
-    else if (k == "--connections" && has)
-      a.connections = std::atoi(argv[++i]);
-    else if (k == "--shard" && has)
-      a.shard = std::atoi(argv[++i]);
-    else if (k == "--seed" && has)
-      a.seed = std::strtoull(argv[++i], nullptr, 10);
-    else
-      return Usage("unknown argument '" + k + "'");
-  }
-  if (a.catalog.empty()) return Usage("--catalog is required");
-  if (a.sweeps < 1) return Usage("--sweeps: must be >= 1");
-  if (a.connections < 1) return Usage("--connections: must be >= 1");
-  if (a.shard < 1) return Usage("--shard: must be >= 1");
+  ts::flags::Program p("query_fill", "fills a database with N sweeps of the catalog's records");
+  ts::bench::AddDatabaseFlags(p, &a.db);
+  p.Option("--catalog", &a.catalog, "FILE", "the catalog (touchstone catalog generate)")
+      .Required()
+      .File();
+  p.Option("--sweeps", &a.sweeps, "N", "sweeps in the database at the end").Min(1);
+  p.Option("--connections", &a.connections, "N", "store connections reporting").Min(1);
+  p.Option("--shard", &a.shard, "N", "models per shard").Min(1);
+  p.Option("--seed", &a.seed, "N", "the records' seed");
+  if (auto rc = p.Parse(argc, argv)) return *rc;
   auto env = ts::bench::OpenDatabase(a.db);
   if (!env.ok()) return ts::bench::Fail(env.status());
   auto catalog = ts::bench::LoadCatalog(a.catalog);

@@ -1,59 +1,34 @@
 #include "cli/client.h"
 
-#include <chrono>
-#include <cstdlib>
-
 #include <grpcpp/grpcpp.h>
 
-#include "absl/status/status.h"
+#include <chrono>
+
+#include "cli/usage.h"
 #include "services/common/auth.h"
+#include "services/common/flags.h"
+#include "services/common/grpc_status.h"
 #include "services/common/tls.h"
 
 namespace ts::cli {
-namespace {
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-}  // namespace
-
-absl::StatusOr<ClientFlags> TakeClientFlags(std::vector<std::string>* args) {
-  ClientFlags f;
-  if (std::string v = Env("TOUCHSTONE_SCHEDULER"); !v.empty()) f.scheduler = v;
-  f.token_file = Env("TOUCHSTONE_TOKEN_FILE");
-  f.tls_ca = Env("TOUCHSTONE_TLS_CA");
-  std::vector<std::string> rest;
-  for (size_t i = 0; i < args->size(); ++i) {
-    const std::string& a = (*args)[i];
-    const bool has = i + 1 < args->size();
-    if ((a == "--scheduler" || a == "--token-file" || a == "--tls-ca" || a == "--format") &&
-        !has) {
-      return absl::InvalidArgumentError(a + ": needs a value");
-    }
-    if (a == "--scheduler") {
-      f.scheduler = (*args)[++i];
-      if (f.scheduler.find(':') == std::string::npos) {
-        return absl::InvalidArgumentError("--scheduler: expected HOST:PORT, got '" +
-                                          f.scheduler + "'");
-      }
-    } else if (a == "--token-file") {
-      f.token_file = (*args)[++i];
-    } else if (a == "--tls-ca") {
-      f.tls_ca = (*args)[++i];
-    } else if (a == "--format") {
-      const std::string v = (*args)[++i];
-      if (v != "json" && v != "text") {
-        return absl::InvalidArgumentError("--format: expected json or text, got '" + v + "'");
-      }
-      f.json = v == "json";
-    } else {
-      rest.push_back(a);
-    }
+void AddClientFlags(flags::Command& c, ClientFlags* f, bool format) {
+  c.Option("--scheduler", &f->scheduler, "HOST:PORT", "the scheduler's gRPC address")
+      .Env("TOUCHSTONE_SCHEDULER")
+      .Check([](std::string& v) -> std::string {
+        return v.find(':') == std::string::npos ? "expected HOST:PORT, got '" + v + "'" : "";
+      });
+  c.Option("--token-file", &f->token_file, "FILE",
+           "`role token` lines (the tokens= file of `touchstone serve`)")
+      .Env("TOUCHSTONE_TOKEN_FILE")
+      .File();
+  c.Option("--tls-ca", &f->tls_ca, "FILE", "TLS to the scheduler, trusting these CA certificates")
+      .Env("TOUCHSTONE_TLS_CA")
+      .File();
+  if (format) {
+    c.Option("--format", &f->format, "json|text", "the answer as text tables or protobuf JSON")
+        .Choices({"json", "text"});
   }
-  *args = rest;
-  return f;
 }
 
 std::unique_ptr<grpc::ClientContext> Connection::Context(double timeout_s) const {
@@ -80,6 +55,29 @@ absl::StatusOr<Connection> Connect(const ClientFlags& flags) {
   if (!channel.ok()) return channel.status();
   c.channel = *channel;
   return c;
+}
+
+int RpcExitCode(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      return 2;
+    default:
+      return 3;
+  }
+}
+
+int RpcFailed(const std::string& method, const absl::Status& status) {
+  return Error(RpcExitCode(status.code()), method + ": " + absl::StatusCodeToString(status.code()) +
+                                               ": " + std::string(status.message()));
+}
+
+int RpcFailed(const std::string& method, const grpc::Status& status) {
+  return RpcFailed(method, common::FromGrpcStatus(status));
 }
 
 }  // namespace ts::cli

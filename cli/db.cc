@@ -1,10 +1,12 @@
-#include "cli/db.h"
-
+// `touchstone db migrate | prune | workers` (commands.h): the database's schema, retention and
+// workers.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <string>
 
+#include "cli/commands.h"
 #include "cli/usage.h"
 #include "services/cluster/local_cluster.h"
 #include "services/store/embedded_postgres.h"
@@ -15,27 +17,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr CommandText kDb = {
-    "touchstone db", "touchstone db",
-    "usage: touchstone db migrate --db URL\n"
-    "       touchstone db prune [--db URL | --state-dir DIR] [--sweep ID]... [--older-than DAYS]\n"
-    "                           [--keep N] [--dry-run]\n"
-    "  prune: drop finished sweeps' results (a tombstone with their counts stays). --older-than:\n"
-    "  those that finished more than DAYS ago; --keep: all but the newest N (both: both rules);\n"
-    "  --sweep: these. Never a running sweep or a running sweep's baseline. Without --db, the\n"
-    "  embedded database under --state-dir (default .touchstone).\n"
-    "       touchstone db workers [--db URL | --state-dir DIR]\n"
-    "  workers: the workers seen in the last day and every quarantined one (a worker that ends\n"
-    "  too many leases in a row without a result leases nothing for a while).\n"};
-
 int DbMigrate(const std::string& url) {
   store::StoreOptions o;
   o.url = url;
   auto s = store::Store::Connect(o);
-  if (!s.ok()) return Fail(kDb, s.status().ToString());
-  if (auto st = (*s)->Migrate(); !st.ok()) return Fail(kDb, st.ToString());
+  if (!s.ok()) return Fail(s.status().ToString());
+  if (auto st = (*s)->Migrate(); !st.ok()) return Fail(st.ToString());
   auto v = (*s)->AppliedMigrations();
-  if (!v.ok()) return Fail(kDb, v.status().ToString());
+  if (!v.ok()) return Fail(v.status().ToString());
   std::printf("schema at version %d (%zu migrations applied)\n", v->empty() ? 0 : v->back(),
               v->size());
   return 0;
@@ -43,48 +32,10 @@ int DbMigrate(const std::string& url) {
 
 struct PruneFlags {
   store::PruneRequest req;
+  double older_than_days = -1;  // < 0: not given
   std::string db;
   std::string state_dir = ".touchstone";
 };
-
-// Returns 0, or the exit code of a usage error (already printed).
-int ParsePruneFlags(const std::vector<std::string>& args, PruneFlags* f) {
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool has = i + 1 < args.size();
-    int64_t v = 0;
-    if (a == "--db" && has) {
-      f->db = args[++i];
-    } else if (a == "--state-dir" && has) {
-      f->state_dir = args[++i];
-    } else if (a == "--sweep" && has) {
-      if (!ParseNonNegative(args[++i], &v) || v == 0) {
-        return Usage(kDb, "--sweep: expected a sweep id, got '" + args[i] + "'");
-      }
-      f->req.sweep_ids.push_back(v);
-    } else if (a == "--older-than" && has) {
-      char* end = nullptr;
-      const double days = std::strtod(args[++i].c_str(), &end);
-      if (args[i].empty() || *end != '\0' || !(days >= 0)) {
-        return Usage(kDb, "--older-than: expected days >= 0, got '" + args[i] + "'");
-      }
-      f->req.older_than_s = days * 86400;
-    } else if (a == "--keep" && has) {
-      if (!ParseNonNegative(args[++i], &v)) {
-        return Usage(kDb, "--keep: expected N >= 0, got '" + args[i] + "'");
-      }
-      f->req.keep_last = v;
-    } else if (a == "--dry-run") {
-      f->req.dry_run = true;
-    } else {
-      return Usage(kDb, "prune: unknown or incomplete argument '" + a + "'");
-    }
-  }
-  if (f->req.sweep_ids.empty() && f->req.older_than_s < 0 && f->req.keep_last < 0) {
-    return Usage(kDb, "prune: give --sweep, --older-than or --keep");
-  }
-  return 0;
-}
 
 void PrintPruned(const store::PruneRequest& req, const store::PruneResult& r) {
   const char* verb = req.dry_run ? "would prune" : "pruned";
@@ -119,59 +70,57 @@ int OpenStore(std::string db, const std::string& state_dir, OpenedStore* out) {
     const fs::path data = cluster::LocalCluster::EmbeddedDataDir(state_dir);
     std::error_code ec;
     if (!fs::exists(data / "PG_VERSION", ec)) {
-      return Usage(kDb, "--state-dir: no embedded database under " + data.string() +
-                            " (give --db URL for another one)");
+      return Usage("--state-dir: no embedded database under " + data.string() +
+                   " (give --db URL for another one)");
     }
     store::EmbeddedPostgresOptions po;
     po.data_dir = data.string();
     auto p = store::EmbeddedPostgres::Start(po);
-    if (!p.ok()) return Fail(kDb, p.status().ToString());
+    if (!p.ok()) return Fail(p.status().ToString());
     out->pg = std::move(*p);
     db = out->pg->url();
   }
   store::StoreOptions o;
   o.url = db;
   auto s = store::Store::Connect(o);
-  if (!s.ok()) return Fail(kDb, s.status().ToString());
-  if (auto st = (*s)->Migrate(); !st.ok()) return Fail(kDb, st.ToString());
+  if (!s.ok()) return Fail(s.status().ToString());
+  if (auto st = (*s)->Migrate(); !st.ok()) return Fail(st.ToString());
   out->store = std::move(*s);
   return 0;
 }
 
-int DbPrune(const std::vector<std::string>& args) {
-  PruneFlags f;
-  if (int rc = ParsePruneFlags(args, &f); rc != 0) return rc;
+int DbPrune(const PruneFlags& f) {
+  store::PruneRequest req = f.req;
+  if (f.older_than_days >= 0) req.older_than_s = f.older_than_days * 86400;
+  if (req.sweep_ids.empty() && req.older_than_s < 0 && req.keep_last < 0) {
+    return Usage("give --sweep, --older-than or --keep");
+  }
   OpenedStore opened;
   if (int rc = OpenStore(f.db, f.state_dir, &opened); rc != 0) return rc;
-  auto r = opened.store->PruneSweeps(f.req);
+  auto r = opened.store->PruneSweeps(req);
   if (!r.ok()) {
-    std::fprintf(stderr, "touchstone db prune: %s\n", std::string(r.status().message()).c_str());
     const auto code = r.status().code();
-    return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound ||
-                   code == absl::StatusCode::kFailedPrecondition
-               ? 2
-               : 1;
+    return Error(code == absl::StatusCode::kInvalidArgument ||
+                         code == absl::StatusCode::kNotFound ||
+                         code == absl::StatusCode::kFailedPrecondition
+                     ? 2
+                     : 1,
+                 std::string(r.status().message()));
   }
-  PrintPruned(f.req, *r);
+  PrintPruned(req, *r);
   return 0;
 }
 
-int DbWorkers(const std::vector<std::string>& args) {
-  std::string db, state_dir = ".touchstone";
-  for (size_t i = 1; i < args.size(); ++i) {
-    const bool has = i + 1 < args.size();
-    if (args[i] == "--db" && has) {
-      db = args[++i];
-    } else if (args[i] == "--state-dir" && has) {
-      state_dir = args[++i];
-    } else {
-      return Usage(kDb, "workers: unknown or incomplete argument '" + args[i] + "'");
-    }
-  }
+struct StoreFlags {
+  std::string db;
+  std::string state_dir = ".touchstone";
+};
+
+int DbWorkers(const StoreFlags& f) {
   OpenedStore opened;
-  if (int rc = OpenStore(db, state_dir, &opened); rc != 0) return rc;
+  if (int rc = OpenStore(f.db, f.state_dir, &opened); rc != 0) return rc;
   auto rows = opened.store->ListWorkers();
-  if (!rows.ok()) return Fail(kDb, rows.status().ToString());
+  if (!rows.ok()) return Fail(rows.status().ToString());
   std::printf("%-8s %-32s %-20s %8s %7s  %s\n", "worker", "name", "last seen", "failures",
               "leased", "quarantined until");
   int quarantined = 0;
@@ -186,13 +135,51 @@ int DbWorkers(const std::vector<std::string>& args) {
   return 0;
 }
 
+// --db URL | --state-dir DIR: the database the command opens (OpenStore).
+void AddStoreFlags(flags::Command& c, std::string* db, std::string* state_dir) {
+  c.Option("--db", db, "URL", "a PostgreSQL database");
+  c.Option("--state-dir", state_dir, "DIR", "else the embedded database under this state folder")
+      .Dir()
+      .Excludes("--db");
+}
+
 }  // namespace
 
-int DbCommand(const std::vector<std::string>& args) {
-  if (args.size() == 3 && args[0] == "migrate" && args[1] == "--db") return DbMigrate(args[2]);
-  if (!args.empty() && args[0] == "prune") return DbPrune(args);
-  if (!args.empty() && args[0] == "workers") return DbWorkers(args);
-  return Usage(kDb, "expected 'db migrate --db URL', 'db prune ...' or 'db workers ...'");
+void AddDbCommands(flags::Command& root) {
+  flags::Command& db = root.Group("db", "the database: schema, retention, workers");
+  auto url = std::make_shared<std::string>();
+  db.Add("migrate", "apply schema/ migrations", [url] { return DbMigrate(*url); })
+      .Option("--db", url.get(), "URL", "the PostgreSQL database")
+      .Required();
+
+  auto p = std::make_shared<PruneFlags>();
+  flags::Command& prune = db.Add(
+      "prune",
+      "retention: drop finished sweeps' results, jobs and shards (a tombstone with their counts "
+      "stays)",
+      [p] { return DbPrune(*p); });
+  AddStoreFlags(prune, &p->db, &p->state_dir);
+  prune.Option("--sweep", &p->req.sweep_ids, "ID", "this sweep").Min(1);
+  prune
+      .Option("--older-than", &p->older_than_days, "DAYS",
+              "sweeps that finished more than DAYS ago")
+      .Min(0)
+      .Default("");
+  prune.Option("--keep", &p->req.keep_last, "N", "all but the newest N").Min(0).Default("");
+  prune.Flag("--dry-run", &p->req.dry_run, "say what would go; drop nothing");
+  prune.Notes(
+      "--older-than and --keep together: both rules. Never a running sweep or a running sweep's\n"
+      "baseline. Without --db, the embedded database under --state-dir (never created by a\n"
+      "prune). GetSweep still answers for a pruned sweep; ListResults is FAILED_PRECONDITION.\n"
+      "exit: 0 done, 2 usage or a bad sweep (named), 1 database failure");
+
+  auto w = std::make_shared<StoreFlags>();
+  flags::Command& workers = db.Add(
+      "workers",
+      "the workers seen in the last day and every quarantined one (a worker that ends 5 leases "
+      "in a row without a result leases nothing for 10 min)",
+      [w] { return DbWorkers(*w); });
+  AddStoreFlags(workers, &w->db, &w->state_dir);
 }
 
 }  // namespace ts::cli

@@ -7,6 +7,8 @@
 #include <ctime>
 #include <map>
 
+#include <google/protobuf/util/json_util.h>
+
 #include "proto/names.h"
 
 namespace ts::cli {
@@ -50,6 +52,16 @@ std::string NextPage(const std::string& token) {
   return token.empty() ? std::string() : "(more: --page-token " + token + ")\n";
 }
 
+// An alert's modes, short: "eager", "eager,compile", "all" (every mode); the alert's own mode
+// for a record without modes.
+std::string ModesText(const pb::Alert& a) {
+  if (a.modes_size() == 0) return proto::ModeName(a.mode());
+  if (a.modes_size() == 3) return "all";
+  std::string out;
+  for (int m : a.modes()) out += (out.empty() ? "" : ",") + proto::ModeName(static_cast<pb::Mode>(m));
+  return out;
+}
+
 std::string Ids(const google::protobuf::RepeatedField<int64_t>& ids) {
   if (ids.empty()) return "-";
   std::string out;
@@ -60,12 +72,12 @@ std::string Ids(const google::protobuf::RepeatedField<int64_t>& ids) {
 }  // namespace
 
 std::string AlertsText(const pb::ListAlertsResponse& r) {
-  std::string out = Format("%-6s %-12s %-8s %-7s %-27s %6s %7s %6s %6s %5s\n", "Alert", "State",
-                           "Severity", "Mode", "Cause", "Models", "Classes", "First", "Last",
+  std::string out = Format("%-6s %-12s %-8s %-13s %-27s %6s %7s %6s %6s %5s\n", "Alert", "State",
+                           "Severity", "Modes", "Cause", "Models", "Classes", "First", "Last",
                            "Clean");
   for (const auto& a : r.alerts()) {
-    out += Format("%-6lld %-12s %-8s %-7s %-27s %6d %7d %6lld %6lld %5d\n", L(a.alert_id()),
-                  a.state().c_str(), a.severity().c_str(), proto::ModeName(a.mode()).c_str(),
+    out += Format("%-6lld %-12s %-8s %-13s %-27s %6d %7d %6lld %6lld %5d\n", L(a.alert_id()),
+                  a.state().c_str(), a.severity().c_str(), ModesText(a).c_str(),
                   Fit(a.cause_kind() + " " + a.cause_text(), 27).c_str(), a.models_size(),
                   a.archs_size(), L(a.first_sweep_id()), L(a.last_sweep_id()), a.clean_sweeps());
     std::string models;
@@ -138,6 +150,15 @@ std::string AlertsUpdateText(const pb::AlertsUpdate& u) {
          AlertsText(r);
 }
 
+std::string MessageJson(const google::protobuf::Message& m, bool multiline) {
+  google::protobuf::util::JsonPrintOptions o;
+  o.add_whitespace = multiline;
+  o.always_print_primitive_fields = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
+}
+
 std::string Fit(const std::string& s, size_t width) {
   if (s.size() <= width) return s;
   if (width == 0) return "";
@@ -157,6 +178,25 @@ std::string SweepsText(const pb::ListSweepsResponse& r) {
   }
   return out + NextPage(r.next_page_token());
 }
+
+namespace {
+
+// A mode's device time and the ops it went to (`touchstone model ID`).
+std::string PerfText(const pb::Perf& p) {
+  std::string out = Format("           device %.4g us, mfu %.3g, %lld launches, %.4g GFLOP",
+                           p.device_us(), p.mfu(), L(p.launches()), p.flops() / 1e9);
+  if (p.fallback_us() > 0) out += Format(", host %.4g us", p.fallback_us());
+  if (std::isfinite(p.speedup())) out += Format(", speedup %.2fx", p.speedup());
+  if (std::isfinite(p.compression())) out += Format(", memory x%.2f", p.compression());
+  out += "\n";
+  for (const auto& t : p.top_ops()) {
+    out += Format("             %-40s %10.4g us %5.1f%%\n", Fit(t.op(), 40).c_str(), t.us(),
+                  100 * t.share());
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string ModelText(const pb::ModelHistory& h) {
   std::string out = Format("%s  (%s, %s, %s)\n", h.model_id().c_str(), h.task().c_str(),
@@ -190,6 +230,7 @@ std::string ModelText(const pb::ModelHistory& h) {
         out += "           worst gradient: " + Fit(m.grad_worst_param(), 72) + "\n";
       }
       for (const auto& sus : m.suspects()) out += "           suspect: " + SuspectText(sus) + "\n";
+      if (m.has_perf()) out += PerfText(m.perf());
     }
     std::string fallback;
     for (const auto& op : r.ops()) {
@@ -201,13 +242,20 @@ std::string ModelText(const pb::ModelHistory& h) {
 }
 
 namespace {
+nlohmann::json NumOrNull(double v) { return std::isfinite(v) ? nlohmann::json(v) : nullptr; }
+
 nlohmann::json LineJson(const pb::SummaryRow& r, const std::string& name) {
-  return {{"task", name},
-          {"models", r.models()},
-          {"eager_pct", r.eager_pct()},
-          {"opcov_pct", r.opcov_pct()},
-          {"compile_pct", r.compile_pct()},
-          {"train_pct", r.train_pct()}};
+  return {
+      {"task", name},
+      {"models", r.models()},
+      {"eager_pct", r.eager_pct()},
+      {"opcov_pct", r.opcov_pct()},
+      {"compile_pct", r.compile_pct()},
+      {"train_pct", r.train_pct()},
+      {"perf_models", r.perf_models()},
+      {"geomean_speedup", r.has_geomean_speedup() ? NumOrNull(r.geomean_speedup()) : nullptr},
+      {"median_mfu", r.has_median_mfu() ? NumOrNull(r.median_mfu()) : nullptr},
+      {"mean_compression", r.has_mean_compression() ? NumOrNull(r.mean_compression()) : nullptr}};
 }
 }  // namespace
 

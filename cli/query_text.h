@@ -32,6 +32,9 @@ std::string AlertsUpdateText(const touchstone::v1::AlertsUpdate& u);
 // (rows are whatever the summary is grouped by; statuses summed over modes, skipped left out).
 nlohmann::json SummaryJson(const touchstone::v1::Summary& s);
 
+// A protobuf answer as `--format json` prints it: JSON with every field, indented (or one line).
+std::string MessageJson(const google::protobuf::Message& m, bool multiline = true);
+
 // `s` cut to `width` characters, the last one "~" when cut.
 std::string Fit(const std::string& s, size_t width);
 

@@ -61,9 +61,25 @@ TEST(QueryTextTest, AlertsTextShowsCauseModelsClassesAndAck) {
   a->add_archs("GPT2LMHeadModel");
   a->set_ack_note("fix in 2.2");
   a->set_ack_by("oncall");
+  pb::Alert* across = r.add_alerts();  // a suspect op's alert spans the modes it broke
+  across->set_alert_id(13);
+  across->set_state("open");
+  across->set_severity("major");
+  across->set_cause_kind("suspect");
+  across->set_cause_text("aten::mm");
+  across->add_modes(pb::MODE_EAGER);
+  across->add_modes(pb::MODE_COMPILE);
   const std::string text = AlertsText(r);
-  EXPECT_NE(text.find("12     acknowledged critical eager   suspect aten::gelu"), std::string::npos)
+  EXPECT_NE(text.find("12     acknowledged critical eager         suspect aten::gelu"),
+            std::string::npos)
       << text;
+  EXPECT_NE(text.find("13     open         major    eager,compile suspect aten::mm"),
+            std::string::npos)
+      << text;
+  across->add_modes(pb::MODE_TRAIN);
+  EXPECT_NE(AlertsText(r).find("13     open         major    all           suspect aten::mm"),
+            std::string::npos)
+      << AlertsText(r);
   EXPECT_NE(text.find("models: org/m0, org/m1, org/m2, org/m3, org/m4, ... (2 more)\n"),
             std::string::npos)
       << text;

@@ -1,59 +1,28 @@
-// `touchstone schedule add|list|rm|enable|disable` (cli/submit.h).
-#include <google/protobuf/util/json_util.h>
+// `touchstone schedule add | list | rm | enable | disable` (commands.h): the schedulers' cron
+// schedules through the Scheduler's schedule RPCs (admin token).
 #include <grpcpp/grpcpp.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "cli/client.h"
-#include "cli/submit.h"
+#include "cli/commands.h"
+#include "cli/profile_file.h"
+#include "cli/query_text.h"
 #include "cli/usage.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
-#include "workers/simdevice/profile.h"
 
 namespace ts::cli {
 namespace {
 
 namespace pb = ::touchstone::v1;
 
-constexpr CommandText kSchedule = {
-    "touchstone", "touchstone schedule",
-    "usage: touchstone schedule add NAME --cron 'MIN HOUR DOM MON DOW' --profile FILE\n"
-    "                               [--sample N|all] [--baseline previous|none] [--seed N]\n"
-    "                               [--priority N] [--modes eager,compile,train]\n"
-    "                               [--task T]... [--family F]... [--arch A]... [--disabled]\n"
-    "                               [--no-audit-ops]\n"
-    "       touchstone schedule list\n"
-    "       touchstone schedule rm|enable|disable NAME\n"
-    "  every one takes: [--scheduler HOST:PORT] [--token-file FILE] [--tls-ca FILE]\n"
-    "                   [--format json|text]   (admin token; cron specs are UTC)\n"};
-
-int Rpc(const char* what, const grpc::Status& st) {
-  std::fprintf(stderr, "touchstone: %s: %s: %s\n", what,
-               absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code())).c_str(),
-               st.error_message().c_str());
-  switch (st.error_code()) {
-    case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::NOT_FOUND:
-    case grpc::StatusCode::ALREADY_EXISTS:
-    case grpc::StatusCode::FAILED_PRECONDITION:
-    case grpc::StatusCode::PERMISSION_DENIED:
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return 2;
-    default:
-      return 3;
-  }
-}
-
 void Print(const pb::ListSchedulesResponse& list, bool json) {
   if (json) {
-    google::protobuf::util::JsonPrintOptions o;
-    o.add_whitespace = true;
-    o.always_print_primitive_fields = true;
-    std::string out;
-    (void)google::protobuf::util::MessageToJsonString(list, &out, o);
-    std::printf("%s\n", out.c_str());
+    std::printf("%s\n", MessageJson(list).c_str());
     return;
   }
   std::printf("%-20s %-16s %-8s %-14s %-7s %-9s %-21s %s\n", "name", "cron", "enabled", "profile",
@@ -73,122 +42,155 @@ void Print(const pb::ListSchedulesResponse& list, bool json) {
   }
 }
 
-// `add NAME ...` into the request. Returns 0 or the exit code (printed).
-int ParseAdd(const std::vector<std::string>& a, pb::AddScheduleRequest* r) {
-  if (a.size() < 2 || a[1].rfind("--", 0) == 0) return Usage(kSchedule, "schedule add: NAME first");
-  r->set_name(a[1]);
-  pb::CreateSweepRequest* sw = r->mutable_sweep();
-  sw->set_sample(1000);
-  sw->set_audit_ops(true);
-  std::string profile;
-  for (size_t i = 2; i < a.size(); ++i) {
-    const std::string& f = a[i];
-    const bool has = i + 1 < a.size();
-    int64_t v = 0;
-    if (f == "--cron" && has) {
-      r->set_cron(a[++i]);
-    } else if (f == "--profile" && has) {
-      profile = a[++i];
-    } else if (f == "--sample" && has) {
-      const std::string s = a[++i];
-      if (s == "all") {
-        sw->set_sample(0);
-      } else if (!ParseNonNegative(s, &v) || v == 0) {
-        return Usage(kSchedule, "--sample: a positive number or 'all'");
-      } else {
-        sw->set_sample(v);
-      }
-    } else if (f == "--baseline" && has) {
-      r->set_baseline(a[++i]);
-    } else if (f == "--seed" && has) {
-      if (!ParseNonNegative(a[++i], &v)) return Usage(kSchedule, "--seed: not a number");
-      sw->set_seed(static_cast<uint64_t>(v));
-    } else if (f == "--priority" && has) {
-      if (!ParseNonNegative(a[++i], &v) || v > 1000000) {
-        return Usage(kSchedule, "--priority: 0..1000000");
-      }
-      sw->set_priority(static_cast<int32_t>(v));
-    } else if (f == "--modes" && has) {
-      std::stringstream ss(a[++i]);
-      for (std::string m; std::getline(ss, m, ',');) sw->add_modes(m);
-    } else if (f == "--task" && has) {
-      sw->mutable_filter()->add_tasks(a[++i]);
-    } else if (f == "--family" && has) {
-      sw->mutable_filter()->add_families(a[++i]);
-    } else if (f == "--arch" && has) {
-      sw->mutable_filter()->add_archs(a[++i]);
-    } else if (f == "--disabled") {
-      r->set_disabled(true);
-    } else if (f == "--no-audit-ops") {
-      sw->set_audit_ops(false);
-    } else {
-      return Usage(kSchedule, "schedule add: unknown argument '" + f + "'");
-    }
-  }
-  if (r->cron().empty()) return Usage(kSchedule, "schedule add: --cron SPEC is required");
-  if (profile.empty()) return Usage(kSchedule, "schedule add: --profile FILE is required");
-  std::ifstream in(profile);
-  if (!in) return Usage(kSchedule, "--profile: cannot read " + profile);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto p = simdevice::ParseProfile(ss.str());
-  if (!p.ok()) {
-    std::fprintf(stderr, "touchstone: profile %s: %s\n", profile.c_str(),
-                 std::string(p.status().message()).c_str());
-    return 2;
-  }
-  sw->mutable_profile()->set_name(p->name);
-  sw->mutable_profile()->set_body(ss.str());
+// Connects with the admin token and runs `call` on the Scheduler stub; prints what it filled.
+int WithScheduler(ClientFlags client,
+                  const std::function<grpc::Status(pb::Scheduler::Stub&, const Connection&,
+                                                   pb::ListSchedulesResponse*)>& call,
+                  const char* method) {
+  client.admin = true;
+  auto conn = Connect(client);
+  if (!conn.ok()) return Usage(std::string(conn.status().message()));
+  auto stub = pb::Scheduler::NewStub(conn->channel);
+  pb::ListSchedulesResponse shown;
+  grpc::Status st = call(*stub, *conn, &shown);
+  if (!st.ok()) return RpcFailed(method, st);
+  Print(shown, client.json());
   return 0;
+}
+
+struct AddFlags {
+  ClientFlags client;
+  pb::AddScheduleRequest req;
+  std::string profile;
+  int64_t sample = 1000;  // 0: all
+  uint64_t seed = 0;
+  int64_t priority = 0;
+  std::vector<std::string> modes, tasks, families, archs;
+  bool audit_ops = true;
+  bool disabled = false;
+};
+
+int Add(const AddFlags& f) {
+  pb::AddScheduleRequest req = f.req;
+  pb::CreateSweepRequest* sw = req.mutable_sweep();
+  sw->set_sample(f.sample);
+  sw->set_seed(f.seed);
+  sw->set_priority(static_cast<int32_t>(f.priority));
+  sw->set_audit_ops(f.audit_ops);
+  req.set_disabled(f.disabled);
+  for (const auto& m : f.modes) sw->add_modes(m);
+  for (const auto& t : f.tasks) sw->mutable_filter()->add_tasks(t);
+  for (const auto& x : f.families) sw->mutable_filter()->add_families(x);
+  for (const auto& x : f.archs) sw->mutable_filter()->add_archs(x);
+  ProfileFile profile;
+  if (int rc = ReadProfileFile(f.profile, &profile); rc != 0) return rc;
+  sw->mutable_profile()->set_name(profile.info.name);
+  sw->mutable_profile()->set_body(profile.text);
+  return WithScheduler(
+      f.client,
+      [&req](pb::Scheduler::Stub& stub, const Connection& conn, pb::ListSchedulesResponse* shown) {
+        return stub.AddSchedule(conn.Context(300).get(), req, shown->add_schedules());
+      },
+      "AddSchedule");
+}
+
+struct NameFlags {
+  ClientFlags client;
+  std::string name;
+};
+
+int Remove(const NameFlags& f) {
+  ClientFlags client = f.client;
+  client.admin = true;
+  auto conn = Connect(client);
+  if (!conn.ok()) return Usage(std::string(conn.status().message()));
+  pb::RemoveScheduleRequest req;
+  req.set_name(f.name);
+  pb::RemoveScheduleResponse resp;
+  grpc::Status st =
+      pb::Scheduler::NewStub(conn->channel)->RemoveSchedule(conn->Context().get(), req, &resp);
+  if (!st.ok()) return RpcFailed("RemoveSchedule", st);
+  std::printf("removed schedule %s\n", f.name.c_str());
+  return 0;
+}
+
+int SetEnabled(const NameFlags& f, bool enabled) {
+  pb::SetScheduleEnabledRequest req;
+  req.set_name(f.name);
+  req.set_enabled(enabled);
+  return WithScheduler(
+      f.client,
+      [&req](pb::Scheduler::Stub& stub, const Connection& conn, pb::ListSchedulesResponse* shown) {
+        return stub.SetScheduleEnabled(conn.Context().get(), req, shown->add_schedules());
+      },
+      "SetScheduleEnabled");
+}
+
+void AddAddCommand(flags::Command& schedule) {
+  auto f = std::make_shared<AddFlags>();
+  flags::Command& c = schedule.Add(
+      "add",
+      "a schedule: each due time starts one sweep of the stored catalog (or records a skip "
+      "while its previous sweep runs)",
+      [f] { return Add(*f); });
+  c.Positional("NAME", f->req.mutable_name(), "unique: [A-Za-z0-9._-]{1,64}").Required();
+  c.Option("--cron", f->req.mutable_cron(), "'M H DOM MON DOW'", "when, in UTC ('0 2 * * *')")
+      .Required();
+  c.Option("--profile", &f->profile, "FILE", "the device profile").Required().File();
+  c.Option("--sample", &f->sample, "N|all", "models, stratified (all: the whole catalog)")
+      .Check(CountOrAll);
+  c.Option("--baseline", f->req.mutable_baseline(), "previous|none",
+           "previous: the newest done sweep of this schedule")
+      .Choices({"previous", "none"})
+      .Default("previous");
+  c.Option("--seed", &f->seed, "N", "the sample's and the models' seed");
+  c.Option("--priority", &f->priority, "N", "higher is leased first").Range(0, 1000000);
+  c.Option("--modes", &f->modes, "MODES", "eager,compile,train (default: every mode)")
+      .Split(',')
+      .Choices(ModeNames());
+  c.Option("--task", &f->tasks, "T", "only this task");
+  c.Option("--family", &f->families, "F", "only this family");
+  c.Option("--arch", &f->archs, "A", "only this class");
+  c.Flag("--disabled", &f->disabled, "add it disabled");
+  c.Flag("--no-audit-ops", &f->audit_ops, "no op-by-op replay of passing modes", false);
+  AddClientFlags(c, &f->client);
 }
 
 }  // namespace
 
-int ScheduleCommand(const std::vector<std::string>& args) {
-  std::vector<std::string> a = args;
-  auto flags = TakeClientFlags(&a);
-  if (!flags.ok()) return Usage(kSchedule, std::string(flags.status().message()));
-  flags->admin = true;
-  if (a.empty()) return Usage(kSchedule, "schedule: expected add, list, rm, enable or disable");
-  const std::string verb = a[0];
-  pb::AddScheduleRequest add;
-  if (verb == "add") {
-    if (int rc = ParseAdd(a, &add); rc != 0) return rc;
-  } else if (verb == "list") {
-    if (a.size() != 1) return Usage(kSchedule, "schedule list: takes no argument");
-  } else if (verb == "rm" || verb == "enable" || verb == "disable") {
-    if (a.size() != 2) return Usage(kSchedule, "schedule " + verb + ": expected one NAME");
-  } else {
-    return Usage(kSchedule, "schedule: unknown verb '" + verb + "'");
+void AddScheduleCommands(flags::Command& root) {
+  flags::Command& schedule =
+      root.Group("schedule", "the schedulers' cron schedules (UTC): nightly sweeps (admin token)");
+  schedule.Notes("exit: 0 done, 2 usage or refused (the message names the field), 3 no answer");
+  AddAddCommand(schedule);
+
+  auto list = std::make_shared<ClientFlags>();
+  flags::Command& l =
+      schedule.Add("list", "the schedules, their next due time and last run", [list] {
+        return WithScheduler(
+            *list,
+            [](pb::Scheduler::Stub& stub, const Connection& conn,
+               pb::ListSchedulesResponse* shown) {
+              return stub.ListSchedules(conn.Context().get(), pb::ListSchedulesRequest(), shown);
+            },
+            "ListSchedules");
+      });
+  AddClientFlags(l, list.get());
+
+  auto rm = std::make_shared<NameFlags>();
+  flags::Command& r = schedule.Add("rm", "remove a schedule", [rm] { return Remove(*rm); });
+  r.Positional("NAME", &rm->name, "the schedule").Required();
+  AddClientFlags(r, &rm->client);
+
+  for (const bool enabled : {true, false}) {
+    auto f = std::make_shared<NameFlags>();
+    flags::Command& c = schedule.Add(
+        enabled ? "enable" : "disable",
+        enabled ? "start a schedule's sweeps again" : "stop a schedule's sweeps (kept)",
+        [f, enabled] { return SetEnabled(*f, enabled); });
+    c.Positional("NAME", &f->name, "the schedule").Required();
+    AddClientFlags(c, &f->client);
   }
-  auto conn = Connect(*flags);
-  if (!conn.ok()) return Usage(kSchedule, std::string(conn.status().message()));
-  auto stub = pb::Scheduler::NewStub(conn->channel);
-  pb::ListSchedulesResponse shown;
-  grpc::Status st;
-  if (verb == "add") {
-    st = stub->AddSchedule(conn->Context(300).get(), add, shown.add_schedules());
-    if (!st.ok()) return Rpc("AddSchedule", st);
-  } else if (verb == "list") {
-    st = stub->ListSchedules(conn->Context().get(), pb::ListSchedulesRequest(), &shown);
-    if (!st.ok()) return Rpc("ListSchedules", st);
-  } else if (verb == "rm") {
-    pb::RemoveScheduleRequest req;
-    req.set_name(a[1]);
-    pb::RemoveScheduleResponse resp;
-    st = stub->RemoveSchedule(conn->Context().get(), req, &resp);
-    if (!st.ok()) return Rpc("RemoveSchedule", st);
-    std::printf("removed schedule %s\n", a[1].c_str());
-    return 0;
-  } else {
-    pb::SetScheduleEnabledRequest req;
-    req.set_name(a[1]);
-    req.set_enabled(verb == "enable");
-    st = stub->SetScheduleEnabled(conn->Context().get(), req, shown.add_schedules());
-    if (!st.ok()) return Rpc("SetScheduleEnabled", st);
-  }
-  Print(shown, flags->json);
-  return 0;
 }
 
 }  // namespace ts::cli

@@ -1,5 +1,9 @@
-#include "cli/sweep.h"
-
+// `touchstone sweep` (commands.h): the one-command distributed sweep. Parses the flags, starts a
+// services/cluster LocalCluster (a private PostgreSQL under the state folder unless --db, the
+// scheduler and W workers as child processes of this one), loads the sampled catalog rows and
+// creates the sweep through a SweepDriver, which shows progress; prints the per-task table (the
+// shape run-catalog prints) and stops everything it started (after serving, with --serve).
+// Ctrl-C (SIGINT/SIGTERM) cancels the sweep and stops the services in order.
 #include <signal.h>
 
 #include <algorithm>
@@ -8,10 +12,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
+#include "cli/commands.h"
+#include "cli/profile_file.h"
 #include "cli/query_text.h"
 #include "cli/serve.h"
 #include "cli/sweep_catalog.h"
@@ -19,7 +26,6 @@
 #include "services/cluster/local_cluster.h"
 #include "services/cluster/sweep_driver.h"
 #include "services/query/text_tables.h"
-#include "workers/simdevice/profile.h"
 
 namespace ts::cli {
 namespace {
@@ -27,15 +33,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace pb = ::touchstone::v1;
 using Clock = std::chrono::steady_clock;
-
-constexpr CommandText kSweep = {
-    "touchstone", "touchstone sweep",
-    "usage: touchstone sweep [--sample N|all] [--profile FILE] [--workers W] [--db URL]\n"
-    "                        [--baseline SWEEP] [--json FILE] [--serve] [--catalog FILE]\n"
-    "                        [--seed N] [--modes eager,compile,train] [--state-dir DIR]\n"
-    "                        [--lease-ttl S] [--model-timeout S] [--no-audit-ops]\n"
-    "                        [--fast-unsafe]  (the embedded PostgreSQL without fsync: faster,\n"
-    "                        but an OS crash or power loss can corrupt its results)\n"};
 
 // Set by SIGINT/SIGTERM: the sweep is cancelled and the services stopped in order.
 std::atomic<bool> interrupted{false};
@@ -60,96 +57,6 @@ struct SweepFlags {
   bool fast_unsafe = false;  // the embedded PostgreSQL without fsync
 };
 
-// Returns 0, or the exit code of a usage error (already printed).
-int ParseSweepFlags(const std::vector<std::string>& args, SweepFlags* o) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool has = i + 1 < args.size();
-    int64_t v = 0;
-    if (a == "--sample" && has) {
-      const std::string s = args[++i];
-      if (s == "all") {
-        o->sample = 0;
-      } else if (!ParseNonNegative(s, &o->sample) || o->sample == 0) {
-        return Usage(kSweep, "--sample: a positive number or 'all'");
-      }
-    } else if (a == "--profile" && has) {
-      o->profile = args[++i];
-    } else if (a == "--workers" && has) {
-      if (!ParseNonNegative(args[++i], &v) || v < 1 || v > 256) {
-        return Usage(kSweep, "--workers: 1..256");
-      }
-      o->workers = static_cast<int>(v);
-    } else if (a == "--db" && has) {
-      o->db = args[++i];
-    } else if (a == "--baseline" && has) {
-      if (!ParseNonNegative(args[++i], &o->baseline) || o->baseline == 0) {
-        return Usage(kSweep, "--baseline: a sweep id");
-      }
-    } else if (a == "--json" && has) {
-      o->json_out = args[++i];
-    } else if (a == "--serve") {
-      o->serve = true;
-    } else if (a == "--audit-ops") {
-      o->audit_ops = true;
-    } else if (a == "--fast-unsafe") {
-      o->fast_unsafe = true;
-    } else if (a == "--no-audit-ops") {
-      o->audit_ops = false;
-    } else if (a == "--catalog" && has) {
-      o->catalog = args[++i];
-    } else if (a == "--seed" && has) {
-      if (!ParseNonNegative(args[++i], &v)) return Usage(kSweep, "--seed: not a number");
-      o->seed = static_cast<uint64_t>(v);
-    } else if (a == "--modes" && has) {
-      std::stringstream ss(args[++i]);
-      std::string m;
-      while (std::getline(ss, m, ',')) {
-        if (m != "eager" && m != "compile" && m != "train") {
-          return Usage(kSweep, "--modes: unknown mode '" + m + "'");
-        }
-        o->modes.push_back(m);
-      }
-    } else if (a == "--state-dir" && has) {
-      o->state_dir = args[++i];
-    } else if (a == "--lease-ttl" && has) {
-      o->lease_ttl_s = std::atof(args[++i].c_str());
-      if (!(o->lease_ttl_s > 0)) return Usage(kSweep, "--lease-ttl: seconds > 0");
-    } else if (a == "--model-timeout" && has) {
-      o->model_timeout_s = std::atof(args[++i].c_str());
-      if (!(o->model_timeout_s > 0)) return Usage(kSweep, "--model-timeout: seconds > 0");
-    } else {
-      return Usage(kSweep, "sweep: unknown argument '" + a + "'");
-    }
-  }
-  if (o->workers == 0) o->workers = std::max(1u, std::thread::hardware_concurrency());
-  return 0;
-}
-
-struct Profile {
-  std::string text;
-  std::string name;
-};
-
-// The profile is checked here, field by field, before anything starts. Returns 0 or the exit
-// code of the error (already printed).
-int LoadProfile(const std::string& path, Profile* out) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return Usage(kSweep, "--profile: cannot read " + path);
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  out->text = ss.str();
-  auto profile = simdevice::ParseProfile(out->text);
-  if (!profile.ok()) {
-    std::fprintf(stderr, "touchstone: profile %s: %s\n", path.c_str(),
-                 profile.status().message().c_str());
-    return 2;
-  }
-  out->name = profile->name;
-  return 0;
-}
-
 // What the sweep printed its table from.
 struct SweepOutcome {
   int64_t sweep_id = 0;
@@ -159,19 +66,19 @@ struct SweepOutcome {
 
 // Loads the sampled catalog rows and creates the sweep. Returns 0 or the exit code of the error
 // (already printed).
-int CreateSweep(const SweepFlags& o, const Profile& profile, const std::string& state,
+int CreateSweep(const SweepFlags& o, const ProfileFile& profile, const std::string& state,
                 const std::string& data_dir, cluster::SweepDriver* driver,
                 pb::CreateSweepResponse* created) {
   auto path = SweepCatalogPath(o.catalog, state, data_dir);
-  if (!path.ok()) return Fail(kSweep, std::string(path.status().message()));
+  if (!path.ok()) return Fail(std::string(path.status().message()));
   auto sample = SampleCatalog(*path, o.sample, o.seed);
-  if (!sample.ok()) return Usage(kSweep, "--catalog: " + std::string(sample.status().message()));
+  if (!sample.ok()) return Usage("--catalog: " + std::string(sample.status().message()));
   pb::CreateSweepRequest create;
   if (absl::Status st = UploadRows(*path, sample->lines, driver, &create); !st.ok()) {
-    return Fail(kSweep, "loading the catalog: " + std::string(st.message()));
+    return Fail("loading the catalog: " + std::string(st.message()));
   }
   create.set_name(o.sample > 0 ? "sample-" + std::to_string(o.sample) : "full");
-  create.mutable_profile()->set_name(profile.name);
+  create.mutable_profile()->set_name(profile.info.name);
   create.mutable_profile()->set_body(profile.text);
   create.set_seed(o.seed);
   for (const auto& m : o.modes) create.add_modes(m);
@@ -181,16 +88,15 @@ int CreateSweep(const SweepFlags& o, const Profile& profile, const std::string& 
   auto c = driver->CreateSweep(create);
   if (!c.ok()) {
     if (c.status().code() == absl::StatusCode::kInvalidArgument) {
-      std::fprintf(stderr, "touchstone: %s\n", std::string(c.status().message()).c_str());
-      return 2;
+      return Error(2, std::string(c.status().message()));
     }
-    return Fail(kSweep, "CreateSweep: " + std::string(c.status().message()));
+    return Fail("CreateSweep: " + std::string(c.status().message()));
   }
   *created = *c;
   std::fprintf(
       stderr, "touchstone sweep: sweep %lld: %lld models in %lld shards, %d workers, profile %s\n",
       static_cast<long long>(created->sweep_id()), static_cast<long long>(created->models()),
-      static_cast<long long>(created->shards()), o.workers, profile.name.c_str());
+      static_cast<long long>(created->shards()), o.workers, profile.info.name.c_str());
   return 0;
 }
 
@@ -255,7 +161,7 @@ int FollowAndSummarize(cluster::LocalCluster* cluster, cluster::SweepDriver* dri
   fo.between_polls = [cluster] { return cluster->Supervise(); };
   fo.why_stalled = [cluster] { return cluster->Diagnose(); };
   auto followed = driver->Follow(s->sweep_id, fo);
-  if (!followed.ok()) return Fail(kSweep, std::string(followed.status().message()));
+  if (!followed.ok()) return Fail(std::string(followed.status().message()));
   s->followed = *followed;
   if (followed->interrupted) {
     // The sweep was cancelled first, so that no worker (here or elsewhere) picks up its
@@ -272,7 +178,7 @@ int FollowAndSummarize(cluster::LocalCluster* cluster, cluster::SweepDriver* dri
   }
   // The table is the Query service's answer, the one `touchstone summary` prints.
   auto table = driver->Table(s->sweep_id);
-  if (!table.ok()) return Fail(kSweep, "GetSummary: " + std::string(table.status().message()));
+  if (!table.ok()) return Fail("GetSummary: " + std::string(table.status().message()));
   s->table = *table;
   return 0;
 }
@@ -280,7 +186,7 @@ int FollowAndSummarize(cluster::LocalCluster* cluster, cluster::SweepDriver* dri
 // The sweep once its flags and profile are good: cluster up, sweep created, followed, printed.
 // On every path the cluster is stopped in order (workers, scheduler, database) when it goes out
 // of scope, after any message was printed.
-int RunSweep(const SweepFlags& o, const Profile& profile, const std::string& data_dir,
+int RunSweep(const SweepFlags& o, const ProfileFile& profile, const std::string& data_dir,
              Clock::time_point t_start) {
   cluster::LocalClusterOptions co;
   co.state_dir = o.state_dir;
@@ -290,39 +196,36 @@ int RunSweep(const SweepFlags& o, const Profile& profile, const std::string& dat
   co.fast_unsafe = o.fast_unsafe;
   co.interrupted = &interrupted;
   auto cluster = cluster::LocalCluster::Start(co);
-  if (!cluster.ok()) return Fail(kSweep, std::string(cluster.status().message()));
+  if (!cluster.ok()) return Fail(std::string(cluster.status().message()));
   auto driver = cluster::SweepDriver::Connect({(*cluster)->target(), (*cluster)->token()});
-  if (!driver.ok()) return Fail(kSweep, std::string(driver.status().message()));
+  if (!driver.ok()) return Fail(std::string(driver.status().message()));
   pb::CreateSweepResponse created;
   if (int rc = CreateSweep(o, profile, (*cluster)->state_dir(), data_dir, driver->get(), &created);
       rc != 0) {
     return rc;
   }
   if (absl::Status st = (*cluster)->StartWorkers(); !st.ok()) {
-    return Fail(kSweep, std::string(st.message()));
+    return Fail(std::string(st.message()));
   }
   SweepOutcome s;
   s.sweep_id = created.sweep_id();
   if (int rc = FollowAndSummarize(cluster->get(), driver->get(), &s); rc != 0) return rc;
   PrintTable(o, s);
   if (!o.json_out.empty()) {
-    WriteJson(o, s, profile.name, (*cluster)->scheduler_restarts(), t_start);
+    WriteJson(o, s, profile.info.name, (*cluster)->scheduler_restarts(), t_start);
   }
   if (o.serve) Serve(cluster->get());
   return 0;
 }
 
-}  // namespace
-
-int SweepCommand(const std::vector<std::string>& args, const std::string& data_dir) {
-  SweepFlags o;
-  o.profile = std::string(TS_PROFILES_DIR) + "/sim-2.0.json";
-  if (int rc = ParseSweepFlags(args, &o); rc != 0) return rc;
-  Profile profile;
-  if (int rc = LoadProfile(o.profile, &profile); rc != 0) return rc;
+int Sweep(const SweepFlags& flags) {
+  SweepFlags o = flags;
+  if (o.workers == 0) o.workers = std::max(1u, std::thread::hardware_concurrency());
+  ProfileFile profile;
+  if (int rc = ReadProfileFile(o.profile, &profile); rc != 0) return rc;
   std::error_code ec;
   fs::create_directories(o.state_dir + "/logs", ec);
-  if (ec) return Usage(kSweep, "--state-dir: " + ec.message());
+  if (ec) return Usage("--state-dir: " + ec.message());
   const auto t_start = Clock::now();
 
   // Ctrl-C stops the sweep cleanly (services are stopped; results stay in the database).
@@ -330,7 +233,49 @@ int SweepCommand(const std::vector<std::string>& args, const std::string& data_d
   sa.sa_handler = [](int) { interrupted = true; };
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  return RunSweep(o, profile, data_dir, t_start);
+  return RunSweep(o, profile, DefaultDataDir(), t_start);
+}
+
+}  // namespace
+
+void AddSweepCommand(flags::Command& root) {
+  auto f = std::make_shared<SweepFlags>();
+  f->profile = std::string(TS_PROFILES_DIR) + "/sim-2.0.json";
+  flags::Command& c = root.Add(
+      "sweep",
+      "the distributed sweep: embedded PostgreSQL, touchstone-scheduler and W touchstone-worker "
+      "processes; the same sample and table as run-catalog",
+      [f] { return Sweep(*f); });
+  c.Option("--sample", &f->sample, "N|all", "models, stratified (all: the whole catalog)")
+      .Check(CountOrAll);
+  c.Option("--profile", &f->profile, "FILE", "the device profile").File();
+  c.Option("--workers", &f->workers, "W", "worker processes (0: one per core)").Range(0, 256);
+  c.Option("--db", &f->db, "URL", "an existing PostgreSQL instead of the embedded one");
+  c.Option("--baseline", &f->baseline, "SWEEP", "compare with this sweep (new failures)")
+      .Min(1)
+      .Default("");
+  c.Option("--json", &f->json_out, "FILE", "also write the table and counts as JSON").File();
+  c.Flag("--serve", &f->serve, "then keep the scheduler up for the query commands (Ctrl-C)");
+  c.Option("--catalog", &f->catalog, "FILE",
+           "the catalog (default: the 104,909-model one, generated once under --state-dir)")
+      .File();
+  c.Option("--seed", &f->seed, "N", "the sample's and the models' seed");
+  c.Option("--modes", &f->modes, "MODES", "eager,compile,train (default: every mode)")
+      .Split(',')
+      .Choices(ModeNames());
+  c.Option("--state-dir", &f->state_dir, "DIR", "the embedded database, logs, the catalog").Dir();
+  c.Option("--lease-ttl", &f->lease_ttl_s, "S", "the scheduler's lease time").Positive();
+  c.Option("--model-timeout", &f->model_timeout_s, "S", "one model's time limit").Positive();
+  c.Flag("--audit-ops", &f->audit_ops, "replay passing modes op by op too (the default)");
+  c.Flag("--no-audit-ops", &f->audit_ops, "no op-by-op replay of passing modes (-19% per model)",
+         false);
+  c.Flag("--fast-unsafe", &f->fast_unsafe,
+         "the embedded PostgreSQL without fsync: faster, but an OS crash or power loss can "
+         "corrupt its results");
+  c.Notes(
+      "JSON (--json): the table, sweep_id, models_expected, models_recorded, duplicates, ...\n"
+      "exit: 0 done, 2 usage or bad input (the flag or profile field named), 1 infrastructure\n"
+      "failure or interrupted");
 }
 
 }  // namespace ts::cli

@@ -1,6 +1,7 @@
 #include "cli/sweep_catalog.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,20 @@ namespace ts::cli {
 
 namespace fs = std::filesystem;
 namespace pb = ::touchstone::v1;
+
+std::string DefaultDataDir() {
+  const char* env = std::getenv("TS_DATA_DIR");
+  if (env && *env) return env;
+  // The binary lives in <repo>/build/bin; the reference data sits beside the repo.
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  for (auto dir = exe.parent_path(); !ec && !dir.empty() && dir != dir.root_path();
+       dir = dir.parent_path()) {
+    if (fs::exists(dir / ".." / "shared" / "data"))
+      return (dir / ".." / "shared" / "data").string();
+  }
+  return "../shared/data";
+}
 
 absl::StatusOr<std::string> SweepCatalogPath(const std::string& catalog,
                                              const std::string& state_dir,

@@ -19,6 +19,10 @@
 
 namespace ts::cli {
 
+// The reference data (HF configs, task tables): $TS_DATA_DIR, else the first `shared/data` beside
+// a folder above the binary (the repo's ../shared/data), else "../shared/data".
+std::string DefaultDataDir();
+
 // `catalog` when given; else the 104,909-model catalog, generated once (with a notice on stderr)
 // from the reference data under data_dir into <state_dir>/catalog-seed0.jsonl. Errors: the
 // generator's, as INTERNAL "catalog: ...".

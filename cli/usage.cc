@@ -3,16 +3,49 @@
 #include <cstdio>
 #include <cstdlib>
 
-namespace ts::cli {
+#include "proto/names.h"
+#include "services/common/flags.h"
 
-int Usage(const CommandText& c, const std::string& why) {
-  std::fprintf(stderr, "%s: %s\n%s", c.usage_prefix, why.c_str(), c.usage);
+namespace ts::cli {
+namespace {
+
+const flags::Program* bound = nullptr;
+
+}  // namespace
+
+void BindProgram(const flags::Program* program) { bound = program; }
+
+int Usage(const std::string& why) {
+  if (bound && bound->running()) return bound->running()->UsageError(why);
+  std::fprintf(stderr, "touchstone: %s\n", why.c_str());
   return 2;
 }
 
-int Fail(const CommandText& c, const std::string& why) {
-  std::fprintf(stderr, "%s: %s\n", c.fail_prefix, why.c_str());
-  return 1;
+int Fail(const std::string& why) { return Error(1, why); }
+
+int Error(int exit_code, const std::string& why) {
+  if (bound && bound->running()) {
+    bound->running()->Failure(why);
+  } else {
+    std::fprintf(stderr, "touchstone: %s\n", why.c_str());
+  }
+  return exit_code;
+}
+
+std::vector<std::string> ModeNames() {
+  std::vector<std::string> names;
+  for (auto m : proto::AllModes()) names.push_back(proto::ModeName(m));
+  return names;
+}
+
+std::string CountOrAll(std::string& value) {
+  int64_t n = 0;
+  if (value == "all") {
+    value = "0";
+    return "";
+  }
+  if (ParseNonNegative(value, &n) && n > 0) return "";
+  return "expected a count >= 1 or 'all', got '" + value + "'";
 }
 
 bool ParseNonNegative(const std::string& s, int64_t* out) {

@@ -1,14 +1,15 @@
-// `touchstone zoo` (zoo_command.h): the registry, and export of a class's tiny model as files
-// (workers/zoo/export.h).
-#include "cli/zoo_command.h"
+// `touchstone zoo list | supports | export` (commands.h): the registry, and export of a class's
+// tiny model as files (workers/zoo/export.h).
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/commands.h"
 #include "cli/usage.h"
 #include "workers/zoo/config.h"
 #include "workers/zoo/export.h"
@@ -16,15 +17,6 @@
 
 namespace ts::cli {
 namespace {
-
-constexpr const char* kZooUsage =
-    "usage: touchstone zoo list [--format json|text]\n"
-    "       touchstone zoo supports CONFIG   (exit 0 iff its architecture is built by the zoo)\n"
-    "       touchstone zoo export --arch CLASS [--config FILE] [--seed N] --out DIR\n"
-    "           (config.json, model.safetensors, inputs.safetensors, outputs.safetensors of the\n"
-    "            class's tiny model; --config defaults to the class's example config)\n";
-
-constexpr CommandText kZoo = {"touchstone zoo", "touchstone zoo", kZooUsage};
 
 bool ReadText(const std::string& path, std::string* out) {
   std::error_code ec;
@@ -39,7 +31,7 @@ bool ReadText(const std::string& path, std::string* out) {
 
 int Supports(const std::string& file) {
   std::string text;
-  if (!ReadText(file, &text)) return Usage(kZoo, "cannot read config " + file);
+  if (!ReadText(file, &text)) return Usage("cannot read config " + file);
   auto config = nlohmann::json::parse(text, nullptr, false);
   const std::string arch = zoo::ArchOf(config);  // "" for a discarded parse
   if (arch.empty()) return 1;
@@ -49,16 +41,7 @@ int Supports(const std::string& file) {
   return 1;
 }
 
-int List(const std::vector<std::string>& args) {
-  std::string format = "text";
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--format" && i + 1 < args.size()) {
-      format = args[++i];
-      if (format != "json" && format != "text") return Usage(kZoo, "--format must be json or text");
-    } else {
-      return Usage(kZoo, "list: unknown argument '" + args[i] + "'");
-    }
-  }
+int List(const std::string& format) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& a : zoo::SupportedArchitectures()) {
     if (format == "json") {
@@ -71,51 +54,59 @@ int List(const std::vector<std::string>& args) {
   return 0;
 }
 
-int Export(const std::vector<std::string>& args) {
+struct ExportFlags {
   std::string arch, config_file, out;
-  int64_t seed = 0;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const bool has = i + 1 < args.size();
-    if (args[i] == "--arch" && has) {
-      arch = args[++i];
-    } else if (args[i] == "--config" && has) {
-      config_file = args[++i];
-    } else if (args[i] == "--out" && has) {
-      out = args[++i];
-    } else if (args[i] == "--seed" && has) {
-      if (!ParseNonNegative(args[++i], &seed)) return Usage(kZoo, "--seed: expected N >= 0");
-    } else {
-      return Usage(kZoo, "export: unknown argument '" + args[i] + "'");
-    }
-  }
-  if (out.empty()) return Usage(kZoo, "export: --out DIR is required");
+  uint64_t seed = 0;
+};
+
+int Export(const ExportFlags& f) {
   nlohmann::json config;
-  if (!config_file.empty()) {
+  if (!f.config_file.empty()) {
     std::string text;
-    if (!ReadText(config_file, &text)) return Usage(kZoo, "cannot read config " + config_file);
+    if (!ReadText(f.config_file, &text)) return Usage("cannot read config " + f.config_file);
     config = nlohmann::json::parse(text, nullptr, false);
-    if (config.is_discarded()) return Fail(kZoo, config_file + ": not JSON");
+    if (config.is_discarded()) return Fail(f.config_file + ": not JSON");
   } else {
-    if (arch.empty()) return Usage(kZoo, "export: --arch or --config is required");
-    auto example = zoo::ExampleConfig(arch);
-    if (!example.ok()) return Fail(kZoo, example.status().message());
+    if (f.arch.empty()) return Usage("--arch or --config is required");
+    auto example = zoo::ExampleConfig(f.arch);
+    if (!example.ok()) return Fail(example.status().message());
     config = *example;
   }
   zoo::ExportOptions o;
-  o.arch = arch;
-  o.seed = static_cast<uint64_t>(seed);
-  const Status s = zoo::ExportModel(config, o, out);
-  if (!s.ok()) return Fail(kZoo, "export: " + s.message());
+  o.arch = f.arch;
+  o.seed = f.seed;
+  const Status s = zoo::ExportModel(config, o, f.out);
+  if (!s.ok()) return Fail(s.message());
   return 0;
 }
 
 }  // namespace
 
-int ZooCommand(const std::vector<std::string>& args) {
-  if (args.size() == 2 && args[0] == "supports") return Supports(args[1]);
-  if (!args.empty() && args[0] == "list") return List(args);
-  if (!args.empty() && args[0] == "export") return Export(args);
-  return Usage(kZoo, "expected 'list', 'supports FILE' or 'export ...'");
+void AddZooCommands(flags::Command& root) {
+  flags::Command& zoo = root.Group("zoo", "the architecture classes the zoo builds");
+  auto format = std::make_shared<std::string>("text");
+  flags::Command& list =
+      zoo.Add("list", "the classes, with task and family", [format] { return List(*format); });
+  list.Option("--format", format.get(), "json|text", "tab-separated lines, or a JSON array")
+      .Choices({"json", "text"});
+
+  auto config = std::make_shared<std::string>();
+  zoo.Add("supports", "exit 0 iff the config's architectures[0] is built by the zoo (else 1)",
+          [config] { return Supports(*config); })
+      .Positional("CONFIG", config.get(), "a Hugging Face config.json")
+      .Required()
+      .File();
+
+  auto f = std::make_shared<ExportFlags>();
+  flags::Command& e =
+      zoo.Add("export",
+              "the class's tiny model as config.json, model.safetensors, inputs.safetensors and "
+              "outputs.safetensors (workers/zoo/README.md, \"Checkpoints\")",
+              [f] { return Export(*f); });
+  e.Option("--arch", &f->arch, "CLASS", "the class");
+  e.Option("--config", &f->config_file, "FILE", "the config (default: the class's example)").File();
+  e.Option("--seed", &f->seed, "N", "the weights' and inputs' seed");
+  e.Option("--out", &f->out, "DIR", "the folder to write").Required().Dir();
 }
 
 }  // namespace ts::cli

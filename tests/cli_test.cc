@@ -16,6 +16,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -466,6 +467,144 @@ TEST_F(CliTest, SummarizeOfTwoRunsPrintsBothArchsAndPassRates) {
   EXPECT_NE(totals.find("Compile 50.0%"), std::string::npos) << totals;
   EXPECT_NE(totals.find("Train 50.0%"), std::string::npos) << totals;
   EXPECT_EQ(r.out.find("unreadable"), std::string::npos) << r.out;
+}
+
+// ---- the command line itself (issue 34): help, bad flags, version, completion.
+
+// Every command path, nested ones included ("db prune"), as `touchstone help --list --all`
+// prints them.
+std::vector<std::vector<std::string>> CommandPaths(bool all) {
+  ProcessResult r = Touchstone(all ? std::vector<std::string>{"help", "--list", "--all"}
+                                   : std::vector<std::string>{"help", "--list"});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  std::vector<std::vector<std::string>> paths;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> words;
+    std::istringstream ws(line);
+    for (std::string w; ws >> w;) words.push_back(w);
+    if (!words.empty()) paths.push_back(words);
+  }
+  return paths;
+}
+
+std::string Joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+TEST(CommandLineTest, HelpListNamesEveryCommandOnceALine) {
+  const auto top = CommandPaths(false);
+  std::set<std::string> names;
+  for (const auto& p : top) {
+    ASSERT_EQ(p.size(), 1u) << Joined(p) << ": one word a line, for `for c in $(...)`";
+    EXPECT_TRUE(names.insert(p[0]).second) << p[0] << " listed twice";
+  }
+  for (const char* c : {"run-model", "zoo",    "summarize", "catalog",   "run-catalog", "sweep",
+                        "db",        "serve",  "submit",    "schedule",  "sweeps",      "summary",
+                        "model",     "ops",    "breaks",    "suspects",  "compare",     "gate",
+                        "alerts",    "detect", "help",      "completion"}) {
+    EXPECT_TRUE(names.count(c)) << c << " missing from `touchstone help --list`";
+  }
+  std::set<std::string> nested;
+  for (const auto& p : CommandPaths(true)) nested.insert(Joined(p));
+  for (const char* c :
+       {"db migrate", "db prune", "db workers", "schedule add", "schedule list", "schedule rm",
+        "schedule enable", "schedule disable", "zoo list", "zoo supports", "zoo export",
+        "catalog generate", "catalog import", "alerts ack", "alerts watch", "alerts quarantine"}) {
+    EXPECT_TRUE(nested.count(c)) << c << " missing from `touchstone help --list --all`";
+  }
+}
+
+// `for c in $(touchstone help --list); do touchstone $c --help; done`: each exits 0 and prints
+// its own usage, on stdout. (Every nested command, -h and `help CMD` too: cli/commands_test.cc,
+// in process; the binary's start is a second or more.)
+TEST(CommandLineTest, EveryCommandAnswersHelpWithItsOwnUsage) {
+  std::vector<std::vector<std::string>> paths = CommandPaths(false);
+  paths.push_back({"db", "prune"});
+  paths.push_back({"alerts", "ack"});
+  for (const auto& path : paths) {
+    std::vector<std::string> args = path;
+    args.push_back("--help");
+    ProcessResult r = Touchstone(args);
+    EXPECT_EQ(r.exit_code, 0) << Joined(args) << "\n" << Describe(r);
+    EXPECT_EQ(r.out.rfind("usage: touchstone " + Joined(path), 0), 0u)
+        << Joined(args) << " printed another usage:\n"
+        << r.out.substr(0, 300);
+    EXPECT_EQ(r.err, "") << Joined(args);
+  }
+  ProcessResult top = Touchstone({"--help"});
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_EQ(top.out.rfind("usage: touchstone COMMAND", 0), 0u) << top.out;
+}
+
+TEST(CommandLineTest, BadFlagsExitTwoNamingThem) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"sweep", "--no-such-flag"}, "touchstone sweep: unknown argument '--no-such-flag'"},
+      {{"schedule", "add", "n", "--bogus"}, "touchstone schedule add: unknown argument '--bogus'"},
+      {{"db", "prune", "--older-than", "soon"}, "--older-than: expected a number, got 'soon'"},
+      {{"summary", "abc"}, "SWEEP: expected an integer, got 'abc'"},
+  };
+  for (const auto& [args, names] : cases) {
+    ProcessResult r = Touchstone(args);
+    EXPECT_EQ(r.exit_code, 2) << Joined(args) << "\n" << Describe(r);
+    EXPECT_NE(r.err.find(names), std::string::npos) << Joined(args) << "\n" << r.err;
+    EXPECT_NE(r.err.find("usage: touchstone " + args[0]), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "") << Joined(args);
+  }
+}
+
+// The programs beside `touchstone` (the scheduler, the worker and the worker's runner child) are
+// on the same parser: --help prints their own usage on stdout and exits 0, an unknown flag exits
+// 2 naming it.
+TEST(CommandLineTest, TheOtherProgramsAnswerHelpAndNameABadFlag) {
+  const std::string dir = fs::path(TS_TOUCHSTONE_BIN).parent_path().string();
+  for (const std::string prog : {"touchstone-scheduler", "touchstone-worker", "touchstone-runner"}) {
+    ProcessResult help = RunProcess({dir + "/" + prog, "--help"}, "", 60);
+    EXPECT_EQ(help.exit_code, 0) << prog << "\n" << Describe(help);
+    EXPECT_EQ(help.out.rfind("usage: " + prog, 0), 0u) << prog << " printed:\n"
+                                                        << help.out.substr(0, 300);
+    ProcessResult bad = RunProcess({dir + "/" + prog, "--no-such-flag"}, "", 60);
+    EXPECT_EQ(bad.exit_code, 2) << prog << "\n" << Describe(bad);
+    EXPECT_NE(bad.err.find(prog + ": unknown argument '--no-such-flag'"), std::string::npos)
+        << prog << "\n"
+        << bad.err;
+  }
+}
+
+TEST(CommandLineTest, VersionIsTheProjectVersion) {
+  ProcessResult r = Touchstone({"--version"});
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.out.rfind("touchstone 0.", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
+}
+
+// The completion script the build installs, in a real bash: `_touchstone` with the words typed.
+std::string Complete(const std::string& words) {
+  const std::string script = std::string("source ") + TS_BASH_COMPLETION +
+                             "; read -ra COMP_WORDS <<< \"$1\"; [[ \"$1\" == *\" \" ]] && "
+                             "COMP_WORDS+=(\"\"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); "
+                             "_touchstone; echo \"${COMPREPLY[*]}\"";
+  ProcessResult r = RunProcess({"/bin/bash", "--norc", "-c", script, "_", words}, "", 60);
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(r.err, "") << words;
+  return r.out.empty() ? "" : r.out.substr(0, r.out.size() - 1);
+}
+
+TEST(CommandLineTest, TheBuiltCompletionCompletesCommandsFlagsAndValues) {
+  // The installed file is what `touchstone completion bash` prints: one command table.
+  ProcessResult printed = Touchstone({"completion", "bash"});
+  ASSERT_EQ(printed.exit_code, 0) << Describe(printed);
+  EXPECT_EQ(ReadText(TS_BASH_COMPLETION), printed.out);
+  EXPECT_EQ(Complete("touchstone sw"), "sweep sweeps");
+  EXPECT_EQ(Complete("touchstone db pr"), "prune");
+  EXPECT_EQ(Complete("touchstone schedule "), "add list rm enable disable");
+  EXPECT_EQ(Complete("touchstone sweep --sam"), "--sample");
+  EXPECT_EQ(Complete("touchstone db prune --state"), "--state-dir");
+  EXPECT_EQ(Complete("touchstone summary 3 --by "), "task family arch class");
+  EXPECT_EQ(Complete("touchstone run-model --modes e"), "eager");
+  EXPECT_EQ(Complete("touchstone alerts ack 4 --n"), "--note");
 }
 
 // ---- the harness itself: a hung child must not hang the suite, and big pipes must not block.

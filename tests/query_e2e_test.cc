@@ -1,13 +1,14 @@
 // The read side end to end: two real sweeps on one embedded database (a defect-free profile,
 // then sim-2.1 with the first as baseline), `touchstone serve` over their state folder, and the
 // query commands and the Python client against it. What the answers must equal is computed
-// here, independently: flips and per-task rates from the two sweeps' ListResults streams, the
-// table from what `touchstone sweep` printed.
+// here, independently: the table, flips and per-task rates from the two sweeps' ListResults
+// streams (tests/result_recount.h).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,6 +22,7 @@
 #include "services/common/auth.h"
 #include "services/common/process.h"
 #include "tests/fixtures/subprocess.h"
+#include "tests/result_recount.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 
 namespace ts {
@@ -55,6 +57,19 @@ class QueryE2eTest : public ::testing::Test {
     std::ofstream(*dir_ / "clean.json") << clean.dump();
     base_ = Sweep((*dir_ / "clean.json").string(), 0, "base");
     head_ = Sweep(std::string(TS_PROFILES_DIR) + "/sim-2.1.json", base_id_, "head");
+    // The hidden matmul defect (issue 34): 2% high in the three matmul kernels, in every mode,
+    // on a line of its own ("matmul"), against the same clean baseline.
+    json matmul = clean;
+    matmul["name"] = "matmul-2.2";
+    for (const char* op : {"aten::mm", "aten::addmm", "aten::bmm"}) {
+      matmul["defects"].push_back({{"id", std::string("M-") + op},
+                                   {"op", op},
+                                   {"mode", "both"},
+                                   {"effect", {{"kind", "scale"}, {"value", 1.02}}},
+                                   {"note", "test: 2% high"}});
+    }
+    std::ofstream(*dir_ / "matmul.json") << matmul.dump();
+    Sweep((*dir_ / "matmul.json").string(), base_id_, "matmul");
     StartServe();
   }
   static void TearDownTestSuite() {
@@ -82,7 +97,8 @@ class QueryE2eTest : public ::testing::Test {
     auto r = testing::RunProcess(argv, "", 900);
     EXPECT_EQ(r.exit_code, 0) << testing::Describe(r) << r.err;
     const json j = json::parse(ReadText(*dir_ / (tag + ".json")));
-    (tag == "base" ? base_id_ : head_id_) = j["sweep_id"].get<int64_t>();
+    int64_t& id = tag == "base" ? base_id_ : tag == "head" ? head_id_ : matmul_id_;
+    id = j["sweep_id"].get<int64_t>();
     return r.out;
   }
 
@@ -137,25 +153,68 @@ class QueryE2eTest : public ::testing::Test {
 
   static fs::path* dir_;
   static std::string base_, head_, target_, tokens_;
-  static int64_t base_id_, head_id_;
+  static int64_t base_id_, head_id_, matmul_id_;
   static pid_t serve_pid_;
 };
 
 fs::path* QueryE2eTest::dir_ = nullptr;
 std::string QueryE2eTest::base_, QueryE2eTest::head_, QueryE2eTest::target_,
     QueryE2eTest::tokens_;
-int64_t QueryE2eTest::base_id_ = 0, QueryE2eTest::head_id_ = 0;
+int64_t QueryE2eTest::base_id_ = 0, QueryE2eTest::head_id_ = 0, QueryE2eTest::matmul_id_ = 0;
 pid_t QueryE2eTest::serve_pid_ = -1;
 
-TEST_F(QueryE2eTest, SummaryEqualsTheTableTheSweepPrinted) {
+// GetSummary, as `touchstone summary --format json` prints it, equals the table recounted here
+// from the sweep's ListResults rows (tests/result_recount.h): every task row and no other, the
+// Total and the class-weighted total, in models, each mode's pass share and Mean OpCov; and the
+// table `touchstone sweep` printed is that summary's text.
+TEST_F(QueryE2eTest, SummaryEqualsARecountOfTheResults) {
+  const auto channel = grpc::CreateChannel(target_, grpc::InsecureChannelCredentials());
+  auto token = common::ReadClientToken(tokens_, {common::Role::kReader});
+  ASSERT_TRUE(token.ok()) << token.status();
   for (auto [id, printed] : {std::pair{base_id_, base_}, std::pair{head_id_, head_}}) {
-    auto r = Cli({"summary", std::to_string(id)});
+    const auto rows = testing::ListAllResults(channel, *token, id);
+    ASSERT_EQ(rows.size(), static_cast<size_t>(kSample));
+    const testing::TableRecount want = testing::RecountTable(rows);
+    auto r = Cli({"summary", std::to_string(id), "--format", "json"});
     ASSERT_EQ(r.exit_code, 0) << testing::Describe(r) << r.err;
-    ASSERT_FALSE(r.out.empty());
+    const json got = json::parse(r.out);
+    const std::vector<std::string> fields = {"models", "eagerPct", "compilePct", "trainPct",
+                                             "opcovPct"};
+    const auto expect_row = [&](const json& row, const testing::RecountRow& recount,
+                                const std::string& where) {
+      for (const std::string& f : fields) {
+        const double shown = f == "models" ? std::stod(row.value("models", std::string("0")))
+                                           : row.value(f, 0.0);
+        EXPECT_NEAR(shown, recount.Field(f), 1e-9) << "sweep " << id << " " << where << " " << f;
+      }
+    };
+    std::set<std::string> groups;
+    for (const json& row : got.value("rows", json::array())) {
+      const std::string group = row.value("group", "");
+      groups.insert(group);
+      auto it = want.tasks.find(group);
+      ASSERT_NE(it, want.tasks.end()) << "summary row " << group << " is no task of sweep " << id;
+      expect_row(row, it->second, group);
+    }
+    std::set<std::string> tasks;
+    for (const auto& [task, row] : want.tasks) tasks.insert(task);
+    EXPECT_EQ(groups, tasks) << "sweep " << id;
+    expect_row(got["total"], want.total, "Total");
+    for (const std::string& f : fields) {
+      if (f == "models") continue;
+      EXPECT_NEAR(got["classWeighted"].value(f, 0.0), want.ClassWeighted(f), 1e-9)
+          << "sweep " << id << " Class-weighted " << f;
+    }
+    EXPECT_EQ(std::stoll(got.value("classes", std::string("0"))),
+              static_cast<int64_t>(want.archs.size()));
+
     // The sweep printed the table, then its own progress lines.
-    EXPECT_EQ(printed.substr(0, r.out.size()), r.out) << "sweep printed:\n"
-                                                      << printed << "summary printed:\n"
-                                                      << r.out;
+    auto text = Cli({"summary", std::to_string(id)});
+    ASSERT_EQ(text.exit_code, 0) << testing::Describe(text) << text.err;
+    ASSERT_FALSE(text.out.empty());
+    EXPECT_EQ(printed.substr(0, text.out.size()), text.out) << "sweep printed:\n"
+                                                            << printed << "summary printed:\n"
+                                                            << text.out;
   }
 }
 
@@ -261,26 +320,92 @@ TEST_F(QueryE2eTest, SuspectOpsNameTheDefectOpsOfTheHeadSweep) {
   }
 }
 
+// The alerts of one profile line (ListAlerts, every state), as `touchstone alerts` prints them.
+std::vector<json> LineAlerts(const testing::ProcessResult& listed, const std::string& line) {
+  std::vector<json> out;
+  for (const auto& alert : json::parse(listed.out).value("alerts", json::array())) {
+    if (alert.value("line", "") == line) out.push_back(alert);
+  }
+  return out;
+}
+
 // Regression alerts end to end: detection on the sim-2.1 sweep against its clean baseline opens
-// one alert per (mode, root cause), and the causes are sim-2.1's defect ops (D3, D5) named by
-// the suspects, not hundreds of per-model alerts.
+// one alert per root cause, and the causes are sim-2.1's defect ops (D3, D5) named by the
+// suspects, not hundreds of per-model alerts.
 TEST_F(QueryE2eTest, DetectionGroupsTheHeadSweepsRegressionsByTheirSuspectOp) {
   auto detect = Cli({"detect", std::to_string(head_id_), "--format", "json"});
   ASSERT_EQ(detect.exit_code, 0) << detect.out << detect.err;
   auto listed = Cli({"alerts", "--format", "json"});
   ASSERT_EQ(listed.exit_code, 0) << listed.err;
-  const json a = json::parse(listed.out);
-  ASSERT_FALSE(a.value("alerts", json::array()).empty()) << listed.out << detect.out;
+  const std::vector<json> alerts = LineAlerts(listed, "sim");
+  ASSERT_FALSE(alerts.empty()) << listed.out << detect.out;
   std::set<std::string> seen;
-  for (const auto& alert : a["alerts"]) {
+  for (const auto& alert : alerts) {
+    // sim-2.1 also moves kernels' speed (workers/simdevice/README.md): those alerts are of kind
+    // performance and name the op whose time grew most (perf_e2e_test checks them).
+    if (alert.value("kind", "") == "performance") {
+      EXPECT_TRUE(alert.value("causeKind", "") == "perf_op" ||
+                  alert.value("causeKind", "") == "perf_line")
+          << alert.dump();
+      if (alert.value("causeKind", "") == "perf_op") {
+        EXPECT_EQ(alert.value("op", ""), alert.value("cause", "")) << alert.dump();
+      }
+      continue;
+    }
+    EXPECT_EQ(alert.value("kind", ""), "accuracy") << alert.dump();
     const std::string cause = alert.value("cause", "");
     EXPECT_TRUE(cause == "aten::native_layer_norm" || cause == "aten::rsqrt")
         << cause << " is no defect op of sim-2.1: " << alert.dump();
     EXPECT_EQ(alert.value("causeKind", ""), "suspect") << alert.dump();
-    EXPECT_TRUE(seen.insert(alert.value("mode", "") + " " + cause).second)
-        << "one alert per mode and cause: " << alert.dump();
+    EXPECT_TRUE(seen.insert(cause).second) << "one alert per cause: " << alert.dump();
   }
-  EXPECT_LE(seen.size(), 6u);
+}
+
+// One cause, one alert (issue 34): the hidden matmul defect (a 2% error in mm, addmm and bmm,
+// in every mode) against the clean baseline. Each broken kernel is one alert whatever the modes
+// it broke: the line's alerts are exactly the distinct first suspects of its failures
+// (SuspectOps over every mode), and each alert shows the modes in which its op is a first
+// suspect, which for some of them is more than one (today's alerts would be one per mode).
+TEST_F(QueryE2eTest, AHiddenMatmulDefectIsOneAlertPerSuspectOp) {
+  const std::string sweep = std::to_string(matmul_id_);
+  auto detect = Cli({"detect", sweep, "--format", "json"});
+  ASSERT_EQ(detect.exit_code, 0) << detect.out << detect.err;
+  // Op -> the modes in which it is the first suspect of a failing model.
+  std::map<std::string, std::set<std::string>> suspect_modes;
+  size_t pairs = 0;
+  for (auto [mode, name] : {std::pair{"eager", "MODE_EAGER"}, std::pair{"compile", "MODE_COMPILE"},
+                            std::pair{"train", "MODE_TRAIN"}}) {
+    auto r = Cli({"suspects", sweep, "--mode", mode, "--format", "json", "--limit", "1000"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const auto& row : json::parse(r.out).value("ops", json::array())) {
+      if (std::stoll(row.value("modelsFailed", "0")) == 0) continue;
+      suspect_modes[row["op"].get<std::string>()].insert(name);
+      ++pairs;
+    }
+  }
+  ASSERT_FALSE(suspect_modes.empty()) << "the matmul defect failed no model";
+  auto listed = Cli({"alerts", "--format", "json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  const std::vector<json> alerts = LineAlerts(listed, "matmul");
+  std::set<std::string> causes;
+  for (const auto& alert : alerts) {
+    const std::string cause = alert.value("cause", "");
+    EXPECT_EQ(alert.value("causeKind", ""), "suspect") << alert.dump();
+    EXPECT_TRUE(causes.insert(cause).second) << "two alerts for " << cause;
+    ASSERT_TRUE(suspect_modes.count(cause)) << cause << " is the first suspect of no failure";
+    std::set<std::string> modes;
+    for (const auto& m : alert.value("modes", json::array())) modes.insert(m.get<std::string>());
+    EXPECT_FALSE(modes.empty()) << alert.dump();
+    for (const auto& m : modes) {
+      EXPECT_TRUE(suspect_modes[cause].count(m)) << cause << " alert shows " << m << alert.dump();
+    }
+  }
+  EXPECT_EQ(alerts.size(), suspect_modes.size())
+      << "alerts " << alerts.size() << " vs distinct suspect ops " << suspect_modes.size() << " ("
+      << pairs << " (mode, op) pairs)";
+  EXPECT_GT(pairs, suspect_modes.size()) << "no op broke two modes: the case shows no grouping";
+  std::printf("matmul defect: %zu (mode, op) pairs, %zu suspect ops, %zu alerts\n", pairs,
+              suspect_modes.size(), alerts.size());
 }
 
 TEST_F(QueryE2eTest, PythonClientAgainstTheLiveScheduler) {

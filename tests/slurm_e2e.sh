@@ -3,9 +3,11 @@
 # (Debian's munged, slurmctld and slurmd, run as the current user with a configuration written
 # into a temporary folder), `touchstone serve` (embedded PostgreSQL + scheduler), workers started
 # by `sbatch` from deploy/slurm/touchstone-workers.sbatch as a two-task job array, and a sweep
-# submitted with `touchstone submit --wait`. One array task is `scancel`led while its worker
-# holds a shard; the sweep must still end with every model recorded once:
-# models_recorded == models_expected, duplicates 0, and the cancelled task's worker exited 0.
+# submitted with `touchstone submit --wait`. One array task is `scancel`led once the scheduler's
+# database shows its worker holding a shard; the sweep must still end with every model recorded
+# once (models_recorded == models_expected, duplicates 0), the cancelled task's worker must say
+# it handed that shard back and exit 0, and the shard must never have expired and have been
+# leased again.
 #
 #   tests/slurm_e2e.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -13,7 +15,7 @@ BIN=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
 DATA=${TS_DATA_DIR:-$SRC/../shared/data}
 SAMPLE=${TS_SLURM_SAMPLE:-16}
-for t in munged slurmctld slurmd sbatch scancel squeue sinfo; do
+for t in munged slurmctld slurmd sbatch scancel squeue sinfo psql; do
   command -v "$t" >/dev/null || { echo "slurm_e2e: $t missing (scripts/setup installs it)"; exit 1; }
 done
 
@@ -121,13 +123,10 @@ rows = [l for l in open(sys.argv[1]) if json.loads(l).get("family") in cheap]
 open(sys.argv[2], "w").writelines(rows[:64])
 PY
 
-# ---- the sweep, followed by `touchstone submit --wait` ----
-"$BIN/touchstone" submit --scheduler "$GRPC" --token-file "$TOKENS" \
-  --profile "$SRC/workers/simdevice/profiles/sim-2.0.json" --catalog "$T/catalog.jsonl" \
-  --sample "$SAMPLE" --name slurm-e2e --modes eager --no-audit-ops --shard-models 2 --wait \
-  > "$T/log/submit.out" 2> "$T/log/submit.err" &
-SUBMIT=$!
-wait_for 60 "the sweep" grep -q 'touchstone submit: sweep' "$T/log/submit.err"
+# The scheduler's own view of the fleet: its database (the embedded cluster of `touchstone serve`).
+PGDATA_DIR="$T/state/pg/data"
+DB="postgresql://touchstone@127.0.0.1:$(sed -n 4p "$PGDATA_DIR/postmaster.pid")/touchstone?passfile=$T/state/pg/pgpass"
+sql() { psql "$DB" -XAtq -v ON_ERROR_STOP=1 -c "$1"; }
 
 # ---- workers through sbatch: a two-task array, one worker (core) each ----
 # A worker token file of the scheduler's tokens (the sbatch script hands it to the workers).
@@ -142,15 +141,37 @@ echo "slurm_e2e: job array $JOB"
 both_running() { [[ $(squeue -h -j "$JOB" -t RUNNING | wc -l) -ge 2 ]]; }
 wait_for 60 "both array tasks running" both_running
 
-# Cancel task 0 while the sweep is under way: shards of 2 models, two workers each holding one.
-W0="$T/log/workers-${JOB}_0.log"
-recorded() {
-  "$BIN/touchstone" sweeps --scheduler "$GRPC" --token-file "$TOKENS" --format json |
-    python3 -c 'import json,sys; s=json.load(sys.stdin)["sweeps"][0]; sys.exit(0 if int(s.get("modelsRecorded",0)) >= 2 else 1)'
+# ---- the sweep, followed by `touchstone submit --wait` ----
+# Submitted once both workers are registered and waiting for work, so that each leases a shard
+# as the sweep starts: submitted before them, the worker that started first could run both
+# shards before the other one (a slow start on a loaded machine) leased any, and task 0's worker
+# would never hold the lease the cancel below waits for. Shards of 8 models: one per worker,
+# each running for several seconds.
+both_registered() {
+  [[ $(sql "SELECT count(*) FROM workers WHERE name LIKE '%/slurm-${JOB}\\_%'") -ge 2 ]]
 }
-wait_for 300 "two models recorded" recorded
+wait_for 120 "both workers registered with the scheduler" both_registered
+"$BIN/touchstone" submit --scheduler "$GRPC" --token-file "$TOKENS" \
+  --profile "$SRC/workers/simdevice/profiles/sim-2.0.json" --catalog "$T/catalog.jsonl" \
+  --sample "$SAMPLE" --name slurm-e2e --modes eager --no-audit-ops --shard-models 8 --wait \
+  > "$T/log/submit.out" 2> "$T/log/submit.err" &
+SUBMIT=$!
+wait_for 60 "the sweep" grep -q 'touchstone submit: sweep' "$T/log/submit.err"
+
+# Cancel task 0 only once the scheduler records a lease held by task 0's worker (named
+# HOST/slurm-JOB_0/N by the sbatch script) with most of its shard still to run: its results
+# come every 2 s, so 5 jobs not done leave it several models, more than a SIGTERM takes to land.
+W0="$T/log/workers-${JOB}_0.log"
+HELD=
+task0_holds_a_lease() {
+  HELD=$(sql "SELECT s.shard_id FROM shards s JOIN workers w USING (worker_id)
+              WHERE s.state = 'leased' AND w.name LIKE '%/slurm-${JOB}\_0/%'
+                AND (SELECT count(*) FROM jobs j WHERE j.shard_id = s.shard_id AND NOT j.done) >= 5
+              LIMIT 1") && [[ -n $HELD ]]
+}
+wait_for 300 "a lease held by task 0's worker" task0_holds_a_lease
 scancel "${JOB}_0" || fail "scancel"
-echo "slurm_e2e: scancelled ${JOB}_0"
+echo "slurm_e2e: scancelled ${JOB}_0 while its worker held shard $HELD"
 task0_gone() { ! squeue -h -j "${JOB}_0" | grep -q .; }
 wait_for 150 "task 0 to end" task0_gone
 
@@ -164,6 +185,14 @@ read -r REC EXP DUP <<< "$(sed -E 's/^sweep [0-9]+: ([0-9]+)\/([0-9]+) models re
 [[ $EXP == "$SAMPLE" ]] || fail "models_expected $EXP, want $SAMPLE"
 [[ $REC == "$EXP" ]] || fail "models_recorded $REC != models_expected $EXP"
 [[ $DUP == 0 ]] || fail "$DUP duplicates"
-grep -q 'SIGTERM, draining' "$W0" || fail "task 0 was not drained"
+# The hand-back, from the worker's own output and from the shard's lease events: task 0's worker
+# gave shard $HELD back while draining (no lease expired), and another worker leased and
+# finished it.
+grep -qE "touchstone-worker: shard $HELD handed back \(draining\): [0-9]+ of [0-9]+ models run and reported, [1-9][0-9]* left" "$W0" ||
+  fail "task 0's worker did not hand shard $HELD back"
+read -r STATE ATTEMPT EXPIRIES <<< "$(sql "SELECT state, attempt, expiries FROM shards WHERE shard_id = $HELD" | tr '|' ' ')"
+[[ $STATE == done ]] || fail "shard $HELD is $STATE"
+[[ $EXPIRIES == 0 ]] || fail "shard $HELD's lease expired $EXPIRIES times: it was not handed back"
+((ATTEMPT >= 2)) || fail "shard $HELD was leased $ATTEMPT times: nobody took it after the hand-back"
 grep -qE 'worker [0-9]+ exited 0' "$W0" || fail "task 0's worker did not exit 0"
-echo "slurm_e2e: PASS: $REC/$EXP models recorded, $DUP duplicates; task ${JOB}_0 cancelled mid-sweep and drained"
+echo "slurm_e2e: PASS: $REC/$EXP models recorded, $DUP duplicates; task ${JOB}_0 cancelled holding shard $HELD, which its worker handed back and another finished"

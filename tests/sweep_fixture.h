@@ -21,6 +21,7 @@
 
 #include "services/common/http_server.h"
 #include "services/common/process.h"
+#include "services/common/tls.h"
 #include "tests/fixtures/postgres_fixture.h"
 #include "tests/fixtures/subprocess.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
@@ -94,15 +95,20 @@ class SweepTest : public ::testing::Test {
 
   // The schedulers' --lease-ttl: short, so that a lost lease comes back within a test.
   std::string lease_ttl_ = "2";
+  // More flags for StartScheduler and StartWorker (a later flag overrides an earlier one), and
+  // the CA the fixture's stub trusts ("" plaintext): the TLS test sets them.
+  std::vector<std::string> scheduler_args_, worker_args_;
+  std::string tls_ca_;
 
   void StartScheduler(int port = 0) {
     fs::remove(dir_ / "ports");
-    auto pid = common::Spawn(
-        {kBin + "/touchstone-scheduler", "--db", db_, "--listen",
-         "127.0.0.1:" + std::to_string(port), "--http-port", "0", "--token-file",
-         (dir_ / "token").string(), "--port-file", (dir_ / "ports").string(), "--lease-ttl",
-         lease_ttl_},
-        Log("scheduler.log"));
+    std::vector<std::string> argv = {
+        kBin + "/touchstone-scheduler", "--db", db_, "--listen",
+        "127.0.0.1:" + std::to_string(port), "--http-port", "0", "--token-file",
+        (dir_ / "token").string(), "--port-file", (dir_ / "ports").string(), "--lease-ttl",
+        lease_ttl_};
+    argv.insert(argv.end(), scheduler_args_.begin(), scheduler_args_.end());
+    auto pid = common::Spawn(argv, Log("scheduler.log"));
     ASSERT_TRUE(pid.ok()) << pid.status();
     procs_["scheduler"] = *pid;
     for (int i = 0; i < 600 && !fs::exists(dir_ / "ports"); ++i) {
@@ -112,8 +118,9 @@ class SweepTest : public ::testing::Test {
     json ports = json::parse(ReadText(dir_ / "ports"));
     grpc_port_ = ports["grpc_port"];
     http_port_ = ports["http_port"];
-    stub_ = pb::Scheduler::NewStub(grpc::CreateChannel(
-        "127.0.0.1:" + std::to_string(grpc_port_), grpc::InsecureChannelCredentials()));
+    auto channel = common::MakeChannel("127.0.0.1:" + std::to_string(grpc_port_), tls_ca_);
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    stub_ = pb::Scheduler::NewStub(*channel);
   }
 
   // A second scheduler process on the same database (issue 13); returns its gRPC port. The
@@ -137,12 +144,13 @@ class SweepTest : public ::testing::Test {
 
   // port 0: the fixture's scheduler.
   void StartWorker(const std::string& name, int port = 0) {
-    auto pid = common::Spawn(
-        {kBin + "/touchstone-worker", "--scheduler",
-         "127.0.0.1:" + std::to_string(port ? port : grpc_port_),
-         "--token-file", (dir_ / "token").string(), "--name", name, "--state-dir",
-         (dir_ / name).string(), "--http-port", "-1", "--report-batch", "2"},
-        Log(name + ".log"));
+    std::vector<std::string> argv = {
+        kBin + "/touchstone-worker", "--scheduler",
+        "127.0.0.1:" + std::to_string(port ? port : grpc_port_),
+        "--token-file", (dir_ / "token").string(), "--name", name, "--state-dir",
+        (dir_ / name).string(), "--http-port", "-1", "--report-batch", "2"};
+    argv.insert(argv.end(), worker_args_.begin(), worker_args_.end());
+    auto pid = common::Spawn(argv, Log(name + ".log"));
     ASSERT_TRUE(pid.ok()) << pid.status();
     procs_[name] = *pid;
   }

@@ -1,10 +1,24 @@
 // Classes: one row per architecture class of a sweep (?sweep=, else the newest): models,
-// Eager %, Compile %, Train %, OpCov; sortable by any column, filtered by task, family and name.
+// Eager %, Compile %, Train %, OpCov, and device performance over the class's models whose
+// compile passed (geomean compile speedup, median compiled MFU; '–' when none); sortable by any
+// column (a class without perf sorts lowest), filtered by task, family and name.
 'use strict';
 
-const FIELDS = [['models', 'Models', false], ['eagerPct', 'Eager %', true],
-                ['compilePct', 'Compile %', true], ['trainPct', 'Train %', true],
-                ['opcovPct', 'Mean OpCov %', true]];
+const FIELDS = [['models', 'Models', 'count'], ['eagerPct', 'Eager %', 'pct'],
+                ['compilePct', 'Compile %', 'pct'], ['trainPct', 'Train %', 'pct'],
+                ['opcovPct', 'Mean OpCov %', 'pct'], ['geomeanSpeedup', 'Speedup', 'perf'],
+                ['medianMfu', 'MFU', 'perf']];
+
+// A cell's value and text: perf fields are measured only where a model's compile passed.
+function cell(r, field, kind) {
+  if (kind === 'perf') {
+    const v = Number(r[field]);
+    if (TS.num(r.perfModels) === 0 || !Number.isFinite(v)) return [-1, '–'];
+    return [v, field === 'medianMfu' ? (100 * v).toPrecision(3) + '%' : v.toFixed(2) + '×'];
+  }
+  const v = TS.num(r[field]);
+  return [v, kind === 'pct' ? TS.pct(v) : String(v)];
+}
 
 function options(select, values, chosen) {
   select.appendChild(TS.el('option', {value: ''}, 'any'));
@@ -48,9 +62,9 @@ TS.run(async () => {
                          TS.link(TS.url('/class', {sweep: sweepId, arch: r.group}), r.group)));
     tr.appendChild(TS.el('td', {class: 'name'}, r.tasks.join(', ')));
     tr.appendChild(TS.el('td', {class: 'name'}, r.families.join(', ')));
-    for (const [field, , pct] of FIELDS) {
-      const v = TS.num(r[field]);
-      tr.appendChild(TS.el('td', {'data-field': field, 'data-value': v}, pct ? TS.pct(v) : String(v)));
+    for (const [field, , kind] of FIELDS) {
+      const [v, text] = cell(r, field, kind);
+      tr.appendChild(TS.el('td', {'data-field': field, 'data-value': v}, text));
     }
     body.appendChild(tr);
   }

@@ -1,9 +1,18 @@
 // Trends: per profile line, Eager % and Compile % per task (and the Total) across its last 30
-// done sweeps as a line chart; clicking a point opens that sweep's classes.
+// done sweeps as line charts, and the geomean compile speedup per task (a sweep without one is
+// a gap); clicking a point opens that sweep's classes.
 'use strict';
 
 const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2',
                  '#7f7f7f', '#bcbd22', '#17becf'];
+
+// A row's value of `field`: a percentage, or a speedup (null, a gap, where none was measured).
+function value(r, field) {
+  if (!r) return null;
+  if (field !== 'geomeanSpeedup') return TS.num(r[field]);
+  const v = Number(r[field]);
+  return TS.num(r.perfModels) > 0 && Number.isFinite(v) ? v : null;
+}
 
 function chart(box, line, field, title) {
   const labels = line.points.map(p => p.sweep.sweepId);
@@ -14,7 +23,7 @@ function chart(box, line, field, title) {
   for (const t of ['Total'].concat(Array.from(tasks).sort())) {
     const data = line.points.map(p => {
       const r = t === 'Total' ? p.summary.total : p.summary.rows.find(x => x.group === t);
-      return r ? TS.num(r[field]) : null;
+      return value(r, field);
     });
     const color = PALETTE[i++ % PALETTE.length];
     datasets.push({label: t, data: data, borderColor: color, backgroundColor: color,
@@ -29,7 +38,8 @@ function chart(box, line, field, title) {
     options: {
       animation: false, maintainAspectRatio: false,
       scales: {x: {title: {display: true, text: 'sweep'}},
-               y: {min: 0, max: 100, title: {display: true, text: title}}},
+               y: field === 'geomeanSpeedup' ? {min: 0, title: {display: true, text: title}}
+                                             : {min: 0, max: 100, title: {display: true, text: title}}},
       plugins: {legend: {position: 'right'}},
       onClick: (evt, elements) => {
         if (elements.length === 0) return;
@@ -50,6 +60,7 @@ TS.run(async () => {
   for (const l of data.lines) {
     chart(c, l, 'eagerPct', 'Eager %');
     chart(c, l, 'compilePct', 'Compile %');
+    chart(c, l, 'geomeanSpeedup', 'Geomean speedup (compiled over eager)');
   }
   TS.status('Click a point to open that sweep.');
 });

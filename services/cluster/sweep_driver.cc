@@ -35,6 +35,67 @@ void PrintProgress(FILE* out, const pb::SweepProgress& p, double secs, bool tty)
                static_cast<long long>(p.jobs_total() - p.models_expected()), tty ? "   " : "\n");
 }
 
+// What Follow() keeps between polls to say why a sweep stalls: when jobs_done last moved, the
+// last poll error, and when polls began failing.
+class StallWatch {
+ public:
+  // One poll's outcome. UNAVAILABLE once polls have failed for longer than the options allow.
+  absl::Status Polled(int64_t sweep_id, const absl::StatusOr<pb::SweepProgress>& p,
+                      Clock::time_point t_poll, const FollowOptions& opts) {
+    if (p.ok()) {
+      last_error_.clear();
+      failing_since_ = Clock::time_point();
+      if (p->jobs_done() != last_done_) {
+        last_done_ = p->jobs_done();
+        last_change_ = Clock::now();
+      }
+      return absl::OkStatus();
+    }
+    last_error_ = std::string(p.status().message());
+    if (failing_since_ == Clock::time_point()) failing_since_ = t_poll;
+    const double failing_s = std::chrono::duration<double>(Clock::now() - failing_since_).count();
+    if (failing_s <= opts.unreachable_limit_s) return absl::OkStatus();
+    return absl::UnavailableError("sweep " + std::to_string(sweep_id) +
+                                  ": no progress answer for " +
+                                  std::to_string(static_cast<int>(failing_s)) +
+                                  " s (the sweep may still be running): " + last_error_);
+  }
+
+  // A line that has not moved says why, once per stall_note_s.
+  void MaybeNote(const FollowOptions& opts, bool tty) {
+    const double stalled_s = std::chrono::duration<double>(Clock::now() - last_change_).count();
+    if (opts.out == nullptr || stalled_s <= opts.stall_note_s ||
+        Clock::now() - last_note_ <= std::chrono::duration<double>(opts.stall_note_s)) {
+      return;
+    }
+    // Both when both are known: the scheduler's error and the cause seen from here (a full
+    // disk under the embedded PostgreSQL says what to do).
+    std::string why = opts.why_stalled ? opts.why_stalled() : "";
+    if (!last_error_.empty()) {
+      why = "the scheduler answers: " + last_error_ + (why.empty() ? "" : "; " + why);
+    } else if (why.empty()) {
+      why = "no job finished";
+    }
+    std::fprintf(opts.out, "%sno job recorded for %.0f s: %s\n", tty ? "\n" : "", stalled_s,
+                 why.c_str());
+    last_note_ = Clock::now();
+  }
+
+ private:
+  Clock::time_point last_change_ = Clock::now(), last_note_ = Clock::now();
+  int64_t last_done_ = -1;
+  std::string last_error_;
+  Clock::time_point failing_since_;
+};
+
+// GetSweep counts over the sweep's jobs and results, so it grows with the sweep (~0.3 s of
+// PostgreSQL at 100k models): poll once a second, but never spend more than ~5% of the time on
+// it, which would be taken from the models.
+Clock::duration PollWait(Clock::duration poll_cost) {
+  return std::clamp<Clock::duration>(20 * poll_cost, std::chrono::seconds(1),
+                                     std::chrono::seconds(15));
+}
+
 }  // namespace
 
 struct SweepDriver::Rpc {
@@ -146,12 +207,7 @@ absl::StatusOr<FollowResult> SweepDriver::Follow(int64_t sweep_id, const FollowO
   const bool tty = opts.out != nullptr && ::isatty(::fileno(opts.out));
   auto last_line = Clock::now() - std::chrono::seconds(60);
   const auto t_sweep = Clock::now();
-  // Stall notes: when jobs_done last moved, the last poll error, when polls began failing.
-  auto last_change = Clock::now();
-  auto last_note = Clock::now();
-  int64_t last_done = -1;
-  std::string last_error;
-  Clock::time_point failing_since;
+  StallWatch stall;
   for (;;) {
     if (opts.interrupted != nullptr && opts.interrupted->load()) {
       auto cancelled = Cancel(sweep_id);
@@ -166,40 +222,8 @@ absl::StatusOr<FollowResult> SweepDriver::Follow(int64_t sweep_id, const FollowO
     const auto t_poll = Clock::now();
     auto p = Progress(sweep_id);
     const auto poll_cost = Clock::now() - t_poll;
-    if (!p.ok()) {
-      last_error = std::string(p.status().message());
-      if (failing_since == Clock::time_point()) failing_since = t_poll;
-      const double failing_s = std::chrono::duration<double>(Clock::now() - failing_since).count();
-      if (failing_s > opts.unreachable_limit_s) {
-        return absl::UnavailableError("sweep " + std::to_string(sweep_id) +
-                                      ": no progress answer for " +
-                                      std::to_string(static_cast<int>(failing_s)) +
-                                      " s (the sweep may still be running): " + last_error);
-      }
-    } else {
-      last_error.clear();
-      failing_since = Clock::time_point();
-      if (p->jobs_done() != last_done) {
-        last_done = p->jobs_done();
-        last_change = Clock::now();
-      }
-    }
-    // A line that has not moved says why, once per stall_note_s.
-    const double stalled_s = std::chrono::duration<double>(Clock::now() - last_change).count();
-    if (opts.out != nullptr && stalled_s > opts.stall_note_s &&
-        Clock::now() - last_note > std::chrono::duration<double>(opts.stall_note_s)) {
-      // Both when both are known: the scheduler's error and the cause seen from here (a full
-      // disk under the embedded PostgreSQL says what to do).
-      std::string why = opts.why_stalled ? opts.why_stalled() : "";
-      if (!last_error.empty()) {
-        why = "the scheduler answers: " + last_error + (why.empty() ? "" : "; " + why);
-      } else if (why.empty()) {
-        why = "no job finished";
-      }
-      std::fprintf(opts.out, "%sno job recorded for %.0f s: %s\n", tty ? "\n" : "", stalled_s,
-                   why.c_str());
-      last_note = Clock::now();
-    }
+    if (absl::Status st = stall.Polled(sweep_id, p, t_poll, opts); !st.ok()) return st;
+    stall.MaybeNote(opts, tty);
     if (p.ok()) {
       result.progress = *p;
       const bool running = p->state() == "running";
@@ -214,11 +238,7 @@ absl::StatusOr<FollowResult> SweepDriver::Follow(int64_t sweep_id, const FollowO
         break;
       }
     }
-    // GetSweep counts over the sweep's jobs and results, so it grows with the sweep (~0.3 s of
-    // PostgreSQL at 100k models): poll once a second, but never spend more than ~5% of the
-    // time on it, which would be taken from the models.
-    std::this_thread::sleep_for(std::clamp<Clock::duration>(20 * poll_cost, std::chrono::seconds(1),
-                                                            std::chrono::seconds(15)));
+    std::this_thread::sleep_for(PollWait(poll_cost));
   }
   result.sweep_s = std::chrono::duration<double>(Clock::now() - t_sweep).count();
   return result;

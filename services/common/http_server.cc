@@ -7,15 +7,33 @@
 #include <vector>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 namespace ts::common {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+namespace {
+
+// The end of a connection: a plain one stops sending; a TLS one says close_notify first.
+void Close(const std::shared_ptr<beast::tcp_stream>& s) {
+  beast::error_code ignored;
+  s->socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+void Close(const std::shared_ptr<TlsStream>& s) {
+  beast::get_lowest_layer(*s).expires_after(std::chrono::seconds(5));
+  s->async_shutdown([s](beast::error_code) {});
+}
+
+}  // namespace
 
 struct HttpServer::Impl {
   HttpServerOptions opts;
@@ -23,6 +41,7 @@ struct HttpServer::Impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
   std::atomic<bool> stopped{false};
+  std::unique_ptr<ssl::context> tls;  // set: HTTPS
 
   std::map<std::string, HttpRequestHandler> request_routes;
   std::vector<std::thread> threads;
@@ -42,8 +61,9 @@ struct HttpServer::Impl {
     return "";
   }
 
-  HttpResponse Dispatch(const http::request<http::string_body>& req) {
+  HttpResponse Dispatch(const http::request<http::string_body>& req, bool over_tls) {
     HttpRequestInfo info;
+    info.tls = over_tls || beast::iequals(req["X-Forwarded-Proto"], "https");
     info.method = std::string(req.method_string());
     info.target = std::string(req.target());
     const size_t q = info.target.find('?');
@@ -100,20 +120,30 @@ struct HttpServer::Impl {
         if (!stopped) Accept();
         return;
       }
-      Serve(std::make_shared<beast::tcp_stream>(std::move(socket)));
+      if (tls) {
+        auto stream = std::make_shared<TlsStream>(std::move(socket), *tls);
+        beast::get_lowest_layer(*stream).expires_after(std::chrono::seconds(30));
+        stream->async_handshake(ssl::stream_base::server, [this, stream](beast::error_code hec) {
+          if (!hec) Serve(stream);
+        });
+      } else {
+        Serve(std::make_shared<beast::tcp_stream>(std::move(socket)));
+      }
       Accept();
     });
   }
 
   // One connection: read a request, answer, repeat while keep-alive.
-  void Serve(std::shared_ptr<beast::tcp_stream> stream) {
+  template <typename Stream>
+  void Serve(std::shared_ptr<Stream> stream) {
+    constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
     auto buffer = std::make_shared<beast::flat_buffer>();
     auto req = std::make_shared<http::request<http::string_body>>();
-    stream->expires_after(std::chrono::seconds(30));
+    beast::get_lowest_layer(*stream).expires_after(std::chrono::seconds(30));
     http::async_read(*stream, *buffer, *req,
                      [this, stream, buffer, req](beast::error_code ec, size_t) {
                        if (ec) return;
-                       HttpResponse r = Dispatch(*req);
+                       HttpResponse r = Dispatch(*req, kTls);
                        auto res = std::make_shared<http::response<http::string_body>>(
                            static_cast<http::status>(r.status), req->version());
                        res->set(http::field::server, "touchstone");
@@ -125,9 +155,7 @@ struct HttpServer::Impl {
                        http::async_write(*stream, *res,
                                          [this, stream, res](beast::error_code wec, size_t) {
                                            if (wec || !res->keep_alive()) {
-                                             beast::error_code ignored;
-                                             stream->socket().shutdown(tcp::socket::shutdown_send,
-                                                                       ignored);
+                                             Close(stream);
                                              return;
                                            }
                                            Serve(stream);
@@ -154,6 +182,25 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   impl->opts = opts;
   impl->routes = std::move(routes);
   impl->request_routes = std::move(request_routes);
+  if (!opts.tls_cert_file.empty() || !opts.tls_key_file.empty()) {
+    if (opts.tls_cert_file.empty()) return absl::InvalidArgumentError("http tls_cert: needed with tls_key");
+    if (opts.tls_key_file.empty()) return absl::InvalidArgumentError("http tls_key: needed with tls_cert");
+    impl->tls = std::make_unique<ssl::context>(ssl::context::tls_server);
+    impl->tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                           ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                           ssl::context::no_tlsv1_1);
+    beast::error_code tec;
+    impl->tls->use_certificate_chain_file(opts.tls_cert_file, tec);
+    if (tec) {
+      return absl::InvalidArgumentError("http tls_cert: " + opts.tls_cert_file + ": " +
+                                        tec.message());
+    }
+    impl->tls->use_private_key_file(opts.tls_key_file, ssl::context::pem, tec);
+    if (tec) {
+      return absl::InvalidArgumentError("http tls_key: " + opts.tls_key_file + ": " +
+                                        tec.message());
+    }
+  }
   beast::error_code ec;
   auto addr = asio::ip::make_address(opts.host, ec);
   if (ec) return absl::InvalidArgumentError("http host: " + ec.message());
@@ -196,14 +243,42 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, const st
   return HttpRequest(spec);
 }
 
+namespace {
+
+// One request on a connected `stream` (plain, or TLS after its handshake) within the stream's
+// deadline; `done` gets the result.
+template <typename Stream>
+void Exchange(Stream& stream, http::request<http::string_body>& req, beast::flat_buffer& buffer,
+              http::response<http::string_body>& res, beast::error_code& result) {
+  http::async_write(stream, req, [&](beast::error_code wec, size_t) {
+    if (wec) {
+      result = wec;
+      return;
+    }
+    http::async_read(stream, buffer, res, [&](beast::error_code ec, size_t) { result = ec; });
+  });
+}
+
+}  // namespace
+
 absl::StatusOr<HttpResponse> HttpRequest(const HttpRequestSpec& spec) {
-  const std::string where =
-      spec.method + " " + spec.host + ":" + std::to_string(spec.port) + spec.path;
+  const std::string where = spec.method + (spec.tls_ca_file.empty() ? " http://" : " https://") +
+                            spec.host + ":" + std::to_string(spec.port) + spec.path;
   if (spec.method != "GET" && spec.method != "POST" && spec.method != "DELETE") {
     return absl::InvalidArgumentError("method: GET, POST or DELETE, not " + spec.method);
   }
   asio::io_context io;
-  beast::tcp_stream stream(io);
+  const bool tls = !spec.tls_ca_file.empty();
+  ssl::context tls_context(ssl::context::tls_client);
+  if (tls) {
+    beast::error_code ec;
+    tls_context.load_verify_file(spec.tls_ca_file, ec);
+    if (ec) return absl::InvalidArgumentError("tls_ca: " + spec.tls_ca_file + ": " + ec.message());
+    tls_context.set_verify_mode(ssl::verify_peer);
+  }
+  // A plain request uses only the TLS stream's lowest layer.
+  TlsStream tls_stream(io, tls_context);
+  beast::tcp_stream& tcp_stream = beast::get_lowest_layer(tls_stream);
   http::request<http::string_body> req{http::string_to_verb(spec.method), spec.path, 11};
   req.set(http::field::host, spec.host);
   if (!spec.token.empty()) req.set(http::field::authorization, "Bearer " + spec.token);
@@ -213,13 +288,20 @@ absl::StatusOr<HttpResponse> HttpRequest(const HttpRequestSpec& spec) {
     req.body() = spec.body;
     req.prepare_payload();
   }
+  if (tls) {
+    tls_stream.set_verify_callback(ssl::host_name_verification(spec.host));
+    // SNI, for servers that pick a certificate by name.
+    if (!SSL_set_tlsext_host_name(tls_stream.native_handle(), spec.host.c_str())) {
+      return absl::InternalError(where + ": cannot set the TLS server name");
+    }
+  }
   beast::flat_buffer buffer;
   http::response<http::string_body> res;
   beast::error_code result = asio::error::would_block;
   tcp::resolver resolver(io);
-  // Async with one deadline over resolve, connect, write and read: sync Beast calls ignore
-  // expiry.
-  stream.expires_after(std::chrono::milliseconds(static_cast<int64_t>(spec.timeout_s * 1000)));
+  // Async with one deadline over resolve, connect, handshake, write and read: sync Beast calls
+  // ignore expiry.
+  tcp_stream.expires_after(std::chrono::milliseconds(static_cast<int64_t>(spec.timeout_s * 1000)));
   resolver.async_resolve(
       spec.host, std::to_string(spec.port),
       [&](beast::error_code rec, tcp::resolver::results_type found) {
@@ -227,25 +309,28 @@ absl::StatusOr<HttpResponse> HttpRequest(const HttpRequestSpec& spec) {
           result = rec;
           return;
         }
-        stream.async_connect(found, [&](beast::error_code ec, const tcp::endpoint&) {
+        tcp_stream.async_connect(found, [&](beast::error_code ec, const tcp::endpoint&) {
           if (ec) {
             result = ec;
             return;
           }
-          http::async_write(stream, req, [&](beast::error_code wec, size_t) {
-            if (wec) {
-              result = wec;
+          if (!tls) {
+            Exchange(tcp_stream, req, buffer, res, result);
+            return;
+          }
+          tls_stream.async_handshake(ssl::stream_base::client, [&](beast::error_code hec) {
+            if (hec) {
+              result = hec;
               return;
             }
-            http::async_read(stream, buffer, res,
-                             [&](beast::error_code ec2, size_t) { result = ec2; });
+            Exchange(tls_stream, req, buffer, res, result);
           });
         });
       });
   io.run();
   if (result) return absl::UnavailableError(where + ": " + result.message());
   beast::error_code ec;
-  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  tcp_stream.socket().shutdown(tcp::socket::shutdown_both, ec);
   HttpResponse out;
   out.status = static_cast<int>(res.result_int());
   out.content_type = std::string(res[http::field::content_type]);

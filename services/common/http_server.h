@@ -43,6 +43,9 @@ struct HttpRequestInfo {
   std::string body;
   std::string content_type;
   std::string token;         // the bearer token presented (header, else cookie); "" none
+  // The browser reached us over TLS: this server's own (HttpServerOptions.tls_*), or a proxy in
+  // front that terminated it and said so (X-Forwarded-Proto: https).
+  bool tls = false;
 };
 // A route that takes any method and sees the request (the dashboard's pages and API).
 using HttpRequestHandler = std::function<HttpResponse(const HttpRequestInfo& req)>;
@@ -65,6 +68,10 @@ struct HttpServerOptions {
   // text/html) and not under /api/, is redirected (303) here instead of answered 401.
   std::string login_path;
   int threads = 1;  // io threads running handlers (1..64)
+  // Both set: every connection is HTTPS with this PEM certificate chain and key (TLS 1.2 or
+  // newer). Start answers INVALID_ARGUMENT naming the file when one is missing or unreadable.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class HttpServer {
@@ -90,10 +97,11 @@ class HttpServer {
 
 // GET http://127.0.0.1:port/path with an optional bearer token; returns "status body". For
 // tests and the sweep command's health checks. Errors: UNAVAILABLE when it cannot connect.
+// (HTTPS: HttpRequest with tls_ca_file.)
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path,
                                      const std::string& token = "");
 
-// One HTTP/1.1 request to http://host:port/path (host resolved; one deadline of `timeout_s`
+// One HTTP/1.1 request to http(s)://host:port/path (host resolved; one deadline of `timeout_s`
 // over resolve, connect, write and read): `method` "GET" or "POST", `body` sent with
 // `content_type` when not empty, `headers` added. Errors: INVALID_ARGUMENT for a method other
 // than GET, POST, DELETE; UNAVAILABLE when it cannot resolve, connect, or finish in time; any
@@ -108,6 +116,9 @@ struct HttpRequestSpec {
   std::string token;
   double timeout_s = 10;
   std::vector<std::pair<std::string, std::string>> headers = {};  // e.g. {"Cookie", "a=b"}
+  // Set: HTTPS, trusting the CA certificates in this PEM file and checking the server's
+  // certificate against `host` (UNAVAILABLE when it does not verify).
+  std::string tls_ca_file;
 };
 absl::StatusOr<HttpResponse> HttpRequest(const HttpRequestSpec& spec);
 

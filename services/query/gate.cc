@@ -1,5 +1,7 @@
 #include "services/query/gate.h"
 
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -134,6 +136,57 @@ void CheckMustPass(Checks& checks, const pb::GateRules& rules, const GateInputs&
   }
 }
 
+std::string Speedup(double v) { return std::isfinite(v) ? Fmt(v) + "x" : std::string("none"); }
+
+// min_geomean_speedup (the Total row) and min_geomean_speedup_by_task (per named task).
+void CheckSpeedup(Checks& checks, const pb::GateRules& rules, const pb::Summary& tasks) {
+  if (rules.has_min_geomean_speedup()) {
+    const double g = tasks.total().has_geomean_speedup() ? tasks.total().geomean_speedup() : NAN;
+    checks.Add("min_geomean_speedup", "", std::isfinite(g) ? g : 0, rules.min_geomean_speedup(),
+               std::isfinite(g) && g >= rules.min_geomean_speedup(),
+               "geomean compile speedup of the sweep is " + Speedup(g) + " < " +
+                   Fmt(rules.min_geomean_speedup()) + "x (" +
+                   std::to_string(tasks.total().perf_models()) + " models)");
+  }
+  std::map<std::string, const pb::SummaryRow*> rows;
+  for (const auto& r : tasks.rows()) rows[r.group()] = &r;
+  const std::map<std::string, double> by(rules.min_geomean_speedup_by_task().begin(),
+                                         rules.min_geomean_speedup_by_task().end());
+  for (const auto& [task, limit] : by) {
+    auto it = rows.find(task);
+    const double g = it == rows.end() || !it->second->has_geomean_speedup()
+                         ? NAN
+                         : it->second->geomean_speedup();
+    const std::string detail = it == rows.end()
+                                   ? "the sweep has no model in '" + task + "'"
+                                   : "geomean compile speedup of '" + task + "' is " + Speedup(g) +
+                                         " < " + Fmt(limit) + "x (" +
+                                         std::to_string(it->second->perf_models()) + " models)";
+    checks.Add("min_geomean_speedup_by_task", task, std::isfinite(g) ? g : 0, limit,
+               std::isfinite(g) && g >= limit, detail);
+  }
+}
+
+void CheckPerfRegressions(Checks& checks, const pb::GateRules& rules, const GateInputs& in) {
+  if (!rules.has_max_perf_regressions()) return;
+  const auto n = static_cast<int64_t>(in.perf_regressions.size());
+  std::string detail;
+  for (size_t k = 0; k < in.perf_regressions.size() && k < kExamples; ++k) {
+    const pb::PerfRegression& p = in.perf_regressions[k];
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " x%.3f", p.base_us() > 0 ? p.head_us() / p.base_us() : 0.0);
+    detail += (detail.empty() ? "" : ", ") + p.model_id() + " (" +
+              (p.mode() == pb::MODE_EAGER     ? "eager"
+               : p.mode() == pb::MODE_COMPILE ? "compile"
+                                              : "train") +
+              buf + ", " + p.op() + ")";
+  }
+  checks.Add("max_perf_regressions", "", static_cast<double>(n),
+             static_cast<double>(rules.max_perf_regressions()), n <= rules.max_perf_regressions(),
+             std::to_string(n) + " performance regressions vs sweep " +
+                 std::to_string(rules.baseline_sweep_id()) + ": " + detail);
+}
+
 }  // namespace
 
 pb::GateResponse EvaluateGate(const pb::GateRules& rules, const GateInputs& in) {
@@ -154,6 +207,8 @@ pb::GateResponse EvaluateGate(const pb::GateRules& rules, const GateInputs& in) 
   CheckFlips(checks, rules, in, &out);
   CheckForbid(checks, rules, in);
   CheckMustPass(checks, rules, in);
+  CheckSpeedup(checks, rules, tasks);
+  CheckPerfRegressions(checks, rules, in);
   out.set_pass(out.failures_size() == 0);
   return out;
 }

@@ -4,9 +4,12 @@
 // Checks, in order: sweep.state (the sweep must be done), min.<mode> over the Total row,
 // min_by_task.<mode> / min_by_class.<mode> per named group (a group the sweep lacks fails),
 // max_new_failures (deterministic flips vs the baseline; flaky and pending flips, and flips of
-// quarantined models and modes, are listed, not counted), forbid (per status: the models' verdicts with it, over every mode, counted from
-// the tallies), must_pass (per model: every requested mode passes). Rules are validated first
-// (CheckGateRules).
+// quarantined models and modes, are listed, not counted), forbid (per status: the models' verdicts
+// with it, over every mode, counted from the tallies), must_pass (per model: every requested mode
+// passes), min_geomean_speedup (the Total row's geomean compile speedup),
+// min_geomean_speedup_by_task (per named task; a task without one fails), max_perf_regressions
+// (models and modes whose device time grew beyond the threshold vs the baseline). Rules are
+// validated first (CheckGateRules).
 //
 // Thread-safety: pure function.
 #pragma once
@@ -34,6 +37,8 @@ struct GateInputs {
   std::map<std::string, std::vector<std::string>> forbid_examples;
   // Flips vs rules.baseline_sweep_id (Compare's KIND_REGRESSED changes, confirmation set).
   std::vector<pb::ModelChange> regressed;
+  // Performance regressions vs rules.baseline_sweep_id (read when max_perf_regressions is set).
+  std::vector<pb::PerfRegression> perf_regressions;
 };
 
 pb::GateResponse EvaluateGate(const pb::GateRules& rules, const GateInputs& in);

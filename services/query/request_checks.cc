@@ -86,6 +86,18 @@ absl::Status CheckGateRules(const pb::GateRules& r, const std::string& field) {
     // baseline_sweep_id 0 means the sweep's own baseline (the service checks that it has one).
     if (r.max_new_failures() < 0) return Bad(field + ".max_new_failures", "must be >= 0");
   }
+  if (r.has_min_geomean_speedup() &&
+      !(std::isfinite(r.min_geomean_speedup()) && r.min_geomean_speedup() > 0)) {
+    return Bad(field + ".min_geomean_speedup", "must be a number > 0");
+  }
+  for (const auto& [task, v] : r.min_geomean_speedup_by_task()) {
+    const std::string at = field + ".min_geomean_speedup_by_task[" + task + "]";
+    if (task.empty()) return Bad(field + ".min_geomean_speedup_by_task", "empty task name");
+    if (!(std::isfinite(v) && v > 0)) return Bad(at, "must be a number > 0");
+  }
+  if (r.has_max_perf_regressions() && r.max_perf_regressions() < 0) {
+    return Bad(field + ".max_perf_regressions", "must be >= 0");
+  }
   for (int i = 0; i < r.forbid_size(); ++i) {
     const auto v = proto::VerdictFromName(r.forbid(i));
     if (!v || *v == pb::VERDICT_PASS) {

@@ -1,6 +1,8 @@
 #include "services/query/summary_builder.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "proto/names.h"
 
@@ -22,6 +24,23 @@ double Pct(int64_t part, int64_t whole) {
   return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
 
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return kNaN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The row's perf figures; each absent where no model has one (never 0).
+void SetPerf(pb::SummaryRow* row, const PerfTally& p) {
+  row->set_perf_models(p.models);
+  if (p.models > 0) row->set_geomean_speedup(std::exp(p.log_speedup_sum / p.models));
+  if (!p.mfus.empty()) row->set_median_mfu(Median(p.mfus));
+  if (p.compression_n > 0) row->set_mean_compression(p.compression_sum / p.compression_n);
+}
+
 void SetPct(pb::SummaryRow* row, pb::Mode mode, double pct) {
   if (mode == pb::MODE_EAGER) row->set_eager_pct(pct);
   if (mode == pb::MODE_COMPILE) row->set_compile_pct(pct);
@@ -29,6 +48,22 @@ void SetPct(pb::SummaryRow* row, pb::Mode mode, double pct) {
 }
 
 }  // namespace
+
+PerfTally PerfOfRow(const pb::ResultRow& row) {
+  PerfTally t;
+  auto it = row.perf().find("compile");
+  if (it == row.perf().end()) return t;
+  const pb::Perf& p = it->second;
+  if (!(std::isfinite(p.speedup()) && p.speedup() > 0)) return t;
+  t.models = 1;
+  t.log_speedup_sum = std::log(p.speedup());
+  if (std::isfinite(p.compression()) && p.compression() > 0) {
+    t.compression_n = 1;
+    t.compression_sum = p.compression();
+  }
+  if (std::isfinite(p.mfu())) t.mfus.push_back(p.mfu());
+  return t;
+}
 
 int64_t VerdictCount(const std::vector<GroupTally>& groups, const std::string& status) {
   int64_t n = 0;
@@ -64,18 +99,40 @@ void SummaryBuilder::Add(const pb::ResultRow& row) {
   const GroupKey key{row.task(), row.family(), row.arch()};
   AddGroup(key, 1, row.opcov_ratio());
   for (const auto& [mode, status] : row.status()) AddStatus(key, mode, status, 1);
+  AddPerf(key, PerfOfRow(row));
 }
 
 void SummaryBuilder::AddTally(const GroupTally& g) {
   const GroupKey key{g.task, g.family, g.arch};
   AddGroup(key, g.models, g.opcov_sum);
   for (const auto& st : g.statuses) AddStatus(key, st.mode, st.status, st.models);
+  AddPerf(key, g.perf);
 }
 
 void SummaryBuilder::Remove(const pb::ResultRow& row) {
   const GroupKey key{row.task(), row.family(), row.arch()};
   AddGroup(key, -1, -row.opcov_ratio());
   for (const auto& [mode, status] : row.status()) AddStatus(key, mode, status, -1);
+  AddPerf(key, PerfOfRow(row), -1);
+}
+
+void SummaryBuilder::AddPerf(const GroupKey& key, const PerfTally& perf, int sign) {
+  if (perf.models == 0 && perf.mfus.empty()) return;
+  for (Acc* a : Targets(key)) {
+    if (!a) continue;
+    a->perf.models += sign * perf.models;
+    a->perf.log_speedup_sum += sign * perf.log_speedup_sum;
+    a->perf.compression_n += sign * perf.compression_n;
+    a->perf.compression_sum += sign * perf.compression_sum;
+    for (double m : perf.mfus) {
+      if (sign > 0) {
+        a->perf.mfus.push_back(m);
+        continue;
+      }
+      auto it = std::find(a->perf.mfus.begin(), a->perf.mfus.end(), m);
+      if (it != a->perf.mfus.end()) a->perf.mfus.erase(it);
+    }
+  }
 }
 
 void SummaryBuilder::AddGroup(const GroupKey& key, int64_t models, double opcov_sum) {
@@ -144,6 +201,7 @@ pb::SummaryRow SummaryBuilder::Row(const std::string& group, const Acc& a) const
       sc->set_models(counts[v]);
     }
   }
+  SetPerf(&row, a.perf);
   return row;
 }
 
@@ -170,6 +228,7 @@ pb::Summary SummaryBuilder::Build() const {
     measured += Measured(acc) != 0;
   }
   out.set_classes(classes);
+  SetClassWeightedPerf(cw);
   if (measured == 0) return out;
   for (const auto& [arch, acc] : classes_) {
     if (Measured(acc) == 0) continue;  // every model of the class lost: no rate to weigh
@@ -185,6 +244,24 @@ pb::Summary SummaryBuilder::Build() const {
   cw->set_compile_pct(cw->compile_pct() / k);
   cw->set_train_pct(cw->train_pct() / k);
   return out;
+}
+
+void SummaryBuilder::SetClassWeightedPerf(pb::SummaryRow* cw) const {
+  // Each class with a perf model counts once: its geomean, median and mean.
+  PerfTally classes;
+  std::vector<double> medians;
+  for (const auto& [arch, acc] : classes_) {
+    if (acc.perf.models <= 0) continue;
+    classes.models += 1;
+    classes.log_speedup_sum += acc.perf.log_speedup_sum / acc.perf.models;
+    if (!acc.perf.mfus.empty()) classes.mfus.push_back(Median(acc.perf.mfus));
+    if (acc.perf.compression_n > 0) {
+      classes.compression_n += 1;
+      classes.compression_sum += acc.perf.compression_sum / acc.perf.compression_n;
+    }
+  }
+  SetPerf(cw, classes);
+  cw->set_perf_models(total_.perf.models);
 }
 
 namespace {

@@ -12,7 +12,13 @@
 //                                  class with a measured model counts once whatever its
 //                                  number of models;
 //   status counts                  per requested mode, non-zero, in Verdict order; `skipped`
-//                                  is not counted.
+//                                  is not counted;
+//   perf (SummaryRow.perf_models, geomean_speedup, median_mfu, mean_compression)
+//                                  over the models whose compile passed with a speedup: the
+//                                  geometric mean of the speedups, the median compiled MFU, the
+//                                  mean compression (absent: no such model); Class-weighted: the
+//                                  geomean of the classes' geomeans, the median of their
+//                                  medians, the mean of their means.
 //
 // Fed one primary record at a time (Add) or one pre-aggregated (task, family, arch) group at a
 // time (AddGroup + AddStatus): both sum the same counters, so a summary read from materialized
@@ -42,8 +48,21 @@ struct GroupKey {
   std::string arch;
 };
 
-// A sweep's models of one (task, family, arch): how many, their opcov_ratio sum, and how many
-// had each verdict per mode (the store's kept or live group counters).
+// The perf of a set of models whose compile passed with a speedup: how many, the sum of the
+// logs of their speedups, their compressions (how many, the sum) and their compiled MFUs.
+struct PerfTally {
+  int64_t models = 0;
+  double log_speedup_sum = 0;
+  int64_t compression_n = 0;
+  double compression_sum = 0;
+  std::vector<double> mfus;
+};
+
+// A record's PerfTally (one model or none): its compile perf, when it has a speedup.
+PerfTally PerfOfRow(const pb::ResultRow& row);
+
+// A sweep's models of one (task, family, arch): how many, their opcov_ratio sum, how many had
+// each verdict per mode, and their perf (the store's kept or live group counters).
 struct GroupTally {
   std::string task, family, arch;
   int64_t models = 0;
@@ -53,6 +72,7 @@ struct GroupTally {
     int64_t models = 0;
   };
   std::vector<Status> statuses;
+  PerfTally perf;
 };
 
 // How many verdicts `status` the tallies count, over every mode.
@@ -74,6 +94,8 @@ class SummaryBuilder {
   void AddGroup(const GroupKey& key, int64_t models, double opcov_sum);
   void AddStatus(const GroupKey& key, const std::string& mode, const std::string& status,
                  int64_t models);
+  // A group's perf (PerfTally); `sign` -1 takes it out again.
+  void AddPerf(const GroupKey& key, const PerfTally& perf, int sign = 1);
   // AddGroup + AddStatus of one tally.
   void AddTally(const GroupTally& g);
   // Takes one primary record out again (a model of a sweep's tallies that a comparison leaves
@@ -93,11 +115,14 @@ class SummaryBuilder {
     int64_t models = 0;
     double opcov_sum = 0;
     std::array<std::array<int64_t, kVerdicts>, kModes> counts{};  // [mode - 1][verdict]
+    PerfTally perf;
   };
   // The accumulators a model of `key` adds to (its row, its class, the total); null when the
   // filter leaves it out.
   std::array<Acc*, 3> Targets(const GroupKey& key);
   pb::SummaryRow Row(const std::string& group, const Acc& a) const;
+  // Class-weighted perf: each class with a perf model counts once.
+  void SetClassWeightedPerf(pb::SummaryRow* cw) const;
   // a.models less the models recorded `lost`.
   int64_t Measured(const Acc& a) const;
 

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "services/query/text_tables.h"
 
 namespace ts::query {
@@ -79,6 +81,87 @@ TEST(SummaryBuilderTest, HandComputedTableFromRecords) {
   SummaryBuilder b(pb::GROUP_BY_TASK, {"eager", "compile"});
   for (const auto& r : Handful()) b.Add(r);
   ExpectHandTable(b.Build());
+}
+
+// Compile perf on the hand table's models whose compile passed (m1, m4), and one whose compile
+// failed but that carries an eager perf (m2: no speedup, so it counts in no perf figure).
+pb::ResultRow WithPerf(pb::ResultRow r, double speedup, double mfu, double compression) {
+  pb::Perf p;
+  p.set_device_us(100);
+  p.set_mfu(mfu);
+  p.set_speedup(speedup);
+  p.set_compression(compression);
+  (*r.mutable_perf())["compile"] = p;
+  return r;
+}
+
+// By hand: text-generation has m1 (speedup 2, MFU 0.1, compression 1.5) and m4 (8, 0.3, 2.5):
+// geomean sqrt(16) = 4, median (0.1 + 0.3) / 2 = 0.2, mean compression 2; m9 adds a third Llama
+// (speedup 4, MFU 0.2, no compression): geomean cbrt(64) = 4, median 0.2, mean 2. Classes:
+// Llama (2, 4): geomean sqrt(8), median MFU 0.15, compression 1.5; GPT2: 8, 0.3, 2.5.
+// Class-weighted: geomean sqrt(sqrt(8) * 8) = 2^(9/4), median of (0.15, 0.3) = 0.225,
+// compression (1.5 + 2.5) / 2 = 2. fill-mask has none: NaN.
+TEST(SummaryBuilderTest, PerfIsGeomeanSpeedupMedianMfuAndMeanCompression) {
+  SummaryBuilder b(pb::GROUP_BY_TASK, {"eager", "compile"});
+  for (auto r : Handful()) {
+    if (r.model_id() == "m1") r = WithPerf(r, 2, 0.1, 1.5);
+    if (r.model_id() == "m4") r = WithPerf(r, 8, 0.3, 2.5);
+    if (r.model_id() == "m2") {
+      pb::Perf eager;
+      eager.set_device_us(50);
+      eager.set_mfu(0.9);
+      eager.set_speedup(std::nan(""));
+      (*r.mutable_perf())["eager"] = eager;
+    }
+    b.Add(r);
+  }
+  auto m9 = WithPerf(Model("m9", "text-generation", "LlamaForCausalLM", "pass", "pass", 1.0), 4,
+                     0.2, std::nan(""));
+  b.Add(m9);
+  pb::Summary s = b.Build();
+  ASSERT_EQ(s.rows_size(), 2);
+  EXPECT_EQ(s.rows(0).perf_models(), 0);
+  EXPECT_FALSE(s.rows(0).has_geomean_speedup()) << "none: absent, never 0";
+  EXPECT_FALSE(s.rows(0).has_median_mfu());
+  EXPECT_FALSE(s.rows(0).has_mean_compression());
+  EXPECT_EQ(s.rows(1).perf_models(), 3);
+  EXPECT_NEAR(s.rows(1).geomean_speedup(), 4.0, 1e-12);
+  EXPECT_NEAR(s.rows(1).median_mfu(), 0.2, 1e-12);
+  EXPECT_NEAR(s.rows(1).mean_compression(), 2.0, 1e-12);
+  EXPECT_NEAR(s.total().geomean_speedup(), 4.0, 1e-12);
+  EXPECT_NEAR(s.class_weighted().geomean_speedup(), std::pow(2.0, 9.0 / 4), 1e-12);
+  EXPECT_NEAR(s.class_weighted().median_mfu(), 0.225, 1e-12);
+  EXPECT_NEAR(s.class_weighted().mean_compression(), 2.0, 1e-12);
+  EXPECT_EQ(s.class_weighted().perf_models(), 3);
+  // Taking m9 out again gives the table without it; the same from a pre-aggregated group.
+  b.Remove(m9);
+  s = b.Build();
+  EXPECT_NEAR(s.rows(1).geomean_speedup(), 4.0, 1e-12);
+  EXPECT_NEAR(s.rows(1).median_mfu(), 0.2, 1e-12);
+  EXPECT_EQ(s.rows(1).perf_models(), 2);
+  SummaryBuilder g(pb::GROUP_BY_TASK, {"eager", "compile"});
+  GroupTally tally{"text-generation", "Llam", "LlamaForCausalLM", 1, 1.0, {}, {}};
+  tally.perf = {2, std::log(2.0) + std::log(8.0), 2, 4.0, {0.1, 0.3}};
+  g.AddTally(tally);
+  EXPECT_NEAR(g.Build().rows(0).geomean_speedup(), 4.0, 1e-12);
+  EXPECT_NEAR(g.Build().rows(0).median_mfu(), 0.2, 1e-12);
+}
+
+TEST(SummaryBuilderTest, PerfTableShowsSpeedupMfuAndDashesWhereNone) {
+  SummaryBuilder b(pb::GROUP_BY_TASK, {"eager", "compile"});
+  for (auto r : Handful()) {
+    if (r.model_id() == "m1") r = WithPerf(r, 2, 0.1, 1.5);
+    if (r.model_id() == "m4") r = WithPerf(r, 8, 0.3, 2.5);
+    b.Add(r);
+  }
+  const std::string text = FormatPerfSummary(b.Build());
+  EXPECT_NE(text.find("Speedup"), std::string::npos) << text;
+  EXPECT_NE(text.find("text-generation                        4         2     4.00x        0.2"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("fill-mask                              2         0         -          -"),
+            std::string::npos)
+      << text;
 }
 
 TEST(SummaryBuilderTest, PreAggregatedGroupsGiveTheSameTable) {

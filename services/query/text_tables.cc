@@ -1,5 +1,6 @@
 #include "services/query/text_tables.h"
 
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <map>
@@ -36,6 +37,20 @@ void SummaryLine(std::string* out, const std::string& name, const pb::SummaryRow
        r.train_pct());
 }
 
+void PerfLine(std::string* out, const std::string& name, const pb::SummaryRow& r) {
+  char speedup[16] = "-", mfu[16] = "-", compression[16] = "-";
+  if (r.has_geomean_speedup()) {
+    std::snprintf(speedup, sizeof speedup, "%.2fx", r.geomean_speedup());
+  }
+  if (r.has_median_mfu()) std::snprintf(mfu, sizeof mfu, "%.3g", r.median_mfu());
+  if (r.has_mean_compression()) {
+    std::snprintf(compression, sizeof compression, "%.2f", r.mean_compression());
+  }
+  Line(out, "%-32s %7lld %9lld %9s %10s %12s %10.1f\n", Cut(name, 32).c_str(),
+       static_cast<long long>(r.models()), static_cast<long long>(r.perf_models()), speedup, mfu,
+       compression, r.compile_pct());
+}
+
 std::string Examples(const google::protobuf::RepeatedPtrField<std::string>& models) {
   std::string s;
   for (const auto& m : models) s += (s.empty() ? "" : ", ") + m;
@@ -59,6 +74,17 @@ std::string FormatSummary(const pb::Summary& s) {
   out += "statuses:";
   for (const auto& [status, n] : statuses) out += " " + status + "=" + std::to_string(n);
   return out + "\n";
+}
+
+std::string FormatPerfSummary(const pb::Summary& s) {
+  std::string out;
+  Line(&out, "%-32s %7s %9s %9s %10s %12s %10s\n", GroupHeader(s.group_by()), "Models", "Speedups",
+       "Speedup", "MFU", "Compression", "Compile %");
+  for (const auto& r : s.rows()) PerfLine(&out, r.group(), r);
+  PerfLine(&out, "Total", s.total());
+  PerfLine(&out, "Class-weighted (" + std::to_string(s.classes()) + " classes)",
+           s.class_weighted());
+  return out;
 }
 
 std::string FormatOpDemand(const pb::OpDemandResponse& r) {

@@ -17,6 +17,10 @@ namespace ts::query {
 namespace pb = ::touchstone::v1;
 
 std::string FormatSummary(const pb::Summary& s);
+// `touchstone summary SWEEP --perf`: per group, Models, the models whose compile passed with a
+// speedup, Geomean speedup, Median MFU, Mean compression and Compile %; then Total and
+// Class-weighted. "-" where no model has a speedup.
+std::string FormatPerfSummary(const pb::Summary& s);
 std::string FormatOpDemand(const pb::OpDemandResponse& r);
 std::string FormatGraphBreaks(const pb::GraphBreaksResponse& r);
 // Ops by the models they break; a ratio of 1e300 (a non-finite mismatch) prints "non-finite".

@@ -39,22 +39,29 @@ std::string AlertmanagerJson(const std::vector<pb::Alert>& alerts,
   nlohmann::json out = nlohmann::json::array();
   for (const pb::Alert& a : alerts) {
     const auto same = [](const std::string& s) { return s; };
-    const std::string mode = proto::ModeName(a.mode());
+    const std::string modes = Join(
+        a.modes(), [](int m) { return proto::ModeName(static_cast<pb::Mode>(m)); }, 3);
     nlohmann::json labels = {{"alertname", "TouchstoneRegression"},
                              {"alert_id", std::to_string(a.alert_id())},
                              {"severity", a.severity()},
-                             {"mode", mode},
                              {"line", a.line()},
                              {"cause_kind", a.cause_kind()},
                              {"signature", a.cause()},
                              {"task", Join(a.tasks(), same, 1000)},
-                             {"arch", Join(a.archs(), same, 1000)}};
-    const std::string summary = std::to_string(a.models_size()) + " model(s) regressed in " + mode +
-                                " on " + a.line() + " since sweep " +
+                             {"arch", Join(a.archs(), same, 1000)},
+                             {"kind", a.kind().empty() ? std::string("accuracy") : a.kind()}};
+    if (!a.op().empty()) labels["op"] = a.op();
+    // A label names the alert in Alertmanager, so it never changes over the alert's life: the
+    // mode of a per-mode alert is one; an alert across modes (a suspect op) has none, and the
+    // modes it broke, which may grow, are an annotation.
+    if (a.mode() != pb::MODE_UNSPECIFIED) labels["mode"] = proto::ModeName(a.mode());
+    const std::string summary = std::to_string(a.models_size()) + " model(s) regressed in " +
+                                modes + " on " + a.line() + " since sweep " +
                                 std::to_string(a.first_sweep_id()) + ": " + a.cause_kind() + " " +
                                 a.cause_text();
     nlohmann::json annotations = {
         {"summary", summary},
+        {"modes", modes},
         {"models",
          Join(
              a.models(), [](const pb::AlertModel& m) { return m.model_id(); }, kMaxModelsListed)}};

@@ -4,10 +4,11 @@
 //
 // What is sent: every unresolved alert (firing: no endsAt), and each resolved alert whose
 // resolution was not delivered yet (endsAt = when it was resolved). Labels: alertname
-// (TouchstoneRegression), alert_id, severity, mode, line, cause_kind, signature (the cause: op,
-// error signature or status), task and arch (its tasks and classes, comma-separated).
-// Annotations: summary, models (up to 20, comma-separated), link (the dashboard's model page of
-// its first model). When: at once when an alert changed since its last delivery, and every
+// (TouchstoneRegression), alert_id, severity, mode (a per-mode alert's; none on an alert across
+// modes, a suspect op's), line, cause_kind, signature (the cause: op, error signature or
+// status), task and arch (its tasks and classes, comma-separated). Annotations: summary, modes
+// (the modes its cause broke, comma-separated), models (up to 20, comma-separated), link (the
+// dashboard's model page of its first model). When: at once when an alert changed since its last delivery, and every
 // `resend_s` otherwise (Alertmanager resolves a firing alert that is not re-sent within its
 // resolve_timeout, 5 minutes by default). A failed post (no connection, a non-2xx answer) is
 // retried with exponential backoff from retry_min_s to retry_max_s; what was not delivered

@@ -55,6 +55,80 @@ TEST_F(AlertsTest, OneAlertPerCauseCoveringExactlyTheDeterministicRegressions) {
   EXPECT_EQ(signatures, 1);
 }
 
+// One cause, one alert (issue 34): a kernel that is wrong in every mode it runs in is one suspect
+// op, so its regressions in eager and in compile are one alert whose modes are a dimension of
+// it, each model saying which modes it broke; a second suspect op is a second alert. A cause
+// that is not a suspect op stays per mode. The alert stays open while the op still fails in any
+// of its modes, and widens when it breaks a mode it had not.
+TEST_F(AlertsTest, ASuspectOpIsOneAlertAcrossTheModesItBreaks) {
+  const Night mm = [](int i, pb::Mode mode, int) -> V {
+    if (i <= 3) return {pb::VERDICT_FAIL_ACCURACY, "rmse_ratio 3 > 2", "aten::mm"};  // both modes
+    if (i == 4 && mode == pb::MODE_EAGER) return {pb::VERDICT_FAIL_ACCURACY, "x", "aten::bmm"};
+    if (i == 10 && mode == pb::MODE_COMPILE) {
+      return {pb::VERDICT_COMPILE_FAIL, "unsupported op aten::cumsum", ""};
+    }
+    return Pass();
+  };
+  const int64_t base = RunSweep("sim-2.0", 0, kClean);
+  const int64_t head = RunSweep("sim-2.1", base, mm);
+  const pb::DetectRegressionsResponse d = Detect(head);
+  EXPECT_EQ(d.deterministic(), 4 * 2 + 1 + 1);
+  EXPECT_EQ(d.opened_size(), 3);  // aten::mm, aten::bmm, aten::cumsum (compile)
+  std::map<std::string, pb::Alert> by_cause;
+  for (const auto& a : Alerts("open")) by_cause[a.cause()] = a;
+  ASSERT_EQ(by_cause.size(), 3u);
+  const pb::Alert& mm_alert = by_cause["aten::mm"];
+  EXPECT_EQ(mm_alert.cause_kind(), "suspect");
+  EXPECT_EQ(mm_alert.mode(), pb::MODE_UNSPECIFIED);
+  EXPECT_EQ(std::vector<int>(mm_alert.modes().begin(), mm_alert.modes().end()),
+            (std::vector<int>{pb::MODE_EAGER, pb::MODE_COMPILE}));
+  ASSERT_EQ(mm_alert.models_size(), 4);
+  for (const auto& m : mm_alert.models()) {
+    EXPECT_EQ(m.modes_size(), 2) << m.model_id();
+  }
+  const pb::Alert& bmm = by_cause["aten::bmm"];
+  EXPECT_EQ(std::vector<int>(bmm.modes().begin(), bmm.modes().end()),
+            std::vector<int>{pb::MODE_EAGER});
+  const pb::Alert& cumsum = by_cause["aten::cumsum"];
+  EXPECT_EQ(cumsum.cause_kind(), "op");
+  EXPECT_EQ(cumsum.mode(), pb::MODE_COMPILE);
+  EXPECT_EQ(std::vector<int>(cumsum.modes().begin(), cumsum.modes().end()),
+            std::vector<int>{pb::MODE_COMPILE});
+  std::set<std::pair<std::string, pb::Mode>> want;
+  for (int i = 0; i <= 3; ++i) {
+    want.insert({"org/m" + std::to_string(i), pb::MODE_EAGER});
+    want.insert({"org/m" + std::to_string(i), pb::MODE_COMPILE});
+  }
+  want.insert({"org/m4", pb::MODE_EAGER});
+  want.insert({"org/m10", pb::MODE_COMPILE});
+  EXPECT_EQ(Covered(Alerts("open")), want);
+
+  // Next night mm is fixed in eager only: its alert stays open (still failing in compile), no
+  // new alert; bmm now also breaks compile on m4, and its one alert widens to both modes.
+  const Night next = [](int i, pb::Mode mode, int) -> V {
+    if (i <= 3 && mode == pb::MODE_COMPILE) return {pb::VERDICT_FAIL_ACCURACY, "y", "aten::mm"};
+    if (i == 4) return {pb::VERDICT_FAIL_ACCURACY, "x", "aten::bmm"};
+    if (i == 10 && mode == pb::MODE_COMPILE) {
+      return {pb::VERDICT_COMPILE_FAIL, "unsupported op aten::cumsum", ""};
+    }
+    return Pass();
+  };
+  const int64_t later = RunSweep("sim-2.2", head, next);
+  const pb::DetectRegressionsResponse d2 = Detect(later);
+  EXPECT_EQ(d2.opened_size(), 0);
+  EXPECT_EQ(d2.resolved_size(), 0);
+  by_cause.clear();
+  for (const auto& a : Alerts("open")) by_cause[a.cause()] = a;
+  ASSERT_EQ(by_cause.size(), 3u);
+  EXPECT_EQ(by_cause["aten::mm"].last_sweep_id(), later);
+  EXPECT_EQ(by_cause["aten::mm"].clean_sweeps(), 0);
+  const pb::Alert& wider = by_cause["aten::bmm"];
+  EXPECT_EQ(std::vector<int>(wider.modes().begin(), wider.modes().end()),
+            (std::vector<int>{pb::MODE_EAGER, pb::MODE_COMPILE}));
+  ASSERT_EQ(wider.models_size(), 1);
+  EXPECT_EQ(wider.models(0).modes_size(), 2);
+}
+
 TEST_F(AlertsTest, DetectingTwiceChangesNothingAndAnIdenticalSweepOpensNothing) {
   const int64_t base = RunSweep("sim-2.0", 0, kClean);
   const int64_t head = RunSweep("sim-2.1", base, Broken);

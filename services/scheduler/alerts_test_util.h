@@ -5,23 +5,23 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
+#include <pqxx/pqxx>
 #include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
-#include <pqxx/pqxx>
 
 #include "services/scheduler/scheduler.h"
 #include "services/scheduler/scheduler_test_util.h"
@@ -42,6 +42,11 @@ struct V {
   std::string suspect;
   double rmse_ratio = 1.0;  // drift tests move these
   double compile_ms = 200;
+  // Performance (perf_alerts_test.cc): device_us > 0 gives a passing mode this perf, its top
+  // ops, and (compile) a speedup.
+  double device_us = 0;
+  std::vector<std::pair<std::string, double>> top_ops = {};
+  double speedup = NAN;
 };
 // (model index, mode, run) -> verdict; anything not listed passes.
 using Night = std::function<V(int model, pb::Mode mode, int run)>;
@@ -124,6 +129,22 @@ class AlertsTest : public ::testing::Test {
       m->set_error(v.error);
       m->set_rmse_ratio(v.rmse_ratio);
       if (mode == pb::MODE_COMPILE) m->set_compile_ms(v.compile_ms);
+      if (v.device_us > 0 && v.status == pb::VERDICT_PASS) {
+        pb::Perf* p = m->mutable_perf();
+        p->set_device_us(v.device_us);
+        p->set_flops(1e6);
+        p->set_mfu(1e-4);
+        p->set_launches(10);
+        p->set_peak_device_bytes(4096);
+        for (const auto& [op, us] : v.top_ops) {
+          pb::OpTime* t = p->add_top_ops();
+          t->set_op(op);
+          t->set_us(us);
+          t->set_share(us / v.device_us);
+        }
+        p->set_speedup(mode == pb::MODE_COMPILE ? v.speedup : NAN);
+        p->set_compression(NAN);
+      }
       if (!v.suspect.empty()) {
         m->set_audited(true);
         pb::Suspect* s = m->add_suspects();
@@ -170,6 +191,14 @@ class AlertsTest : public ::testing::Test {
     return created.sweep_id();
   }
 
+  // The first column of the first row of `sql` on the test's database (NULL: 0).
+  int64_t Count(const std::string& sql) {
+    pqxx::connection c(opts_.db_url);
+    pqxx::nontransaction n(c);
+    const pqxx::result r = n.exec(sql);
+    return r.empty() || r[0][0].is_null() ? 0 : r[0][0].as<int64_t>();
+  }
+
   std::string State(int64_t sweep) {
     pqxx::connection c(opts_.db_url);
     pqxx::nontransaction n(c);
@@ -188,11 +217,15 @@ class AlertsTest : public ::testing::Test {
     return a.ok() ? *a : std::vector<pb::Alert>();
   }
 
-  // The (model, mode) pairs the alerts cover.
+  // The (model, mode) pairs the alerts cover: each model's modes (an alert of a suspect op
+  // spans the modes it broke).
   static std::set<std::pair<std::string, pb::Mode>> Covered(const std::vector<pb::Alert>& alerts) {
     std::set<std::pair<std::string, pb::Mode>> out;
     for (const auto& a : alerts) {
-      for (const auto& m : a.models()) out.insert({m.model_id(), a.mode()});
+      for (const auto& m : a.models()) {
+        EXPECT_GT(m.modes_size(), 0) << a.alert_id() << " " << m.model_id();
+        for (int mode : m.modes()) out.insert({m.model_id(), static_cast<pb::Mode>(mode)});
+      }
     }
     return out;
   }

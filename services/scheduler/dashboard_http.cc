@@ -81,6 +81,12 @@ std::string Decode(std::string_view s) {
   return out;
 }
 
+// The login cookie's attributes: never readable by scripts, never sent cross-site, and over
+// TLS (this server's, or a proxy's that says so) never sent back over plaintext: Secure.
+std::string CookieAttributes(const HttpRequestInfo& req) {
+  return std::string("; Path=/; HttpOnly; SameSite=Strict") + (req.tls ? "; Secure" : "");
+}
+
 // POST /login (form field `token`): a reader or admin token sets the cookie and goes to the
 // Overview; anything else goes back to the login page, which says it was refused.
 HttpResponse Login(const DashboardOptions& o, const HttpRequestInfo& req) {
@@ -97,12 +103,12 @@ HttpResponse Login(const DashboardOptions& o, const HttpRequestInfo& req) {
     }
   }
   return Redirect("/", {{"Set-Cookie", std::string(kTokenCookie) + "=" + token +
-                                           "; Path=/; HttpOnly; SameSite=Strict"}});
+                                           CookieAttributes(req)}});
 }
 
-HttpResponse Logout(const HttpRequestInfo&) {
-  return Redirect("/login", {{"Set-Cookie", std::string(kTokenCookie) +
-                                                "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"}});
+HttpResponse Logout(const HttpRequestInfo& req) {
+  return Redirect("/login", {{"Set-Cookie", std::string(kTokenCookie) + "=; Max-Age=0" +
+                                                CookieAttributes(req)}});
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "proto/names.h"
 #include "services/common/http_server.h"
 #include "services/scheduler/dashboard_http.h"
 #include "services/scheduler/dashboard_test_util.h"
@@ -396,17 +397,15 @@ TEST_F(DashboardTest, PagesInHeadlessChromium) {
 
   Visit(b, base, "/");
   const pb::Summary head = Summary(head_, pb::GROUP_BY_TASK);
+  EXPECT_EQ(*b.Execute("return document.querySelectorAll('section.line').length;"), 1);
   auto cells = Cells(b, "section.line tr[data-group]");
-  for (const auto& row : head.rows()) ExpectRowShown(cells[row.group()], row, "overview");
-  ExpectRowShown(cells["Total"], head.total(), "overview Total");
-  ExpectRowShown(cells["Class-weighted"], head.class_weighted(), "overview Class-weighted");
+  ExpectTableShown(cells, head, kOverviewFields, /*totals=*/true, "overview");
   EXPECT_TRUE(b.Screenshot((dir / "overview.png").string()).ok());
 
   Visit(b, base, "/classes");
   const pb::Summary classes = Summary(head_, pb::GROUP_BY_ARCH);
   cells = Cells(b, "table.classes tr[data-group]");
-  ASSERT_EQ(cells.size(), static_cast<size_t>(classes.rows_size()));
-  for (const auto& row : classes.rows()) ExpectRowShown(cells[row.group()], row, "classes");
+  ExpectTableShown(cells, classes, kClassesFields, /*totals=*/false, "classes");
   // Filtered by family: only the bert class stays visible.
   ASSERT_TRUE(b.Execute("const s = document.getElementById('family-filter'); s.value = 'bert';"
                         "s.dispatchEvent(new Event('change'));").ok());
@@ -426,7 +425,22 @@ TEST_F(DashboardTest, PagesInHeadlessChromium) {
   EXPECT_TRUE(b.Screenshot((dir / "class.png").string()).ok());
 
   Visit(b, base, "/trends");
-  EXPECT_GT(CanvasPixels(b, "canvas.trend"), 1000);
+  {
+    // Each chart draws the line's two sweeps: the Total and every task, as GetSummary has them.
+    const pb::Summary older = Summary(base_, pb::GROUP_BY_TASK);
+    for (const std::string field : {"eagerPct", "compilePct"}) {
+      const json chart = ChartData(b, "canvas.trend[data-field=\"" + field + "\"]");
+      ASSERT_TRUE(chart.is_object()) << field;
+      EXPECT_EQ(chart["labels"].size(), 2u) << chart.dump();
+      std::map<std::string, json> drawn, want;
+      for (const json& d : chart["datasets"]) drawn[d["label"].get<std::string>()] = d["data"];
+      for (const pb::Summary* s : {&older, &head}) {
+        want["Total"].push_back(FieldOf(s->total(), field));
+        for (const auto& row : s->rows()) want[row.group()].push_back(FieldOf(row, field));
+      }
+      EXPECT_EQ(drawn, want) << field;
+    }
+  }
   EXPECT_TRUE(b.Screenshot((dir / "trends.png").string()).ok());
   // Clicking the first point (the older sweep) opens that sweep's classes.
   ASSERT_TRUE(b.Execute("const c = document.querySelector('canvas.trend');"
@@ -454,6 +468,30 @@ TEST_F(DashboardTest, PagesInHeadlessChromium) {
                          "'section.alert[data-alert=\"' + arguments[0] + '\"] tbody tr').length;",
                          json::array({std::to_string(a.alert_id())})),
               a.models_size());
+    // The alert's modes are shown on it, and each model's modes in its row.
+    std::string modes;
+    for (int m : a.modes()) {
+      modes += (modes.empty() ? "" : " ") + proto::ModeName(static_cast<pb::Mode>(m));
+    }
+    EXPECT_FALSE(modes.empty()) << a.alert_id();
+    EXPECT_EQ(*b.Execute("return document.querySelector('section.alert[data-alert=\"' +"
+                         "  arguments[0] + '\"]').getAttribute('data-modes');",
+                         json::array({std::to_string(a.alert_id())})),
+              modes);
+    for (const auto& m : a.models()) {
+      std::string model_modes;
+      for (int mode : m.modes()) {
+        model_modes +=
+            (model_modes.empty() ? "" : " ") + proto::ModeName(static_cast<pb::Mode>(mode));
+      }
+      EXPECT_EQ(*b.Execute("return Array.from(document.querySelectorAll("
+                           "  'section.alert[data-alert=\"' + arguments[0] + '\"] tbody tr'))"
+                           ".find(tr => tr.cells[0].textContent === arguments[1])"
+                           ".querySelector('td[data-modes]').getAttribute('data-modes');",
+                           json::array({std::to_string(a.alert_id()), m.model_id()})),
+                model_modes)
+          << m.model_id();
+    }
   }
   EXPECT_GE(alerts.alerts_size(), 1);  // the head's eager flips (m3, m6, m9) vs its baseline
   EXPECT_TRUE(b.Screenshot((dir / "alerts.png").string()).ok());

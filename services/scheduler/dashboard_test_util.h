@@ -6,8 +6,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -65,25 +68,87 @@ inline std::map<std::string, std::map<std::string, Cell>> Cells(testing::Browser
   return out;
 }
 
-// A row of the page equals the API's: the exact value in data-value, and the text shown is it
-// with one decimal (a count: as is).
-inline void ExpectRowShown(const std::map<std::string, Cell>& shown, const pb::SummaryRow& api,
-                           const std::string& where) {
-  const std::pair<const char*, double> fields[] = {
-      {"models", static_cast<double>(api.models())}, {"eagerPct", api.eager_pct()},
-      {"opcovPct", api.opcov_pct()}, {"compilePct", api.compile_pct()},
-      {"trainPct", api.train_pct()}};
-  for (const auto& [field, want] : fields) {
-    auto it = shown.find(field);
-    if (it == shown.end()) continue;  // a column the page does not have
-    EXPECT_EQ(it->second.value, want) << where << " " << field;
-    if (std::string(field) == "models") {
-      EXPECT_EQ(it->second.text, std::to_string(api.models())) << where;
+// The value columns of the pages' tables (dashboards/web: overview.js COLUMNS, classes.js
+// FIELDS), by the API's field names.
+inline const std::vector<std::string> kOverviewFields = {"models", "eagerPct", "opcovPct",
+                                                         "compilePct"};
+inline const std::vector<std::string> kClassesFields = {"models", "eagerPct", "compilePct",
+                                                        "trainPct", "opcovPct"};
+
+inline double FieldOf(const pb::SummaryRow& row, const std::string& field) {
+  if (field == "models") return static_cast<double>(row.models());
+  if (field == "eagerPct") return row.eager_pct();
+  if (field == "opcovPct") return row.opcov_pct();
+  if (field == "compilePct") return row.compile_pct();
+  if (field == "trainPct") return row.train_pct();
+  ADD_FAILURE() << "no SummaryRow field " << field;
+  return NAN;
+}
+
+// A row of the page shows `want(field)` for each of `fields`: the value in data-value (exactly,
+// or within `tolerance` of a recount that sums in another order), and the text shown is it with
+// one decimal (a count: as is). A row the page lacks, or a field it does not show, is a failure.
+inline void ExpectRowShown(const std::map<std::string, std::map<std::string, Cell>>& table,
+                           const std::string& group, const std::vector<std::string>& fields,
+                           const std::function<double(const std::string&)>& want,
+                           const std::string& where, double tolerance = 0) {
+  auto row = table.find(group);
+  if (row == table.end()) {
+    ADD_FAILURE() << where << ": the page has no row " << group;
+    return;
+  }
+  for (const std::string& field : fields) {
+    auto it = row->second.find(field);
+    if (it == row->second.end()) {
+      ADD_FAILURE() << where << " " << group << ": the page shows no " << field;
+      continue;
+    }
+    const double v = want(field);
+    EXPECT_NEAR(it->second.value, v, tolerance) << where << " " << group << " " << field;
+    if (field == "models") {
+      EXPECT_EQ(it->second.text, std::to_string(static_cast<int64_t>(v))) << where << " " << group;
     } else {
-      EXPECT_NEAR(std::stod(it->second.text), want, 0.05 + 1e-9) << where << " " << field;
+      EXPECT_NEAR(std::stod(it->second.text), v, 0.05 + 1e-9) << where << " " << group << " "
+                                                              << field;
       EXPECT_EQ(it->second.text.find('.'), it->second.text.size() - 2) << it->second.text;
     }
   }
+}
+
+inline void ExpectRowShown(const std::map<std::string, std::map<std::string, Cell>>& table,
+                           const pb::SummaryRow& api, const std::vector<std::string>& fields,
+                           const std::string& where) {
+  ExpectRowShown(
+      table, api.group(), fields, [&](const std::string& f) { return FieldOf(api, f); }, where);
+}
+
+// The page's table is the summary: exactly its rows (and, with `totals`, Total and
+// Class-weighted), each as ExpectRowShown.
+inline void ExpectTableShown(const std::map<std::string, std::map<std::string, Cell>>& table,
+                             const pb::Summary& api, const std::vector<std::string>& fields,
+                             bool totals, const std::string& where) {
+  std::set<std::string> want, shown;
+  for (const auto& row : api.rows()) want.insert(row.group());
+  if (totals) want.insert({"Total", "Class-weighted"});
+  for (const auto& [group, cells] : table) shown.insert(group);
+  EXPECT_EQ(shown, want) << where << ": the page's rows";
+  for (const auto& row : api.rows()) ExpectRowShown(table, row, fields, where);
+  if (!totals) return;
+  ExpectRowShown(table, api.total(), fields, where);
+  ExpectRowShown(table, api.class_weighted(), fields, where);
+}
+
+// What a Chart.js chart on the page draws (Chart.getChart(canvas).data): {labels: [...],
+// datasets: [{label, data: [...]}, ...]}; null when `selector` matches no chart.
+inline json ChartData(testing::Browser& b, const std::string& selector) {
+  auto v = b.Execute(
+      "const c = document.querySelector(arguments[0]); const ch = c && Chart.getChart(c);"
+      "if (!ch) return null;"
+      "return {labels: ch.data.labels, datasets: ch.data.datasets.map("
+      "  d => ({label: d.label === undefined ? '' : d.label, data: d.data}))};",
+      json::array({selector}));
+  EXPECT_TRUE(v.ok()) << selector << ": " << v.status();
+  return v.ok() ? *v : json();
 }
 
 }  // namespace ts::scheduler::dashboard_test

@@ -46,11 +46,7 @@ absl::Status GetSummary(store::Store& s, const pb::GetSummaryRequest& r, pb::Sum
   if (!info.ok()) return info.status();
   query::SummaryBuilder b(r.group_by(), {info->modes().begin(), info->modes().end()},
                           r.filter());
-  for (const auto& g : *groups) {
-    const query::GroupKey key{g.task, g.family, g.arch};
-    b.AddGroup(key, g.models, g.opcov_sum);
-    for (const auto& st : g.statuses) b.AddStatus(key, st.mode, st.status, st.models);
-  }
+  for (const auto& g : *groups) b.AddTally(g);  // verdicts, opcov and perf
   if (auto st = b.CheckFilterMatched(r.sweep_id()); !st.ok()) return st;
   *out = b.Build();
   out->set_sweep_id(r.sweep_id());
@@ -268,6 +264,16 @@ absl::Status Gate(store::Store& s, const pb::GateRequest& r, pb::GateResponse* o
     }
   }
   const int64_t base = rules.baseline_sweep_id();
+  if (rules.has_max_perf_regressions()) {
+    if (base == 0) {
+      return absl::InvalidArgumentError("rules.max_perf_regressions: sweep " +
+                                        std::to_string(r.sweep_id()) +
+                                        " has no baseline; give rules.baseline_sweep_id");
+    }
+    auto perf = s.PerfRegressions(r.sweep_id(), base);
+    if (!perf.ok()) return perf.status();
+    in.perf_regressions = std::move(*perf);
+  }
   if (base > 0) {
     auto c = CompareOf(s, base, "rules.baseline_sweep_id", r.sweep_id(), "sweep_id",
                        pb::GROUP_BY_TASK, {});

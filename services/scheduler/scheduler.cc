@@ -1,10 +1,10 @@
 #include "services/scheduler/scheduler.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <thread>
-
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 
 #include "services/common/field_limits.h"
 #include "services/common/tls.h"
@@ -42,12 +42,14 @@ absl::Status CheckExposure(const SchedulerOptions& opts) {
   if (!opts.tokens.open() || opts.insecure) return absl::OkStatus();
   const auto refuse = [](const std::string& field, const std::string& value) {
     return absl::InvalidArgumentError(
-        field + ": '" + value + "' is not a loopback address and no tokens are configured, so "
+        field + ": '" + value +
+        "' is not a loopback address and no tokens are configured, so "
         "anyone who reaches it could create and cancel sweeps; give tokens (--token-file) or "
         "--insecure");
   };
   if (!IsLoopback(HostOf(opts.listen))) return refuse("listen", opts.listen);
-  if (opts.http_port >= 0 && !IsLoopback(opts.http_host)) return refuse("http_host", opts.http_host);
+  if (opts.http_port >= 0 && !IsLoopback(opts.http_host))
+    return refuse("http_host", opts.http_host);
   return absl::OkStatus();
 }
 
@@ -60,55 +62,63 @@ std::optional<Role> SchedulerMethodRole(std::string_view method) {
   return std::nullopt;
 }
 
-
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptions& opts) {
+namespace {
+
+using Impl = Scheduler::Impl;
+
+absl::Status CheckOptions(const SchedulerOptions& opts) {
   if (opts.db_url.empty()) return absl::InvalidArgumentError("db: a database URL is required");
   if (!(opts.lease_ttl_s > 0)) return absl::InvalidArgumentError("lease_ttl_s: must be > 0");
-  if (auto st = CheckExposure(opts); !st.ok()) return st;
-  auto creds = common::MakeServerCredentials(opts.tls_cert_file, opts.tls_key_file);
-  if (!creds.ok()) return creds.status();
-  auto impl = std::make_unique<Impl>();
-  impl->opts = opts;
-  impl->tokens = std::make_shared<const common::TokenSet>(opts.tokens);
-  if (opts.tokens.open()) {
-    std::fprintf(stderr, "touchstone-scheduler: no tokens configured: every caller may call "
-                         "every method (open mode)\n");
-  }
-  if (!opts.alertmanager_url.empty()) {
-    AlertmanagerOptions ao;
-    ao.url = opts.alertmanager_url;
-    ao.dashboard_url = opts.dashboard_url;
-    ao.resend_s = opts.alert_resend_s;
-    ao.retry_max_s = std::max(ao.retry_min_s, opts.alert_retry_max_s);
-    auto d = AlertDelivery::Create(ao);
-    if (!d.ok()) return d.status();
-    impl->delivery = std::move(*d);
-  }
-  impl->store_opts.url = opts.db_url;
-  impl->store_opts.lease_ttl_s = opts.lease_ttl_s;
-  impl->store_opts.split_after_expiries = opts.split_after_expiries;
-  impl->store_opts.max_lost_leases = opts.max_lost_leases;
-  impl->store_opts.quarantine_after = opts.quarantine_after;
-  impl->store_opts.quarantine_window_s = opts.quarantine_window_s;
-  impl->store_opts.quarantine_s = opts.quarantine_s;
+  return CheckExposure(opts);
+}
 
-  // The database may still be starting (or restarting): wait for it, then migrate.
-  const auto deadline = Clock::now() + std::chrono::duration<double>(opts.db_wait_s);
-  absl::Status st;
+// Alertmanager delivery (alert_delivery.h); none without alertmanager_url.
+absl::StatusOr<std::unique_ptr<AlertDelivery>> MakeDelivery(const SchedulerOptions& opts) {
+  if (opts.alertmanager_url.empty()) return std::unique_ptr<AlertDelivery>();
+  AlertmanagerOptions ao;
+  ao.url = opts.alertmanager_url;
+  ao.dashboard_url = opts.dashboard_url;
+  ao.resend_s = opts.alert_resend_s;
+  ao.retry_max_s = std::max(ao.retry_min_s, opts.alert_retry_max_s);
+  return AlertDelivery::Create(ao);
+}
+
+store::StoreOptions StoreOptionsOf(const SchedulerOptions& opts) {
+  store::StoreOptions so;
+  so.url = opts.db_url;
+  so.lease_ttl_s = opts.lease_ttl_s;
+  so.split_after_expiries = opts.split_after_expiries;
+  so.max_lost_leases = opts.max_lost_leases;
+  so.quarantine_after = opts.quarantine_after;
+  so.quarantine_window_s = opts.quarantine_window_s;
+  so.quarantine_s = opts.quarantine_s;
+  so.perf_threshold = opts.perf_threshold;
+  return so;
+}
+
+// The database may still be starting (or restarting): waits up to wait_s for it while it is
+// UNAVAILABLE, then migrates.
+absl::Status WaitAndMigrate(const store::StoreOptions& so, double wait_s) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(wait_s);
   for (;;) {
-    auto s = store::Store::Connect(impl->store_opts);
+    absl::Status st;
+    auto s = store::Store::Connect(so);
     if (s.ok()) {
       st = (*s)->Migrate();
-      if (st.ok()) break;
+      if (st.ok()) return st;
     } else {
       st = s.status();
     }
     if (st.code() != absl::StatusCode::kUnavailable || Clock::now() > deadline) return st;
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
-  impl->db_ok = true;
+}
+
+// The three database pools and the Query service on the query pool.
+void StartPools(Impl* impl) {
+  const SchedulerOptions& opts = impl->opts;
   impl->pool = std::make_unique<StorePool>(impl->store_opts, opts.db_threads, opts.queue_limit,
                                            /*nice=*/5);
   store::StoreOptions lease_opts = impl->store_opts;
@@ -116,49 +126,85 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptio
   impl->lease_pool = std::make_unique<StorePool>(lease_opts, opts.lease_threads, opts.queue_limit);
   impl->query_pool = std::make_unique<StorePool>(impl->store_opts, std::max(1, opts.query_threads),
                                                  opts.queue_limit);
-
   // Every Query method reads results: reader (or admin); those that change alerts: admin.
   impl->query = std::make_unique<QueryService>(
       impl->query_pool.get(),
       common::MakeAdmitter(impl->tokens, Role::kReader, "touchstone.v1.Query"),
       common::MakeAdmitter(impl->tokens, Role::kAdmin, "touchstone.v1.Query"));
+}
 
+absl::Status StartGrpc(Impl* impl, const std::shared_ptr<grpc::ServerCredentials>& creds) {
   grpc::EnableDefaultHealthCheckService(true);  // grpc.health.v1, answered without a token
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(opts.listen, *creds, &impl->grpc_port);
-  builder.RegisterService(impl.get());
+  builder.AddListeningPort(impl->opts.listen, creds, &impl->grpc_port);
+  builder.RegisterService(impl);
   builder.RegisterService(impl->query.get());
   builder.SetMaxReceiveMessageSize(common::kMaxRequestBytes);
   impl->server = builder.BuildAndStart();
   if (!impl->server || impl->grpc_port == 0) {
-    return absl::UnavailableError("grpc: cannot listen on " + opts.listen);
+    return absl::UnavailableError("grpc: cannot listen on " + impl->opts.listen);
   }
+  return absl::OkStatus();
+}
+
+// /metrics, /healthz (503 while the database is unreachable) and the web dashboard
+// (dashboard_http.h), which reads through the Query service in process.
+absl::Status StartHttp(Impl* impl) {
+  const SchedulerOptions& opts = impl->opts;
+  common::HttpServerOptions ho;
+  ho.host = opts.http_host;
+  ho.port = opts.http_port;
+  ho.tokens = impl->tokens;
+  // One certificate for both ports: with TLS on, the dashboard (its login token), /metrics
+  // and /healthz are HTTPS too.
+  ho.tls_cert_file = opts.tls_cert_file;
+  ho.tls_key_file = opts.tls_key_file;
+  ConfigureDashboardServer(&ho);
+  DashboardOptions dash;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  dash.channel = impl->server->InProcessChannel(args);
+  dash.tokens = impl->tokens;
+  if (!opts.chart_js.empty()) dash.chart_js = opts.chart_js;
+  auto http = common::HttpServer::Start(
+      ho,
+      {{"/metrics", impl->metrics.reg.Handler()},
+       {"/healthz",
+        [impl](const std::string&) {
+          return impl->db_ok ? common::HttpResponse{200, "text/plain", "ok\n"}
+                             : common::HttpResponse{503, "text/plain", "database unreachable\n"};
+        }}},
+      DashboardRoutes(dash));
+  if (!http.ok()) return http.status();
+  impl->http = std::move(*http);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Start(const SchedulerOptions& opts) {
+  if (auto st = CheckOptions(opts); !st.ok()) return st;
+  auto creds = common::MakeServerCredentials(opts.tls_cert_file, opts.tls_key_file);
+  if (!creds.ok()) return creds.status();
+  auto impl = std::make_unique<Impl>();
+  impl->opts = opts;
+  impl->tokens = std::make_shared<const common::TokenSet>(opts.tokens);
+  if (opts.tokens.open()) {
+    std::fprintf(stderr,
+                 "touchstone-scheduler: no tokens configured: every caller may call "
+                 "every method (open mode)\n");
+  }
+  auto delivery = MakeDelivery(opts);
+  if (!delivery.ok()) return delivery.status();
+  impl->delivery = std::move(*delivery);
+  impl->store_opts = StoreOptionsOf(opts);
+  if (auto st = WaitAndMigrate(impl->store_opts, opts.db_wait_s); !st.ok()) return st;
+  impl->db_ok = true;
+  StartPools(impl.get());
+  if (auto st = StartGrpc(impl.get(), *creds); !st.ok()) return st;
   if (opts.http_port >= 0) {
-    Impl* raw = impl.get();
-    common::HttpServerOptions ho;
-    ho.host = opts.http_host;
-    ho.port = opts.http_port;
-    ho.tokens = impl->tokens;
-    // The web dashboard (dashboard_http.h) reads through the Query service in process.
-    ConfigureDashboardServer(&ho);
-    DashboardOptions dash;
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(64 << 20);
-    dash.channel = impl->server->InProcessChannel(args);
-    dash.tokens = impl->tokens;
-    if (!opts.chart_js.empty()) dash.chart_js = opts.chart_js;
-    auto http = common::HttpServer::Start(
-        ho,
-        {{"/metrics", raw->metrics.reg.Handler()},
-         {"/healthz",
-          [raw](const std::string&) {
-            return raw->db_ok ? common::HttpResponse{200, "text/plain", "ok\n"}
-                              : common::HttpResponse{503, "text/plain", "database unreachable\n"};
-          }}},
-        DashboardRoutes(dash));
-    if (!http.ok()) return http.status();
-    impl->http = std::move(*http);
+    if (auto st = StartHttp(impl.get()); !st.ok()) return st;
   }
   Impl* raw = impl.get();
   impl->ticker = std::thread([raw] { raw->TickLoop(); });

@@ -43,7 +43,9 @@ struct SchedulerOptions {
   // Bearer tokens by role (services/common/auth.h); no tokens: open, logged at start. Each
   // method's role: SchedulerMethodRole. gRPC health and reflection need no token.
   common::TokenSet tokens;
-  std::string tls_cert_file;  // both set: TLS on the gRPC port (services/common/tls.h)
+  // Both set: TLS on the gRPC port (services/common/tls.h) and HTTPS on the HTTP port, with the
+  // same certificate; the dashboard's login cookie is then Secure.
+  std::string tls_cert_file;
   std::string tls_key_file;
   double lease_ttl_s = 30;
   // After start-up and after the database was out, every current lease runs at least this
@@ -57,6 +59,9 @@ struct SchedulerOptions {
   int quarantine_after = 5;
   double quarantine_window_s = 600;
   double quarantine_s = 600;
+  // Detection and the gate: device time growth vs the baseline that is a performance
+  // regression (store.h, StoreOptions::perf_threshold).
+  double perf_threshold = 0.02;
   int db_threads = 4;     // reports, catalog upserts, sweep creation
   int lease_threads = 2;  // register, lease, heartbeat (their own pool: leases never queue
                           // behind reports)

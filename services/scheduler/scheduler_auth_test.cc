@@ -11,12 +11,14 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "services/common/http_server.h"
 #include "services/common/process.h"
 #include "services/common/tls.h"
 #include "services/scheduler/scheduler.h"
 #include "services/scheduler/scheduler_test_util.h"
 #include "tests/fixtures/postgres_fixture.h"
 #include "tests/fixtures/subprocess.h"
+#include "tests/fixtures/test_pki.h"
 #include "touchstone/v1/query.grpc.pb.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 
@@ -48,6 +50,7 @@ class TempDir {
   }
   ~TempDir() { fs::remove_all(path_); }
   std::string File(const std::string& name) const { return (path_ / name).string(); }
+  std::string path() const { return path_.string(); }
 
  private:
   static inline int next_ = 0;
@@ -340,54 +343,11 @@ TEST_F(SchedulerAuthTest, NoTokensConfiguredIsOpen) {
   EXPECT_TRUE(ListResults("", sweep).ok());
 }
 
-// A test CA and a server certificate for 127.0.0.1 and localhost, made with the openssl CLI.
-struct TestPki {
-  std::string ca, cert, key, other_ca;
-};
-
-absl::Status RunOpenssl(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"/usr/bin/openssl"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto r = common::RunCommand(argv, 60);
-  if (!r.ok()) return r.status();
-  if (r->code != 0) return absl::InternalError("openssl " + args[0] + ": " + r->output);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<TestPki> MakePki(const TempDir& dir) {
-  TestPki p{dir.File("ca.pem"), dir.File("server.pem"), dir.File("server.key"),
-            dir.File("other-ca.pem")};
-  const std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                                       "-nodes"};
-  auto ca_args = [&](const std::string& key, const std::string& cert, const std::string& cn) {
-    std::vector<std::string> a = {"req", "-x509"};
-    a.insert(a.end(), ec.begin(), ec.end());
-    a.insert(a.end(), {"-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=" + cn,
-                       "-addext", "basicConstraints=critical,CA:TRUE", "-addext",
-                       "keyUsage=critical,keyCertSign,cRLSign"});
-    return a;
-  };
-  std::vector<std::string> csr = {"req"};
-  csr.insert(csr.end(), ec.begin(), ec.end());
-  csr.insert(csr.end(),
-             {"-keyout", p.key, "-out", dir.File("server.csr"), "-subj", "/CN=localhost"});
-  std::ofstream(dir.File("ext.cnf")) << "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                                     << "basicConstraints=CA:FALSE\n"
-                                     << "extendedKeyUsage=serverAuth\n";
-  for (const auto& args :
-       {ca_args(dir.File("ca.key"), p.ca, "touchstone test CA"),
-        ca_args(dir.File("other-ca.key"), p.other_ca, "another CA"), csr,
-        std::vector<std::string>{"x509", "-req", "-in", dir.File("server.csr"), "-CA", p.ca,
-                                 "-CAkey", dir.File("ca.key"), "-CAcreateserial", "-out", p.cert,
-                                 "-days", "2", "-extfile", dir.File("ext.cnf")}}) {
-    if (auto st = RunOpenssl(args); !st.ok()) return st;
-  }
-  return p;
-}
+using testing::MakePki;
 
 TEST_F(SchedulerAuthTest, TlsWithATestCaWorksAndPlaintextDoesNot) {
   TempDir dir;
-  auto pki = MakePki(dir);
+  auto pki = MakePki(dir.path());
   ASSERT_TRUE(pki.ok()) << pki.status();
   opts_.tls_cert_file = pki->cert;
   opts_.tls_key_file = pki->key;
@@ -412,6 +372,66 @@ TEST_F(SchedulerAuthTest, TlsWithATestCaWorksAndPlaintextDoesNot) {
     st = stub->RegisterWorker(ctx.get(), reg, &w);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE) << "ca '" << ca << "'";
   }
+}
+
+// The set-cookie header of a POST /login with `token` (its value, "" when none).
+std::string LoginCookie(common::HttpRequestSpec spec, const std::string& token) {
+  spec.method = "POST";
+  spec.path = "/login";
+  spec.body = "token=" + token;
+  spec.content_type = "application/x-www-form-urlencoded";
+  auto r = common::HttpRequest(spec);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return "";
+  EXPECT_EQ(r->status, 303) << r->body;
+  for (const auto& [name, value] : r->headers) {
+    if (name == "set-cookie") return value;
+  }
+  return "";
+}
+
+// With TLS on, the HTTP port is HTTPS with the same certificate: the probes and the dashboard
+// answer a client that trusts the CA (by address and by name), nothing answers plaintext or a
+// client trusting another CA, and the login cookie is Secure.
+TEST_F(SchedulerAuthTest, UnderTlsTheHttpPortIsHttpsAndTheLoginCookieSecure) {
+  TempDir dir;
+  auto pki = MakePki(dir.path());
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  opts_.tls_cert_file = pki->cert;
+  opts_.tls_key_file = pki->key;
+  StartScheduler(pki->ca);
+  common::HttpRequestSpec https;
+  https.port = sched_->http_port();
+  https.path = "/healthz";
+  https.tls_ca_file = pki->ca;
+  for (const std::string host : {"127.0.0.1", "localhost"}) {
+    https.host = host;
+    auto health = common::HttpRequest(https);
+    ASSERT_TRUE(health.ok()) << host << ": " << health.status();
+    EXPECT_EQ(health->status, 200) << host;
+  }
+  https.host = "127.0.0.1";
+  auto plain = common::HttpGet(sched_->http_port(), "/healthz");
+  EXPECT_FALSE(plain.ok()) << "plaintext answered " << plain->status;
+  common::HttpRequestSpec other = https;
+  other.tls_ca_file = pki->other_ca;
+  auto refused = common::HttpRequest(other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  EXPECT_EQ(LoginCookie(https, kReader),
+            std::string("ts_token=") + kReader + "; Path=/; HttpOnly; SameSite=Strict; Secure");
+}
+
+// Served over plaintext the cookie is not Secure (a browser would drop it), unless a
+// TLS-terminating proxy in front says the browser came over HTTPS.
+TEST_F(SchedulerAuthTest, OverPlainHttpTheLoginCookieIsSecureOnlyBehindATlsProxy) {
+  StartScheduler();
+  common::HttpRequestSpec plain;
+  plain.port = sched_->http_port();
+  EXPECT_EQ(LoginCookie(plain, kReader),
+            std::string("ts_token=") + kReader + "; Path=/; HttpOnly; SameSite=Strict");
+  plain.headers = {{"X-Forwarded-Proto", "https"}};
+  EXPECT_EQ(LoginCookie(plain, kReader),
+            std::string("ts_token=") + kReader + "; Path=/; HttpOnly; SameSite=Strict; Secure");
 }
 
 TEST_F(SchedulerAuthTest, TlsNeedsBothFilesAndNamesTheOneThatIsMissingOrBad) {

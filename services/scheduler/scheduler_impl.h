@@ -373,7 +373,17 @@ struct Scheduler::Impl final : public ::touchstone::v1::Scheduler::CallbackServi
   // Queues StartDueSchedules on the database pool (a sweep's creation takes seconds on a large
   // sample: never on the ticker), one at a time.
   void TickSchedules();
+  // One tick (scheduler_tick.cc): the leases, the work handed to the query pool, the schedules,
+  // the queue's gauges and health, the workers seen. s: null while the database is out.
   void Tick(store::Store* s);
+  // Start-up grace (once after a start or an outage), then lease expiry.
+  absl::StatusOr<store::ExpiryStats> TickLeases(store::Store* s);
+  // Done sweeps' summaries and detection, and Alertmanager delivery, on the query pool.
+  void TickOffTicker();
+  // Queue gauges, db_up and gRPC health; `leases_ok`: this tick's lease expiry went through.
+  void TickQueue(store::Store* s, bool leases_ok);
+  // Workers not seen for 3 lease TTLs are forgotten; the rest are workers_alive.
+  void TickWorkers();
   void TickLoop();
 
   class ListReactor;  // scheduler_rpc.cc

@@ -12,9 +12,20 @@ void Scheduler::Impl::Tick(store::Store* s) {
     metrics.db_up.Set(0);
     return;
   }
+  const absl::StatusOr<store::ExpiryStats> e = TickLeases(s);
+  TickOffTicker();
+  TickSchedules();
+  // Stored answers of idempotent calls: a retry comes within seconds; kept a day.
+  if (last_forget == Clock::time_point() || Clock::now() - last_forget > std::chrono::minutes(10)) {
+    if (s->ForgetOldRequests().ok()) last_forget = Clock::now();
+  }
+  TickQueue(s, e.ok());
+  TickWorkers();
+}
+
+absl::StatusOr<store::ExpiryStats> Scheduler::Impl::TickLeases(store::Store* s) {
   // Start-up grace, also after the database was out: workers that kept running while nobody
   // answered get to heartbeat and report on their current token before any lease expires.
-  absl::StatusOr<store::ExpiryStats> e = absl::UnavailableError("leases not yet graced");
   if (!leases_graced) {
     auto g = s->ExtendLeases(GraceSeconds());
     if (g.ok()) {
@@ -22,7 +33,8 @@ void Scheduler::Impl::Tick(store::Store* s) {
       metrics.graced.Increment(static_cast<double>(*g));
     }
   }
-  if (leases_graced) e = s->ExpireLeases();
+  if (!leases_graced) return absl::UnavailableError("leases not yet graced");
+  auto e = s->ExpireLeases();
   if (e.ok()) {
     if (e->expired + e->split > 0) QueueMayHaveWork();
     metrics.expired.Increment(e->expired);
@@ -30,6 +42,10 @@ void Scheduler::Impl::Tick(store::Store* s) {
     metrics.lost.Increment(e->lost);
     metrics.quarantined_workers.Increment(e->quarantined);
   }
+  return e;
+}
+
+void Scheduler::Impl::TickOffTicker() {
   // A done sweep's kept answers take seconds on a large sweep: off the ticker (lease expiry
   // must not wait), one at a time, on the query pool.
   if (!summarizing.exchange(true) &&
@@ -56,26 +72,26 @@ void Scheduler::Impl::Tick(store::Store* s) {
       })) {
     delivering = false;
   }
-  TickSchedules();
-  // Stored answers of idempotent calls: a retry comes within seconds; kept a day.
-  if (last_forget == Clock::time_point() || Clock::now() - last_forget > std::chrono::minutes(10)) {
-    if (s->ForgetOldRequests().ok()) last_forget = Clock::now();
-  }
+}
+
+void Scheduler::Impl::TickQueue(store::Store* s, bool leases_ok) {
   const uint64_t epoch = QueueEpoch();
   auto q = s->Queue();
   if (q.ok() && q->shards_queued == 0) QueueSeenEmpty(epoch);
   if (q.ok() && q->shards_queued > 0) WakeParked();  // queued here or by another scheduler
-  db_ok = e.ok() && q.ok();
+  db_ok = leases_ok && q.ok();
   if (!db_ok) leases_graced = false;
   metrics.db_up.Set(db_ok ? 1 : 0);
   server->GetHealthCheckService()->SetServingStatus(db_ok);
-  if (q.ok()) {
-    metrics.shards_queued.Set(static_cast<double>(q->shards_queued));
-    metrics.shards_leased.Set(static_cast<double>(q->shards_leased));
-    metrics.jobs_pending.Set(static_cast<double>(q->jobs_pending));
-    metrics.sweeps_running.Set(static_cast<double>(q->sweeps_running));
-    metrics.workers_quarantined.Set(static_cast<double>(q->workers_quarantined));
-  }
+  if (!q.ok()) return;
+  metrics.shards_queued.Set(static_cast<double>(q->shards_queued));
+  metrics.shards_leased.Set(static_cast<double>(q->shards_leased));
+  metrics.jobs_pending.Set(static_cast<double>(q->jobs_pending));
+  metrics.sweeps_running.Set(static_cast<double>(q->sweeps_running));
+  metrics.workers_quarantined.Set(static_cast<double>(q->workers_quarantined));
+}
+
+void Scheduler::Impl::TickWorkers() {
   std::lock_guard<std::mutex> l(mu);
   const auto horizon = std::chrono::duration<double>(3 * opts.lease_ttl_s);
   int alive = 0;

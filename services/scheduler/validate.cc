@@ -3,11 +3,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <string>
-
-#include <nlohmann/json.hpp>
+#include <utility>
 
 #include "proto/names.h"
 #include "services/common/cron.h"
@@ -81,6 +81,40 @@ absl::Status Suspect(const std::string& at, const pb::Suspect& s) {
   return absl::OkStatus();
 }
 
+// A mode's perf (`at`: "results[i].modes[j].perf"): only on a pass, with a positive finite
+// device time, no negative counts, MFU in [0, 1], and ops that name themselves. Speedup and
+// compression belong to compile (NaN elsewhere).
+absl::Status Perf(const std::string& at, const pb::ModeVerdict& v) {
+  const pb::Perf& p = v.perf();
+  if (v.status() != pb::VERDICT_PASS) return Bad(at, "present, but the mode did not pass");
+  if (!std::isfinite(p.device_us()) || p.device_us() <= 0) {
+    return Bad(at + ".device_us", "must be finite and > 0");
+  }
+  for (const auto& [name, x] : {std::pair<const char*, double>{"flops", p.flops()},
+                                {"bytes", p.bytes()},
+                                {"fallback_us", p.fallback_us()},
+                                {"transfer_bytes", p.transfer_bytes()}}) {
+    if (!std::isfinite(x) || x < 0) return Bad(at + "." + name, "must be finite and >= 0");
+  }
+  if (!(p.mfu() >= 0 && p.mfu() <= 1)) return Bad(at + ".mfu", "must be in [0, 1]");
+  if (p.launches() < 0) return Bad(at + ".launches", "must be >= 0");
+  if (p.peak_device_bytes() < 0) return Bad(at + ".peak_device_bytes", "must be >= 0");
+  for (int k = 0; k < p.top_ops_size(); ++k) {
+    const std::string oat = at + ".top_ops[" + std::to_string(k) + "]";
+    if (p.top_ops(k).op().empty()) return Bad(oat + ".op", "empty");
+    if (!std::isfinite(p.top_ops(k).us()) || p.top_ops(k).us() < 0) {
+      return Bad(oat + ".us", "must be finite and >= 0");
+    }
+  }
+  for (const auto& [name, x] :
+       {std::pair<const char*, double>{"speedup", p.speedup()}, {"compression", p.compression()}}) {
+    if (std::isnan(x)) continue;
+    if (v.mode() != pb::MODE_COMPILE) return Bad(at + "." + name, "only compile has one");
+    if (!std::isfinite(x) || x <= 0) return Bad(at + "." + name, "must be finite and > 0");
+  }
+  return absl::OkStatus();
+}
+
 // One mode's verdict (`at`: "results[i].modes[j]").
 absl::Status Verdict(const std::string& at, const pb::ModeVerdict& v) {
   if (proto::ModeName(v.mode()).empty()) {
@@ -100,6 +134,15 @@ absl::Status Verdict(const std::string& at, const pb::ModeVerdict& v) {
     const std::string sat = at + ".suspects[" + std::to_string(k) + "]";
     if (auto st = Suspect(sat, v.suspects(k)); !st.ok()) return st;
   }
+  if (!v.audited() && v.unchecked_size() > 0) {
+    return Bad(at + ".unchecked", "present, but the mode was not audited");
+  }
+  for (int k = 0; k < v.unchecked_size(); ++k) {
+    const std::string uat = at + ".unchecked[" + std::to_string(k) + "]";
+    if (v.unchecked(k).op().empty()) return Bad(uat + ".op", "empty");
+    if (v.unchecked(k).calls() < 1) return Bad(uat + ".calls", "must be >= 1");
+  }
+  if (v.has_perf()) return Perf(at + ".perf", v);
   return absl::OkStatus();
 }
 

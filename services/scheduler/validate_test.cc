@@ -97,6 +97,53 @@ TEST(ValidateTest, ReportErrorsNameTheField) {
   }
 }
 
+// A passing mode's perf, valid: what the runner records (speedup NaN outside compile).
+touchstone::v1::Perf& SetPerf(pb::ReportResultsRequest& r) {
+  auto* p = r.mutable_results(0)->mutable_modes(0)->mutable_perf();
+  p->set_device_us(120);
+  p->set_flops(1e6);
+  p->set_mfu(0.25);
+  p->set_speedup(std::nan(""));
+  p->set_compression(std::nan(""));
+  auto* t = p->add_top_ops();
+  t->set_op("aten::mm");
+  t->set_us(60);
+  return *p;
+}
+
+TEST(ValidateTest, PerfErrorsNameTheField) {
+  auto good = GoodReport();
+  SetPerf(good);
+  EXPECT_TRUE(Validate(good).ok()) << Validate(good);
+  const std::string at = "results[0].modes[0].perf";
+  const std::pair<std::function<void(pb::ReportResultsRequest&)>, std::string> cases[] = {
+      {[](auto& r) { SetPerf(r).set_device_us(0); }, at + ".device_us: must be finite and > 0"},
+      {[](auto& r) { SetPerf(r).set_device_us(NAN); }, at + ".device_us: must be finite"},
+      {[](auto& r) { SetPerf(r).set_mfu(1.5); }, at + ".mfu: must be in [0, 1]"},
+      {[](auto& r) { SetPerf(r).set_bytes(-1); }, at + ".bytes: must be finite and >= 0"},
+      {[](auto& r) { SetPerf(r).set_launches(-1); }, at + ".launches: must be >= 0"},
+      {[](auto& r) { SetPerf(r).mutable_top_ops(0)->clear_op(); }, at + ".top_ops[0].op: empty"},
+      {[](auto& r) { SetPerf(r).set_speedup(2); }, at + ".speedup: only compile has one"},
+      {[](auto& r) {
+         SetPerf(r);
+         r.mutable_results(0)->mutable_modes(0)->set_status(touchstone::v1::VERDICT_OOM);
+       },
+       at + ": present, but the mode did not pass"},
+      {[](auto& r) {
+         SetPerf(r).set_speedup(-2);
+         r.mutable_results(0)->mutable_modes(0)->set_mode(touchstone::v1::MODE_COMPILE);
+       },
+       at + ".speedup: must be finite and > 0"},
+  };
+  for (const auto& [mutate, prefix] : cases) {
+    auto r = GoodReport();
+    mutate(r);
+    absl::Status st = Validate(r);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << prefix;
+    EXPECT_EQ(st.message().substr(0, prefix.size()), prefix) << st;
+  }
+}
+
 TEST(ValidateTest, SweepErrorsNameTheField) {
   const std::pair<std::function<void(pb::CreateSweepRequest&)>, std::string> cases[] = {
       {[](auto& r) { r.mutable_profile()->clear_name(); }, "profile.name:"},

@@ -15,13 +15,26 @@ constexpr const char* kAlertColumns = R"(
   a.first_sweep, a.last_sweep, a.clean_sweeps, a.reopened, coalesce(a.ack_note, ''),
   coalesce(a.ack_by, ''), (extract(epoch FROM a.ack_at) * 1000000)::bigint,
   (extract(epoch FROM a.created_at) * 1000000)::bigint,
-  (extract(epoch FROM a.updated_at) * 1000000)::bigint)";
+  (extract(epoch FROM a.updated_at) * 1000000)::bigint, a.kind, a.modes)";
+// How many columns kAlertColumns selects (AlertOf reads them by position; a query that selects
+// more puts its own after them).
+constexpr int kAlertColumnCount = 19;
 
 void SetMicros(const pqxx::field& f, google::protobuf::Timestamp* t) {
   if (f.is_null()) return;
   const int64_t us = f.as<int64_t>();
   t->set_seconds(us / 1000000);
   t->set_nanos(static_cast<int32_t>((us % 1000000) * 1000));
+}
+
+// A text[] of mode names into `out`, in Mode order (names this build does not know are left
+// out).
+void AddModes(const pqxx::field& f, google::protobuf::RepeatedField<int>* out) {
+  std::set<int> modes;
+  for (const auto& name : ParseTextArray(f)) {
+    if (auto m = proto::ModeFromName(name)) modes.insert(*m);
+  }
+  for (int m : modes) out->Add(m);
 }
 
 pb::Alert AlertOf(const pqxx::row& r) {
@@ -44,6 +57,9 @@ pb::Alert AlertOf(const pqxx::row& r) {
   SetMicros(r[14], a.mutable_ack_at());
   SetMicros(r[15], a.mutable_created_at());
   SetMicros(r[16], a.mutable_updated_at());
+  a.set_kind(r[17].c_str());
+  if (a.cause_kind() == "perf_op") a.set_op(a.cause());
+  AddModes(r[18], a.mutable_modes());
   return a;
 }
 
@@ -58,7 +74,7 @@ void AddModels(pqxx::transaction_base& t, std::vector<pb::Alert>* alerts) {
   }
   std::map<int64_t, std::pair<std::set<std::string>, std::set<std::string>>> groups;
   for (const auto& r : t.exec_params(R"(
-         SELECT alert_id, model_id, arch, task, sweep_id, detail FROM alert_models
+         SELECT alert_id, model_id, arch, task, sweep_id, detail, modes FROM alert_models
          WHERE alert_id = ANY($1::bigint[]) ORDER BY alert_id, model_id)",
                                      IdArray(ids))) {
     const int64_t id = r[0].as<int64_t>();
@@ -68,6 +84,7 @@ void AddModels(pqxx::transaction_base& t, std::vector<pb::Alert>* alerts) {
     m->set_task(r[3].c_str());
     m->set_sweep_id(r[4].as<int64_t>());
     m->set_detail(r[5].c_str());
+    AddModes(r[6], m->mutable_modes());
     groups[id].first.insert(m->arch());
     groups[id].second.insert(m->task());
   }
@@ -132,7 +149,7 @@ absl::StatusOr<Store::AlertBatch> Store::AlertsToDeliver() {
            WHERE a.state <> 'resolved' OR a.delivered_at IS DISTINCT FROM a.updated_at
            ORDER BY a.alert_id)")) {
       out.alerts.push_back(AlertOf(r));
-      if (r[17].as<bool>()) ++out.changed;
+      if (r[kAlertColumnCount].as<bool>()) ++out.changed;
     }
     AddModels(t, &out.alerts);
     return out;

@@ -2,7 +2,8 @@
 // sweep reads the sweep's failing primary verdicts and its fixes against the baseline, settles
 // flips with the confirmation reruns (`regressions`), tests each class and task (McNemar with
 // the Bonferroni bound, the drop rule; services/query/regression_stats.h), updates quarantine,
-// raises one alert per root cause and ages the line's other alerts.
+// raises one alert per root cause (a suspect op's across the modes it broke: one wrong kernel,
+// one alert) and ages the line's other alerts.
 //
 // Why no infrastructure status counts, and which ones: regression_stats.h.
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "services/common/error_signature.h"
 #include "services/query/regression_stats.h"
 #include "services/store/drift.h"
+#include "services/store/perf_detection.h"
 #include "services/store/store_internal.h"
 
 namespace ts::store {
@@ -338,17 +340,35 @@ void TestGroups(pqxx::transaction_base& w, Detection& d) {
 
 int SeverityRank(const std::string& s) { return s == "critical" ? 2 : s == "major" ? 1 : 0; }
 
-// A model of an alert: its class and task, and for drift what a human reads of its step.
+// A model of an alert: its class and task, the modes it regressed in for the alert's cause, and
+// for drift what a human reads of its step.
 struct Member {
   std::string model_id, arch, task, detail;
+  std::set<std::string> modes;
 };
 
-// One alert for one (mode, cause) of the head's regressions: opened, reopened (it was resolved)
-// or updated (an alert that already counted this sweep is left alone); its models added (a drift
-// model's detail refreshed); its severity from its breadth and whether a group test fired on
-// them (never lowered), or always a warning for drift.
+// The mode an alert is keyed by: a suspect op is one root cause whatever the mode it broke (one
+// wrong kernel fails eager, compile and train alike), so its alert spans modes ('', its modes a
+// dimension of the alert); any other cause is read per mode (an op that only the compiler
+// refuses, an error of one path).
+std::string AlertMode(const Cause& cause, const std::string& mode) {
+  return cause.kind == "suspect" ? "" : mode;
+}
+
+// "{compile,eager}": a text[] literal of sorted names (the modes a member or an alert covers).
+std::string ModesArray(const std::set<std::string>& modes) {
+  return TextArray(std::vector<std::string>(modes.begin(), modes.end()));
+}
+
+// One alert for one (mode, cause) of the head's regressions (mode '' for a suspect op: every
+// mode): opened, reopened (it was resolved) or updated (an alert that already counted this sweep
+// is left alone); its models added with their modes (a drift model's detail refreshed) and its
+// modes widened to theirs; its severity from its breadth and whether a group test fired on them
+// in a mode they regressed in (never lowered), or always a warning for drift.
 void RaiseAlert(pqxx::transaction_base& w, Detection& d, const std::string& mode,
                 const Cause& cause, const std::vector<Member>& models) {
+  std::set<std::string> modes;
+  for (const Member& m : models) modes.insert(m.modes.begin(), m.modes.end());
   pqxx::result a = w.exec_params(R"(
     SELECT alert_id, state, checked_sweep, severity FROM alerts
     WHERE line = $1 AND mode = $2 AND cause_kind = $3 AND cause = $4 FOR UPDATE)",
@@ -357,10 +377,11 @@ void RaiseAlert(pqxx::transaction_base& w, Detection& d, const std::string& mode
   std::string severity = "warning";
   if (a.empty()) {
     id = w.exec_params(R"(
-      INSERT INTO alerts (line, mode, cause_kind, cause, cause_text, severity, first_sweep,
+      INSERT INTO alerts (line, mode, modes, cause_kind, cause, cause_text, severity, first_sweep,
                           last_sweep, checked_sweep)
-      VALUES ($1, $2, $3, $4, $5, 'warning', $6, $6, $6) RETURNING alert_id)",
-                       d.head.line, mode, cause.kind, cause.key, cause.text, d.head.id)[0][0]
+      VALUES ($1, $2, $7::text[], $3, $4, $5, 'warning', $6, $6, $6) RETURNING alert_id)",
+                       d.head.line, mode, cause.kind, cause.key, cause.text, d.head.id,
+                       ModesArray(modes))[0][0]
              .as<int64_t>();
     d.report.add_opened(id);
   } else {
@@ -371,28 +392,34 @@ void RaiseAlert(pqxx::transaction_base& w, Detection& d, const std::string& mode
     w.exec_params(R"(
       UPDATE alerts SET state = CASE WHEN $3 THEN 'open' ELSE state END,
              reopened = reopened + CASE WHEN $3 THEN 1 ELSE 0 END, clean_sweeps = 0,
-             last_sweep = $2, checked_sweep = $2, updated_at = now()
+             last_sweep = $2, checked_sweep = $2, updated_at = now(),
+             modes = ARRAY(SELECT DISTINCT x FROM unnest(modes || $4::text[]) AS x ORDER BY x)
       WHERE alert_id = $1)",
-                  id, d.head.id, resolved);
+                  id, d.head.id, resolved, ModesArray(modes));
     resolved ? d.report.add_reopened(id) : d.report.add_updated(id);
   }
-  std::vector<std::string> ids, archs, tasks, details;
+  std::vector<std::string> ids, archs, tasks, details, member_modes;
   bool fired = false;
   for (const Member& m : models) {
     ids.push_back(m.model_id);
     archs.push_back(m.arch);
     tasks.push_back(m.task);
     details.push_back(m.detail);
-    fired = fired || d.fired.count({mode, "arch", m.arch}) || d.fired.count({mode, "task", m.task});
+    member_modes.push_back(ModesArray(m.modes));
+    for (const std::string& in : m.modes) {
+      fired = fired || d.fired.count({in, "arch", m.arch}) || d.fired.count({in, "task", m.task});
+    }
   }
   w.exec_params(R"(
-    INSERT INTO alert_models (alert_id, model_id, arch, task, sweep_id, detail)
-    SELECT $1, u.m, u.a, u.t, $5, u.d
-    FROM unnest($2::text[], $3::text[], $4::text[], $6::text[]) AS u(m, a, t, d)
-    ON CONFLICT (alert_id, model_id) DO UPDATE SET detail = excluded.detail
-      WHERE excluded.detail <> '')",
+    INSERT INTO alert_models (alert_id, model_id, arch, task, sweep_id, detail, modes)
+    SELECT $1, u.m, u.a, u.t, $5, u.d, u.o::text[]
+    FROM unnest($2::text[], $3::text[], $4::text[], $6::text[], $7::text[]) AS u(m, a, t, d, o)
+    ON CONFLICT (alert_id, model_id) DO UPDATE SET
+      detail = CASE WHEN excluded.detail <> '' THEN excluded.detail ELSE alert_models.detail END,
+      modes = ARRAY(SELECT DISTINCT x FROM unnest(alert_models.modes || excluded.modes) AS x
+                    ORDER BY x))",
                 id, TextArray(ids), TextArray(archs), TextArray(tasks), d.head.id,
-                TextArray(details));
+                TextArray(details), TextArray(member_modes));
   if (cause.kind == "drift") return;  // a warning: the model still passes
   pqxx::result n = w.exec_params(
       "SELECT count(*), count(DISTINCT arch) FROM alert_models WHERE alert_id = $1", id);
@@ -401,33 +428,46 @@ void RaiseAlert(pqxx::transaction_base& w, Detection& d, const std::string& mode
   w.exec_params("UPDATE alerts SET severity = $2 WHERE alert_id = $1", id, severity);
 }
 
-// The head's deterministic regressions, quarantined ones left out, one alert per (mode, cause);
-// its drifting models, one warning per (mode, metric).
+// The head's deterministic regressions, quarantined ones left out, one alert per (mode, cause),
+// a suspect op's across modes (AlertMode); its drifting models, one warning per (mode, metric).
 void RaiseAlerts(pqxx::transaction_base& w, Detection& d) {
-  std::map<std::pair<std::string, Cause>, std::vector<Member>> by_cause;
+  // (alert mode, cause) -> model -> member
+  std::map<std::pair<std::string, Cause>, std::map<std::string, Member>> by_cause;
+  const auto add = [&](const std::string& mode, const Cause& cause, const Member& m) {
+    Member& in = by_cause[{AlertMode(cause, mode), cause}].try_emplace(m.model_id, m).first->second;
+    in.modes.insert(mode);
+  };
   for (const Failing& f : d.failing) {
     if (f.base_status != "pass" || f.confirmation != "deterministic") continue;
     if (d.quarantined.count({f.model_id, f.mode})) continue;
-    by_cause[{f.mode, f.cause}].push_back({f.model_id, f.arch, f.task, ""});
+    add(f.mode, f.cause, {f.model_id, f.arch, f.task, "", {}});
   }
   for (const DriftRow& r : d.drift) {
-    by_cause[{r.mode, DriftCause(r.metric)}].push_back({r.model_id, r.arch, r.task, r.detail});
+    add(r.mode, DriftCause(r.metric), {r.model_id, r.arch, r.task, r.detail, {}});
   }
-  for (const auto& [key, models] : by_cause) RaiseAlert(w, d, key.first, key.second, models);
+  for (const auto& [key, members] : by_cause) {
+    std::vector<Member> models;
+    for (const auto& [id, m] : members) models.push_back(m);
+    RaiseAlert(w, d, key.first, key.second, models);
+  }
 }
 
-// The line's other unresolved alerts in a mode the head ran: a cause still failing in the head
-// keeps its alert (last_sweep, no clean sweeps); otherwise one more clean sweep, and the third
-// resolves it.
+// The line's other unresolved alerts in a mode the head ran (one of its modes, for an alert
+// across modes): a cause still failing in the head (in one of those modes) keeps its alert
+// (last_sweep, no clean sweeps); otherwise one more clean sweep, and the third resolves it.
 void AgeAlerts(pqxx::transaction_base& w, Detection& d) {
   pqxx::result alerts = w.exec_params(R"(
-    SELECT alert_id, mode, cause_kind, cause, clean_sweeps FROM alerts
-    WHERE line = $1 AND state <> 'resolved' AND checked_sweep < $2 AND mode = ANY($3::text[])
+    SELECT alert_id, modes, cause_kind, cause, clean_sweeps FROM alerts
+    WHERE line = $1 AND kind = 'accuracy' AND state <> 'resolved' AND checked_sweep < $2
+      AND modes && $3::text[]
     ORDER BY alert_id FOR UPDATE)",
                                       d.head.line, d.head.id, TextArray(d.head.modes));
   for (const auto& r : alerts) {
     const int64_t id = r[0].as<int64_t>();
-    if (d.seen.count({r[1].c_str(), Cause{r[2].c_str(), r[3].c_str(), ""}})) {
+    const Cause cause{r[2].c_str(), r[3].c_str(), ""};
+    const auto modes = ParseTextArray(r[1]);
+    if (std::any_of(modes.begin(), modes.end(),
+                    [&](const std::string& m) { return d.seen.count({m, cause}) > 0; })) {
       w.exec_params(R"(
         UPDATE alerts SET last_sweep = $2, checked_sweep = $2, clean_sweeps = 0,
                updated_at = now() WHERE alert_id = $1)",
@@ -478,6 +518,10 @@ absl::StatusOr<pb::DetectRegressionsResponse> Store::DetectRegressions(int64_t s
     for (const Failing& f : d.failing) d.seen.insert({f.mode, f.cause});
     TestGroups(w, d);
     FindHeadDrift(w, d);
+    PerfDetection perf{d.head.id, d.head.baseline,           d.head.line, d.head.modes, {},
+                       d.writes,  impl_->opts.perf_threshold};
+    for (const LineSweep& s : d.line) perf.line_sweeps.push_back(s.id);
+    DetectPerformance(w, perf, &d.report);  // kind performance: its own alerts (perf_detection.h)
     if (d.writes) {
       RaiseAlerts(w, d);
       AgeAlerts(w, d);

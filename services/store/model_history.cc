@@ -71,7 +71,9 @@ constexpr const char* kVerdictQuery = R"(
          rmse_reference, rmse_ratio, max_abs_err, cosine, rmse_vs_declared, max_rel_err,
          allclose, graph_breaks, break_reasons, device_segments, graph_nodes, compile_ms,
          compile_wall_ms, first_run_ms, loss_reference, loss_device, loss_declared, loss_band,
-         max_loss_gap_ratio, grad_rmse_ratio, grad_worst_param, audited, suspects
+         max_loss_gap_ratio, grad_rmse_ratio, grad_worst_param, audited, suspects, unchecked,
+         perf_device_us, perf_flops, perf_bytes, perf_mfu, perf_launches, perf_fallback_us,
+         perf_transfer_bytes, perf_peak_bytes, perf_top_ops, perf_speedup, perf_compression
   FROM results
   WHERE sweep_id = ANY($1::bigint[]) AND model_id = $2 AND run = 1)";
 
@@ -107,6 +109,8 @@ absl::StatusOr<pb::ModeVerdict> VerdictOf(const pqxx::row& row) {
   v.set_grad_worst_param(row[28].is_null() ? "" : row[28].c_str());
   v.set_audited(B(row[29]));
   if (auto st = ParseSuspects(row[30], v.mutable_suspects()); !st.ok()) return st;
+  if (auto st = ParseUnchecked(row[31], v.mutable_unchecked()); !st.ok()) return st;
+  if (auto st = ParsePerf(row, 32, &v); !st.ok()) return st;
   return v;
 }
 

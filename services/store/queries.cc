@@ -99,15 +99,29 @@ std::vector<int64_t> ParseIdArray(const pqxx::field& f) {
 // than pqxx's stream-based conversion, which shows on 100k-row reads.
 double Double(const pqxx::field& f) { return std::strtod(f.c_str(), nullptr); }
 
+// A float8[] column.
+std::vector<double> ParseDoubleArray(const pqxx::field& f) {
+  std::vector<double> out;
+  for (const auto& s : ParseTextArray(f)) out.push_back(std::strtod(s.c_str(), nullptr));
+  return out;
+}
+
+// A group row of sql::kGroups (or sweep_groups): identity, models, opcov_sum, statuses, counts,
+// then the perf columns.
 GroupTally TallyOf(const pqxx::row& row) {
-  GroupTally g{row[0].c_str(), row[1].c_str(), row[2].c_str(), row[3].as<int64_t>(),
-               Double(row[4]), {}};
+  GroupTally g{
+      row[0].c_str(), row[1].c_str(), row[2].c_str(), row[3].as<int64_t>(), Double(row[4]), {}, {}};
   const auto keys = ParseTextArray(row[5]);
   const auto counts = ParseIdArray(row[6]);
   for (size_t i = 0; i < keys.size() && i < counts.size(); ++i) {
     const size_t eq = keys[i].find('=');
     g.statuses.push_back({keys[i].substr(0, eq), keys[i].substr(eq + 1), counts[i]});
   }
+  g.perf.models = row[7].as<int64_t>();
+  g.perf.log_speedup_sum = Double(row[8]);
+  g.perf.compression_n = row[9].as<int64_t>();
+  g.perf.compression_sum = Double(row[10]);
+  g.perf.mfus = ParseDoubleArray(row[11]);
   return g;
 }
 
@@ -148,11 +162,12 @@ std::string VerdictRows(const ReadableSweep& sweep, int n) {
 std::vector<GroupTally> Tallies(pqxx::transaction_base& t, int64_t sweep_id,
                                 const ReadableSweep& sweep) {
   pqxx::result rows =
-      sweep.kept
-          ? t.exec_params("SELECT task, family, arch, models, opcov_sum, statuses, counts "
-                          "FROM sweep_groups WHERE sweep_id = $1",
-                          sweep_id)
-          : t.exec_params(sql::kGroups, sweep_id);
+      sweep.kept ? t.exec_params(
+                       "SELECT task, family, arch, models, opcov_sum, statuses, counts, "
+                       "perf_models, speedup_log_sum, compression_n, compression_sum, mfus "
+                       "FROM sweep_groups WHERE sweep_id = $1",
+                       sweep_id)
+                 : t.exec_params(sql::kGroups, sweep_id);
   std::vector<GroupTally> out;
   out.reserve(rows.size());
   for (const auto& row : rows) out.push_back(TallyOf(row));

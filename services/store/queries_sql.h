@@ -7,7 +7,9 @@
 
 namespace ts::store::sql {
 
-// Per (task, family, arch) of the catalog: models, opcov_ratio sum, "mode=status" counts.
+// Per (task, family, arch) of the catalog: models, opcov_ratio sum, "mode=status" counts, and
+// the perf of the models whose compile passed with a speedup (migration 0016: how many, the sum
+// of ln(speedup), the compressions' count and sum, the compiled MFUs sorted).
 inline constexpr const char* kGroups = R"(
   WITH g AS (
     SELECT m.task, m.family, m.arch, count(*) AS models, sum(mr.opcov_ratio) AS opcov_sum
@@ -18,12 +20,26 @@ inline constexpr const char* kGroups = R"(
     SELECT m.task, m.family, m.arch, r.mode || '=' || r.status AS k, count(*) AS n
     FROM results r JOIN models m USING (model_id)
     WHERE r.sweep_id = $1 AND r.run = 1
-    GROUP BY m.task, m.family, m.arch, r.mode, r.status)
+    GROUP BY m.task, m.family, m.arch, r.mode, r.status),
+  p AS (
+    SELECT m.task, m.family, m.arch, count(*) AS perf_models,
+           sum(ln(r.perf_speedup)) AS speedup_log_sum,
+           count(r.perf_compression) AS compression_n,
+           coalesce(sum(r.perf_compression), 0) AS compression_sum,
+           coalesce(array_agg(r.perf_mfu ORDER BY r.perf_mfu)
+                      FILTER (WHERE r.perf_mfu IS NOT NULL), '{}') AS mfus
+    FROM results r JOIN models m USING (model_id)
+    WHERE r.sweep_id = $1 AND r.run = 1 AND r.mode = 'compile' AND r.perf_speedup IS NOT NULL
+    GROUP BY m.task, m.family, m.arch)
   SELECT g.task, g.family, g.arch, g.models, g.opcov_sum,
          coalesce(array_agg(s.k ORDER BY s.k) FILTER (WHERE s.k IS NOT NULL), '{}'),
-         coalesce(array_agg(s.n ORDER BY s.k) FILTER (WHERE s.k IS NOT NULL), '{}')
-  FROM g LEFT JOIN s USING (task, family, arch)
-  GROUP BY g.task, g.family, g.arch, g.models, g.opcov_sum)";
+         coalesce(array_agg(s.n ORDER BY s.k) FILTER (WHERE s.k IS NOT NULL), '{}'),
+         coalesce(p.perf_models, 0), coalesce(p.speedup_log_sum, 0),
+         coalesce(p.compression_n, 0), coalesce(p.compression_sum, 0),
+         coalesce(p.mfus, '{}')
+  FROM g LEFT JOIN s USING (task, family, arch) LEFT JOIN p USING (task, family, arch)
+  GROUP BY g.task, g.family, g.arch, g.models, g.opcov_sum, p.perf_models, p.speedup_log_sum,
+           p.compression_n, p.compression_sum, p.mfus)";
 
 // One compact row per primary model: its catalog identity, opcov, total_ms, and its eager,
 // compile and train statuses (NULL: not recorded).

@@ -2,6 +2,7 @@
 // tallies, new failures against the baseline and their confirmation runs, settling them),
 // FinishShard, and closing a leased shard.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -92,7 +93,8 @@ struct RowKey {
   std::string worker;
 };
 
-constexpr size_t kResultWidth = 34;
+constexpr size_t kResultWidth = 46;
+// clang-format off
 constexpr std::array<const char*, kResultWidth> kResultColumns = {
     "sweep_id",        "model_id",       "mode",          "run",           "status",
     "error",           "error_signature", "worker_id",    "ms",            "has_accuracy",
@@ -100,19 +102,46 @@ constexpr std::array<const char*, kResultWidth> kResultColumns = {
     "rmse_vs_declared", "max_rel_err",   "allclose",      "graph_breaks",  "break_reasons",
     "device_segments", "graph_nodes",    "compile_ms",    "compile_wall_ms", "first_run_ms",
     "loss_reference",  "loss_device",    "loss_declared", "loss_band",     "max_loss_gap_ratio",
-    "grad_rmse_ratio", "grad_worst_param", "audited",     "suspects"};
+    "grad_rmse_ratio", "grad_worst_param", "audited",     "suspects",      "unchecked",
+    "perf_device_us",
+    "perf_flops",      "perf_bytes",     "perf_mfu",      "perf_launches", "perf_fallback_us",
+    "perf_transfer_bytes", "perf_peak_bytes", "perf_top_ops", "perf_speedup",
+    "perf_compression"};
+// clang-format on
 
 std::string Bool(bool b) { return b ? "t" : "f"; }
 
+// A mode's perf columns (migration 0016): all NULL when the mode has no perf; speedup and
+// compression NULL unless measured (a compile that passed, with eager perf).
+std::array<Cell, 11> PerfCells(const pb::ModeVerdict& m) {
+  if (!m.has_perf()) return {};
+  const pb::Perf& p = m.perf();
+  const auto ratio = [](double x) { return std::isfinite(x) && x > 0 ? Cell(Num(x)) : Cell(); };
+  return {Num(p.device_us()),
+          Num(p.flops()),
+          Num(p.bytes()),
+          Num(p.mfu()),
+          std::to_string(p.launches()),
+          Num(p.fallback_us()),
+          Num(p.transfer_bytes()),
+          std::to_string(p.peak_device_bytes()),
+          TopOpsJson(p.top_ops()),
+          ratio(p.speedup()),
+          ratio(p.compression())};
+}
+
 // A results row: the verdict as reported, every field (GetModel gives the record back whole;
 // a value that was not measured is the NaN the worker sent). Break reasons and loss curves are
-// NULL when empty, and so are the suspects (jsonb, SuspectsJson).
+// NULL when empty, and so are the suspects and the unchecked ops (jsonb, SuspectsJson,
+// UncheckedJson).
 std::array<Cell, kResultWidth> ResultRow(const RowKey& key, const pb::ModeVerdict& m) {
   const VerdictText v = StoredVerdict(m);
+  const std::array<Cell, 11> perf = PerfCells(m);
   std::vector<std::string> reasons(m.break_reasons().begin(), m.break_reasons().end());
   const auto curve = [](const google::protobuf::RepeatedField<double>& c) {
     return c.empty() ? Cell() : Cell(DoubleArray(c));
   };
+  // clang-format off
   return {key.sweep, key.model_id, v.mode, key.run, v.status, m.error(),
           common::ErrorSignature(m.error()), key.worker, Num(m.ms()), Bool(m.has_accuracy()),
           Num(m.rmse_device()), Num(m.rmse_reference()), Num(m.rmse_ratio()),
@@ -124,7 +153,11 @@ std::array<Cell, kResultWidth> ResultRow(const RowKey& key, const pb::ModeVerdic
           curve(m.loss_reference()), curve(m.loss_device()), curve(m.loss_declared()),
           curve(m.loss_band()), Num(m.max_loss_gap_ratio()), Num(m.grad_rmse_ratio()),
           m.grad_worst_param(), Bool(m.audited()),
-          m.suspects().empty() ? Cell() : Cell(SuspectsJson(m.suspects()))};
+          m.suspects().empty() ? Cell() : Cell(SuspectsJson(m.suspects())),
+          m.unchecked().empty() ? Cell() : Cell(UncheckedJson(m.unchecked())),
+          perf[0], perf[1], perf[2], perf[3], perf[4], perf[5], perf[6], perf[7], perf[8],
+          perf[9], perf[10]};
+  // clang-format on
 }
 
 constexpr std::array<const char*, 21> kRunColumns = {

@@ -45,6 +45,9 @@ struct StoreOptions {
   int quarantine_after = 5;
   double quarantine_window_s = 600;
   double quarantine_s = 600;
+  // Detection: a model whose device time grew by more than this fraction over its baseline run
+  // is a performance regression (services/query/perf_regression.h).
+  double perf_threshold = 0.02;
 };
 
 struct ExpiryStats {
@@ -246,6 +249,15 @@ class Store {
   // FAILED_PRECONDITION for a sweep that is not done, has no baseline, or was pruned (or whose
   // baseline was).
   absl::StatusOr<pb::DetectRegressionsResponse> DetectRegressions(int64_t sweep_id,
+                                                                  int64_t baseline_sweep_id);
+  // Also, in the same transaction, performance regressions (perf_detection.h): models whose
+  // device time grew beyond StoreOptions::perf_threshold against the baseline, one alert of kind
+  // performance per (mode, op that grew most), and per class and task the speedup line rule.
+  //
+  // The performance regressions of `sweep_id` against `baseline_sweep_id` (any sweep; the
+  // figures are deterministic, no reruns needed), in every mode both recorded perf for, by
+  // model_id then mode. NOT_FOUND for a missing sweep.
+  absl::StatusOr<std::vector<pb::PerfRegression>> PerfRegressions(int64_t sweep_id,
                                                                   int64_t baseline_sweep_id);
   // Detects up to `max` done sweeps with a baseline that were not detected yet, oldest first
   // (the scheduler's ticker, after SummarizeDoneSweeps). Returns how many.

@@ -13,13 +13,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <pqxx/pqxx>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
-
-#include <pqxx/pqxx>
 
 #include "absl/status/statusor.h"
 #include "services/store/pg_status.h"
@@ -49,6 +49,24 @@ std::string SuspectsJson(const google::protobuf::RepeatedPtrField<pb::Suspect>& 
 // the column when the text is not such an array.
 absl::Status ParseSuspects(const pqxx::field& f,
                            google::protobuf::RepeatedPtrField<pb::Suspect>* out);
+// The ops a replay could not check, as results.unchecked keeps them: a JSON array of {op, calls,
+// error}; ParseUnchecked reads it back (nothing for NULL; DATA_LOSS naming the column).
+std::string UncheckedJson(const google::protobuf::RepeatedPtrField<pb::UncheckedOp>& v);
+absl::Status ParseUnchecked(const pqxx::field& f,
+                            google::protobuf::RepeatedPtrField<pb::UncheckedOp>* out);
+
+// A perf's top ops as results.perf_top_ops keeps them: a JSON array of {op, us, share}, largest
+// first (non-finite numbers as null).
+std::string TopOpsJson(const google::protobuf::RepeatedPtrField<pb::OpTime>& v);
+// results.perf_* back into a ModeVerdict's perf when perf_device_us is not NULL; `first` is the
+// column of perf_device_us, the other ten follow in migration 0016's order. DATA_LOSS naming
+// the column when perf_top_ops is not such an array.
+absl::Status ParsePerf(const pqxx::row& row, int first, pb::ModeVerdict* out);
+// A perf as a JSON object of the perf columns ({device_us, flops, bytes, mfu, launches,
+// fallback_us, transfer_bytes, peak_device_bytes, top_ops, speedup, compression}; null: NaN).
+absl::Status PerfFromJson(const nlohmann::json& j, pb::Perf* out);
+// A perf_top_ops array ({op, us, share}) into `out`'s top ops.
+absl::Status ParseTopOps(const nlohmann::json& a, pb::Perf* out);
 
 template <size_t N, size_t... I>
 auto AsTuple(const std::array<const char*, N>& a, std::index_sequence<I...>) {

@@ -1,12 +1,13 @@
 #include "services/store/store.h"
 
 #include <gtest/gtest.h>
-#include <pqxx/pqxx>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <map>
+#include <pqxx/pqxx>
 #include <set>
 #include <thread>
 
@@ -181,7 +182,91 @@ TEST_F(StoreTest, MigrationsApplyOnceAndAreIdempotent) {
   ASSERT_TRUE(store_->Migrate().ok());
   auto v = store_->AppliedMigrations();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(*v, (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15, 16}));
+}
+
+// Migration 15 on a database from before one cause, one alert: the migrations up to 14 applied
+// as they were, then suspect alerts one per mode (aten::mm open in eager, acknowledged in
+// compile; aten::bmm in eager) and a per-mode op alert, then Migrate. aten::mm is one alert
+// (the oldest) across both modes with every model and its modes, open, its worst severity and
+// widest span; the other is resolved (and updated, for Alertmanager); aten::bmm is one alert of
+// one mode; the op alert keeps its mode.
+TEST(StoreUpgradeTest, Migration15MergesPerModeSuspectAlertsIntoOneAcrossModes) {
+  auto* cluster = testing::PostgresCluster::Get();
+  ASSERT_NE(cluster, nullptr);
+  const std::string url = cluster->NewDatabase("upgrade_15");
+  {
+    pqxx::connection c(url);
+    {
+      pqxx::nontransaction n(c);
+      n.exec(R"(CREATE TABLE schema_migrations (version int PRIMARY KEY, name text NOT NULL,
+                  applied_at timestamptz NOT NULL DEFAULT now()))");
+    }
+    for (const auto& m : Migrations()) {
+      if (m.version >= 15) continue;
+      pqxx::work w(c);
+      w.exec(m.sql);
+      w.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version,
+                    m.name);
+      w.commit();
+    }
+    pqxx::work w(c);
+    w.exec(R"(
+      INSERT INTO profiles (name, sha, body) VALUES ('sim-2.1', 'x', '{}');
+      INSERT INTO sweeps (profile_id, modes, state) SELECT profile_id, '{eager,compile}', 'done'
+        FROM profiles;
+      INSERT INTO sweeps (profile_id, modes, state) SELECT profile_id, '{eager,compile}', 'done'
+        FROM profiles;
+      INSERT INTO alerts (alert_id, state, line, mode, cause_kind, cause, cause_text, severity,
+                          first_sweep, last_sweep, checked_sweep, clean_sweeps, ack_note)
+      VALUES (1, 'open', 'sim', 'eager', 'suspect', 'aten::mm', 'aten::mm', 'warning', 2, 2, 2, 0,
+              NULL),
+             (2, 'acknowledged', 'sim', 'compile', 'suspect', 'aten::mm', 'aten::mm', 'major',
+              1, 2, 2, 1, 'known'),
+             (3, 'open', 'sim', 'eager', 'suspect', 'aten::bmm', 'aten::bmm', 'warning', 2, 2, 2,
+              0, NULL),
+             (4, 'open', 'sim', 'compile', 'op', 'aten::cumsum', 'aten::cumsum', 'warning', 2, 2,
+              2, 0, NULL);
+      INSERT INTO alert_models (alert_id, model_id, arch, task, sweep_id) VALUES
+        (1, 'org/a', 'A', 't', 2), (1, 'org/b', 'A', 't', 2),
+        (2, 'org/b', 'A', 't', 1), (2, 'org/c', 'B', 't', 1),
+        (3, 'org/a', 'A', 't', 2), (4, 'org/d', 'B', 't', 2);)");
+    w.commit();
+  }
+  StoreOptions o;
+  o.url = url;
+  auto s = Store::Connect(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Migrate().ok());
+  auto all = (*s)->ListAlerts("", 0, 100);
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::map<int64_t, pb::Alert> by_id;
+  for (const auto& a : *all) by_id[a.alert_id()] = a;
+  ASSERT_EQ(by_id.size(), 4u);
+  const auto modes = [](const auto& repeated) {
+    return std::vector<int>(repeated.begin(), repeated.end());
+  };
+  const pb::Alert& mm = by_id[1];
+  EXPECT_EQ(mm.state(), "open");
+  EXPECT_EQ(mm.mode(), pb::MODE_UNSPECIFIED);
+  EXPECT_EQ(modes(mm.modes()), (std::vector<int>{pb::MODE_EAGER, pb::MODE_COMPILE}));
+  EXPECT_EQ(mm.severity(), "major");
+  EXPECT_EQ(mm.first_sweep_id(), 1);
+  EXPECT_EQ(mm.clean_sweeps(), 0);
+  std::map<std::string, std::vector<int>> models;
+  for (const auto& m : mm.models()) models[m.model_id()] = modes(m.modes());
+  EXPECT_EQ(models, (std::map<std::string, std::vector<int>>{
+                        {"org/a", {pb::MODE_EAGER}},
+                        {"org/b", {pb::MODE_EAGER, pb::MODE_COMPILE}},
+                        {"org/c", {pb::MODE_COMPILE}}}));
+  EXPECT_EQ(by_id[2].state(), "resolved");
+  EXPECT_GT(by_id[2].updated_at().seconds(), 0);
+  EXPECT_EQ(by_id[3].mode(), pb::MODE_UNSPECIFIED);
+  EXPECT_EQ(modes(by_id[3].modes()), std::vector<int>{pb::MODE_EAGER});
+  EXPECT_EQ(by_id[4].mode(), pb::MODE_COMPILE);
+  EXPECT_EQ(modes(by_id[4].modes()), std::vector<int>{pb::MODE_COMPILE});
+  ASSERT_EQ(by_id[4].models_size(), 1);
+  EXPECT_EQ(modes(by_id[4].models(0).modes()), std::vector<int>{pb::MODE_COMPILE});
 }
 
 TEST_F(StoreTest, SweepRunsToDoneWithEveryModelRecordedOnce) {
@@ -204,6 +289,109 @@ TEST_F(StoreTest, SweepRunsToDoneWithEveryModelRecordedOnce) {
   EXPECT_DOUBLE_EQ(rows->front().opcov_ratio(), 0.9);
   auto page2 = store_->ListResults(sw->sweep_id(), (*rows)[4].model_id(), 100);
   EXPECT_EQ(page2->size(), 5u);
+}
+
+// A mode's perf (migration 0016) goes in with the report and comes back whole: GetModel gives
+// the record, ListResults the perf of each mode that has one; a mode without perf reads back
+// without (never zeros). The group counters carry it the same live and kept.
+TEST_F(StoreTest, PerfRoundTripsAndGroupsCarryItLiveAndKept) {
+  auto sw = store_->CreateSweep(Sweep(10));
+  ASSERT_TRUE(sw.ok()) << sw.status();
+  const auto with_perf = [](pb::ModelResult m) {
+    const int i = std::stoi(m.model_id().substr(m.model_id().rfind('-') + 1));
+    for (auto& v : *m.mutable_modes()) {
+      if (v.mode() == pb::MODE_TRAIN) continue;  // train: none
+      pb::Perf* p = v.mutable_perf();
+      p->set_device_us(100.0 + i);
+      p->set_flops(2e6);
+      p->set_bytes(4e5);
+      p->set_mfu(0.001 * (i + 1));
+      p->set_launches(7);
+      p->set_fallback_us(1.5);
+      p->set_transfer_bytes(64);
+      p->set_peak_device_bytes(8192);
+      pb::OpTime* t = p->add_top_ops();
+      t->set_op("aten::mm");
+      t->set_us(60.25);
+      t->set_share(60.25 / p->device_us());
+      const bool compile = v.mode() == pb::MODE_COMPILE;
+      p->set_speedup(compile ? 1.0 + i : NAN);
+      p->set_compression(compile && i % 2 == 0 ? 1.5 : NAN);
+    }
+    return m;
+  };
+  std::map<std::string, pb::ModelResult> sent;
+  for (;;) {
+    auto l = store_->LeaseShard(worker_);
+    ASSERT_TRUE(l.ok()) << l.status();
+    if (!l->has_shard()) break;
+    std::vector<pb::ModelResult> res;
+    for (const auto& j : l->jobs()) {
+      res.push_back(with_perf(Result(j)));
+      sent[j.model_id()] = res.back();
+    }
+    ASSERT_TRUE(store_->ReportResults(Report(*l, res)).ok());
+    ASSERT_TRUE(store_->FinishShard(Finish(*l)).ok());
+  }
+  auto h = store_->ModelHistory("org/model-3", 5);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->sweeps_size(), 1);
+  for (const auto& v : h->sweeps(0).result().modes()) {
+    const pb::ModeVerdict* want = nullptr;
+    for (const auto& w : sent["org/model-3"].modes()) {
+      if (w.mode() == v.mode()) want = &w;
+    }
+    ASSERT_NE(want, nullptr);
+    ASSERT_EQ(v.has_perf(), want->has_perf()) << v.mode();
+    if (!v.has_perf()) continue;
+    EXPECT_EQ(v.perf().device_us(), 103);
+    EXPECT_EQ(v.perf().launches(), 7);
+    EXPECT_EQ(v.perf().peak_device_bytes(), 8192);
+    ASSERT_EQ(v.perf().top_ops_size(), 1);
+    EXPECT_EQ(v.perf().top_ops(0).op(), "aten::mm");
+    EXPECT_EQ(v.perf().top_ops(0).us(), 60.25);
+    EXPECT_EQ(std::isnan(v.perf().speedup()), v.mode() != pb::MODE_COMPILE);
+    if (v.mode() == pb::MODE_COMPILE) {
+      EXPECT_EQ(v.perf().speedup(), 4);
+    }
+    EXPECT_TRUE(std::isnan(v.perf().compression())) << "model 3 has none";
+  }
+  auto rows = store_->ListResults(sw->sweep_id(), "", 100);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 10u);
+  for (const auto& r : *rows) {
+    EXPECT_EQ(r.perf().size(), 2u) << r.model_id();
+    EXPECT_FALSE(r.perf().count("train"));
+    EXPECT_EQ(r.perf().at("eager").device_us(), sent[r.model_id()].modes(0).perf().device_us());
+    EXPECT_EQ(r.perf().at("compile").speedup(), sent[r.model_id()].modes(1).perf().speedup());
+  }
+  // Live, then kept: the same perf tallies (10 models, speedups 1..10, compressions 1.5 x 5).
+  auto tally = [&] {
+    auto groups = store_->SweepGroups(sw->sweep_id(), "sweep_id");
+    EXPECT_TRUE(groups.ok()) << groups.status();
+    query::PerfTally t;
+    for (const auto& g : *groups) {
+      t.models += g.perf.models;
+      t.log_speedup_sum += g.perf.log_speedup_sum;
+      t.compression_n += g.perf.compression_n;
+      t.compression_sum += g.perf.compression_sum;
+      t.mfus.insert(t.mfus.end(), g.perf.mfus.begin(), g.perf.mfus.end());
+    }
+    std::sort(t.mfus.begin(), t.mfus.end());
+    return t;
+  };
+  double logs = 0;
+  for (int i = 0; i < 10; ++i) logs += std::log(1.0 + i);
+  for (const char* when : {"live", "kept"}) {
+    const query::PerfTally t = tally();
+    EXPECT_EQ(t.models, 10) << when;
+    EXPECT_NEAR(t.log_speedup_sum, logs, 1e-9) << when;
+    EXPECT_EQ(t.compression_n, 5) << when;
+    EXPECT_NEAR(t.compression_sum, 7.5, 1e-12) << when;
+    ASSERT_EQ(t.mfus.size(), 10u) << when;
+    EXPECT_NEAR(t.mfus[0], 0.001, 1e-15) << when;
+    ASSERT_TRUE(store_->SummarizeDoneSweeps().ok());  // keeps the sweep's answers
+  }
 }
 
 TEST_F(StoreTest, RepeatedReportIsIdempotent) {

@@ -528,7 +528,18 @@ absl::StatusOr<std::vector<pb::ResultRow>> Store::ListResults(int64_t sweep_id,
                           WHEN bool_or(g.confirmation = 'pending') THEN 'pending'
                           ELSE 'deterministic' END
               FROM regressions g
-              WHERE g.sweep_id = $1 AND g.model_id = mr.model_id)
+              WHERE g.sweep_id = $1 AND g.model_id = mr.model_id),
+             -- mode -> perf, for the modes that have one (PerfJson's form).
+             (SELECT jsonb_object_agg(r.mode, jsonb_build_object(
+                       'device_us', r.perf_device_us, 'flops', r.perf_flops,
+                       'bytes', r.perf_bytes, 'mfu', r.perf_mfu, 'launches', r.perf_launches,
+                       'fallback_us', r.perf_fallback_us,
+                       'transfer_bytes', r.perf_transfer_bytes,
+                       'peak_device_bytes', r.perf_peak_bytes, 'top_ops', r.perf_top_ops,
+                       'speedup', r.perf_speedup, 'compression', r.perf_compression))
+              FROM results r
+              WHERE r.sweep_id = $1 AND r.model_id = mr.model_id AND r.run = 1
+                AND r.perf_device_us IS NOT NULL)
       FROM model_runs mr JOIN models m USING (model_id)
       WHERE mr.sweep_id = $1 AND mr.run = 1 AND mr.model_id > $2
       ORDER BY mr.model_id LIMIT $3)",
@@ -547,6 +558,15 @@ absl::StatusOr<std::vector<pb::ResultRow>> Store::ListResults(int64_t sweep_id,
         (*r.mutable_status())[kv.substr(0, eq)] = kv.substr(eq + 1);
       }
       r.set_confirmation(row[7].c_str());
+      if (!row[8].is_null()) {
+        const auto perf = nlohmann::json::parse(row[8].c_str(), nullptr, false);
+        if (perf.is_discarded() || !perf.is_object()) {
+          return absl::DataLossError("results.perf_*: not an object of modes");
+        }
+        for (const auto& [mode, p] : perf.items()) {
+          if (auto st = PerfFromJson(p, &(*r.mutable_perf())[mode]); !st.ok()) return st;
+        }
+      }
       out.push_back(std::move(r));
     }
     return out;

@@ -1,8 +1,6 @@
-// touchstone-worker --scheduler HOST:PORT [--token-file F] [--tls-ca F] [--name N]
-//                   [--runner PATH] [--state-dir DIR] [--http-port N] [--http-host H] [--report-batch N]
-//                   [--weights-dir DIR] [--long-poll S]
-// Token: the `worker` (else `admin`) line of --token-file (or its one bare token), else
-// TOUCHSTONE_WORKER_TOKEN (else TOUCHSTONE_ADMIN_TOKEN), else none.
+// touchstone-worker --scheduler HOST:PORT ...: `touchstone-worker --help` lists the flags
+// (declared below). Token: the `worker` (else `admin`) line of --token-file (or its one bare
+// token), else TOUCHSTONE_WORKER_TOKEN (else TOUCHSTONE_ADMIN_TOKEN), else none.
 // SIGTERM or SIGINT: drain (finish the current model, report, release the shard) and exit 0.
 #include <signal.h>
 #include <unistd.h>
@@ -13,75 +11,53 @@
 #include <thread>
 
 #include "services/common/auth.h"
+#include "services/common/flags.h"
 #include "services/common/process.h"
 #include "services/worker/worker.h"
-
-namespace {
-
-int Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "touchstone-worker: %s\n"
-               "usage: touchstone-worker --scheduler HOST:PORT [--token-file FILE] [--tls-ca FILE]\n"
-               "         [--name NAME] [--runner PATH] [--state-dir DIR] [--http-port N]\n"
-               "         [--http-host H]  (default 127.0.0.1; 0.0.0.0: scraped or probed from\n"
-               "                          another host)\n"
-               "         [--report-batch N] [--weights-dir DIR] [--long-poll SECONDS]\n"
-               "  --long-poll   how long the scheduler may hold an idle lease call, answering\n"
-               "                as soon as work is queued (default 10, at most 60; 0: poll\n"
-               "                every 0.5 s)\n"
-               "  --weights-dir a Hub-mirror folder: a model id with a checkpoint in DIR/<id>\n"
-               "                runs on it (model.safetensors or its sharded index)\n"
-               "  --token-file  the 'worker' (else 'admin') line of a tokens file, or a bare\n"
-               "                token; without it TOUCHSTONE_WORKER_TOKEN\n"
-               "  --tls-ca      TLS to the scheduler, trusting the CA certificates in FILE\n",
-               why.c_str());
-  return 2;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using ts::common::Role::kAdmin;
   using ts::common::Role::kWorker;
   ts::worker::WorkerOptions o;
-  o.token = ts::common::ClientTokenFromEnvironment({kWorker, kAdmin});
   o.runner_path = ts::common::SelfDir() + "/touchstone-runner";
   o.state_dir = "/tmp/touchstone-worker-" + std::to_string(::getpid());
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has = i + 1 < argc;
-    if (a == "--scheduler" && has) {
-      o.scheduler = argv[++i];
-    } else if (a == "--token-file" && has) {
-      auto token = ts::common::ReadClientToken(argv[++i], {kWorker, kAdmin});
-      if (!token.ok()) return Usage("--token-file: " + std::string(token.status().message()));
-      o.token = *token;
-    } else if (a == "--tls-ca" && has) {
-      o.tls_ca_file = argv[++i];
-    } else if (a == "--name" && has) {
-      o.name = argv[++i];
-    } else if (a == "--runner" && has) {
-      o.runner_path = argv[++i];
-    } else if (a == "--state-dir" && has) {
-      o.state_dir = argv[++i];
-    } else if (a == "--weights-dir" && has) {
-      o.weights_dir = argv[++i];
-    } else if (a == "--http-port" && has) {
-      o.http_port = std::atoi(argv[++i]);
-    } else if (a == "--http-host" && has) {
-      o.http_host = argv[++i];
-    } else if (a == "--report-batch" && has) {
-      o.report_batch = std::atoi(argv[++i]);
-      if (o.report_batch < 1) return Usage("--report-batch: must be >= 1");
-    } else if (a == "--long-poll" && has) {
-      char* end = nullptr;
-      o.long_poll_s = std::strtod(argv[++i], &end);
-      if (end == argv[i] || *end != '\0' || !(o.long_poll_s >= 0 && o.long_poll_s <= 60)) {
-        return Usage("--long-poll: seconds from 0 to 60");
-      }
-    } else {
-      return Usage("unknown argument '" + a + "'");
-    }
+  std::string token_file;
+  ts::flags::Program p("touchstone-worker",
+                       "leases shards from a scheduler and runs their models in touchstone-runner "
+                       "children");
+  p.Option("--scheduler", &o.scheduler, "HOST:PORT", "the scheduler");
+  p.Option("--token-file", &token_file, "FILE",
+           "the 'worker' (else 'admin') line of a tokens file, or a bare token; without it "
+           "TOUCHSTONE_WORKER_TOKEN (else TOUCHSTONE_ADMIN_TOKEN)")
+      .File();
+  p.Option("--tls-ca", &o.tls_ca_file, "FILE",
+           "TLS to the scheduler, trusting the CA certificates in FILE")
+      .File();
+  p.Option("--name", &o.name, "NAME", "the worker's name (default: host/pid)");
+  p.Option("--runner", &o.runner_path, "PATH", "touchstone-runner").File();
+  p.Option("--state-dir", &o.state_dir, "DIR", "profiles and the runner's log").Dir();
+  p.Option("--http-port", &o.http_port, "N", "/metrics and /healthz (0: a free one, -1: none)")
+      .Range(-1, 65535);
+  p.Option("--http-host", &o.http_host, "H",
+           "the HTTP listener's address (0.0.0.0: scraped or probed from another host)");
+  p.Option("--report-batch", &o.report_batch, "N", "results per ReportResults").Min(1);
+  p.Option("--weights-dir", &o.weights_dir, "DIR",
+           "a Hub-mirror folder: a model id with a checkpoint in DIR/<id> runs on it "
+           "(model.safetensors or its sharded index)")
+      .Dir();
+  p.Option("--long-poll", &o.long_poll_s, "SECONDS",
+           "how long the scheduler may hold an idle lease call, answering as soon as work is "
+           "queued (0: poll every 0.5 s)")
+      .Range(0, 60);
+  p.Notes(
+      "SIGTERM or SIGINT: drain (finish the current model, report, release the shard), exit 0.");
+  if (auto rc = p.Parse(argc, argv)) return *rc;
+  if (token_file.empty()) {
+    o.token = ts::common::ClientTokenFromEnvironment({kWorker, kAdmin});
+  } else {
+    auto token = ts::common::ReadClientToken(token_file, {kWorker, kAdmin});
+    if (!token.ok()) return p.UsageError("--token-file: " + std::string(token.status().message()));
+    o.token = *token;
   }
   sigset_t set;
   sigemptyset(&set);

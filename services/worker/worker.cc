@@ -235,6 +235,7 @@ struct Worker::Impl {
     std::vector<pb::ModelResult> batch;
     auto last_report = Clock::now();
     bool all_run = true;
+    int ran = 0;
     for (const auto& job : l.jobs()) {
       if (draining || lease_lost || shard_cancelled || !profile.ok()) {
         all_run = false;
@@ -262,6 +263,7 @@ struct Worker::Impl {
         SleepUnlessDraining(5);
         break;
       }
+      ++ran;
       model_seconds.Observe(std::chrono::duration<double>(Clock::now() - t0).count());
       // The record comes whole from the runner child; the worker adds the job's identity.
       pb::ModelResult& record = batch.emplace_back(std::move(*result));
@@ -290,7 +292,17 @@ struct Worker::Impl {
       f.set_lease_token(l.lease_token());
       f.set_release(!all_run);
       pb::FinishShardResponse fr;
-      Call(&pb::Scheduler::Stub::FinishShard, f, &fr);
+      const grpc::Status st = Call(&pb::Scheduler::Stub::FinishShard, f, &fr);
+      // Said once per shard given back, so that an operator (and tests/slurm_e2e.sh) can tell a
+      // drained hand-back from a lease left to expire.
+      if (st.ok() && !all_run) {
+        std::fprintf(stderr,
+                     "touchstone-worker: shard %lld handed back (%s): %d of %d models run and "
+                     "reported, %lld left for another worker\n",
+                     static_cast<long long>(l.shard_id()),
+                     draining ? "draining" : shard_cancelled ? "sweep cancelled" : "worker problem",
+                     ran, l.jobs_size(), static_cast<long long>(fr.jobs_left()));
+      }
     }
     std::lock_guard<std::mutex> g(mu);
     lease.reset();

@@ -299,7 +299,10 @@ GradientVerdict CompareGradients(const GradMap& device, const GradMap& cpu_fp32,
     if (golden == nullptr) golden = &golden_fp64();
     const at::Tensor gold = GradOf(*golden, name);
     const at::Tensor ref = GradOf(cpu_fp32, name), decl = GradOf(cpu_declared, name);
-    if (!gold.defined() || !ref.defined()) continue;  // no fp64 or fp32 reference for it
+    if (!gold.defined() || !ref.defined()) {  // no fp64 or fp32 reference to judge it by
+      if (v.unreferenced++ == 0) v.unreferenced_param = name;
+      continue;
+    }
     double ratio = NAN, severity = 0;
     std::string why;
     const bool ok =
@@ -335,6 +338,31 @@ GradientVerdict CompareGradients(const GradMap& device, const GradMap& cpu_fp32,
   o << " (" << failures.front().name << " " << failures.front().why << ")";
   v.error = o.str();
   return v;
+}
+
+void ApplyGradientVerdict(const GradientVerdict& g, Verdict* status, std::string* error) {
+  std::string unjudged;
+  if (g.unreferenced > 0) {
+    unjudged = "grad: no fp64 reference gradient for " + std::to_string(g.unreferenced) +
+               " parameter(s) whose device gradient differs from the declared numerics' (" +
+               g.unreferenced_param + (g.unreferenced > 1 ? ", ..." : "") + "): not judged";
+  }
+  const auto note = [&](const std::string& more) {
+    if (!more.empty()) *error = error->empty() ? more : *error + "; " + more;
+  };
+  if (!g.pass) {
+    *status = Verdict::kFailAccuracy;
+    note(g.error);
+    note(unjudged);
+    return;
+  }
+  if (unjudged.empty()) return;
+  if (*status != Verdict::kPass) {
+    note(unjudged);
+    return;
+  }
+  *status = Verdict::kRefFail;
+  *error = unjudged;
 }
 
 GradientVerdict CompareGradients(const GradMap& device, const GradMap& cpu_fp32,

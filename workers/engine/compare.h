@@ -85,15 +85,29 @@ struct GradientVerdict {
   std::string worst_param;
   int judged = 0;          // parameters judged
   int noise_dominated = 0; // parameters left out as noise-dominated
+  // Parameters whose device gradient differs from the declared numerics' but that have no fp64
+  // or fp32 reference gradient to judge it by (the fp64 step failed, or gave none for them): not
+  // judged, and counted (the first by name in `unreferenced_param`). `pass` is about the judged
+  // parameters only; the caller decides what an unjudged one makes of the verdict.
+  int unreferenced = 0;
+  std::string unreferenced_param;
 };
 //
 // A parameter whose device gradient equals the declared numerics' bit for bit is judged at
 // ratio 1 without its fp64 reference, so `golden_fp64` is called only for the first parameter
 // that differs (never, for a device exact to its declared numerics): the engine's fp64 step is
-// taken only then. A parameter with no fp64 (or fp32) reference is not judged.
+// taken only then. A differing parameter with no fp64 (or fp32) reference is not judged and is
+// counted in `unreferenced`.
 GradientVerdict CompareGradients(const GradMap& device, const GradMap& cpu_fp32,
                                  const std::function<const GradMap&()>& golden_fp64,
                                  const GradMap& cpu_declared, const Tolerance& tol);
+// The train mode's status and error once its gradients are compared (`status`, `error`: the loss
+// curves' verdict): failing judged parameters make it fail_accuracy; unjudged ones
+// (`unreferenced`) make a mode that would otherwise pass ref_fail, since the references are in
+// question, not the device, and an unchecked gradient is no pass; on a mode that fails anyway
+// they are noted in the error.
+void ApplyGradientVerdict(const GradientVerdict& g, Verdict* status, std::string* error);
+
 // The same with the fp64 gradients at hand.
 GradientVerdict CompareGradients(const GradMap& device, const GradMap& cpu_fp32,
                                  const GradMap& golden_fp64, const GradMap& cpu_declared,

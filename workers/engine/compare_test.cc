@@ -248,6 +248,68 @@ TEST(CompareGradientsTest, MissingOrNonFiniteDeviceGradientFails) {
   EXPECT_TRUE(std::isinf(v.worst_ratio));
 }
 
+// A differing device gradient with no fp64 reference (the fp64 step failed: an empty map, or gave
+// none for that parameter) is not judged, and is counted: never passed over in silence. One
+// equal to the declared numerics needs no reference and is judged as before.
+TEST(CompareGradientsTest, AGradientWithoutAReferenceIsCountedUnjudged) {
+  Tolerance tol{1e-4, 3.0};
+  Grads g = MakeGrads();
+  g.golden.erase("norm.weight");
+  GradientVerdict v = CompareGradients(g.device, g.ref, g.golden, g.declared, tol);
+  EXPECT_EQ(v.unreferenced, 1);
+  EXPECT_EQ(v.unreferenced_param, "norm.weight");
+  EXPECT_EQ(v.judged, 1);  // qkv.weight; key.bias is noise-dominated
+  g.device["norm.weight"].mul_(1.5);  // wrong, and unjudged all the same
+  v = CompareGradients(g.device, g.ref, g.golden, g.declared, tol);
+  EXPECT_EQ(v.unreferenced, 1);
+
+  const GradMap none;  // no fp64 step at all
+  v = CompareGradients(g.device, g.ref, none, g.declared, tol);
+  EXPECT_EQ(v.unreferenced, 3);
+  EXPECT_EQ(v.unreferenced_param, "key.bias");  // the first by name
+  EXPECT_EQ(v.judged, 0);
+  for (auto& [name, t] : g.declared) g.device[name] = t.clone();
+  v = CompareGradients(g.device, g.ref, none, g.declared, tol);
+  EXPECT_EQ(v.unreferenced, 0) << "an exact device needs no reference";
+  EXPECT_EQ(v.judged, 3);
+  EXPECT_TRUE(v.pass);
+}
+
+// What the gradient verdict makes of the train mode: judged failures fail it; an unjudged
+// gradient makes a mode that would pass ref_fail (the references are in question), and is
+// noted on one that fails anyway.
+TEST(CompareGradientsTest, AnUnjudgedGradientIsNeverAPass) {
+  GradientVerdict clean;
+  Verdict status = Verdict::kPass;
+  std::string error;
+  ApplyGradientVerdict(clean, &status, &error);
+  EXPECT_EQ(status, Verdict::kPass);
+  EXPECT_EQ(error, "");
+
+  GradientVerdict unjudged;
+  unjudged.unreferenced = 2;
+  unjudged.unreferenced_param = "lm_head.weight";
+  ApplyGradientVerdict(unjudged, &status, &error);
+  EXPECT_EQ(status, Verdict::kRefFail);
+  EXPECT_EQ(error, "grad: no fp64 reference gradient for 2 parameter(s) whose device gradient "
+                   "differs from the declared numerics' (lm_head.weight, ...): not judged");
+
+  status = Verdict::kFailAccuracy;
+  error = "loss step 3: gap 4.2 x band";
+  ApplyGradientVerdict(unjudged, &status, &error);
+  EXPECT_EQ(status, Verdict::kFailAccuracy);
+  EXPECT_EQ(error.rfind("loss step 3: gap 4.2 x band; grad: no fp64 reference", 0), 0u) << error;
+
+  GradientVerdict wrong = unjudged;
+  wrong.pass = false;
+  wrong.error = "grad: q.weight, ratio 4.1";
+  status = Verdict::kPass;
+  error.clear();
+  ApplyGradientVerdict(wrong, &status, &error);
+  EXPECT_EQ(status, Verdict::kFailAccuracy);
+  EXPECT_EQ(error.rfind("grad: q.weight, ratio 4.1; grad: no fp64 reference", 0), 0u) << error;
+}
+
 // The fp64 gradients are asked for only when some device gradient is not the declared one bit
 // for bit, and then once: an exact device gets the verdict of the full comparison without them.
 TEST(CompareGradientsTest, Fp64GradientsAreAskedForOnlyWhenADeviceGradientDiffers) {

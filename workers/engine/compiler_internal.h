@@ -34,6 +34,11 @@ struct Step {
   std::vector<int32_t> in;       // kNode: input slots; transfers: {src}
   std::vector<int32_t> out;      // kNode: output slots; transfers: {dst}
   std::vector<int32_t> release;  // slots dead after this step
+  // The device clock (simdevice/device_clock.h; COMPILER.md, "Device time"):
+  bool staging = false;  // a transfer of a graph input, constant or output: not the step's time
+  bool host_op = false;  // kNode: a compute node of a CPU segment, charged as host work
+  std::vector<int32_t> boundary_in;   // kNode: indices into `in` its segment reads from memory
+  std::vector<int32_t> boundary_out;  // kNode: indices into `out` read after its segment
 };
 
 // The message of a c10::Error without its backtrace; what() otherwise.
@@ -62,6 +67,7 @@ struct CompiledGraph::Plan {
   std::vector<int32_t> input_slots;
   std::vector<int32_t> output_slots;
   std::vector<Step> steps;
+  bool timed = false;  // the device placement (not the CPU shape run): Execute reports to the clock
 };
 
 namespace compiler_internal {
@@ -89,6 +95,13 @@ std::optional<torch::jit::Operation> StructuralOperation(const torch::jit::Node*
 // Builds the steps of `plan` for plan.sides. With `device` false every node runs on CPU and
 // nothing is rewritten (the shape run).
 void BuildSteps(const torch::jit::Graph& graph, Plan& plan, bool device);
+
+// ---- segment_boundaries.cc
+
+// Marks, for the device placement's steps, which values each device segment reads from device
+// memory and which it writes for later use (Step::boundary_in / boundary_out): COMPILER.md,
+// "Device time".
+void MarkSegmentBoundaries(Plan& plan);
 
 // Called after each node step with the values it read and returned.
 using NodeHook =

@@ -160,7 +160,7 @@ TEST(DeeperVerdictsTest, ReplayNamesTheFirstDivergentOpFirstAndOnlyWrongOps) {
        {{"id", "B"}, {"op", "aten::exp"}, {"effect", {{"kind", "nan"}}}}});
   Use(profile);
   const at::Tensor x = at::randn({4, 16});
-  const auto suspects = internal::ReplayOpByOp(simdevice::ActiveProfile().numerics, [&] {
+  const auto found = internal::ReplayOpByOp(simdevice::ActiveProfile().numerics, [&] {
     at::Tensor d = x.to(simdevice::SimDevice());
     at::Tensor y = at::gelu(d);      // 1% high
     at::Tensor z = at::add(y, d);    // right, given the reference gelu
@@ -169,6 +169,8 @@ TEST(DeeperVerdictsTest, ReplayNamesTheFirstDivergentOpFirstAndOnlyWrongOps) {
     EXPECT_TRUE(at::allclose(s.cpu(), at::exp(at::gelu(x) + x).pow(2), 1e-5, 1e-5))
         << "the replay returns the reference results";
   });
+  const auto& suspects = found.suspects;
+  EXPECT_TRUE(found.unchecked.empty());  // the CPU replays each of these ops
   ASSERT_EQ(suspects.size(), 2u);
   EXPECT_EQ(suspects[0].op, "aten::gelu");
   EXPECT_EQ(suspects[0].shapes, "[4,16]");
@@ -176,6 +178,38 @@ TEST(DeeperVerdictsTest, ReplayNamesTheFirstDivergentOpFirstAndOnlyWrongOps) {
   EXPECT_NEAR(suspects[0].ratio, 1e4, 3e3);  // 1% over the pointwise tolerance (1e-6)
   EXPECT_EQ(suspects[1].op, "aten::exp");
   EXPECT_EQ(suspects[1].ratio, kNonFiniteRatio);
+}
+
+// An op whose CPU reference throws given the call's arguments is not checked, and says so: its
+// calls are counted with the first error, and it is no suspect. An op the CPU replays is checked.
+TEST(DeeperVerdictsTest, AnOpTheCpuCannotReplayIsCountedUnchecked) {
+  Use(Baseline());
+  internal::OpAudit audit(simdevice::ActiveProfile().numerics);
+  const c10::OperatorHandle mm = c10::Dispatcher::singleton().findSchemaOrThrow("aten::mm", "");
+  for (int i = 0; i < 2; ++i) {
+    simdevice::DeviceOpCall call;
+    call.op = &mm;
+    call.name = "aten::mm";
+    call.inputs = {at::randn({2, 3}), at::randn({4, 5})};  // shapes the CPU's mm refuses
+    call.results = {at::zeros({2, 5})};
+    audit.Check(call);
+  }
+  const c10::OperatorHandle neg = c10::Dispatcher::singleton().findSchemaOrThrow("aten::neg", "");
+  simdevice::DeviceOpCall fine;
+  fine.op = &neg;
+  fine.name = "aten::neg";
+  const at::Tensor x = at::randn({4});
+  fine.inputs = {x.clone()};
+  fine.results = {at::neg(x)};
+  audit.Check(fine);
+  const auto unchecked = audit.Unchecked();
+  ASSERT_EQ(unchecked.size(), 1u);
+  EXPECT_EQ(unchecked[0].op, "aten::mm");
+  EXPECT_EQ(unchecked[0].calls, 2);
+  EXPECT_NE(unchecked[0].error.find("cannot be multiplied"), std::string::npos)
+      << unchecked[0].error;
+  EXPECT_EQ(unchecked[0].error.find('\n'), std::string::npos) << "first line only";
+  EXPECT_TRUE(audit.Suspects().empty());
 }
 
 TEST(DeeperVerdictsTest, ErrorRatioIsTheWorstErrorOverTolerance) {

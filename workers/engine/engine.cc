@@ -95,11 +95,13 @@ zoo::WeightMap ModelWeights(const zoo::Model& model, const RunOptions& opts) {
 
 std::vector<double> TrainLosses(const zoo::Model& model, const zoo::WeightMap& init,
                                 const zoo::Batch& batch, const c10::Device& device, int steps,
-                                double lr, zoo::WeightMap* first_grads) {
+                                double lr, zoo::WeightMap* first_grads,
+                                const std::function<void(int step)>& on_step) {
   zoo::WeightMap w = TrainableCopy(init, device);
   zoo::Batch b{ToDevice(batch.inputs, device), ToDevice(batch.labels, device)};
   std::vector<double> losses;
   for (int s = 0; s < steps; ++s) {
+    if (on_step) on_step(s);
     at::Tensor loss = model.Loss(w, b);
     losses.push_back(loss.detach().to(at::kCPU).item<double>());
     loss.backward();
@@ -111,6 +113,7 @@ std::vector<double> TrainLosses(const zoo::Model& model, const zoo::WeightMap& i
       p.mutable_grad().reset();
     }
   }
+  if (on_step) on_step(steps);
   return losses;
 }
 
@@ -170,6 +173,7 @@ ModelResult RunModel(const nlohmann::json& config, const RunOptions& opts) {
     if (opts.on_stage) opts.on_stage(stage.name);
     if (stage.run(ctx) == internal::StageEnd::kStopModel) break;
   }
+  internal::FinishReferences(ctx);
   internal::SummarizeCoverage(ctx);
   ctx.result.timings_ms["total"] = MsSince(t_total);
   return std::move(ctx.result);

@@ -46,6 +46,7 @@
 
 #include "workers/engine/compiler.h"
 #include "workers/engine/verdict.h"
+#include "workers/refs/store.h"
 #include "workers/zoo/model.h"
 
 namespace ts::engine {
@@ -74,6 +75,15 @@ struct RunOptions {
   std::function<void(const std::string& stage)> on_stage;
   // Called once the model is built, with {"arch", "task", "family", "config_hash"}.
   std::function<void(const nlohmann::json& model)> on_built;
+  // Reference bundles (README.md, "Reference bundles"): where this run's references come from
+  // and go. Unset, or a checkpoint run: computed, and kept nowhere.
+  struct ReferenceStore {
+    // The stored bundle of a key: NOT_FOUND when there is none; any other error (DATA_LOSS for
+    // a damaged file) refuses it with a warning. Unset: always computed (--references fresh).
+    std::function<StatusOr<refs::StoredBundle>(const refs::BundleKey&)> load;
+    // Keeps a bundle this run computed; returns its content address.
+    std::function<StatusOr<std::string>(const refs::BundleKey&, const std::string& bytes)> save;
+  } references;
 };
 
 // Valid mode names.
@@ -100,10 +110,13 @@ zoo::TensorMap ToDevice(const zoo::TensorMap& m, const c10::Device& device,
 // K steps of plain SGD (learning rate `lr`) on a fixed batch, from a private copy of `init`, on
 // `device`. Returns the loss before each update. Throws c10::Error on device faults. With
 // `first_grads`, it receives the first step's gradients, on the CPU (parameters no gradient
-// reached are left out).
+// reached are left out). `on_step`, when set, is called with s before step s starts (after the
+// weights and batch are on the device) and with `steps` after the last: the engine's device
+// clock measures one step between two calls.
 std::vector<double> TrainLosses(const zoo::Model& model, const zoo::WeightMap& init,
                                 const zoo::Batch& batch, const c10::Device& device, int steps,
-                                double lr, zoo::WeightMap* first_grads = nullptr);
+                                double lr, zoo::WeightMap* first_grads = nullptr,
+                                const std::function<void(int step)>& on_step = {});
 
 // The gradients of one loss at `weights` on `device`, with float tensors as `float_type`,
 // returned on the CPU. On the CPU in double: the reference the first training step's gradients

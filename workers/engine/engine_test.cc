@@ -68,18 +68,62 @@ TEST(EngineTest, RealConfigsPassEveryModeOnTheDefectFreeBaseline) {
   }
 }
 
+// The device clock's figures of one model are sane (README.md of workers/simdevice, "Cost
+// model"): every passing mode has them, 0 < MFU <= 1, the top ops' times fit in the mode's, and
+// a compiled forward with no graph break and nothing run by the host is no slower than eager.
+void ExpectSanePerf(const std::string& arch, const ModelResult& r) {
+  for (const auto& [name, m] : r.modes) {
+    ASSERT_EQ(m.perf.has_value(), m.status == Verdict::kPass) << arch << " " << name;
+    if (!m.perf) continue;
+    const ModePerf& p = *m.perf;
+    EXPECT_GT(p.device_us, 0) << arch << " " << name;
+    EXPECT_GT(p.mfu, 0) << arch << " " << name;
+    EXPECT_LE(p.mfu, 1) << arch << " " << name;
+    EXPECT_GT(p.peak_device_bytes, 0) << arch << " " << name;
+    double top = 0;
+    for (const auto& t : p.top_ops) top += t.us;
+    EXPECT_LE(top, p.device_us * (1 + 1e-9)) << arch << " " << name;
+    EXPECT_EQ(p.speedup.has_value(), name == "compile" && r.modes.at("eager").perf.has_value())
+        << arch << " " << name;
+  }
+  const ModeResult& e = r.modes.at("eager");
+  const ModeResult& c = r.modes.at("compile");
+  if (e.perf && c.perf && c.graph_breaks == 0 && e.perf->fallback_us == 0 &&
+      c.perf->fallback_us == 0) {
+    EXPECT_LE(c.perf->device_us, e.perf->device_us) << arch;
+    EXPECT_GE(*c.perf->speedup, 1.0) << arch;
+  }
+}
+
+// The same model run twice has the same perf, field by field.
+void ExpectSamePerf(const std::string& arch, const ModelResult& a, const ModelResult& b) {
+  for (const auto& [name, m] : a.modes) {
+    const auto& p = m.perf;
+    const auto& q = b.modes.at(name).perf;
+    ASSERT_EQ(p.has_value(), q.has_value()) << arch << " " << name;
+    if (!p) continue;
+    EXPECT_EQ(ToJson(a)["modes"][name]["perf"], ToJson(b)["modes"][name]["perf"])
+        << arch << " " << name;
+  }
+}
+
 // Every class the zoo builds, from its real-shaped example config: no false failures on the
 // defect-free baseline (honest bf16 numerics are not flagged), gradients judged, and the op
-// audit finds no suspect.
+// audit finds no suspect. Its device time is sane and, run again (without the audit, which
+// never touches the figures), identical.
 TEST(EngineTest, EveryZooClassPassesEveryModeOnTheDefectFreeBaseline) {
   Use(Baseline());
   RunOptions o;
   o.audit_ops = true;
+  RunOptions again;
   for (const auto& a : zoo::SupportedArchitectures()) {
     auto cfg = zoo::ExampleConfig(a.arch);
     ASSERT_TRUE(cfg.ok()) << a.arch;
     o.arch = a.arch;
     ModelResult r = RunModel(*cfg, o);
+    ExpectSanePerf(a.arch, r);
+    again.arch = a.arch;
+    ExpectSamePerf(a.arch, r, RunModel(*cfg, again));
     for (const char* m : {"eager", "compile", "train"}) {
       const ModeResult& mode = Mode(r, m);
       EXPECT_EQ(mode.status, Verdict::kPass) << a.arch << " " << m << ": " << mode.error;

@@ -1,14 +1,15 @@
 // The execution plan of a CompiledGraph: a flat step list over a slot table, and the interpreter
 // that runs it (COMPILER.md, "Execution").
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/torch.h>
+
 #include <map>
 #include <optional>
 #include <unordered_map>
 #include <utility>
 
-#include <torch/csrc/jit/ir/constants.h>
-#include <torch/torch.h>
-
 #include "workers/engine/compiler_internal.h"
+#include "workers/simdevice/device_clock.h"
 #include "workers/simdevice/runtime.h"
 
 namespace ts::engine::compiler_internal {
@@ -80,6 +81,22 @@ std::optional<torch::jit::Operation> StructuralOperation(const Node* n) {
 
 namespace {
 
+// Bytes of the tensors a value holds (a tensor, or a list or tuple of them).
+double ValueBytes(const IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    return t.defined() ? static_cast<double>(t.numel()) * static_cast<double>(t.element_size())
+                       : 0.0;
+  }
+  double bytes = 0;
+  if (v.isList()) {
+    for (const IValue& e : v.toListRef()) bytes += ValueBytes(e);
+  } else if (v.isTuple()) {
+    for (const IValue& e : v.toTupleRef().elements()) bytes += ValueBytes(e);
+  }
+  return bytes;
+}
+
 IValue MoveTo(const IValue& v, c10::Device device) {
   if (v.isTensor()) return v.toTensor().to(device);
   if (v.isList()) {
@@ -114,6 +131,7 @@ class StepBuilder {
     plan_.steps.clear();
     for (const Value* v : graph.inputs()) {
       int32_t s = NewSlot(Side::kCpu);
+      staged_[s] = true;
       slot_of_[v] = s;
       plan_.input_slots.push_back(s);
     }
@@ -125,7 +143,7 @@ class StepBuilder {
     }
     for (const Value* v : graph.outputs()) {
       int32_t s = slot_of_.at(v);
-      if (loc_[s] != Side::kCpu) s = Transfer(s, Side::kCpu);
+      if (loc_[s] != Side::kCpu) s = Transfer(s, Side::kCpu, /*staging=*/true);
       plan_.output_slots.push_back(s);
     }
   }
@@ -134,16 +152,20 @@ class StepBuilder {
   int32_t NewSlot(Side side) {
     plan_.initial.emplace_back();
     loc_.push_back(side);
+    staged_.push_back(false);
     return static_cast<int32_t>(plan_.initial.size() - 1);
   }
 
   // The slot holding slot `s`'s value on side `to`: a transfer step, at most one per direction.
-  int32_t Transfer(int32_t s, Side to) {
+  // Moving a graph input or a constant onto the device is staging (the weights and inputs
+  // arrive before the step, as in eager), and so is bringing the outputs back.
+  int32_t Transfer(int32_t s, Side to, bool staging = false) {
     auto it = moved_.find({s, to});
     if (it != moved_.end()) return it->second;
     int32_t d = NewSlot(to);
     Step step;
     step.kind = to == Side::kDevice ? Step::Kind::kToDevice : Step::Kind::kToCpu;
+    step.staging = staging || staged_[s];
     step.in = {s};
     step.out = {d};
     plan_.steps.push_back(std::move(step));
@@ -179,12 +201,14 @@ class StepBuilder {
     if (n->kind() == c10::prim::Constant) {
       int32_t s = NewSlot(Side::kCpu);
       plan_.initial[s] = torch::jit::toIValue(n->output()).value();
+      staged_[s] = true;
       slot_of_[n->output()] = s;
       return;
     }
     const Side side = device_ ? plan_.sides[i] : Side::kCpu;
     Step step;
     step.node = static_cast<int32_t>(i);
+    step.host_op = device_ && side == Side::kCpu && !IsGlue(n);
     for (size_t k = 0; k < n->inputs().size(); ++k) step.in.push_back(InputSlot(n, k, side));
     if (!IsGlue(n) && side != mode_) {
       Step switch_step;
@@ -207,6 +231,7 @@ class StepBuilder {
   const bool device_;
   std::unordered_map<const Value*, int32_t> slot_of_;
   std::vector<Side> loc_;  // where a slot's tensors live
+  std::vector<bool> staged_;  // graph inputs and constants: moving them is staging
   int32_t device_slot_ = -1;
   std::map<std::pair<int32_t, Side>, int32_t> moved_;  // (slot, side) -> moved slot
   Side mode_ = Side::kCpu;
@@ -233,6 +258,8 @@ void AddReleases(Plan& plan) {
 void BuildSteps(const Graph& graph, Plan& plan, bool device) {
   StepBuilder(plan, device).Build(graph);
   AddReleases(plan);
+  plan.timed = device;
+  if (device) MarkSegmentBoundaries(plan);
 }
 
 std::vector<IValue> Execute(Plan& plan, const std::vector<at::Tensor>& inputs,
@@ -241,19 +268,25 @@ std::vector<IValue> Execute(Plan& plan, const std::vector<at::Tensor>& inputs,
   std::vector<IValue> slots = plan.initial;
   for (size_t i = 0; i < plan.input_slots.size(); ++i) slots[plan.input_slots[i]] = inputs[i];
   const c10::Device device = simdevice::SimDevice();
+  simdevice::DeviceClock& clock = simdevice::ActiveClock();
   std::optional<simdevice::ScopedExecMode> compiled;
   Stack stack;
   Stack hook_in;
+  double boundary_bytes = 0;  // of the device segment running (COMPILER.md, "Device time")
+  int segments_entered = 0;
   for (const Step& step : plan.steps) {
     switch (step.kind) {
       case Step::Kind::kNode: {
         stack.clear();
         for (int32_t s : step.in) stack.push_back(slots[s]);
-        if (hook != nullptr) hook_in = stack;
+        for (int32_t k : step.boundary_in) boundary_bytes += ValueBytes(stack[k]);
+        if (hook != nullptr || step.host_op) hook_in = stack;
         plan.ops[step.node](stack);
         TORCH_CHECK(stack.size() == step.out.size(), "compiled graph: ", plan.op_names[step.node],
                     " returned ", stack.size(), " values, expected ", step.out.size());
         if (hook != nullptr) (*hook)(step, hook_in, stack);
+        if (step.host_op) clock.HostOp(plan.op_names[step.node], hook_in, stack);
+        for (int32_t j : step.boundary_out) boundary_bytes += ValueBytes(stack[j]);
         for (size_t j = 0; j < step.out.size(); ++j) slots[step.out[j]] = std::move(stack[j]);
         break;
       }
@@ -262,15 +295,21 @@ std::vector<IValue> Execute(Plan& plan, const std::vector<at::Tensor>& inputs,
         // Transfers are runtime plumbing, not part of the lowered segment.
         std::optional<simdevice::ScopedExecMode> eager;
         if (compiled) eager.emplace(simdevice::ExecMode::kEager);
+        std::optional<simdevice::ScopedClockPause> untimed;
+        if (step.staging) untimed.emplace();
         slots[step.out[0]] = MoveTo(
             slots[step.in[0]], step.kind == Step::Kind::kToDevice ? device : c10::Device("cpu"));
         break;
       }
       case Step::Kind::kEnterDevice:
+        // Back on the device after a CPU segment: the graph break made the host wait.
+        if (plan.timed && segments_entered++ > 0) clock.GraphBreakSync();
         compiled.emplace(simdevice::ExecMode::kCompiled);
         break;
       case Step::Kind::kLeaveDevice:
         compiled.reset();
+        if (plan.timed) clock.EndSegment(boundary_bytes);
+        boundary_bytes = 0;
         break;
     }
     for (int32_t s : step.release) slots[s] = IValue();

@@ -30,6 +30,13 @@ bool NotReproducible(const std::string& op) {
 constexpr double kExactFloor = 1.0 / (1 << 23);
 constexpr double kBf16Ulp = 1.0 / (1 << 8);
 
+// An exception's first line, cut to 200 characters (c10 errors carry a backtrace after it).
+std::string FirstLine(const char* what) {
+  std::string s(what == nullptr ? "" : what);
+  s = s.substr(0, s.find('\n'));
+  return s.size() > 200 ? s.substr(0, 197) + "..." : s;
+}
+
 at::Tensor RoundBf16(const at::Tensor& t) {
   if (!t.defined() || t.scalar_type() != at::kFloat) return t;
   return t.to(at::kBFloat16).to(at::kFloat);
@@ -150,8 +157,15 @@ void OpAudit::Check(simdevice::DeviceOpCall& call) {
   std::vector<at::Tensor> want;
   try {
     want = Reference(call, declared);
-  } catch (const std::exception&) {
-    return;  // the CPU cannot run it as called: not checked
+  } catch (const std::exception& e) {
+    // The CPU cannot run it as called: not checked, and counted as such.
+    std::lock_guard<std::mutex> lock(mu_);
+    UncheckedOp& u = unchecked_[call.name];
+    if (u.calls++ == 0) {
+      u.op = call.name;
+      u.error = FirstLine(e.what());
+    }
+    return;
   }
   double ratio = 0;
   for (size_t i = 0; i < call.results.size() && i < want.size(); ++i) {
@@ -196,8 +210,15 @@ std::vector<Suspect> OpAudit::Suspects(size_t max) const {
   return out;
 }
 
-std::vector<Suspect> ReplayOpByOp(const simdevice::Numerics& numerics,
-                                  const std::function<void()>& replay) {
+std::vector<UncheckedOp> OpAudit::Unchecked() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<UncheckedOp> out;
+  for (const auto& [name, u] : unchecked_) out.push_back(u);
+  return out;
+}
+
+ReplayFindings ReplayOpByOp(const simdevice::Numerics& numerics,
+                            const std::function<void()>& replay) {
   OpAudit audit(numerics);
   {
     simdevice::ScopedOpChecker checker([&audit](simdevice::DeviceOpCall& c) { audit.Check(c); });
@@ -207,7 +228,7 @@ std::vector<Suspect> ReplayOpByOp(const simdevice::Numerics& numerics,
       // A device fault: the replay ends here; the ops checked so far stand.
     }
   }
-  return audit.Suspects();
+  return {audit.Suspects(), audit.Unchecked()};
 }
 
 }  // namespace ts::engine::internal

@@ -32,6 +32,8 @@ class OpAudit {
 
   // The ops over tolerance: the first divergent op first, then by ratio (at most `max`).
   std::vector<Suspect> Suspects(size_t max = kMaxSuspects) const;
+  // The ops whose CPU reference threw, with how many calls, by name.
+  std::vector<UncheckedOp> Unchecked() const;
 
  private:
   struct OpRecord {
@@ -40,14 +42,21 @@ class OpAudit {
   };
   mutable std::mutex mu_;
   simdevice::Numerics numerics_;
-  int64_t calls_ = 0;                      // guarded by mu_
-  std::map<std::string, OpRecord> ops_;    // guarded by mu_
+  int64_t calls_ = 0;                               // guarded by mu_
+  std::map<std::string, OpRecord> ops_;             // guarded by mu_
+  std::map<std::string, UncheckedOp> unchecked_;    // guarded by mu_
 };
 
-// Runs `replay` with an OpAudit installed as the device's op checker and returns its suspects.
+// What a replay found: the suspects (OpAudit::Suspects) and the ops it could not check.
+struct ReplayFindings {
+  std::vector<Suspect> suspects;
+  std::vector<UncheckedOp> unchecked;
+};
+
+// Runs `replay` with an OpAudit installed as the device's op checker and returns its findings.
 // A device fault during the replay ends it; what was found until then is kept.
-std::vector<Suspect> ReplayOpByOp(const simdevice::Numerics& numerics,
-                                  const std::function<void()>& replay);
+ReplayFindings ReplayOpByOp(const simdevice::Numerics& numerics,
+                            const std::function<void()>& replay);
 
 // The error of `got` against `want` over tolerance: max |got - want| / (tol * max |want|),
 // over finite reference elements; kNonFiniteRatio for a shape mismatch or a non-finite value

@@ -141,14 +141,16 @@ bool NeedsAudit(const StageContext& ctx, const ModeResult& m) {
          (ctx.opts.audit_ops && m.status == Verdict::kPass);
 }
 
-// Replays a mode op by op (op_audit.h) into m.suspects. Runs after the mode's counters were
-// collected: the replay counts towards neither coverage nor the mode's time.
+// Replays a mode op by op (op_audit.h) into m.suspects and m.unchecked. Runs after the mode's
+// counters were collected: the replay counts towards neither coverage nor the mode's time.
 void Audit(StageContext& ctx, ModeResult& m, const char* mode,
            const std::function<void()>& replay) {
   if (!NeedsAudit(ctx, m)) return;
   const auto t0 = Clock::now();
   simdevice::Reseed(ModeSeed(ctx, mode));
-  m.suspects = ReplayOpByOp(ctx.profile.numerics, replay);
+  ReplayFindings found = ReplayOpByOp(ctx.profile.numerics, replay);
+  m.suspects = std::move(found.suspects);
+  m.unchecked = std::move(found.unchecked);
   m.audited = true;
   simdevice::ResetCounters();
   ctx.result.timings_ms[std::string("audit_") + mode] = MsSince(t0);
@@ -244,19 +246,47 @@ StageEnd Reference(StageContext& ctx) {
   return StageEnd::kContinue;
 }
 
+// 2, with bundles: the references from a stored bundle when there is one, else computed as
+// above and recorded for storing (references.h).
+StageEnd ReferenceOrBundle(StageContext& ctx) {
+  const auto t0 = Clock::now();
+  if (auto end = ForwardFromBundle(ctx)) {
+    ctx.result.timings_ms["reference"] = MsSince(t0);
+    if (*end == StageEnd::kContinue) simdevice::Reseed(ctx.opts.seed);
+    return *end;
+  }
+  const StageEnd end = Reference(ctx);
+  RecordForward(ctx, end);
+  return end;
+}
+
+// The mode's performance record when it passed: what the clock measured, and the device memory
+// peak since the last ResetCounters. None when the clock measured nothing (it is off).
+void KeepPerf(ModeResult& m, const simdevice::PerfCounters& measured) {
+  if (m.status != Verdict::kPass || !(measured.device_us > 0)) return;
+  m.perf = PerfOf(measured, simdevice::SnapshotCounters().peak_bytes);
+}
+
 // 3. Forward on the device, compared with the references.
 StageEnd Eager(StageContext& ctx) {
   const auto t0 = Clock::now();
   simdevice::ResetCounters();
   ModeResult& m = ctx.result.modes["eager"];
   TensorList out;
+  simdevice::PerfCounters measured;
   if (Guarded(m, Verdict::kDeviceError, [&] {
         torch::NoGradGuard no_grad;
         auto wd = ToDevice(ctx.weights, ctx.device);
         auto in = ToDevice(ctx.batch.inputs, ctx.device);
-        out = ToCpu(ctx.model->Forward(wd, in));
+        // The step is the forward: weights and inputs are staged first, outputs read after.
+        simdevice::DeviceClock& clock = simdevice::ActiveClock();
+        clock.Reset();
+        TensorList device_out = ctx.model->Forward(wd, in);
+        measured = clock.Snapshot();
+        out = ToCpu(device_out);
       })) {
     Judge(ctx, m, out);
+    KeepPerf(m, measured);
   }
   CollectCounters(ctx, /*coverage=*/true);
   m.ms = MsSince(t0);
@@ -290,14 +320,19 @@ std::unique_ptr<CompiledGraph> CompileAndRun(StageContext& ctx,
   }
   TensorList out;
   const auto t_run = Clock::now();
+  simdevice::PerfCounters measured;
   if (!Guarded(m, Verdict::kDeviceError, [&] {
         torch::NoGradGuard no_grad;
+        simdevice::DeviceClock& clock = simdevice::ActiveClock();
+        clock.Reset();  // Run pauses the clock while it stages inputs and reads outputs
         out = (*compiled)->Run(flat);
+        measured = clock.Snapshot();
       })) {
     return nullptr;
   }
   m.first_run_ms = MsSince(t_run);
   Judge(ctx, m, out);
+  KeepPerf(m, measured);
   return std::move(*compiled);
 }
 
@@ -317,6 +352,7 @@ StageEnd Compile(StageContext& ctx) {
     m.error = "trace: " + graph.status().message();
   }
   CollectCounters(ctx, /*coverage=*/false);
+  SetCompileRatios(ctx.result);
   m.ms = MsSince(t0);
   ctx.result.timings_ms["compile"] = m.ms;
   if (compiled) {
@@ -368,9 +404,10 @@ bool TrainReferences(StageContext& ctx, ModeResult& m, std::vector<double>& decl
 }
 
 // The first step's gradients in fp64 on the CPU into refs.golden (one extra forward and
-// backward). A model that cannot take an fp64 step has no gradient reference: its gradients are
-// not judged (grad_rmse_ratio stays unset); the loss curves still are.
+// backward). A model that cannot take an fp64 step has no gradient reference: a device gradient
+// that differs from the declared numerics' is then unjudged, which JudgeTraining reports.
 void GoldenGradients(StageContext& ctx, ReferenceGrads& refs) {
+  if (GoldenFromBundle(ctx, refs.golden)) return;
   const auto t0 = Clock::now();
   try {
     refs.golden = StepGradients(*ctx.model, ctx.weights, ctx.batch, at::kCPU, at::kDouble);
@@ -378,6 +415,16 @@ void GoldenGradients(StageContext& ctx, ReferenceGrads& refs) {
     refs.golden.clear();
   }
   ctx.result.timings_ms["train_golden_grads"] = MsSince(t0);
+  RecordGolden(ctx, refs.golden);
+}
+
+// train's references from a stored bundle when there is one, else computed and recorded.
+bool TrainReferencesOrBundle(StageContext& ctx, ModeResult& m, std::vector<double>& declared,
+                             ReferenceGrads& refs) {
+  if (auto ok = TrainFromBundle(ctx, m, declared, refs.fp32, refs.declared)) return *ok;
+  const bool ok = TrainReferences(ctx, m, declared, refs);
+  RecordTrain(ctx, m, ok, declared, refs.fp32, refs.declared);
+  return ok;
 }
 
 // The train verdict from the loss curves and the first step's gradients. The fp64 gradients
@@ -385,6 +432,14 @@ void GoldenGradients(StageContext& ctx, ReferenceGrads& refs) {
 // asks for them then; an exact one passes at ratio 1 whatever they hold).
 void JudgeTraining(StageContext& ctx, ModeResult& m, const std::vector<double>& declared,
                    ReferenceGrads& refs, const zoo::WeightMap& device_grads) {
+  if (!GradientsForJudge(ctx, device_grads, refs.declared)) {
+    // A stored bundle lacks a gradient this device needs read in full (references.h).
+    std::vector<double> again;
+    const bool ok = TrainReferences(ctx, m, again, refs);
+    RecordTrain(ctx, m, ok, again, refs.fp32, refs.declared);
+    if (!ok) return;
+    GradientsForJudge(ctx, device_grads, refs.declared);
+  }
   auto v = CompareLossCurves(m.loss_device, m.loss_reference, declared, ctx.tol);
   m.loss_band = v.band;
   m.max_loss_gap_ratio = v.max_gap_ratio;
@@ -401,9 +456,7 @@ void JudgeTraining(StageContext& ctx, ModeResult& m, const std::vector<double>& 
       MsSince(t0) - (timings.count("train_golden_grads") ? timings["train_golden_grads"] : 0.0);
   if (g.judged > 0) m.grad_rmse_ratio = g.worst_ratio;
   m.grad_worst_param = g.worst_param;
-  if (g.pass) return;
-  m.status = Verdict::kFailAccuracy;
-  m.error = m.error.empty() ? g.error : m.error + "; " + g.error;
+  ApplyGradientVerdict(g, &m.status, &m.error);
 }
 
 // 5. K steps of SGD on a fixed batch: reference curves and first-step gradients on CPU, then the
@@ -413,18 +466,31 @@ StageEnd Train(StageContext& ctx) {
   ModeResult& m = ctx.result.modes["train"];
   std::vector<double> declared;
   ReferenceGrads refs;
-  if (TrainReferences(ctx, m, declared, refs)) {
+  if (TrainReferencesOrBundle(ctx, m, declared, refs)) {
     m.loss_declared = declared;
     simdevice::ResetCounters();
     simdevice::Reseed(ModeSeed(ctx, "train"));
     const auto t_sub = Clock::now();
     zoo::WeightMap device_grads;
+    // The clock measures one step: the second when there is one (the first also copies its
+    // gradients out for the gradient check).
+    const int timed_step = ctx.opts.train_steps >= 2 ? 1 : 0;
+    simdevice::DeviceClock& clock = simdevice::ActiveClock();
+    simdevice::PerfCounters measured;
+    auto on_step = [&](int step) {
+      if (step == timed_step) clock.Reset();
+      if (step == timed_step + 1) measured = clock.Snapshot();
+    };
     const bool device_ok = Guarded(m, Verdict::kDeviceError, [&] {
-      m.loss_device = TrainLosses(*ctx.model, ctx.weights, ctx.batch, ctx.device,
-                                  ctx.opts.train_steps, ctx.opts.learning_rate, &device_grads);
+      m.loss_device =
+          TrainLosses(*ctx.model, ctx.weights, ctx.batch, ctx.device, ctx.opts.train_steps,
+                      ctx.opts.learning_rate, &device_grads, on_step);
     });
     ctx.result.timings_ms["train_device"] = MsSince(t_sub);
-    if (device_ok) JudgeTraining(ctx, m, declared, refs, device_grads);
+    if (device_ok) {
+      JudgeTraining(ctx, m, declared, refs, device_grads);
+      KeepPerf(m, measured);
+    }
     CollectCounters(ctx, /*coverage=*/true);
   }
   m.ms = MsSince(t0);
@@ -453,7 +519,7 @@ StageContext::StageContext(const nlohmann::json& config_in, const RunOptions& op
 
 const std::vector<Stage>& Stages() {
   static const std::vector<Stage> kStages = {
-      {"build", nullptr, &Build},       {"reference", nullptr, &Reference},
+      {"build", nullptr, &Build},       {"reference", nullptr, &ReferenceOrBundle},
       {"eager", "eager", &Eager},       {"compile", "compile", &Compile},
       {"train", "train", &Train},
   };

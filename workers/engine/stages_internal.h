@@ -6,18 +6,20 @@
 // device (one RunModel at a time per process).
 #pragma once
 
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <ATen/core/Tensor.h>
-#include <c10/core/Device.h>
-#include <nlohmann/json.hpp>
-
 #include "workers/engine/compare.h"
 #include "workers/engine/engine.h"
+#include "workers/engine/references.h"
 #include "workers/engine/verdict.h"
+#include "workers/simdevice/device_clock.h"
 #include "workers/simdevice/profile.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/nn.h"
@@ -49,6 +51,8 @@ struct StageContext {
 
   // Set by "reference": CPU fp32 outputs, fp64 golden outputs, CPU at the declared numerics.
   TensorList ref, golden, declared;
+  // Their bundle: the stored one in use, or what this run computes (references.h).
+  ReferenceState references;
 
   // Device op use of the stages that count towards coverage (eager and train).
   std::map<std::string, OpUse> native, fallback;
@@ -75,5 +79,13 @@ const std::vector<Stage>& Stages();
 
 // Fills result.native_ops, fallback_ops and op_coverage from ctx.native and ctx.fallback.
 void SummarizeCoverage(StageContext& ctx);
+
+// ---- mode_perf.cc
+
+// A mode's performance record from what the device clock measured and the mode's peak device
+// memory: top_ops are the kTopOps largest (ties by name).
+ModePerf PerfOf(const simdevice::PerfCounters& counters, int64_t peak_device_bytes);
+// Compile's speedup and compression over eager, when compile passed and both have perf.
+void SetCompileRatios(ModelResult& result);
 
 }  // namespace ts::engine::internal

@@ -56,6 +56,26 @@ nlohmann::json Nums(const std::vector<double>& v) {
   return a;
 }
 
+nlohmann::json OptNum(const std::optional<double>& v) { return v ? Num(*v) : nullptr; }
+
+nlohmann::json PerfJson(const ModePerf& p) {
+  nlohmann::json top = nlohmann::json::array();
+  for (const OpTimeShare& o : p.top_ops) {
+    top.push_back({{"op", o.op}, {"us", Num(o.us)}, {"share", Num(o.share)}});
+  }
+  return {{"device_us", Num(p.device_us)},
+          {"flops", Num(p.flops)},
+          {"bytes", Num(p.bytes)},
+          {"mfu", Num(p.mfu)},
+          {"launches", p.launches},
+          {"fallback_us", Num(p.fallback_us)},
+          {"transfer_bytes", Num(p.transfer_bytes)},
+          {"peak_device_bytes", p.peak_device_bytes},
+          {"top_ops", top},
+          {"speedup", OptNum(p.speedup)},
+          {"compression", OptNum(p.compression)}};
+}
+
 nlohmann::json ModeJson(const std::string& mode, const ModeResult& m) {
   nlohmann::json j;
   j["status"] = VerdictName(m.status);
@@ -103,6 +123,12 @@ nlohmann::json ModeJson(const std::string& mode, const ModeResult& m) {
                         {"total_calls", s.total_calls}});
   }
   j["suspects"] = suspects;
+  nlohmann::json unchecked = nlohmann::json::array();
+  for (const UncheckedOp& u : m.unchecked) {
+    unchecked.push_back({{"op", u.op}, {"calls", u.calls}, {"error", u.error}});
+  }
+  j["unchecked"] = unchecked;
+  j["perf"] = m.perf ? PerfJson(*m.perf) : nlohmann::json(nullptr);
   return j;
 }
 
@@ -132,6 +158,12 @@ nlohmann::json ToJson(const ModelResult& r) {
   j["timings_ms"] = t;
   j["peak_device_bytes"] = r.peak_device_bytes;
   if (!r.tiny_config.is_null()) j["tiny_config"] = r.tiny_config;
+  if (!r.references.source.empty()) {
+    j["references"] = {{"source", r.references.source},
+                       {"key_digest", r.references.key_digest},
+                       {"content_digest", r.references.content_digest},
+                       {"warning", r.references.warning}};
+  }
   return j;
 }
 
@@ -150,11 +182,24 @@ std::string ToText(const ModelResult& r) {
         << m.loss_device.back() << ")";
     }
     o << " [" << m.ms << " ms]";
+    if (m.perf) {
+      o << "\n           device " << m.perf->device_us << " us, mfu " << std::defaultfloat
+        << m.perf->mfu << std::fixed << ", " << m.perf->launches << " launches";
+      if (m.perf->speedup) o << ", speedup " << *m.perf->speedup << "x";
+      for (const OpTimeShare& t : m.perf->top_ops) {
+        o << "\n             " << std::setw(36) << t.op << std::right << std::setw(12) << t.us
+          << " us " << std::setw(6) << std::setprecision(1) << 100 * t.share << "%"
+          << std::setprecision(3) << std::left;
+      }
+    }
     if (!m.error.empty()) o << "\n           " << m.error;
     for (const Suspect& s : m.suspects) {
       o << "\n           suspect " << s.op << " " << s.shapes << " " << s.dtype << " ratio "
         << std::defaultfloat << s.ratio << std::fixed << " (" << s.calls << "/"
         << s.total_calls << " calls)";
+    }
+    for (const UncheckedOp& u : m.unchecked) {
+      o << "\n           unchecked " << u.op << " (" << u.calls << " calls: " << u.error << ")";
     }
     o << "\n";
   }

@@ -56,9 +56,43 @@ struct Suspect {
   int64_t calls = 0;   // calls over tolerance
   int64_t total_calls = 0;  // calls of the op checked
 };
+// An op an op-by-op replay could not check: given the call's arguments, its CPU reference threw
+// (the CPU has no kernel for it as called). Reported, so that a replay that checked nothing of
+// an op says so instead of passing it over.
+struct UncheckedOp {
+  std::string op;      // "aten::_fused_op"
+  int64_t calls = 0;   // calls left unchecked
+  std::string error;   // the first one's exception: its first line, at most 200 characters
+};
 // The ratio of an output that is NaN/Inf where the reference is finite (a finite number, so the
 // record stays valid JSON).
 inline constexpr double kNonFiniteRatio = 1e300;
+
+// An op's share of a mode's device time (ModePerf::top_ops).
+struct OpTimeShare {
+  std::string op;  // "aten::mm", or a pseudo-op: "[segment]", "[sync]", "[transfer]"
+  double us = 0;
+  double share = 0;  // us / device_us
+};
+
+// What the device clock measured for one mode (workers/simdevice/README.md, "Cost model"):
+// eager forward, compiled forward, one training step. Set only when the mode passed.
+struct ModePerf {
+  double device_us = 0;
+  double flops = 0;
+  double bytes = 0;  // device memory traffic
+  double mfu = 0;    // flops / (device time x the device's highest peak FLOP/s)
+  int64_t launches = 0;
+  double fallback_us = 0;
+  double transfer_bytes = 0;  // over the host link
+  int64_t peak_device_bytes = 0;
+  std::vector<OpTimeShare> top_ops;  // the ops that take the time, largest first (kTopOps)
+  // compile only, when eager has perf too: eager device_us / compiled device_us, and eager
+  // peak_device_bytes / compiled peak_device_bytes.
+  std::optional<double> speedup;
+  std::optional<double> compression;
+};
+inline constexpr size_t kTopOps = 8;
 
 struct ModeResult {
   Verdict status = Verdict::kSkipped;
@@ -86,6 +120,10 @@ struct ModeResult {
   // first divergent op first, then by ratio. Never changes `status`.
   bool audited = false;
   std::vector<Suspect> suspects;
+  std::vector<UncheckedOp> unchecked;  // ops of the replay with no CPU reference, by name
+  // The device clock's figures; absent unless the mode passed (never zeros for a mode that
+  // did not run).
+  std::optional<ModePerf> perf;
 };
 
 struct OpCoverage {
@@ -100,6 +138,20 @@ struct OpUse {
   double ms = 0;
 };
 
+// Where a run's references came from (README.md, "Reference bundles").
+struct ReferenceUse {
+  // "fresh": computed, kept nowhere; "computed": computed and stored (no bundle of this key, or
+  // one refused); "stored": taken from a stored bundle; "completed": taken from a stored bundle
+  // that lacked a first-step gradient this device needed, so train's references were computed
+  // again and the bundle stored with it. Empty: the model never reached them.
+  std::string source;
+  std::string key_digest;      // the bundle key's SHA-256
+  std::string content_digest;  // the bundle used or stored ("" for fresh)
+  // Why a stored bundle was refused (damaged, truncated, another key inside, ...), or why a
+  // computed one could not be stored; empty otherwise.
+  std::string warning;
+};
+
 struct ModelResult {
   std::string arch, task, family;
   std::string config_hash;
@@ -110,6 +162,7 @@ struct ModelResult {
   std::map<std::string, double> timings_ms;  // build, reference, eager, compile, train, total
   int64_t peak_device_bytes = 0;
   nlohmann::json tiny_config;
+  ReferenceUse references;
 };
 
 nlohmann::json ToJson(const ModelResult& r);

@@ -4,7 +4,9 @@
 //
 // stdin, one JSON object a line: {"job_id", "model_id", "config", "arch", "task", "modes": [...],
 // "seed", "audit_ops", "checkpoint_dir", "weights_dir" (a Hub-mirror folder: the model id's
-// checkpoint under it, when it holds one)}.
+// checkpoint under it, when it holds one), "references_dir" (a folder of reference bundles:
+// workers/refs/store.h), "references" ("stored", the default: use a stored bundle of the run's
+// key; "fresh": compute them again and store them)}.
 // The protocol (workers/runner/protocol.h) goes out on the original stdout: "ready" once the
 // profile is active, then per job "stage NAME" lines, "model JSON", and the result record
 // (touchstone.v1.ModelResult, every mode the engine reports) as a length-prefixed frame; "error
@@ -21,9 +23,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "services/common/flags.h"
 #include "workers/engine/engine.h"
 #include "workers/runner/protocol.h"
 #include "workers/runner/record.h"
+#include "workers/runner/reference_store.h"
 #include "workers/simdevice/runtime.h"
 #include "workers/zoo/safetensors.h"
 
@@ -44,22 +48,19 @@ void Send(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string profile_path;
+  ts::flags::Program p("touchstone-runner",
+                       "the worker's model-running child: job lines (JSON) on stdin, the "
+                       "runner protocol on stdout (workers/runner/README.md)");
+  p.Option("--profile", &profile_path, "FILE", "the device profile to activate").File();
+  p.Notes("Started by touchstone-worker, not by hand: stdout carries length-prefixed records.");
+  if (auto rc = p.Parse(argc, argv)) return *rc;
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   // Ctrl-C in a terminal reaches the whole process group: the worker drains and then closes
   // our stdin; dying here would turn the model in flight into a false `crash` verdict.
   ::signal(SIGINT, SIG_IGN);
   proto_fd = ::dup(1);
   ::dup2(2, 1);
-  std::string profile_path;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--profile" && i + 1 < argc) {
-      profile_path = argv[++i];
-    } else {
-      std::fprintf(stderr, "touchstone-runner: unknown argument '%s'\n", a.c_str());
-      return 2;
-    }
-  }
   ts::engine::ConfigureThreads(1);
   if (!profile_path.empty()) {
     auto act = ts::simdevice::ActivateFile(profile_path, 0);
@@ -91,6 +92,15 @@ int main(int argc, char** argv) {
       o.modes.clear();
       for (const auto& m : job["modes"]) {
         if (m.is_string()) o.modes.insert(m.get<std::string>());
+      }
+    }
+    const std::string refs_dir = job.value("references_dir", std::string());
+    if (!refs_dir.empty()) {
+      auto refs = ts::runner::FolderReferences(refs_dir, job.value("references", "stored") != "fresh");
+      if (refs.ok()) {
+        o.references = std::move(*refs);
+      } else {  // the run goes on with fresh references
+        std::fprintf(stderr, "touchstone-runner: %s\n", refs.status().ToString().c_str());
       }
     }
     o.on_stage = [](const std::string& stage) { Send(ts::runner::StageLine(stage)); };

@@ -189,6 +189,7 @@ TEST(RecordJsonTest, TheViewNamesModesAndStatusesAndNullsWhatWasNotMeasured) {
   EXPECT_TRUE(j["native_ops"].empty());
   EXPECT_EQ(j["modes"]["compile"]["audited"], false);
   EXPECT_EQ(j["modes"]["compile"]["suspects"], nlohmann::json::array());
+  EXPECT_EQ(j["modes"]["compile"]["unchecked"], nlohmann::json::array());
   EXPECT_FALSE(j["modes"]["compile"].contains("grad_rmse_ratio"));
 }
 
@@ -204,6 +205,10 @@ TEST(RecordJsonTest, TheViewShowsGradientsAuditAndSuspects) {
   s->set_ratio(1e300);
   s->set_calls(3);
   s->set_total_calls(12);
+  auto* u = eager.add_unchecked();
+  u->set_op("aten::mm");
+  u->set_calls(2);
+  u->set_error("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)");
   pb::ModeVerdict& train = *r.mutable_modes(2);
   ASSERT_EQ(train.mode(), pb::MODE_TRAIN);
   train.set_grad_rmse_ratio(4.1);
@@ -214,6 +219,9 @@ TEST(RecordJsonTest, TheViewShowsGradientsAuditAndSuspects) {
             nlohmann::json::parse(R"([{"op": "aten::gelu", "shapes": "[2,8,64]",
                                        "dtype": "float32", "ratio": 1e300, "calls": 3,
                                        "total_calls": 12}])"));
+  EXPECT_EQ(j["modes"]["eager"]["unchecked"],
+            nlohmann::json::parse(R"x([{"op": "aten::mm", "calls": 2, "error":
+                "mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"}])x"));
   EXPECT_FALSE(j["modes"]["eager"].contains("grad_rmse_ratio"));
   EXPECT_EQ(j["modes"]["train"]["grad_rmse_ratio"], 4.1);
   EXPECT_EQ(j["modes"]["train"]["grad_worst_param"], "model.layers.0.self_attn.q_proj.weight");

@@ -41,6 +41,25 @@ void SetAccuracy(const engine::ModeResult& m, pb::ModeVerdict* v) {
   v->set_allclose(a.allclose);
 }
 
+void SetPerf(const engine::ModePerf& p, pb::Perf* out) {
+  out->set_device_us(Finite(p.device_us));
+  out->set_flops(Finite(p.flops));
+  out->set_bytes(Finite(p.bytes));
+  out->set_mfu(Finite(p.mfu));
+  out->set_launches(p.launches);
+  out->set_fallback_us(Finite(p.fallback_us));
+  out->set_transfer_bytes(Finite(p.transfer_bytes));
+  out->set_peak_device_bytes(p.peak_device_bytes);
+  for (const engine::OpTimeShare& t : p.top_ops) {
+    pb::OpTime* o = out->add_top_ops();
+    o->set_op(t.op);
+    o->set_us(Finite(t.us));
+    o->set_share(Finite(t.share));
+  }
+  out->set_speedup(p.speedup ? Finite(*p.speedup) : kNaN);
+  out->set_compression(p.compression ? Finite(*p.compression) : kNaN);
+}
+
 pb::ModeVerdict ToVerdict(pb::Mode mode, const engine::ModeResult& m) {
   pb::ModeVerdict v;
   v.set_mode(mode);
@@ -78,6 +97,13 @@ pb::ModeVerdict ToVerdict(pb::Mode mode, const engine::ModeResult& m) {
     o->set_calls(s.calls);
     o->set_total_calls(s.total_calls);
   }
+  for (const engine::UncheckedOp& u : m.unchecked) {
+    pb::UncheckedOp* o = v.add_unchecked();
+    o->set_op(u.op);
+    o->set_calls(u.calls);
+    o->set_error(u.error);
+  }
+  if (m.perf) SetPerf(*m.perf, v.mutable_perf());
   return v;
 }
 
@@ -117,6 +143,13 @@ pb::ModelResult ToRecord(const engine::ModelResult& r) {
   out.set_total_ms(total != r.timings_ms.end() && std::isfinite(total->second) ? total->second : 0);
   out.set_peak_device_bytes(r.peak_device_bytes);
   if (r.tiny_config.is_object()) out.set_tiny_config_json(r.tiny_config.dump());
+  if (!r.references.source.empty()) {
+    pb::ReferenceUse* refs = out.mutable_references();
+    refs->set_source(r.references.source);
+    refs->set_key_digest(r.references.key_digest);
+    refs->set_content_digest(r.references.content_digest);
+    refs->set_warning(r.references.warning);
+  }
   return out;
 }
 

@@ -32,6 +32,28 @@ nlohmann::json SuspectsJson(const google::protobuf::RepeatedPtrField<pb::Suspect
   return a;
 }
 
+}  // namespace
+
+nlohmann::json PerfJson(const pb::Perf& p) {
+  nlohmann::json top = nlohmann::json::array();
+  for (const pb::OpTime& t : p.top_ops()) {
+    top.push_back({{"op", t.op()}, {"us", Num(t.us())}, {"share", Num(t.share())}});
+  }
+  return {{"device_us", Num(p.device_us())},
+          {"flops", Num(p.flops())},
+          {"bytes", Num(p.bytes())},
+          {"mfu", Num(p.mfu())},
+          {"launches", p.launches()},
+          {"fallback_us", Num(p.fallback_us())},
+          {"transfer_bytes", Num(p.transfer_bytes())},
+          {"peak_device_bytes", p.peak_device_bytes()},
+          {"top_ops", top},
+          {"speedup", Num(p.speedup())},
+          {"compression", Num(p.compression())}};
+}
+
+namespace {
+
 nlohmann::json ModeJson(const pb::ModeVerdict& m) {
   nlohmann::json j;
   j["status"] = proto::VerdictName(m.status());
@@ -72,6 +94,12 @@ nlohmann::json ModeJson(const pb::ModeVerdict& m) {
   }
   j["audited"] = m.audited();
   j["suspects"] = SuspectsJson(m.suspects());
+  nlohmann::json unchecked = nlohmann::json::array();
+  for (const pb::UncheckedOp& u : m.unchecked()) {
+    unchecked.push_back({{"op", u.op()}, {"calls", u.calls()}, {"error", u.error()}});
+  }
+  j["unchecked"] = unchecked;
+  j["perf"] = m.has_perf() ? PerfJson(m.perf()) : nlohmann::json(nullptr);
   return j;
 }
 
@@ -101,6 +129,12 @@ nlohmann::json RecordToJson(const pb::ModelResult& r) {
   if (!r.tiny_config_json().empty()) {
     auto tiny = nlohmann::json::parse(r.tiny_config_json(), nullptr, false);
     if (!tiny.is_discarded()) j["tiny_config"] = tiny;
+  }
+  if (!r.references().source().empty()) {
+    j["references"] = {{"source", r.references().source()},
+                       {"key_digest", r.references().key_digest()},
+                       {"content_digest", r.references().content_digest()},
+                       {"warning", r.references().warning()}};
   }
   return j;
 }

@@ -8,7 +8,8 @@
 // only under "train" with the gradient check ("grad_rmse_ratio", null when not measured, and
 // "grad_worst_param", null when none). Every mode says whether it was replayed op by op
 // ("audited") and its "suspects": [{op, shapes, dtype, ratio, calls, total_calls}] ([] when
-// none; a ratio of 1e300 stands for a non-finite mismatch). A view of the record for people
+// none; a ratio of 1e300 stands for a non-finite mismatch) and its "perf" (PerfJson; null when
+// the mode did not pass). A view of the record for people
 // and scripts, not a second record: the stored and reported form is the protobuf message.
 //
 // Thread-safety: pure functions.
@@ -21,6 +22,11 @@
 namespace ts::runner {
 
 nlohmann::json RecordToJson(const ::touchstone::v1::ModelResult& r);
+
+// A mode's perf: {device_us, flops, bytes, mfu, launches, fallback_us, transfer_bytes,
+// peak_device_bytes, top_ops: [{op, us, share}], speedup, compression} (speedup and compression
+// null outside a passing compile).
+nlohmann::json PerfJson(const ::touchstone::v1::Perf& p);
 
 // Adds a blank `skipped` verdict for every mode the record lacks, keeping Mode order.
 void AddSkippedModes(::touchstone::v1::ModelResult* r);

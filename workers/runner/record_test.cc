@@ -48,6 +48,19 @@ engine::ModelResult Sample() {
   compile.first_run_ms = std::nan("");
   compile.accuracy = engine::Accuracy{};
   compile.accuracy->rmse_ratio = std::numeric_limits<double>::infinity();
+  engine::ModePerf perf;
+  perf.device_us = 120.5;
+  perf.flops = 3e6;
+  perf.bytes = 4e5;
+  perf.mfu = 2.5e-5;
+  perf.launches = 3;
+  perf.fallback_us = 20;
+  perf.transfer_bytes = 64;
+  perf.peak_device_bytes = 2048;
+  perf.top_ops = {{"aten::mm", 60.25, 0.5}, {"[segment]", 15, 0.125}};
+  perf.speedup = 4.5;
+  perf.compression = std::nan("");
+  compile.perf = perf;
   auto& train = r.modes["train"];
   train.status = engine::Verdict::kCrash;
   train.loss_reference = {2.5, 2.25};
@@ -60,6 +73,8 @@ engine::ModelResult Sample() {
   r.timings_ms = {{"build", 1}, {"total", 40.5}};
   r.peak_device_bytes = 4096;
   r.tiny_config = {{"hidden_size", 64}, {"rope_theta", 10000.5}};
+  r.references = {"computed", std::string(64, 'a'), std::string(64, 'b'),
+                  "stored reference bundle refused (damaged); recomputed"};
   return r;
 }
 
@@ -84,6 +99,15 @@ TEST(RecordTest, StoredFieldsFollowTheConversionRules) {
   EXPECT_EQ(rec.ops(1).op(), "aten::cumsum");
   EXPECT_DOUBLE_EQ(rec.total_ms(), 40.5);
   EXPECT_DOUBLE_EQ(rec.opcov_ratio(), 0.9);
+  // perf only where the engine measured it; speedup kept, a NaN compression stays NaN.
+  EXPECT_FALSE(rec.modes(0).has_perf());
+  ASSERT_TRUE(rec.modes(1).has_perf());
+  EXPECT_DOUBLE_EQ(rec.modes(1).perf().device_us(), 120.5);
+  EXPECT_DOUBLE_EQ(rec.modes(1).perf().speedup(), 4.5);
+  EXPECT_TRUE(std::isnan(rec.modes(1).perf().compression()));
+  ASSERT_EQ(rec.modes(1).perf().top_ops_size(), 2);
+  EXPECT_EQ(rec.modes(1).perf().top_ops(1).op(), "[segment]");
+  EXPECT_FALSE(rec.modes(2).has_perf());
 }
 
 }  // namespace

@@ -16,7 +16,8 @@
 namespace ts::simdevice::internal {
 namespace {
 
-bool DefectApplies(const Defect& d, const at::Tensor& out, ExecMode mode) {
+bool DefectApplies(const Defect& d, const at::Tensor& out, ExecMode mode,
+                   std::mt19937_64 DeviceState::*rng) {
   if (d.mode == DefectMode::kEager && mode != ExecMode::kEager) return false;
   if (d.mode == DefectMode::kCompiled && mode != ExecMode::kCompiled) return false;
   const auto& w = d.when;
@@ -32,7 +33,7 @@ bool DefectApplies(const Defect& d, const at::Tensor& out, ExecMode mode) {
     auto& s = State();
     std::lock_guard<std::mutex> lock(s.mu);
     std::uniform_real_distribution<double> u(0.0, 1.0);
-    if (u(s.rng) >= w.probability) return false;
+    if (u(s.*rng) >= w.probability) return false;
   }
   return true;
 }
@@ -74,6 +75,9 @@ void ApplyEffect(const Defect& d, const std::string& op, const at::Tensor& out_c
     case EffectKind::kSleepMs:
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(d.value));
       return;
+    case EffectKind::kSlow:
+    case EffectKind::kVectorEngine:
+      return;  // costs, not numbers: PerfDefectsOf
   }
 }
 
@@ -82,8 +86,21 @@ void ApplyEffect(const Defect& d, const std::string& op, const at::Tensor& out_c
 void ApplyDefects(const OpInfo& info, const at::Tensor& primary_cpu, ExecMode mode) {
   if (!primary_cpu.defined()) return;
   for (const Defect* d : info.defects) {
-    if (DefectApplies(*d, primary_cpu, mode)) ApplyEffect(*d, info.name, primary_cpu);
+    if (DefectApplies(*d, primary_cpu, mode, &DeviceState::rng)) {
+      ApplyEffect(*d, info.name, primary_cpu);
+    }
   }
+}
+
+PerfEffect PerfDefectsOf(const OpInfo& info, const at::Tensor& primary_cpu, ExecMode mode) {
+  PerfEffect e;
+  if (info.perf_defects.empty() || !primary_cpu.defined()) return e;
+  for (const Defect* d : info.perf_defects) {
+    if (!DefectApplies(*d, primary_cpu, mode, &DeviceState::perf_rng)) continue;
+    if (d->kind == EffectKind::kSlow) e.slow *= d->value;
+    if (d->kind == EffectKind::kVectorEngine) e.vector_engine = true;
+  }
+  return e;
 }
 
 }  // namespace ts::simdevice::internal

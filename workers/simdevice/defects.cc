@@ -60,15 +60,20 @@ Status ParseEffect(const json& e, const std::string& path, Defect* d) {
     bool needs_value;
   };
   static const std::map<std::string, KindInfo> kKinds = {
-      {"scale", {EffectKind::kScale, true}},       {"offset", {EffectKind::kOffset, true}},
-      {"zero_tail", {EffectKind::kZeroTail, true}}, {"nan", {EffectKind::kNan, false}},
-      {"error", {EffectKind::kError, false}},       {"abort", {EffectKind::kAbort, false}},
-      {"sleep_ms", {EffectKind::kSleepMs, true}}};
+      {"scale", {EffectKind::kScale, true}},
+      {"offset", {EffectKind::kOffset, true}},
+      {"zero_tail", {EffectKind::kZeroTail, true}},
+      {"nan", {EffectKind::kNan, false}},
+      {"error", {EffectKind::kError, false}},
+      {"abort", {EffectKind::kAbort, false}},
+      {"sleep_ms", {EffectKind::kSleepMs, true}},
+      {"slow", {EffectKind::kSlow, true}},
+      {"vector_engine", {EffectKind::kVectorEngine, false}}};
   auto k = kKinds.find(kind);
   if (k == kKinds.end()) {
     return FieldError(path + ".kind", "unknown kind '" + kind +
                                           "' (expected scale, offset, zero_tail, nan, error, "
-                                          "abort, sleep_ms)");
+                                          "abort, sleep_ms, slow, vector_engine)");
   }
   d->kind = k->second.kind;
   for (const auto& [key, val] : e.items()) {
@@ -81,6 +86,9 @@ Status ParseEffect(const json& e, const std::string& path, Defect* d) {
   }
   if (d->kind == EffectKind::kSleepMs && d->value <= 0) {
     return FieldError(path + ".value", "sleep_ms needs a positive duration");
+  }
+  if (d->kind == EffectKind::kSlow && !(d->value > 0)) {
+    return FieldError(path + ".value", "slow needs a positive factor");
   }
   return OkStatus();
 }

@@ -34,6 +34,7 @@ DeviceState& State() {
   static DeviceState* s = [] {
     auto* state = new DeviceState();  // never destroyed: kernels may run at exit
     state->profile = DefaultProfile();
+    state->cost = CostModel(state->profile.performance, state->profile.numerics.matmul);
     return state;
   }();
   return *s;
@@ -48,6 +49,8 @@ void InstallProfile(ProfileInfo profile, std::vector<Defect> defects, uint64_t s
     s.profile = std::move(profile);
     s.defects = std::move(defects);
     s.rng.seed(seed);
+    s.perf_rng.seed(PerfSeed(seed));
+    s.cost = CostModel(s.profile.performance, s.profile.numerics.matmul);
     g_unsupported_mask.store(mask);
   }
   s.generation.fetch_add(1, std::memory_order_release);
@@ -82,13 +85,16 @@ double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-void RecordCall(std::map<std::string, OpStats> Counters::*table, const std::string& name,
-                double ms) {
+void RecordCall(std::map<std::string, OpStats> Counters::*table, const std::string& name, double ms,
+                const OpCharge* charge) {
   auto& s = State();
   std::lock_guard<std::mutex> lock(s.mu);
   auto& st = (s.counters.*table)[name];
   st.calls += 1;
   st.ms += ms;
+  if (charge != nullptr && !ClockPaused()) ChargeLocked(s.clock, name, *charge);
 }
+
+uint64_t PerfSeed(uint64_t seed) { return seed ^ 0x5DEECE66Dull; }
 
 }  // namespace ts::simdevice::internal

@@ -5,6 +5,7 @@
 #include "workers/simdevice/internal/defect_effects.h"
 #include "workers/simdevice/internal/device_state.h"
 #include "workers/simdevice/internal/op_check.h"
+#include "workers/simdevice/internal/perf_clock.h"
 #include "workers/simdevice/internal/runtime_ops.h"
 
 namespace ts::simdevice::internal {
@@ -44,27 +45,53 @@ void FilteredCpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
 void CompiledLowering(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                       const OpInfo& info) {
   const auto t0 = Clock::now();
-  auto check =
-      BeginOpCheck(op, info.name, ExecMode::kCompiled, *stack, op.schema().arguments().size());
-  FilteredCpuFallback(op, stack);
+  const size_t num_args = op.schema().arguments().size();
+  auto check = BeginOpCheck(op, info.name, ExecMode::kCompiled, *stack, num_args);
+  const bool timed = ClockEnabled();
+  OpShapes shapes;
+  if (timed) ShapesBefore(info.cost, *stack, num_args, &shapes);
+  {
+    // The lowering computes through the host, but it is device work: its copies are not
+    // transfers (collected here and dropped), and the op is charged as compiled compute below.
+    FallbackTransfers not_transfers;
+    FilteredCpuFallback(op, stack);
+  }
   const size_t num_rets = op.schema().returns().size();
+  at::Tensor primary_cpu;
   if (num_rets > 0) {
     const c10::IValue& v = (*stack)[stack->size() - num_rets];
-    if (v.isTensor()) ApplyDefects(info, AsCpuAlias(v.toTensor()), ExecMode::kCompiled);
+    if (v.isTensor()) primary_cpu = AsCpuAlias(v.toTensor());
   }
+  ApplyDefects(info, primary_cpu, ExecMode::kCompiled);
   if (check) FinishOpCheck(*check, *stack, num_rets);
-  RecordCall(&Counters::compiled, info.name, MsSince(t0));
+  OpCharge charge;
+  if (timed) {
+    ShapesAfter(info.cost, *stack, num_rets, &shapes);
+    charge = DeviceOpCharge(info, shapes, ExecMode::kCompiled,
+                            PerfDefectsOf(info, primary_cpu, ExecMode::kCompiled));
+  }
+  RecordCall(&Counters::compiled, info.name, MsSince(t0), timed ? &charge : nullptr);
 }
 
 }  // namespace
 
 void CountedFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const OpInfo& info) {
   const auto t0 = Clock::now();
+  const size_t num_args = op.schema().arguments().size();
+  const bool timed = ClockEnabled();
+  OpShapes shapes;
+  if (timed) ShapesBefore(info.cost, *stack, num_args, &shapes);
+  FallbackTransfers transfers;  // the operands' and results' copies are this op's
   // Operands of an unsupported dtype cannot exist on the device (allocation refuses them), but a
   // fallback result could be one: at::native::cpu_fallback allocates it via our empty kernels,
   // which raise the device's unsupported-dtype error.
   FilteredCpuFallback(op, stack);
-  RecordCall(&Counters::fallback, info.name, MsSince(t0));
+  OpCharge charge;
+  if (timed) {
+    ShapesAfter(info.cost, *stack, op.schema().returns().size(), &shapes);
+    charge = FallbackCharge(info, shapes, transfers.us, transfers.bytes);
+  }
+  RecordCall(&Counters::fallback, info.name, MsSince(t0), timed ? &charge : nullptr);
 }
 
 void FallbackEntry(const c10::OperatorHandle& op, torch::jit::Stack* stack) {

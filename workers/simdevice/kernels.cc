@@ -1,8 +1,8 @@
 #include "workers/simdevice/internal/kernels.h"
 
-#include <vector>
-
 #include <ATen/ops/as_strided_native.h>
+
+#include <vector>
 
 #include "workers/simdevice/internal/allocator.h"
 #include "workers/simdevice/internal/defect_effects.h"
@@ -10,6 +10,7 @@
 #include "workers/simdevice/internal/fallback.h"
 #include "workers/simdevice/internal/op_check.h"
 #include "workers/simdevice/internal/op_info.h"
+#include "workers/simdevice/internal/perf_clock.h"
 #include "workers/simdevice/internal/runtime_ops.h"
 
 namespace ts::simdevice::internal {
@@ -150,6 +151,9 @@ void DeviceExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
   const auto t0 = Clock::now();
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
+  const bool timed = ClockEnabled();
+  OpShapes shapes;
+  if (timed) ShapesBefore(info.cost, *stack, num_args, &shapes);
   const std::vector<DeviceArg> device_args = OperandsToHost(stack, num_args);
   auto check = BeginOpCheck(op, info.name, mode, *stack, num_args);
   RoundMatmulOperands(info, stack, num_args);
@@ -159,8 +163,13 @@ void DeviceExecute(const c10::OperatorHandle& op, torch::jit::Stack* stack, cons
       ResultsToDevice(stack, num_rets, device_args, RoundsResults(info, mode));
   ApplyDefects(info, primary_cpu, mode);
   if (check) FinishOpCheck(*check, *stack, num_rets);
+  OpCharge charge;
+  if (timed) {
+    ShapesAfter(info.cost, *stack, num_rets, &shapes);
+    charge = DeviceOpCharge(info, shapes, mode, PerfDefectsOf(info, primary_cpu, mode));
+  }
   RecordCall(mode == ExecMode::kCompiled ? &Counters::compiled : &Counters::native, info.name,
-             MsSince(t0));
+             MsSince(t0), timed ? &charge : nullptr);
 }
 
 }  // namespace

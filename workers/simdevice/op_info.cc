@@ -19,9 +19,20 @@ OpInfo BuildOpInfo(const c10::FunctionSchema& schema) {
     info.native = info.kernel != nullptr && OpListMatches(s.profile.native_ops, info.name);
     info.numerics = s.profile.numerics;
     for (const auto& d : s.defects) {
-      if (d.op == info.name || d.op == StripOverload(info.name)) info.defects.push_back(&d);
+      if (d.op != info.name && d.op != StripOverload(info.name)) continue;
+      (IsPerfEffect(d.kind) ? info.perf_defects : info.defects).push_back(&d);
+    }
+    const PerformanceSpec& perf = s.profile.performance;
+    info.efficiency = perf.efficiency;
+    info.launch_us = perf.launch_us;
+    auto k = perf.kernels.find(info.name);
+    if (k == perf.kernels.end()) k = perf.kernels.find(StripOverload(info.name));
+    if (k != perf.kernels.end()) {
+      if (k->second.efficiency > 0) info.efficiency = k->second.efficiency;
+      if (k->second.launch_us >= 0) info.launch_us = k->second.launch_us;
     }
   }
+  info.cost = CostClassOf(info.name);
   if (info.kernel != nullptr) {
     const auto& args = schema.arguments();
     for (size_t i = 0; i < args.size(); ++i) {

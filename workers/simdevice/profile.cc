@@ -1,12 +1,12 @@
 #include "workers/simdevice/profile.h"
 
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "workers/simdevice/internal/defects.h"
 #include "workers/simdevice/internal/json_field.h"
+#include "workers/simdevice/internal/performance_spec.h"
 
 namespace ts::simdevice {
 namespace {
@@ -134,9 +134,9 @@ StatusOr<ProfileInfo> ParseProfile(const std::string& json_text) {
   if (root.is_discarded()) return InvalidArgumentError("profile: not valid JSON");
   if (!root.is_object()) return InvalidArgumentError("profile: expected a JSON object");
 
-  static const std::set<std::string> kTopLevel = {"name",       "sdk_version", "memory_bytes",
-                                                  "dtypes",     "numerics",    "native_ops",
-                                                  "compiler",   "defects",     "description"};
+  static const std::set<std::string> kTopLevel = {
+      "name",       "sdk_version", "memory_bytes", "dtypes",      "numerics",
+      "native_ops", "compiler",    "defects",      "description", "performance"};
   for (const auto& [key, val] : root.items()) {
     if (!kTopLevel.count(key)) return FieldError(key, "unknown field");
   }
@@ -170,6 +170,9 @@ StatusOr<ProfileInfo> ParseProfile(const std::string& json_text) {
   TS_RETURN_IF_ERROR(ParseNumerics(root, &p.numerics));
   TS_ASSIGN_OR_RETURN(p.native_ops, GetOpList(root, "native_ops", "", true));
   TS_RETURN_IF_ERROR(ParseCompiler(root, &p.compiler));
+  if (auto it = root.find("performance"); it != root.end()) {
+    TS_RETURN_IF_ERROR(internal::ParsePerformance(*it, &p.performance));
+  }
 
   if (auto it = root.find("defects"); it != root.end()) {
     TS_ASSIGN_OR_RETURN(auto defects, internal::ParseDefects(*it));

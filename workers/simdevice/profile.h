@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 
@@ -43,6 +44,31 @@ struct CompilerSpec {
   int64_t max_nodes = 4000;                  // a device segment larger than this fails
 };
 
+// A kernel whose efficiency or fixed overhead differs from the device's (profile
+// `performance.kernels`); a field not given keeps the device-wide value.
+struct KernelPerf {
+  double efficiency = 0;  // 0: the device's `efficiency`
+  double launch_us = -1;  // < 0: the device's `launch_us`
+};
+
+// The device's performance (profile `performance`; README.md, "Cost model"): what the simulated
+// clock charges each op. Peaks are per dtype name ("bfloat16", "float32"); a dtype an engine does
+// not list runs at that engine's lowest listed peak. The defaults are sim-2.0's numbers.
+struct PerformanceSpec {
+  std::string source;  // where the numbers come from (free text)
+  std::map<std::string, double> matrix_tflops = {{"bfloat16", 667}, {"float32", 181}};
+  std::map<std::string, double> vector_tflops = {{"bfloat16", 36.8}, {"float32", 18.4}};
+  double hbm_gbps = 2900;           // device memory bandwidth, GB/s
+  double efficiency = 0.75;         // achievable fraction of a peak FLOP/s, in (0, 1]
+  double launch_us = 5;             // fixed cost of one kernel launch (or one compiled segment)
+  double host_link_gbps = 64;       // host <-> device link (PCIe Gen5 x16), GB/s
+  double host_link_latency_us = 8;  // per transfer
+  double host_gflops = 50;          // the host core that runs CPU fallbacks, GFLOP/s
+  double host_gbps = 15;            // ... and its memory bandwidth, GB/s
+  double graph_break_us = 40;       // a graph break: the host waits for the device (sync)
+  std::map<std::string, KernelPerf> kernels;  // op ("aten::_softmax", any overload) -> override
+};
+
 struct ProfileInfo {
   std::string name;
   std::string sdk_version;
@@ -51,6 +77,7 @@ struct ProfileInfo {
   Numerics numerics;
   std::set<std::string> native_ops;  // "aten::mm", "aten::add.Tensor", "aten::add" (any overload)
   CompilerSpec compiler;
+  PerformanceSpec performance;
   int num_defects = 0;  // count only; what they are is private to the simulator
 };
 

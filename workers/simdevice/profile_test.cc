@@ -92,6 +92,71 @@ TEST(ProfileTest, MissingRequiredFieldsAreNamed) {
   EXPECT_NE(ErrorOf(j).find("defects[0].effect.value: missing"), std::string::npos);
 }
 
+// The performance section (README.md, "Cost model"): the shipped profiles carry one, 2.1 moves
+// some kernels, and every field is validated with its path.
+TEST(ProfileTest, PerformanceSectionParsesAndDefaults) {
+  auto a = ParseProfileFile(std::string(TS_SIMDEVICE_PROFILE_DIR) + "/sim-2.0.json");
+  auto b = ParseProfileFile(std::string(TS_SIMDEVICE_PROFILE_DIR) + "/sim-2.1.json");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->performance.matrix_tflops.at("bfloat16"), 667);
+  EXPECT_EQ(a->performance.hbm_gbps, 2900);
+  EXPECT_FALSE(a->performance.source.empty());
+  EXPECT_FALSE(b->performance.kernels.empty()) << "2.1 changes some kernels' efficiency";
+  bool faster = false, slower = false;
+  for (const auto& [op, k] : b->performance.kernels) {
+    const double launch = k.launch_us >= 0 ? k.launch_us : b->performance.launch_us;
+    faster = faster || launch < a->performance.launch_us;
+    slower = slower || launch > a->performance.launch_us;
+  }
+  EXPECT_TRUE(faster && slower) << "2.1 makes some kernels faster and some slower";
+  nlohmann::json j = Baseline();
+  j.erase("performance");
+  auto d = ParseProfile(j.dump());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->performance.launch_us, PerformanceSpec().launch_us);
+}
+
+TEST(ProfileTest, PerformanceErrorsNameTheField) {
+  struct Case {
+    std::string json_pointer;
+    nlohmann::json value;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"/performance/efficiency", 1.5, "performance.efficiency: must be in (0, 1]"},
+      {"/performance/hbm/gbps", 0, "performance.hbm.gbps: must be > 0"},
+      {"/performance/hbm/tbps", 3, "performance.hbm.tbps: unknown field"},
+      {"/performance/matrix_engine/tflops/float128", 1,
+       "performance.matrix_engine.tflops."
+       "float128: unknown dtype 'float128'"},
+      {"/performance/vector_engine/tflops/float32", -1,
+       "performance.vector_engine.tflops.float32: must be > 0"},
+      {"/performance/host_link/latency_us", "slow",
+       "performance.host_link.latency_us: expected number, got string"},
+      {"/performance/launch_us", -1, "performance.launch_us: must be >= 0"},
+      {"/performance/host/gflops", 1e9, "performance.host.gflops: must not exceed"},
+      {"/performance/kernels/mm", nlohmann::json{{"launch_us", 1}},
+       "performance.kernels.mm: 'mm' is not an operator name"},
+      {"/performance/kernels/aten::mm", nlohmann::json{{"speed", 1}},
+       "performance.kernels.aten::mm.speed: unknown field"},
+      {"/performance/kernels/aten::mm", nlohmann::json{{"efficiency", 0}},
+       "performance.kernels.aten::mm.efficiency: must be in (0, 1]"},
+      {"/performance/turbo", true, "performance.turbo: unknown field"},
+      {"/defects/0/effect", nlohmann::json{{"kind", "slow"}, {"value", 0}},
+       "defects[0].effect.value: slow needs a positive factor"},
+      {"/defects/0/effect", nlohmann::json{{"kind", "slow"}}, "defects[0].effect.value: missing"},
+  };
+  for (const auto& c : cases) {
+    nlohmann::json j = Baseline();
+    j[nlohmann::json::json_pointer(c.json_pointer)] = c.value;
+    EXPECT_NE(ErrorOf(j).find(c.expect), std::string::npos)
+        << c.json_pointer << " -> " << ErrorOf(j);
+  }
+  nlohmann::json j = Baseline();
+  j["defects"][0]["effect"] = {{"kind", "vector_engine"}};
+  EXPECT_TRUE(ParseProfile(j.dump()).ok()) << "vector_engine takes no value";
+}
+
 TEST(ProfileTest, NotJsonIsRejected) {
   auto r = ParseProfile("{ not json");
   ASSERT_FALSE(r.ok());

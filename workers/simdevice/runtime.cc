@@ -55,6 +55,7 @@ void Reseed(uint64_t seed) {
   auto& s = internal::State();
   std::lock_guard<std::mutex> lock(s.mu);
   s.rng.seed(seed);
+  s.perf_rng.seed(internal::PerfSeed(seed));
 }
 
 ExecMode CurrentExecMode() {

@@ -7,6 +7,7 @@
 
 #include "workers/simdevice/internal/allocator.h"
 #include "workers/simdevice/internal/device_state.h"
+#include "workers/simdevice/internal/perf_clock.h"
 
 namespace ts::simdevice::internal {
 namespace {
@@ -52,6 +53,7 @@ at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool /*non_bl
   }
   at::Tensor dst_cpu = AsCpuAlias(dst);
   dst_cpu.copy_(AsCpuAlias(self));
+  ChargeCopy(self, dst);
   return dst;
 }
 

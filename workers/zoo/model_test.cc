@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <set>

@@ -70,10 +70,14 @@ at::Tensor RoundToBf16(const at::Tensor& t) {
 
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   if (!g_bf16_emulation || !g_bf16_ops.linear) return at::linear(x, w, b);
-  // The bias is added outside the rounded-gradient boundary: the device's addmm backward rounds
-  // grad_output only for its two mm products, never for the bias gradient.
-  at::Tensor y = EmuOut(at::linear(EmuIn(x), EmuIn(w)));
-  return b.defined() ? y + b : y;
+  // The value is the device's own: one addmm with the bias accumulated by BLAS (a separate
+  // `+ b` can differ in the last bit where the BLAS adds it inside a K-blocked product). The
+  // bias's gradient stays outside the rounded-gradient boundary: the device's addmm backward
+  // rounds grad_output only for its two mm products, never for the bias gradient, so the bias
+  // enters the product detached and gets its gradient through `+ (b - b_value)` (exactly 0).
+  if (!b.defined()) return EmuOut(at::linear(EmuIn(x), EmuIn(w)));
+  const at::Tensor b_value = b.detach();
+  return EmuOut(at::linear(EmuIn(x), EmuIn(w), b_value)) + (b - b_value);
 }
 
 at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b) {

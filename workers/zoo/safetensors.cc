@@ -82,15 +82,15 @@ Status Bad(const std::string& path, const std::string& what) {
 
 }  // namespace
 
-Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
-                        const std::map<std::string, std::string>& metadata) {
+StatusOr<std::string> EncodeSafetensors(const TensorMap& tensors,
+                                        const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   std::vector<at::Tensor> bufs;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {  // std::map: sorted names, as safetensors writes
     const std::string dt = NameOf(t.scalar_type());
     if (dt.empty()) {
-      return InvalidArgumentError(path + ": tensor '" + name + "': dtype " +
+      return InvalidArgumentError("tensor '" + name + "': dtype " +
                                   std::string(c10::toString(t.scalar_type())) +
                                   " has no safetensors name here");
     }
@@ -103,17 +103,24 @@ Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string text = header.dump();
   while (text.size() % 8 != 0) text.push_back(' ');  // buffers start 8-byte aligned
+  std::string out;
+  out.reserve(8 + text.size() + offset);
+  const uint64_t len = text.size();
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
+  out += text;
+  for (const at::Tensor& c : bufs) {
+    out.append(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
+  }
+  return out;
+}
+
+Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
+                        const std::map<std::string, std::string>& metadata) {
+  auto bytes = EncodeSafetensors(tensors, metadata);
+  if (!bytes.ok()) return InvalidArgumentError(path + ": " + bytes.status().message());
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return InternalError(path + ": cannot write");
-  const uint64_t len = text.size();
-  unsigned char le[8];
-  for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>((len >> (8 * i)) & 0xff);
-  out.write(reinterpret_cast<const char*>(le), 8);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const at::Tensor& c : bufs) {
-    out.write(static_cast<const char*>(c.data_ptr()),
-              static_cast<std::streamsize>(c.numel() * c.element_size()));
-  }
+  out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
   out.close();
   if (!out) return InternalError(path + ": write failed");
   return OkStatus();
@@ -122,22 +129,36 @@ Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
 StatusOr<TensorMap> ReadSafetensors(const std::string& path) {
   Mapping map;
   TS_RETURN_IF_ERROR(map.Open(path));
-  if (map.size() < 8) return Bad(path, "truncated: shorter than the 8-byte header length");
+  return DecodeSafetensors(
+      std::string_view(reinterpret_cast<const char*>(map.bytes()), map.size()), path);
+}
+
+StatusOr<TensorMap> DecodeSafetensors(std::string_view bytes, const std::string& path,
+                                      std::map<std::string, std::string>* metadata) {
+  const auto* raw = reinterpret_cast<const uint8_t*>(bytes.data());
+  if (bytes.size() < 8) return Bad(path, "truncated: shorter than the 8-byte header length");
   uint64_t len = 0;
-  for (int i = 7; i >= 0; --i) len = (len << 8) | map.bytes()[i];
-  if (len > map.size() - 8) {
+  for (int i = 7; i >= 0; --i) len = (len << 8) | raw[i];
+  if (len > bytes.size() - 8) {
     return Bad(path, "truncated: header of " + std::to_string(len) + " bytes, file of " +
-                         std::to_string(map.size()));
+                         std::to_string(bytes.size()));
   }
-  nlohmann::json header = nlohmann::json::parse(
-      reinterpret_cast<const char*>(map.bytes() + 8),
-      reinterpret_cast<const char*>(map.bytes() + 8 + len), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, len), nullptr,
+                                                /*allow_exceptions=*/false);
   if (!header.is_object()) return Bad(path, "header: not a JSON object");
-  const uint64_t data_size = map.size() - 8 - len;
-  const uint8_t* data = map.bytes() + 8 + len;
+  const uint64_t data_size = bytes.size() - 8 - len;
+  const uint8_t* data = raw + 8 + len;
   TensorMap out;
   for (const auto& [name, e] : header.items()) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__") {
+      if (metadata == nullptr) continue;
+      if (!e.is_object()) return Bad(path, "__metadata__: expected an object of strings");
+      for (const auto& [k, v] : e.items()) {
+        if (!v.is_string()) return Bad(path, "__metadata__." + k + ": expected a string");
+        (*metadata)[k] = v.get<std::string>();
+      }
+      continue;
+    }
     const std::string where = "tensor '" + name + "': ";
     if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
         !e.contains("data_offsets")) {

@@ -13,6 +13,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,13 @@ Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
 
 // Every tensor of one file, as CPU tensors of the file's dtypes (copied out of the mapping).
 StatusOr<TensorMap> ReadSafetensors(const std::string& path);
+
+// The same two in memory: the bytes WriteSafetensors would write, and the tensors of such bytes
+// (errors name the file as `name`). With `metadata`, it receives "__metadata__" (string values).
+StatusOr<std::string> EncodeSafetensors(const TensorMap& tensors,
+                                        const std::map<std::string, std::string>& metadata = {});
+StatusOr<TensorMap> DecodeSafetensors(std::string_view bytes, const std::string& name,
+                                      std::map<std::string, std::string>* metadata = nullptr);
 
 // The checkpoint in folder `dir`: `model.safetensors`, else the shards that
 // `model.safetensors.index.json` names. NOT_FOUND when the folder has neither.

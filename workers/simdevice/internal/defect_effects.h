@@ -17,4 +17,14 @@ namespace ts::simdevice::internal {
 // sleep, or abort the process, as the defect says.
 void ApplyDefects(const OpInfo& info, const at::Tensor& primary_cpu, ExecMode mode);
 
+// What the performance defects of `info` (slow, vector_engine) whose mode and conditions match
+// do to the op's cost: the product of the `slow` factors, and whether a vector_engine defect
+// applies. Flaky ones draw from a device RNG of their own, so a performance defect never moves
+// the draws of the accuracy defects. Never changes the result.
+struct PerfEffect {
+  double slow = 1;
+  bool vector_engine = false;
+};
+PerfEffect PerfDefectsOf(const OpInfo& info, const at::Tensor& primary_cpu, ExecMode mode);
+
 }  // namespace ts::simdevice::internal

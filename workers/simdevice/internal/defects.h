@@ -14,7 +14,22 @@
 namespace ts::simdevice::internal {
 
 enum class DefectMode { kEager, kCompiled, kBoth };
-enum class EffectKind { kScale, kOffset, kZeroTail, kNan, kError, kAbort, kSleepMs };
+// The first seven change what the device computes (accuracy); kSlow and kVectorEngine change
+// only what it costs (performance: the simulated clock, internal/perf_clock.h).
+enum class EffectKind {
+  kScale,
+  kOffset,
+  kZeroTail,
+  kNan,
+  kError,
+  kAbort,
+  kSleepMs,
+  kSlow,          // the op's kernel takes `value` times its modelled time
+  kVectorEngine,  // a matrix-engine op runs on the vector engine
+};
+inline bool IsPerfEffect(EffectKind k) {
+  return k == EffectKind::kSlow || k == EffectKind::kVectorEngine;
+}
 
 struct DefectWhen {
   std::optional<std::string> dtype;  // "float32"
@@ -30,7 +45,7 @@ struct Defect {
   DefectMode mode = DefectMode::kBoth;
   DefectWhen when;
   EffectKind kind = EffectKind::kScale;
-  double value = 0;  // scale factor, offset, k for zero_tail, ms for sleep_ms
+  double value = 0;  // scale factor, offset, k for zero_tail, ms for sleep_ms, slow's factor
 };
 
 // Parses `defects` (a JSON array); errors name the field ("defects[1].effect.kind: ...").

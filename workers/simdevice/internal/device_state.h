@@ -8,6 +8,9 @@
 // may still run during process exit.
 #pragma once
 
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -18,10 +21,9 @@
 #include <string>
 #include <vector>
 
-#include <c10/core/DeviceType.h>
-#include <c10/core/ScalarType.h>
-
+#include "workers/simdevice/internal/cost_model.h"
 #include "workers/simdevice/internal/defects.h"
+#include "workers/simdevice/internal/perf_clock.h"
 #include "workers/simdevice/runtime.h"
 
 namespace ts::simdevice::internal {
@@ -36,7 +38,13 @@ struct DeviceState {
   ProfileInfo profile;
   std::vector<Defect> defects;
   std::mt19937_64 rng{0};
+  std::mt19937_64 perf_rng{0};  // flaky performance defects: their own draws (defect_effects.h)
   Counters counters;  // native, fallback, compiled; the byte counts live in the allocator
+  // The simulated clock (internal/perf_clock.h) and the cost model it charges by. `cost` is
+  // replaced only by InstallProfile, which must not race running ops, so kernels read it
+  // without the lock.
+  ClockAccum clock;
+  CostModel cost;
   std::atomic<int64_t> generation{1};  // bumped by InstallProfile: per-thread caches go stale
   std::atomic<int> exec_mode{static_cast<int>(ExecMode::kEager)};
 };
@@ -54,8 +62,11 @@ void CheckDtype(c10::ScalarType t);
 
 using Clock = std::chrono::steady_clock;
 double MsSince(Clock::time_point t0);
-// Counts one call of `name` taking `ms` in one of the tables of Counters.
-void RecordCall(std::map<std::string, OpStats> Counters::*table, const std::string& name,
-                double ms);
+// Counts one call of `name` taking `ms` in one of the tables of Counters, and charges the
+// simulated clock `charge` (when given and the clock is not paused), under one lock.
+void RecordCall(std::map<std::string, OpStats> Counters::*table, const std::string& name, double ms,
+                const OpCharge* charge = nullptr);
+// The seed of the performance defects' RNG, from the device seed.
+uint64_t PerfSeed(uint64_t seed);
 
 }  // namespace ts::simdevice::internal

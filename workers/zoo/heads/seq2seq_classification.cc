@@ -14,7 +14,7 @@
 namespace ts::zoo::internal {
 namespace {
 
-at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
+at::Tensor HeadLinear(const WeightMap& w, const std::string& p, const at::Tensor& x) {
   return nn::Linear(x, GetWeight(w, p + ".weight"), GetWeight(w, p + ".bias"));
 }
 
@@ -48,10 +48,10 @@ class Seq2SeqClassification : public EncoderDecoderModel {
   std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
     at::Tensor enc_blocked;
     at::Tensor enc = Encode(w, inputs, &enc_blocked);
-    if (head_ == Seq2SeqHead::kTokenClassification) return {Lin(w, "classifier", enc)};
+    if (head_ == Seq2SeqHead::kTokenClassification) return {HeadLinear(w, "classifier", enc)};
     at::Tensor y = Decode(w, inputs, enc, enc_blocked);
     if (head_ == Seq2SeqHead::kQuestionAnswering) {
-      at::Tensor logits = Lin(w, "qa_outputs", y);
+      at::Tensor logits = HeadLinear(w, "qa_outputs", y);
       return {logits.select(-1, 0), logits.select(-1, 1)};
     }
     // HF pools the decoder state at the last eos token of input_ids.
@@ -60,8 +60,8 @@ class Seq2SeqClassification : public EncoderDecoderModel {
     at::Tensor idx = at::arange(s, at::TensorOptions().dtype(at::kLong).device(ids.device()));
     at::Tensor last = (idx * ids.eq(r_.eos).to(at::kLong)).argmax(-1);
     at::Tensor pooled = y.gather(1, last.view({b, 1, 1}).expand({b, 1, r_.d_model})).squeeze(1);
-    at::Tensor hdn = at::tanh(Lin(w, "classification_head.dense", pooled));
-    return {Lin(w, "classification_head.out_proj", hdn)};
+    at::Tensor hdn = at::tanh(HeadLinear(w, "classification_head.dense", pooled));
+    return {HeadLinear(w, "classification_head.out_proj", hdn)};
   }
 
   at::Tensor Loss(const WeightMap& w, const Batch& batch) const override {

@@ -1,0 +1,1 @@
+// The one source of each precompiled-header owner target (cmake/precompiled_headers.cmake).

@@ -1,1 +1,0 @@
-// Translation unit that owns the shared torch precompiled header.
