@@ -6,9 +6,12 @@
 // ("default"; "full" keeps it), spliced at image_token_index into a llama language model
 // (`language_model.`, llama.cc's LlamaLm recipe) with its own lm_head. A list of feature layers
 // (vision_feature_layer as a list) is refused. The tiny tower keeps just the layers the feature
-// layer reaches (-2: two); the image token moves into the tiny vocabulary.
+// layer reaches (-2: two, the second never run); the layers after the feature layer and
+// post_layernorm, which transformers builds and LLaVA never calls, are state_dict entries, not
+// weights (they would get no gradient). The image token moves into the tiny vocabulary.
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include "workers/zoo/families/clip.h"
 #include "workers/zoo/families/decoder_lineages.h"
@@ -25,6 +28,24 @@ json Sub(const json& config, const char* field) {
   return it == config.end() || it->is_null() ? json::object() : *it;
 }
 
+// text_config as LlavaConfig builds it: CONFIG_MAPPING[model_type](**text_config), so a size
+// the checkpoint leaves out takes LlamaConfig's default (llava-1.5's config.json gives only the
+// vocabulary and positions), and a missing text_config is LlamaConfig().
+json TextConfig(const json& config) {
+  json text = Sub(config, "text_config");
+  const std::pair<const char*, int64_t> llama_sizes[] = {{"vocab_size", 32000},
+                                                         {"hidden_size", 4096},
+                                                         {"intermediate_size", 11008},
+                                                         {"num_hidden_layers", 32},
+                                                         {"num_attention_heads", 32}};
+  if (text.value("model_type", std::string("llama")) == "llama") {
+    for (const auto& [field, size] : llama_sizes) {
+      if (!text.contains(field) || text[field].is_null()) text[field] = size;
+    }
+  }
+  return text;
+}
+
 // text_config's errors under its name.
 Status UnderTextConfig(const Status& s) {
   if (s.ok()) return s;
@@ -37,7 +58,7 @@ StatusOr<VisionLanguageRecipe> ParseLlava(const json& config, TextHeadKind head)
   VisionLanguageRecipe v;
   v.head = head;
   v.base = head == TextHeadKind::kBase ? "" : "model.";
-  const json text = Sub(config, "text_config");
+  const json text = TextConfig(config);
   const std::string text_type = text.value("model_type", std::string("llama"));
   if (text_type != "llama") {
     return r.Error("text_config.model_type",
@@ -78,7 +99,7 @@ StatusOr<VisionLanguageRecipe> ParseLlava(const json& config, TextHeadKind head)
 StatusOr<json> ScaleLlava(const json& config) {
   TS_ASSIGN_OR_RETURN(VisionLanguageRecipe v, ParseLlava(config, TextHeadKind::kCausalLM));
   json t = config;
-  StatusOr<json> text = decoder::LlamaLm().scale(Sub(config, "text_config"));
+  StatusOr<json> text = decoder::LlamaLm().scale(TextConfig(config));
   if (!text.ok()) return UnderTextConfig(text.status());
   json tiny_text = std::move(*text);
   tiny_text.erase("touchstone_tiny");
@@ -100,6 +121,18 @@ StatusOr<json> ScaleLlava(const json& config) {
   return t;
 }
 
+// The tower's modules LLaVA never calls (the layers after vision_feature_layer, post_layernorm)
+// are in transformers' state_dict: seeded entries, not weights (trunks/vision_language.h).
+void AddUnusedTower(StateDictBuilder& sd, TextHeadKind head) {
+  StatusOr<VisionLanguageRecipe> v = ParseLlava(sd.model().spec().tiny_config, head);
+  if (!v.ok()) return;
+  v->vision.prefix = (head == TextHeadKind::kBase ? "" : "model.") + std::string("vision_tower.");
+  const ClipVisionTrunk full(v->vision);
+  for (const auto& [n, s] : full.Weights()) {
+    if (!VisionTowerReads(*v, n)) sd.AddUnused(n, s);
+  }
+}
+
 ArchEntry LlavaEntry(const std::string& arch, TextHeadKind head, const char* task,
                      const json& example) {
   ArchEntry e;
@@ -110,6 +143,7 @@ ArchEntry LlavaEntry(const std::string& arch, TextHeadKind head, const char* tas
     TS_ASSIGN_OR_RETURN(VisionLanguageRecipe v, ParseLlava(spec.tiny_config, head));
     return BuildVisionLanguageModel(std::move(spec), std::move(v));
   };
+  e.state_dict.extra = [head](StateDictBuilder& sd) { AddUnusedTower(sd, head); };
   return e;
 }
 

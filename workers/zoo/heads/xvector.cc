@@ -19,7 +19,7 @@ namespace {
 constexpr double kAmScale = 30.0;
 constexpr double kAmMargin = 0.4;
 
-at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
+at::Tensor XvLinear(const WeightMap& w, const std::string& p, const at::Tensor& x) {
   return nn::Linear(x, GetWeight(w, p + ".weight"), GetWeight(w, p + ".bias"));
 }
 
@@ -41,12 +41,12 @@ class Wav2Vec2XVector : public Wav2Vec2Classifier {
   std::vector<std::string> OutputNames() const override { return {"logits", "embeddings"}; }
 
   std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
-    at::Tensor hs = Lin(w, "projector", States(w, inputs));
+    at::Tensor hs = XvLinear(w, "projector", States(w, inputs));
     for (size_t i = 0; i < r_.tdnn_dim.size(); ++i) hs = Tdnn(w, i, hs);
     // Statistic pooling without an attention mask: mean and std (unbiased) over the frames.
     at::Tensor stats = at::cat({hs.mean(1), hs.std(1, /*unbiased=*/true)}, -1);
-    at::Tensor embeddings = Lin(w, "feature_extractor", stats);
-    return {Lin(w, "classifier", embeddings), embeddings};
+    at::Tensor embeddings = XvLinear(w, "feature_extractor", stats);
+    return {XvLinear(w, "classifier", embeddings), embeddings};
   }
 
   at::Tensor Loss(const WeightMap& w, const Batch& batch) const override {
@@ -87,7 +87,7 @@ class Wav2Vec2XVector : public Wav2Vec2Classifier {
     std::vector<at::Tensor> taps;
     for (int64_t j = 0; j < k; ++j) taps.push_back(x.narrow(1, j * d, out_len));
     at::Tensor windows = k == 1 ? taps[0] : at::cat(taps, -1);
-    return at::relu(Lin(w, "tdnn." + std::to_string(i) + ".kernel", windows));
+    return at::relu(XvLinear(w, "tdnn." + std::to_string(i) + ".kernel", windows));
   }
 
   // nn.functional.normalize(x, dim): x / max(||x||_2, 1e-12).

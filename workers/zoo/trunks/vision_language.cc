@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,7 +22,11 @@ class VisionLanguageModel : public Model {
       : Model(std::move(spec)), r_(std::move(r)) {
     r_.vision.prefix = r_.base + "vision_tower.";
     vision_.emplace(r_.vision);
-    for (const auto& [n, s] : vision_->Weights()) shapes_.emplace_back(n, s);
+    // Only what hidden_states[vision_feature_layer] reads: the layers after it and
+    // post_layernorm get no gradient, so they are state_dict entries (llava.cc), not weights.
+    for (const auto& [n, s] : vision_->Weights()) {
+      if (VisionTowerReads(r_, n)) shapes_.emplace_back(n, s);
+    }
     proj_ = r_.base + "multi_modal_projector.";
     const int64_t hv = r_.vision.hidden, ht = r_.text.hidden;
     shapes_.emplace_back(proj_ + "linear_1.weight", std::vector<int64_t>{ht, hv});
@@ -123,6 +128,20 @@ class VisionLanguageModel : public Model {
 };
 
 }  // namespace
+
+int64_t VisionLanguageRecipe::TowerLayersRun() const {
+  return feature_layer < 0 ? vision.layers + 1 + feature_layer : feature_layer;
+}
+
+bool VisionTowerReads(const VisionLanguageRecipe& r, const std::string& name) {
+  const std::string& p = r.vision.prefix;
+  if (name.rfind(p, 0) != 0) return true;
+  const std::string rest = name.substr(p.size());
+  if (rest.rfind("post_layernorm.", 0) == 0) return false;
+  const std::string layers = "encoder.layers.";
+  if (rest.rfind(layers, 0) != 0) return true;
+  return std::stoll(rest.substr(layers.size())) < r.TowerLayersRun();
+}
 
 int64_t VisionLanguageRecipe::ImageTokens() const {
   const int64_t grid = vision.image / vision.patch;

@@ -39,7 +39,13 @@ struct VisionLanguageRecipe {
 
   // Image tokens per image (the tower's patches, plus the cls token under "full").
   int64_t ImageTokens() const;
+  // The tower layers hidden_states[feature_layer] runs through.
+  int64_t TowerLayersRun() const;
 };
+
+// Whether the model reads tower weight `name` (under recipe.vision.prefix): not post_layernorm,
+// not the layers after the feature layer (transformers builds them; they get no gradient).
+bool VisionTowerReads(const VisionLanguageRecipe& recipe, const std::string& name);
 
 StatusOr<std::unique_ptr<Model>> BuildVisionLanguageModel(ModelSpec spec,
                                                           VisionLanguageRecipe recipe);

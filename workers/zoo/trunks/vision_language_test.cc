@@ -12,6 +12,7 @@
 
 #include "workers/zoo/family_test_util.h"
 #include "workers/zoo/model.h"
+#include "workers/zoo/state_dict.h"
 
 namespace ts::zoo {
 namespace {
@@ -82,8 +83,11 @@ TEST(VisionLanguageTest, LlavaSplicesProjectedTowerFeaturesAtTheImageToken) {
   tower["architectures"] = {"CLIPVisionModel"};
   auto clip = testing::BuildFull(tower);
   ASSERT_TRUE(clip);
-  const at::Tensor hs =
-      clip->Forward(testing::Unprefixed(w, "model.vision_tower."), batch.inputs)[0];
+  // The model's tower weights; post_layernorm (which LLaVA never reads, so the model has none)
+  // from the tower's own initialisation: it only feeds the pooled output, not taken here.
+  WeightMap tower_w = clip->InitWeights(1, at::kDouble);
+  for (const auto& [n, t] : testing::Unprefixed(w, "model.vision_tower.")) tower_w[n] = t;
+  const at::Tensor hs = clip->Forward(tower_w, batch.inputs)[0];
   const std::string p = "model.multi_modal_projector.";
   at::Tensor feats =
       at::linear(at::gelu(at::linear(hs.narrow(1, 1, hs.size(1) - 1), w.at(p + "linear_1.weight"),
@@ -102,8 +106,17 @@ TEST(VisionLanguageTest, LlavaSplicesProjectedTowerFeaturesAtTheImageToken) {
   auto base = testing::BuildSibling(*m, "LlavaModel");
   ASSERT_TRUE(base);
   EXPECT_TRUE(testing::HasWeight(*base, "language_model.layers.0.self_attn.q_proj.weight"));
-  EXPECT_TRUE(testing::HasWeight(*base, "vision_tower.encoder.layers.1.mlp.fc1.weight"));
+  EXPECT_TRUE(testing::HasWeight(*base, "vision_tower.encoder.layers.0.mlp.fc1.weight"));
   EXPECT_TRUE(testing::HasWeight(*base, "multi_modal_projector.linear_2.bias"));
+  // The tower's last layer and post_layernorm: transformers builds them and LLaVA never calls
+  // them (no gradient), so they are state_dict entries, not weights.
+  for (const char* unused : {"vision_tower.encoder.layers.1.mlp.fc1.weight",
+                             "vision_tower.post_layernorm.weight"}) {
+    EXPECT_FALSE(testing::HasWeight(*base, unused)) << unused;
+    bool in_state_dict = false;
+    for (const auto& e : StateDictShapes(*base)) in_state_dict |= e.name == unused;
+    EXPECT_TRUE(in_state_dict) << unused;
+  }
   testing::ExpectConfigError("LlavaForConditionalGeneration", "vision_feature_layer", json{-2, -5},
                              "vision_feature_layer");
   testing::ExpectConfigError("LlavaForConditionalGeneration", "vision_feature_select_strategy",
