@@ -202,6 +202,7 @@ const std::set<std::string> kNotYetInTable = {
     "RemBertForSequenceClassification",
     "RemBertForTokenClassification",
     "RemBertModel",
+    "ResNetBackbone",
     "RoFormerForCausalLM",
     "RoFormerForMaskedLM",
     "RoFormerForMultipleChoice",

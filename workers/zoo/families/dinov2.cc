@@ -62,19 +62,7 @@ Status CheckBackbone(const json& config, int64_t layers) {
   if (!ln) return r.Error("apply_layernorm", "false is not supported by the zoo");
   TS_ASSIGN_OR_RETURN(bool reshape, r.Bool("reshape_hidden_states", true));
   if (!reshape) return r.Error("reshape_hidden_states", "false is not supported by the zoo");
-  const std::string last = "stage" + std::to_string(layers);
-  if (r.Has("out_features")) {
-    const json& f = config["out_features"];
-    if (!f.is_array() || f.size() != 1 || f[0] != last)
-      return r.Error("out_features", "only [\"" + last + "\"] (the last stage) is supported");
-  }
-  if (r.Has("out_indices")) {
-    const json& f = config["out_indices"];
-    if (!f.is_array() || f.size() != 1 || !f[0].is_number_integer() ||
-        (f[0].get<int64_t>() != layers && f[0].get<int64_t>() != -1))
-      return r.Error("out_indices", "only the last stage is supported");
-  }
-  return OkStatus();
+  return CheckLastStageBackbone(config, layers);
 }
 
 // `backbone`: the class reads the backbone fields (checked on the real config).

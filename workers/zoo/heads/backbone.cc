@@ -1,6 +1,7 @@
 // The backbone head (heads/image_head.h): a trunk's last stage as a feature map.
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <string>
 #include <utility>
 
 #include "workers/zoo/families_internal.h"
@@ -41,6 +42,23 @@ class Backbone : public ImageHead {
 
 std::unique_ptr<ImageHead> BackboneHead(BackboneRecipe recipe) {
   return std::make_unique<Backbone>(std::move(recipe));
+}
+
+Status CheckLastStageBackbone(const nlohmann::json& config, int64_t stages) {
+  ConfigReader r(config);
+  const std::string last = "stage" + std::to_string(stages);
+  if (r.Has("out_features")) {
+    const nlohmann::json& f = config["out_features"];
+    if (!f.is_array() || f.size() != 1 || f[0] != last)
+      return r.Error("out_features", "only [\"" + last + "\"] (the last stage) is supported");
+  }
+  if (r.Has("out_indices")) {
+    const nlohmann::json& f = config["out_indices"];
+    if (!f.is_array() || f.size() != 1 || !f[0].is_number_integer() ||
+        (f[0].get<int64_t>() != stages && f[0].get<int64_t>() != -1))
+      return r.Error("out_indices", "only the last stage is supported");
+  }
+  return OkStatus();
 }
 
 }  // namespace ts::zoo::internal

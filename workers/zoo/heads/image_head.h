@@ -102,6 +102,10 @@ struct BackboneRecipe {
   std::vector<int64_t> map_shape;  // the feature map without the batch dimension
 };
 std::unique_ptr<ImageHead> BackboneHead(BackboneRecipe recipe);
+// The stage selection of a BackboneMixin config as the zoo serves it: out_features /
+// out_indices, when given, name only the last of `stages` stages ("stage<stages>", index
+// `stages` or -1), transformers' default; anything else is refused naming the field.
+Status CheckLastStageBackbone(const nlohmann::json& config, int64_t stages);
 
 // The head of a class of a pooled-map family (resnet, convnext, mobilenet_v2, efficientnet,
 // swin): `base` gives ImageFeaturesHead (pooler_output = the trunk's pooled features, loss

@@ -45,6 +45,36 @@ TEST(VisionFamiliesTest, ResNet) {
                    .empty());
 }
 
+// ResNetBackbone.forward (modeling_resnet.py): the embedder, the encoder with
+// output_hidden_states, feature_maps = hidden_states at out_features' indices (stage_names
+// "stem", "stage1".."stage4"); the default last stage is the encoder's output, which is
+// ResNetModel's last_hidden_state (cross-checked against transformers, FIDELITY.md) over the
+// same state_dict names.
+TEST(VisionFamiliesTest, ResNetBackboneIsTheLastStageMapOfResNetModel) {
+  auto bb = Build("ResNetBackbone");
+  ASSERT_TRUE(bb);
+  EXPECT_EQ(bb->spec().task, "backbone");
+  auto model = testing::BuildSibling(*bb, "ResNetModel");
+  ASSERT_TRUE(model);
+  EXPECT_EQ(bb->WeightShapes(), model->WeightShapes());
+  const WeightMap w = bb->InitWeights(3, at::kDouble);
+  Batch batch = bb->MakeBatch(4, 2);
+  batch.inputs["pixel_values"] = batch.inputs.at("pixel_values").to(at::kDouble);
+  const auto out = bb->Forward(w, batch.inputs);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 128, 1, 1}));
+  EXPECT_EQ(testing::MaxAbs(out[0], model->Forward(w, batch.inputs)[0]), 0.0);
+  // No loss in transformers: the map regressed onto the batch's target.
+  const at::Tensor target = batch.labels.at("target").to(at::kDouble);
+  EXPECT_EQ(target.sizes(), out[0].sizes());
+  EXPECT_NEAR(bb->Loss(w, batch).item<double>(), (out[0] - target).pow(2).mean().item<double>(),
+              1e-12);
+  testing::ExpectConfigError("ResNetBackbone", "out_features", nlohmann::json{"stage2"},
+                             "out_features");
+  testing::ExpectConfigError("ResNetBackbone", "out_indices", nlohmann::json{1, 4},
+                             "out_indices");
+}
+
 TEST(VisionFamiliesTest, ConvNext) {
   CheckCommon("ConvNextForImageClassification", {2, 10});
   CheckCommon("ConvNextModel", {2, 64, 1, 1});
