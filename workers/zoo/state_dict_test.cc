@@ -73,6 +73,8 @@ const std::set<std::string> kNotYetInTable = {
     "BlenderbotSmallForConditionalGeneration",
     "BlenderbotSmallModel",
     "CLIPForImageClassification",
+    "ConvNextBackbone",
+    "ConvNextV2Backbone",
     "ConvNextV2ForImageClassification",
     "ConvNextV2Model",
     "CwmForCausalLM",

@@ -6,18 +6,29 @@
 
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/heads/image_head.h"
+#include "workers/zoo/nn.h"
 
 namespace ts::zoo::internal {
 namespace {
 
 class Backbone : public ImageHead {
  public:
-  explicit Backbone(BackboneRecipe r) : r_(std::move(r)) {}
+  explicit Backbone(BackboneRecipe r) : r_(std::move(r)) {
+    if (!r_.norm.empty()) {
+      Add(r_.norm + ".weight", {r_.map_shape[0]});
+      Add(r_.norm + ".bias", {r_.map_shape[0]});
+    }
+  }
 
   std::vector<std::string> OutputNames() const override { return {"feature_maps"}; }
 
-  std::vector<at::Tensor> Forward(const WeightMap&, const VisionFeatures& f) const override {
+  std::vector<at::Tensor> Forward(const WeightMap& w, const VisionFeatures& f) const override {
     const at::Tensor& h = f.last_hidden_state;
+    if (r_.prefix_tokens < 0 && !r_.norm.empty()) {  // LayerNorm over the channels of NCHW
+      return {nn::LayerNorm(h.permute({0, 2, 3, 1}), GetWeight(w, r_.norm + ".weight"),
+                            GetWeight(w, r_.norm + ".bias"), 1e-6)
+                  .permute({0, 3, 1, 2})};
+    }
     if (r_.prefix_tokens < 0) return {h};
     // hidden_state[:, prefix:].reshape(B, grid, grid, C).permute(0, 3, 1, 2)
     at::Tensor patches = h.narrow(1, r_.prefix_tokens, h.size(1) - r_.prefix_tokens);

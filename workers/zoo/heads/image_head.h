@@ -99,6 +99,9 @@ std::unique_ptr<ImageHead> ImageFeaturesHead(ImageFeaturesRecipe recipe);
 struct BackboneRecipe {
   int64_t prefix_tokens = 1;  // token trunks; < 0: the trunk's last_hidden_state is a map
   int64_t grid = 0;           // token trunks: patches per side
+  // ConvNextBackbone's hidden_states_norms.<stage>: a channels-first LayerNorm (weights
+  // `<norm>.weight` / `.bias`, eps 1e-6) over the map; empty: none.
+  std::string norm = "";
   std::vector<int64_t> map_shape;  // the feature map without the batch dimension
 };
 std::unique_ptr<ImageHead> BackboneHead(BackboneRecipe recipe);
