@@ -15,7 +15,22 @@
 namespace ts::zoo {
 namespace {
 
-// architecture_class -> pipeline tags, from transformers_task_classes_v5.3.0.dev0.csv
+// The tasks the zoo serves the classes of the mappings update_metadata.py gives no pipeline tag
+// under: semantic, instance and universal segmentation run in transformers' image-segmentation
+// pipeline (pipelines/__init__.py: AutoModelForImageSegmentation and
+// AutoModelForSemanticSegmentation; image_segmentation.py checks the instance and universal
+// mappings), which is the Hub's tag for those checkpoints; backbones and masked image modeling
+// have no pipeline, so the task is the mapping's name.
+const std::map<std::string, std::string> kUntaggedMappingTasks = {
+    {"MODEL_FOR_BACKBONE_MAPPING_NAMES", "backbone"},
+    {"MODEL_FOR_MASKED_IMAGE_MODELING_MAPPING_NAMES", "masked-image-modeling"},
+    {"MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES", "image-segmentation"},
+    {"MODEL_FOR_INSTANCE_SEGMENTATION_MAPPING_NAMES", "image-segmentation"},
+    {"MODEL_FOR_UNIVERSAL_SEGMENTATION_MAPPING_NAMES", "image-segmentation"},
+};
+
+// architecture_class -> pipeline tags, from transformers_task_classes_v5.3.0.dev0.csv (an untagged
+// mapping's row counts under kUntaggedMappingTasks' task).
 std::map<std::string, std::set<std::string>> TransformersClasses() {
   const char* src = std::getenv("TS_SOURCE_DIR");
   std::ifstream in(std::string(src ? src : TS_ZOO_SOURCE_DIR) +
@@ -30,7 +45,10 @@ std::map<std::string, std::set<std::string>> TransformersClasses() {
     std::string col;
     while (std::getline(ss, col, ',')) cols.push_back(col);
     if (cols.size() < 6) continue;
-    out[cols[5]].insert(cols[1]);
+    auto untagged = kUntaggedMappingTasks.find(cols[0]);
+    out[cols[5]].insert(cols[1].empty() && untagged != kUntaggedMappingTasks.end()
+                            ? untagged->second
+                            : cols[1]);
   }
   return out;
 }

@@ -4,17 +4,16 @@
 #include <functional>
 #include <optional>
 
-#include "workers/zoo/families_internal.h"
+#include "workers/zoo/families/clip.h"
+
 #include "workers/zoo/heads/image_head.h"
 #include "workers/zoo/scaling.h"
-#include "workers/zoo/trunks/multimodal.h"
 
 namespace ts::zoo::internal {
-namespace {
 
 using json = nlohmann::json;
 
-StatusOr<ClipTowerRecipe> ParseTower(const json& j, const std::string& prefix, bool text) {
+StatusOr<ClipTowerRecipe> ParseClipTower(const json& j, const std::string& prefix, bool text) {
   if (!j.is_object())
     return InvalidArgumentError(prefix.substr(0, prefix.size() - 1) + ": expected object");
   ConfigReader r(j, prefix);
@@ -53,37 +52,7 @@ StatusOr<ClipTowerRecipe> ParseTower(const json& j, const std::string& prefix, b
   return t;
 }
 
-StatusOr<ClipRecipe> ParseClip(const json& config, ClipKind kind) {
-  if (!config.is_object()) return InvalidArgumentError("config: expected object");
-  ClipRecipe c;
-  c.kind = kind;
-  if (kind == ClipKind::kText) {
-    TS_ASSIGN_OR_RETURN(c.text, ParseTower(config, "", true));
-    return c;
-  }
-  if (kind == ClipKind::kVision) {
-    TS_ASSIGN_OR_RETURN(c.vision, ParseTower(config, "", false));
-    return c;
-  }
-  ConfigReader r(config);
-  auto sub = [&](const char* f) -> json {
-    auto it = config.find(f);
-    return it == config.end() || it->is_null() ? json::object() : *it;
-  };
-  TS_ASSIGN_OR_RETURN(c.text, ParseTower(sub("text_config"), "text_config.", true));
-  TS_ASSIGN_OR_RETURN(c.vision, ParseTower(sub("vision_config"), "vision_config.", false));
-  c.text.prefix = "text_model.";
-  c.vision.prefix = "vision_model.";
-  TS_ASSIGN_OR_RETURN(c.projection_dim, r.Int("projection_dim", 512));
-  if (c.projection_dim <= 0) return r.Error("projection_dim", "must be positive");
-  TS_ASSIGN_OR_RETURN(c.logit_scale_init, r.Double("logit_scale_init_value", 2.6592));
-  if (kind == ClipKind::kImageClassification) {
-    TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
-  }
-  return c;
-}
-
-void ScaleTower(json& t, const ClipTowerRecipe& c, bool text) {
+void ScaleClipTower(json& t, const ClipTowerRecipe& c, bool text) {
   ScaleEncoderWidth(t, c.heads, c.hidden, c.intermediate, c.layers);
   if (text) {
     const int64_t vocab = std::min(c.vocab, TinyProfile::kVocab);
@@ -96,21 +65,53 @@ void ScaleTower(json& t, const ClipTowerRecipe& c, bool text) {
   }
 }
 
+namespace {
+
+StatusOr<ClipRecipe> ParseClip(const json& config, ClipKind kind) {
+  if (!config.is_object()) return InvalidArgumentError("config: expected object");
+  ClipRecipe c;
+  c.kind = kind;
+  if (kind == ClipKind::kText) {
+    TS_ASSIGN_OR_RETURN(c.text, ParseClipTower(config, "", true));
+    return c;
+  }
+  if (kind == ClipKind::kVision) {
+    TS_ASSIGN_OR_RETURN(c.vision, ParseClipTower(config, "", false));
+    return c;
+  }
+  ConfigReader r(config);
+  auto sub = [&](const char* f) -> json {
+    auto it = config.find(f);
+    return it == config.end() || it->is_null() ? json::object() : *it;
+  };
+  TS_ASSIGN_OR_RETURN(c.text, ParseClipTower(sub("text_config"), "text_config.", true));
+  TS_ASSIGN_OR_RETURN(c.vision, ParseClipTower(sub("vision_config"), "vision_config.", false));
+  c.text.prefix = "text_model.";
+  c.vision.prefix = "vision_model.";
+  TS_ASSIGN_OR_RETURN(c.projection_dim, r.Int("projection_dim", 512));
+  if (c.projection_dim <= 0) return r.Error("projection_dim", "must be positive");
+  TS_ASSIGN_OR_RETURN(c.logit_scale_init, r.Double("logit_scale_init_value", 2.6592));
+  if (kind == ClipKind::kImageClassification) {
+    TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
+  }
+  return c;
+}
+
 std::function<StatusOr<json>(const json&)> ClipScale(ClipKind kind) {
   return [kind](const json& config) -> StatusOr<json> {
     TS_ASSIGN_OR_RETURN(ClipRecipe c, ParseClip(config, kind));
     json t = config;
     if (kind == ClipKind::kText) {
-      ScaleTower(t, c.text, true);
+      ScaleClipTower(t, c.text, true);
     } else if (kind == ClipKind::kVision) {
-      ScaleTower(t, c.vision, false);
+      ScaleClipTower(t, c.vision, false);
     } else {
       if (!t.contains("text_config") || !t["text_config"].is_object())
         t["text_config"] = json::object();
       if (!t.contains("vision_config") || !t["vision_config"].is_object())
         t["vision_config"] = json::object();
-      ScaleTower(t["text_config"], c.text, true);
-      ScaleTower(t["vision_config"], c.vision, false);
+      ScaleClipTower(t["text_config"], c.text, true);
+      ScaleClipTower(t["vision_config"], c.vision, false);
       t["projection_dim"] = std::min<int64_t>(c.projection_dim, 32);
       if (kind == ClipKind::kImageClassification) ScaleLabels(t, c.num_labels);
     }

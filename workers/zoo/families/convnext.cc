@@ -1,9 +1,10 @@
-// convnext: ConvNextModel, ConvNextForImageClassification. Config -> recipe
+// convnext: ConvNextModel, ConvNextForImageClassification, ConvNextBackbone. Config -> recipe
 // (trunks/vision_convnext.h) and the example config; convnextv2.cc derives from it (convnext.h).
 #include "workers/zoo/families/convnext.h"
 
 #include <algorithm>
 
+#include "workers/zoo/heads/image_head.h"
 #include "workers/zoo/scaling.h"
 #include "workers/zoo/trunks/vision_convnext.h"
 #include "workers/zoo/vision_config.h"
@@ -72,6 +73,35 @@ StatusOr<PooledVisionTrunk> ConvNextTrunkFor(const json& config, const std::stri
   return PooledVisionTrunk{std::make_unique<ConvNextTrunk>(c), c.num_labels};
 }
 
+ArchEntry ConvNextBackboneEntry(const std::string& name, const std::string& model_type,
+                                json example, bool v2) {
+  const std::string arch = name + "Backbone";
+  example = WithArchitecture(example, arch);
+  example.erase("num_labels");
+  example["out_features"] = {"stage4"};
+  auto scale = [v2](const json& config) -> StatusOr<json> {
+    TS_ASSIGN_OR_RETURN(ConvNextConfig c, ParseConvNext(config, v2));
+    const auto stages = static_cast<int64_t>(c.hidden_sizes.size());
+    TS_RETURN_IF_ERROR(CheckLastStageBackbone(config, stages));
+    TS_ASSIGN_OR_RETURN(json t, ScaleConvNext(config, v2));
+    t.erase("num_labels");
+    return t;
+  };
+  auto build = [v2](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
+    TS_ASSIGN_OR_RETURN(ConvNextConfig c, ParseConvNext(spec.tiny_config, v2));
+    const auto stages = static_cast<int64_t>(c.hidden_sizes.size());
+    TS_RETURN_IF_ERROR(CheckLastStageBackbone(spec.tiny_config, stages));
+    c.prefix = "";
+    c.final_layernorm = false;
+    auto trunk = std::make_unique<ConvNextTrunk>(c);
+    auto head = BackboneHead({.prefix_tokens = -1,
+                              .norm = "hidden_states_norms.stage" + std::to_string(stages),
+                              .map_shape = trunk->LastHiddenShape()});
+    return MakeVisionModel(std::move(spec), std::move(trunk), std::move(head));
+  };
+  return {{arch, model_type, "backbone"}, std::move(example), scale, build};
+}
+
 json ConvNextExample() {  // facebook/convnext-tiny-224
   return {{"model_type", "convnext"},
           {"num_channels", 3},
@@ -90,10 +120,12 @@ json ConvNextExample() {  // facebook/convnext-tiny-224
 namespace {
 
 std::vector<ArchEntry> ConvNextArchs() {
-  return PooledVisionArchs(
+  std::vector<ArchEntry> out = PooledVisionArchs(
       {"ConvNext", "convnext", "convnext."}, ConvNextExample(),
       [](const json& c) { return ScaleConvNext(c, false); },
       [](const json& c, const std::string& p) { return ConvNextTrunkFor(c, p, false); });
+  out.push_back(ConvNextBackboneEntry("ConvNext", "convnext", ConvNextExample(), false));
+  return out;
 }
 
 }  // namespace

@@ -15,5 +15,11 @@ StatusOr<nlohmann::json> ScaleConvNext(const nlohmann::json& config, bool v2);
 StatusOr<PooledVisionTrunk> ConvNextTrunkFor(const nlohmann::json& config,
                                              const std::string& prefix, bool v2);
 nlohmann::json ConvNextExample();  // facebook/convnext-tiny-224
+// `<name>Backbone` (ConvNextBackbone, ConvNextV2Backbone; BackboneMixin): the model's embeddings
+// and encoder without the final `layernorm`, feature_maps = hidden_states_norms.<stage> (a
+// channels-first ConvNextLayerNorm, eps 1e-6) of the stage in out_features, by default the last
+// and the only one the zoo serves. `example`: the family's example config.
+ArchEntry ConvNextBackboneEntry(const std::string& name, const std::string& model_type,
+                                nlohmann::json example, bool v2);
 
 }  // namespace ts::zoo::internal

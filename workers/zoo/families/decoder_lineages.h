@@ -92,7 +92,10 @@ void ScaleOlmoeExperts(const json& real, const Recipe& rc, json& t);
 
 // Families that others start from (a derived family edits a copy).
 DecoderFamily Gemma2();  // gemma2.cc: vaultgemma
+DecoderFamily Granite();     // granite.cc: granitemoe
+DecoderFamily GraniteMoe();  // granitemoe.cc: granitemoeshared
 DecoderFamily Gpt2();    // gpt2.cc: gpt_bigcode
+DecoderFamily LlamaLm();  // llama.cc: llava's language model
 DecoderFamily Gptj();    // gptj.cc: codegen
 DecoderFamily Olmo2();   // olmo2.cc: flex_olmo
 DecoderFamily Qwen3();   // qwen3.cc: qwen3_moe, dots1

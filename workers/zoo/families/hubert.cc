@@ -8,6 +8,11 @@ namespace {
 
 using json = nlohmann::json;
 
+const Wav2Vec2Family kHubert = {.model_type = "hubert",
+                                .base = "hubert.",
+                                .extract_features_output = false,
+                                .hubert_projection = true};
+
 std::vector<ArchEntry> HubertArchs() {
   std::vector<ArchEntry> v;
   json hubert = Wav2Vec2Example();
@@ -16,11 +21,11 @@ std::vector<ArchEntry> HubertArchs() {
   json hubert_ctc = hubert;
   hubert_ctc["ctc_loss_reduction"] = "mean";  // as transformers' CTC fine-tuning writes it
   v.push_back(
-      Wav2Vec2Entry("HubertModel", "feature-extraction", MakeWav2Vec2Base, hubert, "hubert"));
-  v.push_back(Wav2Vec2Entry("HubertForCTC", "automatic-speech-recognition", MakeWav2Vec2Ctc,
-                            hubert_ctc, "hubert"));
-  v.push_back(Wav2Vec2Entry("HubertForSequenceClassification", "audio-classification",
-                            MakeWav2Vec2SequenceClassification, hubert, "hubert"));
+      Wav2Vec2Entry(kHubert, "HubertModel", "feature-extraction", MakeWav2Vec2Base, hubert));
+  v.push_back(Wav2Vec2Entry(kHubert, "HubertForCTC", "automatic-speech-recognition",
+                            MakeWav2Vec2Ctc, hubert_ctc));
+  v.push_back(Wav2Vec2Entry(kHubert, "HubertForSequenceClassification", "audio-classification",
+                            MakeWav2Vec2SequenceClassification, hubert));
   return v;
 }
 

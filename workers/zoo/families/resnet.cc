@@ -1,8 +1,9 @@
-// ResNet: ResNetModel, ResNetForImageClassification. Config -> conv trunk recipe
+// ResNet: ResNetModel, ResNetForImageClassification, ResNetBackbone. Config -> conv trunk recipe
 // (trunks/vision_conv.h) and the example config.
 #include <algorithm>
 
 #include "workers/zoo/families_internal.h"
+#include "workers/zoo/heads/image_head.h"
 #include "workers/zoo/scaling.h"
 #include "workers/zoo/trunks/vision_conv.h"
 #include "workers/zoo/vision_config.h"
@@ -132,6 +133,30 @@ StatusOr<PooledVisionTrunk> ResNetTrunk(const json& config, const std::string& p
   return PooledVisionTrunk{std::make_unique<ConvTrunk>(ResNetRecipe(c, prefix)), c.num_labels};
 }
 
+// ResNetBackbone (modeling_resnet.py, BackboneMixin): ResNetModel's embedder and encoder under
+// the same names (no pooler weights); feature_maps = the encoder's hidden states at out_features,
+// which default to the last stage ("stage<len(depths)>"), the only selection the zoo serves:
+// ResNetModel's last_hidden_state. transformers gives backbones no loss (BackboneHead: MSE onto
+// a random map).
+StatusOr<json> ScaleResNetBackbone(const json& config) {
+  TS_ASSIGN_OR_RETURN(ResNetConfig c, ParseResNet(config));
+  TS_RETURN_IF_ERROR(CheckLastStageBackbone(config, static_cast<int64_t>(c.depths.size())));
+  TS_ASSIGN_OR_RETURN(json t, ScaleResNet(config));
+  t.erase("num_labels");
+  t.erase("id2label");
+  t.erase("label2id");
+  return t;
+}
+
+StatusOr<std::unique_ptr<Model>> BuildResNetBackbone(ModelSpec spec) {
+  TS_ASSIGN_OR_RETURN(ResNetConfig c, ParseResNet(spec.tiny_config));
+  TS_RETURN_IF_ERROR(
+      CheckLastStageBackbone(spec.tiny_config, static_cast<int64_t>(c.depths.size())));
+  auto trunk = std::make_unique<ConvTrunk>(ResNetRecipe(c, ""));
+  auto head = BackboneHead({.prefix_tokens = -1, .map_shape = trunk->LastHiddenShape()});
+  return MakeVisionModel(std::move(spec), std::move(trunk), std::move(head));
+}
+
 }  // namespace
 
 std::vector<ArchEntry> ResNetArchs() {
@@ -146,8 +171,16 @@ std::vector<ArchEntry> ResNetArchs() {
                        {"downsample_in_first_stage", false},
                        {"downsample_in_bottleneck", false},
                        {"num_labels", 1000}};
-  return PooledVisionArchs({"ResNet", "resnet", "resnet.", "classifier.1."}, resnet, ScaleResNet,
-                           ResNetTrunk);
+  std::vector<ArchEntry> out = PooledVisionArchs({"ResNet", "resnet", "resnet.", "classifier.1."},
+                                                 resnet, ScaleResNet, ResNetTrunk);
+  json backbone = WithArchitecture(resnet, "ResNetBackbone");
+  backbone.erase("num_labels");
+  backbone["out_features"] = {"stage4"};
+  out.push_back({{"ResNetBackbone", "resnet", "backbone"},
+                 std::move(backbone),
+                 ScaleResNetBackbone,
+                 BuildResNetBackbone});
+  return out;
 }
 
 TS_ZOO_REGISTER_FAMILY(ResNet, ResNetArchs);

@@ -10,6 +10,9 @@ namespace {
 
 using json = nlohmann::json;
 
+const Wav2Vec2Family kUniSpeech = {
+    .model_type = "unispeech", .base = "unispeech.", .ctc_reduction = "mean"};
+
 std::vector<ArchEntry> UniSpeechArchs() {
   std::vector<ArchEntry> v;
   json uni = Wav2Vec2Example();
@@ -24,11 +27,11 @@ std::vector<ArchEntry> UniSpeechArchs() {
   uni["replace_prob"] = 0.5;
   uni.erase("ctc_loss_reduction");  // UniSpeechConfig's default: "mean"
   v.push_back(
-      Wav2Vec2Entry("UniSpeechModel", "feature-extraction", MakeWav2Vec2Base, uni, "unispeech"));
-  v.push_back(Wav2Vec2Entry("UniSpeechForCTC", "automatic-speech-recognition", MakeWav2Vec2Ctc, uni,
-                            "unispeech"));
-  v.push_back(Wav2Vec2Entry("UniSpeechForSequenceClassification", "audio-classification",
-                            MakeWav2Vec2SequenceClassification, uni, "unispeech"));
+      Wav2Vec2Entry(kUniSpeech, "UniSpeechModel", "feature-extraction", MakeWav2Vec2Base, uni));
+  v.push_back(Wav2Vec2Entry(kUniSpeech, "UniSpeechForCTC", "automatic-speech-recognition",
+                            MakeWav2Vec2Ctc, uni));
+  v.push_back(Wav2Vec2Entry(kUniSpeech, "UniSpeechForSequenceClassification",
+                            "audio-classification", MakeWav2Vec2SequenceClassification, uni));
   return v;
 }
 

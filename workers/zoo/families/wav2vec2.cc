@@ -13,6 +13,7 @@
 
 #include "workers/zoo/config.h"
 #include "workers/zoo/families/config_fields.h"
+#include "workers/zoo/heads/audio_heads.h"
 #include "workers/zoo/scaling.h"
 
 namespace ts::zoo::internal {
@@ -38,7 +39,9 @@ StatusOr<std::vector<int64_t>> IntList(const json& config, const std::string& fi
   return out;
 }
 
-Status ParseFeatureEncoder(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c) {
+// `reads_norm` false: no feat_extract_norm field, every conv layer-normed (data2vec-audio).
+Status ParseFeatureEncoder(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c,
+                           bool reads_norm) {
   TS_ASSIGN_OR_RETURN(c.conv_dim, IntList(config, "conv_dim", std::vector<int64_t>(7, 512)));
   TS_ASSIGN_OR_RETURN(c.conv_stride, IntList(config, "conv_stride", {5, 2, 2, 2, 2, 2, 2}));
   TS_ASSIGN_OR_RETURN(c.conv_kernel, IntList(config, "conv_kernel", {10, 3, 3, 3, 3, 2, 2}));
@@ -49,32 +52,52 @@ Status ParseFeatureEncoder(const json& config, const ConfigReader& r, Wav2Vec2Re
   if (c.conv_kernel.size() != c.conv_dim.size()) {
     return InvalidArgumentError("conv_kernel: must have as many entries as conv_dim");
   }
-  TS_ASSIGN_OR_RETURN(std::string norm, r.String("feat_extract_norm", "group"));
-  if (norm != "group" && norm != "layer") {
-    return r.Error("feat_extract_norm", "unknown '" + norm + "'");
+  c.group_norm = false;
+  if (reads_norm) {
+    TS_ASSIGN_OR_RETURN(std::string norm, r.String("feat_extract_norm", "group"));
+    if (norm != "group" && norm != "layer") {
+      return r.Error("feat_extract_norm", "unknown '" + norm + "'");
+    }
+    c.group_norm = norm == "group";
   }
-  c.group_norm = norm == "group";
   TS_ASSIGN_OR_RETURN(c.conv_bias, r.Bool("conv_bias", false));
   return OkStatus();
 }
 
-// `family`: the model_type whose config class reads `config` ("wav2vec2", "hubert",
-// "unispeech-sat", "unispeech"): the heads' base prefix, and hubert's feature-projection and
-// pos-conv fields.
-StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const std::string& family) {
+// The x-vector head's sizes: tdnn_dim / tdnn_kernel / tdnn_dilation of one length, and a
+// TDNN that leaves at least two of the run's frames (its statistic pooling takes a std).
+Status ParseXVector(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c) {
+  TS_ASSIGN_OR_RETURN(c.tdnn_dim, IntList(config, "tdnn_dim", {512, 512, 512, 512, 1500}));
+  TS_ASSIGN_OR_RETURN(c.tdnn_kernel, IntList(config, "tdnn_kernel", {5, 3, 3, 1, 1}));
+  TS_ASSIGN_OR_RETURN(c.tdnn_dilation, IntList(config, "tdnn_dilation", {1, 2, 3, 1, 1}));
+  if (c.tdnn_dim.empty()) return r.Error("tdnn_dim", "must not be empty");
+  if (c.tdnn_kernel.size() != c.tdnn_dim.size())
+    return r.Error("tdnn_kernel", "must have as many entries as tdnn_dim");
+  if (c.tdnn_dilation.size() != c.tdnn_dim.size())
+    return r.Error("tdnn_dilation", "must have as many entries as tdnn_dim");
+  int64_t frames = kW2vFrames;
+  for (size_t i = 0; i < c.tdnn_dim.size(); ++i)
+    frames -= (c.tdnn_kernel[i] - 1) * c.tdnn_dilation[i];
+  if (frames < 2) {
+    return r.Error("tdnn_kernel", "the TDNN's receptive field leaves " + std::to_string(frames) +
+                                      " of the run's " + std::to_string(kW2vFrames) + " frames");
+  }
+  TS_ASSIGN_OR_RETURN(c.xvector_dim, PositiveField(r, "xvector_output_dim", 512));
+  return OkStatus();
+}
+
+// `xvector`: the class is a *ForXVector (its TDNN and x-vector sizes are read and checked).
+StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family& fam,
+                                       bool xvector) {
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
   ConfigReader r(config);
   Wav2Vec2Recipe c;
-  if (family == "hubert") {
-    c.base = "hubert.";
-    c.extract_features_output = false;  // HubertModel returns BaseModelOutput
+  c.base = fam.base;
+  c.extract_features_output = fam.extract_features_output;
+  if (fam.hubert_projection) {
     TS_ASSIGN_OR_RETURN(c.feat_proj_layer_norm, r.Bool("feat_proj_layer_norm", true));
     TS_ASSIGN_OR_RETURN(bool bn, r.Bool("conv_pos_batch_norm", false));
     if (bn) return r.Error("conv_pos_batch_norm", "true is not supported by the zoo");
-  } else if (family == "unispeech-sat") {
-    c.base = "unispeech_sat.";
-  } else if (family == "unispeech") {
-    c.base = "unispeech.";
   }
   TS_ASSIGN_OR_RETURN(c.hidden, PositiveField(r, "hidden_size"));
   TS_ASSIGN_OR_RETURN(c.layers, PositiveField(r, "num_hidden_layers"));
@@ -85,13 +108,20 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const std::string& fa
   }
   TS_ASSIGN_OR_RETURN(c.intermediate, PositiveField(r, "intermediate_size"));
   TS_ASSIGN_OR_RETURN(c.vocab, PositiveField(r, "vocab_size", 32));
-  TS_RETURN_IF_ERROR(ParseFeatureEncoder(config, r, c));
-  TS_ASSIGN_OR_RETURN(c.stable_layer_norm, r.Bool("do_stable_layer_norm", false));
+  TS_RETURN_IF_ERROR(ParseFeatureEncoder(config, r, c, !fam.stacked_pos_conv));
+  if (!fam.stacked_pos_conv) {  // Data2VecAudioConfig has no do_stable_layer_norm
+    TS_ASSIGN_OR_RETURN(c.stable_layer_norm, r.Bool("do_stable_layer_norm", false));
+  }
   TS_ASSIGN_OR_RETURN(std::string fa, r.String("feat_extract_activation", "gelu"));
   TS_ASSIGN_OR_RETURN(c.feat_act, ParseActivation(fa, "feat_extract_activation"));
   TS_ASSIGN_OR_RETURN(std::string ha, r.String("hidden_act", "gelu"));
   TS_ASSIGN_OR_RETURN(c.act, ParseActivation(ha, "hidden_act"));
-  TS_ASSIGN_OR_RETURN(c.pos_kernel, PositiveField(r, "num_conv_pos_embeddings", 128));
+  if (fam.stacked_pos_conv) {
+    TS_ASSIGN_OR_RETURN(c.pos_conv_layers, PositiveField(r, "num_conv_pos_embeddings", 5));
+    TS_ASSIGN_OR_RETURN(c.pos_kernel, PositiveField(r, "conv_pos_kernel_size", 19));
+  } else {
+    TS_ASSIGN_OR_RETURN(c.pos_kernel, PositiveField(r, "num_conv_pos_embeddings", 128));
+  }
   TS_ASSIGN_OR_RETURN(c.pos_groups, PositiveField(r, "num_conv_pos_embedding_groups", 16));
   if (c.hidden % c.pos_groups != 0) {
     return r.Error("num_conv_pos_embedding_groups", "must divide hidden_size");
@@ -102,25 +132,46 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const std::string& fa
   }
   TS_ASSIGN_OR_RETURN(c.proj_size, PositiveField(r, "classifier_proj_size", 256));
   TS_ASSIGN_OR_RETURN(c.eps, r.Double("layer_norm_eps", 1e-5));
-  // UniSpeechConfig's default is "mean"; Wav2Vec2Config's (and its siblings') "sum".
-  TS_ASSIGN_OR_RETURN(std::string red,
-                      r.String("ctc_loss_reduction", family == "unispeech" ? "mean" : "sum"));
+  TS_ASSIGN_OR_RETURN(std::string red, r.String("ctc_loss_reduction", fam.ctc_reduction));
   if (red != "sum" && red != "mean") return r.Error("ctc_loss_reduction", "unknown '" + red + "'");
   c.ctc_sum = red == "sum";
   TS_ASSIGN_OR_RETURN(c.zero_infinity, r.Bool("ctc_zero_infinity", false));
   TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
   TS_ASSIGN_OR_RETURN(c.weighted_layer_sum, r.Bool("use_weighted_layer_sum", false));
+  if (fam.wavlm) {
+    TS_ASSIGN_OR_RETURN(c.rel_buckets, PositiveField(r, "num_buckets", 320));
+    TS_ASSIGN_OR_RETURN(c.rel_max_distance, PositiveField(r, "max_bucket_distance", 800));
+    if (c.rel_buckets < 4) return r.Error("num_buckets", "must be at least 4");
+    if (c.rel_max_distance <= c.rel_buckets / 4)
+      return r.Error("max_bucket_distance", "must exceed num_buckets / 4");
+  }
+  TS_ASSIGN_OR_RETURN(bool adapter, r.Bool("add_adapter", false));
+  if (adapter) return r.Error("add_adapter", "true is not supported by the zoo");
+  if (xvector) TS_RETURN_IF_ERROR(ParseXVector(config, r, c));
   return c;
 }
 
-StatusOr<json> ScaleWav2Vec2(const json& config, const std::string& family) {
-  TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(config, family));
+StatusOr<json> ScaleWav2Vec2(const json& config, const Wav2Vec2Family& fam, bool xvector) {
+  TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(config, fam, xvector));
   json t = config;
   const int64_t h = ScaleEncoderWidth(t, c.heads, c.hidden, c.intermediate, c.layers);
   std::vector<int64_t> dims;
   for (int64_t d : c.conv_dim) dims.push_back(ScaleRatio(d, c.conv_dim.back(), 32, 8));
   t["conv_dim"] = dims;
-  t["num_conv_pos_embeddings"] = std::min<int64_t>(c.pos_kernel, 8);
+  if (c.pos_conv_layers > 0) {  // data2vec-audio: two of the stacked convs, a kernel of parity kept
+    t["num_conv_pos_embeddings"] = std::min<int64_t>(c.pos_conv_layers, 2);
+    t["conv_pos_kernel_size"] = std::min<int64_t>(c.pos_kernel, c.pos_kernel % 2 == 0 ? 8 : 7);
+  } else {
+    t["num_conv_pos_embeddings"] = std::min<int64_t>(c.pos_kernel, 8);
+  }
+  if (xvector) {
+    std::vector<int64_t> tdnn;
+    for (int64_t d : c.tdnn_dim) tdnn.push_back(ScaleRatio(d, c.hidden, h, 8));
+    t["tdnn_dim"] = tdnn;
+    t["tdnn_kernel"] = c.tdnn_kernel;
+    t["tdnn_dilation"] = c.tdnn_dilation;
+    t["xvector_output_dim"] = ScaleRatio(c.xvector_dim, c.hidden, h, 8);
+  }
   t["num_conv_pos_embedding_groups"] = std::gcd(std::min<int64_t>(c.pos_groups, 16), h);
   t["classifier_proj_size"] = std::min<int64_t>(c.proj_size, 32);
   const int64_t vocab = std::min(c.vocab, P::kVocab);
@@ -156,21 +207,38 @@ void AddMaskedSpecEmbed(bool always, StateDictBuilder& sd) {
 
 }  // namespace
 
-ArchEntry Wav2Vec2Entry(const std::string& arch, const char* task, Wav2Vec2MakeFn make,
-                        json example, const std::string& family) {
+ArchEntry Wav2Vec2Entry(const Wav2Vec2Family& family, const std::string& arch, const char* task,
+                        Wav2Vec2MakeFn make, json example) {
   example["architectures"] = {arch};
-  example["model_type"] = family;
-  auto build = [make, family](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
-    TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(spec.tiny_config, family));
+  example["model_type"] = family.model_type;
+  const bool xvector = make == MakeWav2Vec2XVector;
+  auto build = [make, family, xvector](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
+    TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(spec.tiny_config, family, xvector));
     return make(std::move(spec), std::move(c));
   };
-  auto scale = [family](const json& config) { return ScaleWav2Vec2(config, family); };
-  const bool always = family == "unispeech-sat";
-  return {{arch, family, task},
+  auto scale = [family, xvector](const json& config) {
+    return ScaleWav2Vec2(config, family, xvector);
+  };
+  const bool always = family.always_masked_spec_embed;
+  return {{arch, family.model_type, task},
           std::move(example),
           scale,
           build,
           {.extra = [always](StateDictBuilder& sd) { AddMaskedSpecEmbed(always, sd); }}};
+}
+
+const Wav2Vec2Family& Wav2Vec2Lineage() {
+  static const Wav2Vec2Family kFamily;
+  return kFamily;
+}
+
+json XVectorExample(json example) {
+  example["tdnn_dim"] = {512, 512, 512, 512, 1500};
+  example["tdnn_kernel"] = {5, 3, 3, 1, 1};
+  example["tdnn_dilation"] = {1, 2, 3, 1, 1};
+  example["xvector_output_dim"] = 512;
+  example["num_labels"] = 1251;
+  return example;
 }
 
 // Modelled on facebook/wav2vec2-base-960h.
@@ -210,14 +278,18 @@ std::vector<ArchEntry> Wav2Vec2Archs() {
   ctc["ctc_loss_reduction"] = "mean";
   ctc["pad_token_id"] = 31;
   std::vector<ArchEntry> v;
+  const Wav2Vec2Family& f = Wav2Vec2Lineage();
   v.push_back(
-      Wav2Vec2Entry("Wav2Vec2Model", "feature-extraction", MakeWav2Vec2Base, Wav2Vec2Example()));
-  v.push_back(Wav2Vec2Entry("Wav2Vec2ForCTC", "automatic-speech-recognition", MakeWav2Vec2Ctc,
+      Wav2Vec2Entry(f, "Wav2Vec2Model", "feature-extraction", MakeWav2Vec2Base, Wav2Vec2Example()));
+  v.push_back(Wav2Vec2Entry(f, "Wav2Vec2ForCTC", "automatic-speech-recognition", MakeWav2Vec2Ctc,
                             std::move(ctc)));
-  v.push_back(Wav2Vec2Entry("Wav2Vec2ForSequenceClassification", "audio-classification",
+  v.push_back(Wav2Vec2Entry(f, "Wav2Vec2ForSequenceClassification", "audio-classification",
                             MakeWav2Vec2SequenceClassification, Wav2Vec2Example()));
-  v.push_back(Wav2Vec2Entry("Wav2Vec2ForAudioFrameClassification", "audio-frame-classification",
+  v.push_back(Wav2Vec2Entry(f, "Wav2Vec2ForAudioFrameClassification", "audio-frame-classification",
                             MakeWav2Vec2FrameClassification, Wav2Vec2Example()));
+  // anton-l/wav2vec2-base-superb-sv
+  v.push_back(Wav2Vec2Entry(f, "Wav2Vec2ForXVector", "audio-xvector", MakeWav2Vec2XVector,
+                            XVectorExample(Wav2Vec2Example())));
   return v;
 }
 

@@ -52,34 +52,6 @@ class WhisperAudioClassification : public EncoderDecoderModel {
   }
 };
 
-// The states a wav2vec2 classifier reads: the last hidden state, or with use_weighted_layer_sum
-// (transformers' Wav2Vec2ForSequenceClassification / ForAudioFrameClassification.forward) the
-// hidden states stacked on dim 1, times softmax(layer_weights).view(-1, 1, 1), summed.
-class Wav2Vec2Classifier : public Wav2Vec2Trunk {
- protected:
-  Wav2Vec2Classifier(ModelSpec spec, Wav2Vec2Recipe recipe)
-      : Wav2Vec2Trunk(std::move(spec), recipe, recipe.base) {
-    if (r_.weighted_layer_sum) Add("layer_weights", {r_.layers + 1});
-  }
-
-  at::Tensor States(const WeightMap& w, const TensorMap& inputs) const {
-    if (!r_.weighted_layer_sum) return Encode(w, inputs).first;
-    std::vector<at::Tensor> all;
-    Encode(w, inputs, &all);
-    at::Tensor norm = at::softmax(GetWeight(w, "layer_weights"), -1).view({-1, 1, 1});
-    return (at::stack(all, 1) * norm).sum(1);
-  }
-
-  // layer_weights start at 1 / (num_hidden_layers + 1), as transformers initialises them.
-  void InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const override {
-    if (name == "layer_weights") {
-      t.fill_(1.0 / static_cast<double>(r_.layers + 1));
-      return;
-    }
-    Wav2Vec2Trunk::InitWeight(name, t, gen);
-  }
-};
-
 class Wav2Vec2SequenceClassification : public Wav2Vec2Classifier {
  public:
   Wav2Vec2SequenceClassification(ModelSpec spec, Wav2Vec2Recipe recipe)

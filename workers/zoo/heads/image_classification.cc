@@ -33,10 +33,14 @@ class ClassificationHead : public ImageHead {
   std::vector<std::string> OutputNames() const override { return {"logits"}; }
 
   std::vector<at::Tensor> Forward(const WeightMap& w, const VisionFeatures& f) const override {
-    const at::Tensor x =
-        r_.mean_patches
-            ? f.last_hidden_state.narrow(1, 1, f.last_hidden_state.size(1) - 1).mean(1)
-            : (r_.flatten ? f.pooled.flatten(1) : f.pooled);
+    const at::Tensor& h = f.last_hidden_state;
+    at::Tensor x;
+    if (r_.mean_patches || r_.cls_and_mean) {
+      at::Tensor mean = h.narrow(1, r_.prefix_tokens, h.size(1) - r_.prefix_tokens).mean(1);
+      x = r_.cls_and_mean ? at::cat({h.select(1, 0), mean}, -1) : mean;
+    } else {
+      x = r_.flatten ? f.pooled.flatten(1) : f.pooled;
+    }
     return {nn::Linear(x, GetWeight(w, r_.prefix + "weight"), GetWeight(w, r_.prefix + "bias"))};
   }
 

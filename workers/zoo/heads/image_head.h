@@ -47,9 +47,12 @@ struct ImageClassifierRecipe {
   int64_t num_labels = 2;
   int64_t width = 0;    // the trunk's PooledWidth()
   bool flatten = true;  // pooled.flatten(1) first (pooled maps); false: pooled is token 0
-  // CLIPForImageClassification: the mean of last_hidden_state[:, 1:] (the patch tokens) instead
-  // of the pooled features.
+  // CLIPForImageClassification: the mean of last_hidden_state[:, prefix_tokens:] (the patch
+  // tokens) instead of the pooled features.
   bool mean_patches = false;
+  // Dinov2ForImageClassification: cat(token 0, the mean of the patch tokens), width 2 x hidden.
+  bool cls_and_mean = false;
+  int64_t prefix_tokens = 1;  // tokens before the patches (cls, registers)
 };
 
 // logits [B, L] = classifier(pooled); loss HF's: cross entropy, MSE when num_labels == 1.
@@ -85,6 +88,27 @@ struct ImageFeaturesRecipe {
 
 // Outputs last_hidden_state, pooler_output.
 std::unique_ptr<ImageHead> ImageFeaturesHead(ImageFeaturesRecipe recipe);
+
+// ---- heads/backbone.cc
+
+// *Backbone (BackboneMixin, transformers' backbone_utils): feature_maps of the default
+// out_features (the last stage). For a token trunk: the patch tokens of last_hidden_state
+// (after `prefix_tokens`) reshaped to [B, hidden, grid, grid] (reshape_hidden_states); for a map
+// trunk: its last map. transformers gives backbones no loss: mean((feature_maps - target)^2),
+// labels "target" of the feature maps' shape.
+struct BackboneRecipe {
+  int64_t prefix_tokens = 1;  // token trunks; < 0: the trunk's last_hidden_state is a map
+  int64_t grid = 0;           // token trunks: patches per side
+  // ConvNextBackbone's hidden_states_norms.<stage>: a channels-first LayerNorm (weights
+  // `<norm>.weight` / `.bias`, eps 1e-6) over the map; empty: none.
+  std::string norm = "";
+  std::vector<int64_t> map_shape;  // the feature map without the batch dimension
+};
+std::unique_ptr<ImageHead> BackboneHead(BackboneRecipe recipe);
+// The stage selection of a BackboneMixin config as the zoo serves it: out_features /
+// out_indices, when given, name only the last of `stages` stages ("stage<stages>", index
+// `stages` or -1), transformers' default; anything else is refused naming the field.
+Status CheckLastStageBackbone(const nlohmann::json& config, int64_t stages);
 
 // The head of a class of a pooled-map family (resnet, convnext, mobilenet_v2, efficientnet,
 // swin): `base` gives ImageFeaturesHead (pooler_output = the trunk's pooled features, loss

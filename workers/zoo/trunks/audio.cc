@@ -105,15 +105,28 @@ Wav2Vec2Trunk::Wav2Vec2Trunk(ModelSpec spec, Wav2Vec2Recipe r, std::string prefi
   const int64_t h = r_.hidden;
   if (r_.feat_proj_layer_norm) AddLn(pre_ + "feature_projection.layer_norm", in);
   AddLinear(pre_ + "feature_projection.projection", h, in);
-  const std::string pc = pre_ + "encoder.pos_conv_embed.conv.";
-  Add(pc + "bias", {h});
-  Add(pc + "parametrizations.weight.original0", {1, 1, r_.pos_kernel});
-  Add(pc + "parametrizations.weight.original1", {h, h / r_.pos_groups, r_.pos_kernel});
+  if (r_.pos_conv_layers > 0) {
+    for (int64_t i = 0; i < r_.pos_conv_layers; ++i) {
+      const std::string pc = pre_ + "encoder.pos_conv_embed.layers." + std::to_string(i) + ".conv.";
+      Add(pc + "weight", {h, h / r_.pos_groups, r_.pos_kernel});
+      Add(pc + "bias", {h});
+    }
+  } else {
+    const std::string pc = pre_ + "encoder.pos_conv_embed.conv.";
+    Add(pc + "bias", {h});
+    Add(pc + "parametrizations.weight.original0", {1, 1, r_.pos_kernel});
+    Add(pc + "parametrizations.weight.original1", {h, h / r_.pos_groups, r_.pos_kernel});
+  }
   AddLn(pre_ + "encoder.layer_norm", h);
   for (int64_t i = 0; i < r_.layers; ++i) {
     const std::string lp = pre_ + "encoder.layers." + std::to_string(i) + ".";
     for (const char* n : {"k_proj", "v_proj", "q_proj", "out_proj"}) {
       AddLinear(lp + "attention." + n, h, h);
+    }
+    if (r_.rel_buckets > 0) {  // WavLMAttention's own parameters, in registration order
+      Add(lp + "attention.gru_rel_pos_const", {1, r_.heads, 1, 1});
+      AddLinear(lp + "attention.gru_rel_pos_linear", 8, h / r_.heads);
+      if (i == 0) Add(lp + "attention.rel_attn_embed.weight", {r_.rel_buckets, r_.heads});
     }
     AddLn(lp + "layer_norm", h);
     AddLinear(lp + "feed_forward.intermediate_dense", r_.intermediate, h);
@@ -138,7 +151,8 @@ void Wav2Vec2Trunk::AddLn(const std::string& p, int64_t n) {
 
 // The weight-norm magnitude g starts in [0.5, 1.5]; convs as InitConvWeight.
 void Wav2Vec2Trunk::InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const {
-  if (name.find("parametrizations.weight.original0") != std::string::npos) {
+  if (name.find("parametrizations.weight.original0") != std::string::npos ||
+      name.find("gru_rel_pos_const") != std::string::npos) {
     t.uniform_(0.5, 1.5, gen);
     return;
   }
@@ -176,8 +190,69 @@ at::Tensor Wav2Vec2Trunk::PositionalConv(const WeightMap& w, const at::Tensor& h
   return nn::Activate(pos, r_.feat_act).transpose(1, 2);
 }
 
+// data2vec-audio's stacked positional convs on [B, T, H] (same padding, groups, the even
+// kernel's extra frame dropped, LayerNorm without parameters over channels, feat_act).
+at::Tensor Wav2Vec2Trunk::StackedPositionalConv(const WeightMap& w, const at::Tensor& hs) const {
+  at::Tensor x = hs.transpose(1, 2);
+  for (int64_t i = 0; i < r_.pos_conv_layers; ++i) {
+    const std::string pc = pre_ + "encoder.pos_conv_embed.layers." + std::to_string(i) + ".conv.";
+    x = UnfoldConv1d(x, GetWeight(w, pc + "weight"), GetWeight(w, pc + "bias"), 1,
+                     r_.pos_kernel / 2, r_.pos_groups);
+    if (r_.pos_kernel % 2 == 0) x = x.narrow(2, 0, x.size(2) - 1);
+    x = at::layer_norm(x.transpose(1, 2), {r_.hidden}, {}, {}, 1e-5).transpose(1, 2);
+    x = nn::Activate(x, r_.feat_act);
+  }
+  return x.transpose(1, 2);
+}
+
+// WavLMAttention.compute_bias: buckets of memory - context positions (num_buckets / 2 per
+// direction, positive offsets in the upper half; offsets below half of them exact, the rest
+// log-spaced up to max_distance, capped at the last bucket), looked up in rel_attn_embed and
+// permuted to [heads, T, T]. The log branch is taken on offsets of at least 1: transformers
+// computes it on every offset (log(0) = -inf) and discards it where the exact branch applies.
+at::Tensor Wav2Vec2Trunk::RelativePositionBias(const WeightMap& w, int64_t frames) const {
+  const at::Tensor& table = GetWeight(w, pre_ + "encoder.layers.0.attention.rel_attn_embed.weight");
+  const auto opts = at::TensorOptions().dtype(at::kLong).device(table.device());
+  at::Tensor pos = at::arange(frames, opts);
+  at::Tensor rel = pos.unsqueeze(0) - pos.unsqueeze(1);  // [query, key]: key - query
+  const int64_t half = r_.rel_buckets / 2, exact = half / 2;
+  at::Tensor buckets = rel.gt(0).to(at::kLong) * half;
+  at::Tensor dist = rel.abs();
+  at::Tensor large =
+      (at::log(dist.clamp_min(1).to(at::kFloat) / static_cast<double>(exact)) /
+           std::log(static_cast<double>(r_.rel_max_distance) / static_cast<double>(exact)) *
+           static_cast<double>(half - exact) +
+       static_cast<double>(exact))
+          .to(at::kLong)
+          .clamp_max(half - 1);
+  buckets = buckets + at::where(dist.lt(exact), dist, large);
+  return at::embedding(table, buckets).permute({2, 0, 1});
+}
+
+// wav2vec2 self-attention; with WavLM's bias: per head and query, a gate from the layer's input
+// (gru_rel_pos_linear over the head's slice, summed in pairs of four: a, b = sigmoid(...)),
+// a * (b * gru_rel_pos_const - 1) + 2, scaling the shared bias, added to the scaled scores.
+at::Tensor Wav2Vec2Trunk::Attention(const WeightMap& w, const std::string& p, const at::Tensor& x,
+                                    const at::Tensor& bias) const {
+  if (!bias.defined()) return SelfAttention(w, p, x, r_.heads);
+  const int64_t b = x.size(0), s = x.size(1), h = x.size(2), heads = r_.heads, hd = h / heads;
+  at::Tensor gated = x.view({b, s, heads, hd}).permute({0, 2, 1, 3});
+  at::Tensor proj = Lin(w, p + "gru_rel_pos_linear", gated).view({b, heads, s, 2, 4}).sum(-1);
+  std::vector<at::Tensor> ab = at::sigmoid(proj).chunk(2, -1);
+  at::Tensor gate = ab[0] * (ab[1] * GetWeight(w, p + "gru_rel_pos_const") - 1.0) + 2.0;
+  at::Tensor mask = gate * bias.unsqueeze(0);  // [B, heads, S, 1] x [1, heads, S, S]
+  at::Tensor q = Lin(w, p + "q_proj", x).view({b, s, heads, hd}).transpose(1, 2);
+  at::Tensor k = Lin(w, p + "k_proj", x).view({b, s, heads, hd}).transpose(1, 2);
+  at::Tensor v = Lin(w, p + "v_proj", x).view({b, s, heads, hd}).transpose(1, 2);
+  at::Tensor scores =
+      nn::Matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(hd))) + mask;
+  at::Tensor ctx = nn::Matmul(at::softmax(scores, -1), v);
+  return Lin(w, p + "out_proj", ctx.transpose(1, 2).reshape({b, s, h}));
+}
+
 // Post-LN (wav2vec2-base) or pre-LN (`do_stable_layer_norm`).
-at::Tensor Wav2Vec2Trunk::EncoderLayer(const WeightMap& w, int64_t i, const at::Tensor& x) const {
+at::Tensor Wav2Vec2Trunk::EncoderLayer(const WeightMap& w, int64_t i, const at::Tensor& x,
+                                       const at::Tensor& bias) const {
   const std::string lp = pre_ + "encoder.layers." + std::to_string(i) + ".";
   auto ffn = [&](const at::Tensor& y) {
     return Lin(w, lp + "feed_forward.output_dense",
@@ -186,10 +261,10 @@ at::Tensor Wav2Vec2Trunk::EncoderLayer(const WeightMap& w, int64_t i, const at::
   at::Tensor hs = x;
   if (r_.stable_layer_norm) {
     at::Tensor y = Ln(w, lp + "layer_norm", hs, r_.eps);
-    hs = hs + SelfAttention(w, lp + "attention.", y, r_.heads);
+    hs = hs + Attention(w, lp + "attention.", y, bias);
     return hs + ffn(Ln(w, lp + "final_layer_norm", hs, r_.eps));
   }
-  hs = Ln(w, lp + "layer_norm", hs + SelfAttention(w, lp + "attention.", hs, r_.heads), r_.eps);
+  hs = Ln(w, lp + "layer_norm", hs + Attention(w, lp + "attention.", hs, bias), r_.eps);
   return Ln(w, lp + "final_layer_norm", hs + ffn(hs), r_.eps);
 }
 
@@ -200,11 +275,12 @@ std::pair<at::Tensor, at::Tensor> Wav2Vec2Trunk::Encode(const WeightMap& w,
   at::Tensor feats = x.transpose(1, 2);
   if (r_.feat_proj_layer_norm) feats = Ln(w, pre_ + "feature_projection.layer_norm", feats, r_.eps);
   at::Tensor hs = Lin(w, pre_ + "feature_projection.projection", feats);
-  hs = hs + PositionalConv(w, hs);
+  hs = hs + (r_.pos_conv_layers > 0 ? StackedPositionalConv(w, hs) : PositionalConv(w, hs));
   if (!r_.stable_layer_norm) hs = Ln(w, pre_ + "encoder.layer_norm", hs, r_.eps);
+  const at::Tensor bias = r_.rel_buckets > 0 ? RelativePositionBias(w, hs.size(1)) : at::Tensor();
   for (int64_t i = 0; i < r_.layers; ++i) {
     if (all) all->push_back(hs);
-    hs = EncoderLayer(w, i, hs);
+    hs = EncoderLayer(w, i, hs, bias);
   }
   if (r_.stable_layer_norm) hs = Ln(w, pre_ + "encoder.layer_norm", hs, r_.eps);
   if (all) all->push_back(hs);

@@ -62,6 +62,15 @@ struct Wav2Vec2Recipe {
   std::string base = "wav2vec2.";
   bool feat_proj_layer_norm = true;
   bool extract_features_output = true;
+  // data2vec-audio's positional embedding: `pos_conv_layers` stacked convs of kernel
+  // `pos_kernel` (Data2VecAudioPositionalConvLayer: conv, the even kernel's last frame dropped,
+  // a parameter-free LayerNorm, feat_act); 0: wav2vec2's one weight-normed conv.
+  int64_t pos_conv_layers = 0;
+  // WavLM's gated relative position bias (WavLMAttention): buckets > 0 turns it on.
+  int64_t rel_buckets = 0, rel_max_distance = 800;
+  // The x-vector head (Wav2Vec2ForXVector): TDNN widths, kernels, dilations, embedding width.
+  std::vector<int64_t> tdnn_dim, tdnn_kernel, tdnn_dilation;
+  int64_t xvector_dim = 512;
 };
 
 // Output frames of the tiny wav2vec2 run (its input length is derived from it).
@@ -95,7 +104,15 @@ class Wav2Vec2Trunk : public Model {
   void AddLn(const std::string& p, int64_t n);
   at::Tensor FeatureEncoder(const WeightMap& w, const at::Tensor& values) const;
   at::Tensor PositionalConv(const WeightMap& w, const at::Tensor& hs) const;
-  at::Tensor EncoderLayer(const WeightMap& w, int64_t i, const at::Tensor& hs) const;
+  at::Tensor StackedPositionalConv(const WeightMap& w, const at::Tensor& hs) const;
+  // `bias`: WavLM's relative position bias [heads, T, T] (undefined: none).
+  at::Tensor EncoderLayer(const WeightMap& w, int64_t i, const at::Tensor& hs,
+                          const at::Tensor& bias) const;
+  // WavLM: layer 0's rel_attn_embed at the T x T relative-position buckets -> [heads, T, T].
+  at::Tensor RelativePositionBias(const WeightMap& w, int64_t frames) const;
+  // Self-attention under `p` with WavLM's gate over `bias` when defined.
+  at::Tensor Attention(const WeightMap& w, const std::string& p, const at::Tensor& x,
+                       const at::Tensor& bias) const;
 
   std::string pre_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes_;

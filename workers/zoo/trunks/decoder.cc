@@ -284,6 +284,13 @@ std::vector<at::Tensor> DecoderModel::Forward(const WeightMap& w, const TensorMa
   const at::Device dev = ids.device();
   at::Tensor pos;
   at::Tensor x = Embed(w, ids, mask, pos);
+  if (c_.image_token) {
+    const at::Tensor image = GetOptionalInput(inputs, "image_embeds");
+    if (image.defined()) {
+      x = x.masked_scatter(ids.eq(*c_.image_token).unsqueeze(-1).expand_as(x),
+                           image.to(x.scalar_type()));
+    }
+  }
   const at::ScalarType dt = x.scalar_type();
   if (c_.pos == Pos::kRotary && c_.longrope.on) {
     std::tie(ctx.cos, ctx.sin) = LongRopeTables(pos, ctx.s, dt);
@@ -386,8 +393,8 @@ at::Tensor DecoderModel::Mlp(const WeightMap& w, const LayerW& l, const at::Tens
   auto lin = [&](const at::Tensor& in, const std::string& wn, const std::string& bn) {
     return nn::Linear(in, GetWeight(w, wn), GetOptionalWeight(w, bn));
   };
+  if (l.moe) return MoeMlp(w, l, x);
   if (c_.classic) {
-    if (l.moe) return MoeMlp(w, l, x);
     if (c_.mlp == Mlp::kGated)
       return Gated(w, x, Expert{l.gate, l.up, l.down, l.gate_b, l.up_b, l.down_b});
     if (c_.mlp == Mlp::kPlain)

@@ -64,6 +64,15 @@ struct Moe {
   // deepseek: `mlp.shared_experts` (ungated, shared_inter wide); else qwen2_moe's gated
   // `mlp.shared_expert` + `shared_expert_gate`.
   bool deepseek_shared = false;
+  // granitemoeshared: `shared_mlp.input_linear` (gate | up fused, shared_inter wide) and
+  // `shared_mlp.output_linear` under the layer, ungated, added to the routed output.
+  bool granite_shared = false;
+  // The names under the MoE block: transformers 5's router `gate.weight` and fused experts
+  // `experts.gate_up_proj` [E, 2I, H] / `experts.down_proj` [E, H, I] (granitemoe's
+  // GraniteMoeParallelExperts: `input_linear.weight` / `output_linear.weight`, its router
+  // `router.layer.weight`).
+  std::string router_name = "gate.weight", gate_up_name = "experts.gate_up_proj",
+              down_name = "experts.down_proj";
 };
 
 // DeepSeek-V2 / V3 multi-head latent attention (active when kv_lora > 0; decoder_mla.cc):
@@ -120,6 +129,8 @@ struct Recipe {
   bool embed_padding_idx = true;  // nn.Embedding(padding_idx=pad): row zeroed at init
   Norm norm = Norm::kRms;
   QkNorm qk_norm = QkNorm::kNone;
+  // The per-head q/k norm after the rotary, not before (HunYuanDenseV1Attention).
+  bool qk_norm_after_rope = false;
   Pos pos = Pos::kRotary;
   RopeConfig rope, rope_local;  // rope_local: sliding layers (gemma3)
   bool interleaved = false;     // rotate_every_two (GPT-J, Cohere, GLM) vs rotate_half
@@ -147,6 +158,10 @@ struct Recipe {
   std::vector<bool> rope_on, rope_local_on;    // per layer
   int64_t num_labels = 2;
   Names n;
+  // A vision-language model's language model (trunks/vision_language.h): the token id whose
+  // embeddings the input "image_embeds" [tokens, hidden] replace in order (transformers'
+  // inputs_embeds.masked_scatter over input_ids == image_token_id).
+  std::optional<int64_t> image_token;
 
   // ---- The llama-style lineage (llama, mistral, qwen2 and the families first written beside
   // them; README.md "Op-order options"). Each keeps an op order or convention those families

@@ -158,6 +158,7 @@ void DecoderModel::Project(const WeightMap& w, const LayerW& l, const at::Tensor
   q = q.reshape({b, s, nh, hd});
   k = k.reshape({b, s, nkv, hd});
   v = v.reshape({b, s, nkv, hd});
+  if (c_.qk_norm_after_rope) return;  // Attn norms them after the rotary
   switch (c_.qk_norm) {
     case QkNorm::kPerHeadRms:
       q = NormAs(Norm::kRms, w, q, l.qnw, "", hd);
@@ -189,6 +190,10 @@ at::Tensor DecoderModel::Attn(const WeightMap& w, const LayerW& l, const at::Ten
   if (l.rope) {
     q = Rotate(q, cos, sin);
     k = Rotate(k, cos, sin);
+  }
+  if (c_.qk_norm_after_rope) {  // HunYuanDenseV1Attention: query_layernorm / key_layernorm
+    q = NormAs(Norm::kRms, w, q, l.qnw, "", hd);
+    k = NormAs(Norm::kRms, w, k, l.knw, "", hd);
   }
   if (c_.q_pos_scale_beta != 0.0) {
     const at::Tensor pos = at::arange(s, q.options());

@@ -57,6 +57,10 @@ class DecoderModel : public Model {
   std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override;
   at::Tensor Loss(const WeightMap& w, const Batch& batch) const override;
   Batch MakeBatch(uint64_t seed, int64_t batch_size) const override;
+  // InitWeight for a model that holds this one (a vision-language model's language model).
+  void InitOwnWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const {
+    InitWeight(name, t, gen);
+  }
 
  protected:
   void InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const override;

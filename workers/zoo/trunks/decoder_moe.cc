@@ -19,14 +19,14 @@ void DecoderModel::AddMoe(const std::string& p, LayerW& l) {
   const int64_t h = c_.hidden, e_im = moe.inter;
   l.moe = true;
   const std::string m = p + (moe.mixtral ? std::string("mlp.") : c_.n.mlp);
-  l.router = Add(m + "gate.weight", {moe.experts, h});
+  l.router = Add(m + moe.router_name, {moe.experts, h});
   if (moe.router == Router::kDeepseekV3 || moe.router == Router::kErnie) {
     l.score_bias = Add(m + moe.score_bias_name, moe.score_bias_row
                                                     ? std::vector<int64_t>{1, moe.experts}
                                                     : std::vector<int64_t>{moe.experts});
   }
-  const std::string gate_up = Add(m + "experts.gate_up_proj", {moe.experts, 2 * e_im, h});
-  const std::string down = Add(m + "experts.down_proj", {moe.experts, h, e_im});
+  const std::string gate_up = Add(m + moe.gate_up_name, {moe.experts, 2 * e_im, h});
+  const std::string down = Add(m + moe.down_name, {moe.experts, h, e_im});
   for (int64_t e = 0; e < moe.experts; ++e) {
     Expert ex;
     ex.gate_up = gate_up;
@@ -36,6 +36,11 @@ void DecoderModel::AddMoe(const std::string& p, LayerW& l) {
   }
   if (moe.mixtral || moe.shared_inter <= 0) return;
   const int64_t s_im = moe.shared_inter;
+  if (moe.granite_shared) {  // GraniteMoeSharedMLP, under the layer
+    l.shared.gate_up = Add(p + "shared_mlp.input_linear.weight", {2 * s_im, h});
+    l.shared.down = Add(p + "shared_mlp.output_linear.weight", {h, s_im});
+    return;
+  }
   if (moe.deepseek_shared) {  // DeepseekV3MoE.shared_experts: a plain gated MLP
     l.shared.gate = Add(m + "shared_experts.gate_proj.weight", {s_im, h});
     l.shared.up = Add(m + "shared_experts.up_proj.weight", {s_im, h});
@@ -57,6 +62,10 @@ at::Tensor DecoderModel::Gated(const WeightMap& w, const at::Tensor& x, const Ex
     const int64_t im = gu.size(-1) / 2;
     at::Tensor g = nn::Activate(gu.narrow(-1, 0, im), c_.act.a);
     return nn::Linear(g * gu.narrow(-1, im, im), GetWeight(w, e.down).select(0, e.index));
+  }
+  if (!e.gate_up.empty()) {  // one fused [2I, H] gate | up (GraniteMoeSharedMLP.input_linear)
+    std::vector<at::Tensor> gu = nn::Linear(x, GetWeight(w, e.gate_up)).chunk(2, -1);
+    return nn::Linear(nn::Activate(gu[0], c_.act.a) * gu[1], GetWeight(w, e.down));
   }
   at::Tensor g = nn::Activate(lin(x, e.gate, e.gate_b), c_.act.a);
   return lin(g * lin(x, e.up, e.up_b), e.down, e.down_b);
@@ -90,7 +99,7 @@ at::Tensor DecoderModel::MoeMlp(const WeightMap& w, const LayerW& l, const at::T
   if (!l.shared_gate.empty()) {
     at::Tensor g = at::sigmoid(nn::Linear(x2, GetWeight(w, l.shared_gate)));
     out = out + g * Gated(w, x2, l.shared);
-  } else if (c_.moe.deepseek_shared && !l.shared.gate.empty()) {
+  } else if ((c_.moe.deepseek_shared && !l.shared.gate.empty()) || c_.moe.granite_shared) {
     out = out + Gated(w, x2, l.shared);
   }
   return out.view(shape);

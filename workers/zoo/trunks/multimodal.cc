@@ -46,7 +46,7 @@ ClipVisionTrunk::ClipVisionTrunk(ClipTowerRecipe recipe)
   Add(p + "post_layernorm.bias", {h});
 }
 
-VisionFeatures ClipVisionTrunk::Forward(const WeightMap& w, const at::Tensor& px) const {
+at::Tensor ClipVisionTrunk::Embed(const WeightMap& w, const at::Tensor& px) const {
   const std::string& p = r_.prefix;
   const int64_t b = px.size(0);
   at::Tensor x = nn::PatchEmbed(px, GetWeight(w, p + "embeddings.patch_embedding.weight"),
@@ -55,9 +55,19 @@ VisionFeatures ClipVisionTrunk::Forward(const WeightMap& w, const at::Tensor& px
                        .view({1, 1, r_.hidden})
                        .expand({b, 1, r_.hidden});
   x = at::cat({cls, x}, 1) + GetWeight(w, p + "embeddings.position_embedding.weight");
-  x = nn::LayerNorm(x, GetWeight(w, p + "pre_layrnorm.weight"),
-                    GetWeight(w, p + "pre_layrnorm.bias"), r_.eps);
-  x = encoder_->Forward(w, x, at::Tensor());
+  return nn::LayerNorm(x, GetWeight(w, p + "pre_layrnorm.weight"),
+                       GetWeight(w, p + "pre_layrnorm.bias"), r_.eps);
+}
+
+at::Tensor ClipVisionTrunk::HiddenState(const WeightMap& w, const at::Tensor& px,
+                                        int64_t index) const {
+  const int64_t layers = index < 0 ? r_.layers + 1 + index : index;
+  return encoder_->Forward(w, Embed(w, px), at::Tensor(), layers);
+}
+
+VisionFeatures ClipVisionTrunk::Forward(const WeightMap& w, const at::Tensor& px) const {
+  const std::string& p = r_.prefix;
+  at::Tensor x = encoder_->Forward(w, Embed(w, px), at::Tensor());
   at::Tensor pooled = nn::LayerNorm(x.select(1, 0), GetWeight(w, p + "post_layernorm.weight"),
                                     GetWeight(w, p + "post_layernorm.bias"), r_.eps);
   return {x, pooled};

@@ -56,8 +56,14 @@ class ClipVisionTrunk : public VisionTrunk {
   std::vector<int64_t> LastHiddenShape() const override;
   int64_t PooledWidth() const override { return r_.hidden; }
   bool InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const override;
+  // hidden_states[index] of output_hidden_states (0: the embeddings after pre_layrnorm, i: after
+  // layer i; negative counts from the end, -1 the last layer's output) [B, 1 + patches, hidden].
+  at::Tensor HiddenState(const WeightMap& w, const at::Tensor& pixel_values, int64_t index) const;
+  const ClipTowerRecipe& recipe() const { return r_; }
 
  private:
+  at::Tensor Embed(const WeightMap& w, const at::Tensor& pixel_values) const;
+
   ClipTowerRecipe r_;
   std::optional<PreLnEncoder> encoder_;  // built after the embeddings (weight order)
 };

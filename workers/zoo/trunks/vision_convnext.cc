@@ -56,8 +56,10 @@ ConvNextTrunk::ConvNextTrunk(ConvNextRecipe recipe)
     }
     in = out;
   }
-  Add(pre + "layernorm.weight", {in});
-  Add(pre + "layernorm.bias", {in});
+  if (r_.final_layernorm) {
+    Add(pre + "layernorm.weight", {in});
+    Add(pre + "layernorm.bias", {in});
+  }
 }
 
 VisionFeatures ConvNextTrunk::Forward(const WeightMap& w, const at::Tensor& pixel_values) const {
@@ -91,6 +93,7 @@ VisionFeatures ConvNextTrunk::Forward(const WeightMap& w, const at::Tensor& pixe
       x = x + y.permute({0, 3, 1, 2});
     }
   }
+  if (!r_.final_layernorm) return {x, x.mean({2, 3})};
   at::Tensor pooled = nn::LayerNorm(x.mean({2, 3}), weight(p + "layernorm"), bias(p + "layernorm"),
                                     r_.layer_norm_eps);
   return {x, pooled};

@@ -21,6 +21,8 @@ struct ConvNextRecipe {
   // ConvNeXt V2's global response normalization after the activation (ConvNextV2GRN):
   // x + grn.weight * (x * N) + grn.bias, N = ||x||_HW / (mean_C ||x||_HW + 1e-6).
   bool grn = false;
+  // The final LayerNorm of the pooled features (`layernorm`); ConvNextBackbone has none.
+  bool final_layernorm = true;
 };
 
 class ConvNextTrunk : public VisionTrunk {

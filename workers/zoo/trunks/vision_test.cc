@@ -45,6 +45,77 @@ TEST(VisionFamiliesTest, ResNet) {
                    .empty());
 }
 
+// ResNetBackbone.forward (modeling_resnet.py): the embedder, the encoder with
+// output_hidden_states, feature_maps = hidden_states at out_features' indices (stage_names
+// "stem", "stage1".."stage4"); the default last stage is the encoder's output, which is
+// ResNetModel's last_hidden_state (cross-checked against transformers, FIDELITY.md) over the
+// same state_dict names.
+TEST(VisionFamiliesTest, ResNetBackboneIsTheLastStageMapOfResNetModel) {
+  auto bb = Build("ResNetBackbone");
+  ASSERT_TRUE(bb);
+  EXPECT_EQ(bb->spec().task, "backbone");
+  auto model = testing::BuildSibling(*bb, "ResNetModel");
+  ASSERT_TRUE(model);
+  EXPECT_EQ(bb->WeightShapes(), model->WeightShapes());
+  const WeightMap w = bb->InitWeights(3, at::kDouble);
+  Batch batch = bb->MakeBatch(4, 2);
+  batch.inputs["pixel_values"] = batch.inputs.at("pixel_values").to(at::kDouble);
+  const auto out = bb->Forward(w, batch.inputs);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 128, 1, 1}));
+  EXPECT_EQ(testing::MaxAbs(out[0], model->Forward(w, batch.inputs)[0]), 0.0);
+  // No loss in transformers: the map regressed onto the batch's target.
+  const at::Tensor target = batch.labels.at("target").to(at::kDouble);
+  EXPECT_EQ(target.sizes(), out[0].sizes());
+  EXPECT_NEAR(bb->Loss(w, batch).item<double>(), (out[0] - target).pow(2).mean().item<double>(),
+              1e-12);
+  testing::ExpectConfigError("ResNetBackbone", "out_features", nlohmann::json{"stage2"},
+                             "out_features");
+  testing::ExpectConfigError("ResNetBackbone", "out_indices", nlohmann::json{1, 4},
+                             "out_indices");
+}
+
+// ConvNextBackbone.forward (modeling_convnext.py; ConvNextV2Backbone the same): embeddings,
+// the encoder with output_hidden_states, feature_maps = hidden_states_norms[stage](hidden
+// state) for the stages in out_features (default: the last); ConvNextLayerNorm channels_first:
+// u = mean_C(x), s = mean_C((x - u)^2), (x - u) / sqrt(s + 1e-6), then weight[:, None, None] * x
+// + bias[:, None, None]. The last stage's hidden state is ConvNextModel's last_hidden_state
+// (cross-checked against transformers, FIDELITY.md); the backbone has no final `layernorm`.
+TEST(VisionFamiliesTest, ConvNextBackbonesNormTheLastStageOfTheirModel) {
+  for (const std::string family : {"ConvNext", "ConvNextV2"}) {
+    SCOPED_TRACE(family);
+    auto bb = Build(family + "Backbone");
+    ASSERT_TRUE(bb);
+    EXPECT_EQ(bb->spec().task, "backbone");
+    auto model = testing::BuildSibling(*bb, family + "Model");
+    ASSERT_TRUE(model);
+    EXPECT_TRUE(testing::HasWeight(*model, "layernorm.weight"));
+    EXPECT_FALSE(testing::HasWeight(*bb, "layernorm.weight"));
+    EXPECT_EQ(testing::WeightShape(*bb, "hidden_states_norms.stage4.weight"),
+              (std::vector<int64_t>{64}));
+    const WeightMap w = bb->InitWeights(3, at::kDouble);
+    WeightMap mw = model->InitWeights(5, at::kDouble);
+    for (const auto& [n, t] : w) {
+      if (mw.count(n)) mw[n] = t;
+    }
+    EXPECT_EQ(mw.size(), w.size());  // the model's own: layernorm; the backbone's: the stage norm
+    Batch batch = bb->MakeBatch(4, 2);
+    batch.inputs["pixel_values"] = batch.inputs.at("pixel_values").to(at::kDouble);
+    const at::Tensor x = model->Forward(mw, batch.inputs)[0];
+    const at::Tensor u = x.mean(1, /*keepdim=*/true);
+    const at::Tensor var = (x - u).pow(2).mean(1, /*keepdim=*/true);
+    const at::Tensor want =
+        w.at("hidden_states_norms.stage4.weight").view({-1, 1, 1}) * ((x - u) / at::sqrt(var + 1e-6)) +
+        w.at("hidden_states_norms.stage4.bias").view({-1, 1, 1});
+    const auto out = bb->Forward(w, batch.inputs);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].sizes(), x.sizes());
+    EXPECT_LT(testing::MaxAbs(out[0], want), 1e-10);
+    testing::ExpectConfigError(family + "Backbone", "out_features",
+                               nlohmann::json{"stage1", "stage4"}, "out_features");
+  }
+}
+
 TEST(VisionFamiliesTest, ConvNext) {
   CheckCommon("ConvNextForImageClassification", {2, 10});
   CheckCommon("ConvNextModel", {2, 64, 1, 1});

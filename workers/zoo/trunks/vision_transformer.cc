@@ -48,13 +48,15 @@ PreLnEncoder::PreLnEncoder(PreLnEncoderRecipe recipe, const std::string& prefix,
   }
 }
 
-at::Tensor PreLnEncoder::Forward(const WeightMap& w, at::Tensor x,
-                                 const at::Tensor& blocked) const {
+at::Tensor PreLnEncoder::Forward(const WeightMap& w, at::Tensor x, const at::Tensor& blocked,
+                                 int64_t layers) const {
   const int64_t b = x.size(0), s = x.size(1), hid = r_.hidden, nh = r_.heads;
   const int64_t hd = hid / nh;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   auto heads = [&](const at::Tensor& t) { return t.view({b, s, nh, hd}).transpose(1, 2); };
-  for (const Names& l : layers_) {
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    if (layers >= 0 && static_cast<int64_t>(li) >= layers) break;
+    const Names& l = layers_[li];
     auto lin = [&](const at::Tensor& y, EncoderSlot slot) {
       const auto i = static_cast<size_t>(slot);
       return nn::Linear(y, GetWeight(w, l.weight[i]), GetOptionalWeight(w, l.bias[i]));

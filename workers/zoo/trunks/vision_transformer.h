@@ -43,8 +43,10 @@ class PreLnEncoder {
   // Appends the weights under `prefix` + naming.layers + index to `weights`.
   PreLnEncoder(PreLnEncoderRecipe recipe, const std::string& prefix, WeightList& weights);
 
-  // x [B, S, hidden]; `blocked` as nn::Attention (may be undefined).
-  at::Tensor Forward(const WeightMap& w, at::Tensor x, const at::Tensor& blocked) const;
+  // x [B, S, hidden]; `blocked` as nn::Attention (may be undefined). `layers` >= 0: only the
+  // first that many layers (hidden_states[layers] of transformers' output_hidden_states).
+  at::Tensor Forward(const WeightMap& w, at::Tensor x, const at::Tensor& blocked,
+                     int64_t layers = -1) const;
   const PreLnEncoderRecipe& recipe() const { return r_; }
 
  private:

@@ -1,0 +1,157 @@
+// The vision-language kind (trunks/vision_language.h).
+#include "workers/zoo/trunks/vision_language.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "workers/zoo/families_internal.h"
+#include "workers/zoo/nn.h"
+#include "workers/zoo/scaling.h"
+#include "workers/zoo/trunks/decoder_model.h"
+
+namespace ts::zoo::internal {
+namespace {
+
+class VisionLanguageModel : public Model {
+ public:
+  VisionLanguageModel(ModelSpec spec, VisionLanguageRecipe r)
+      : Model(std::move(spec)), r_(std::move(r)) {
+    r_.vision.prefix = r_.base + "vision_tower.";
+    vision_.emplace(r_.vision);
+    // Only what hidden_states[vision_feature_layer] reads: the layers after it and
+    // post_layernorm get no gradient, so they are state_dict entries (llava.cc), not weights.
+    for (const auto& [n, s] : vision_->Weights()) {
+      if (VisionTowerReads(r_, n)) shapes_.emplace_back(n, s);
+    }
+    proj_ = r_.base + "multi_modal_projector.";
+    const int64_t hv = r_.vision.hidden, ht = r_.text.hidden;
+    shapes_.emplace_back(proj_ + "linear_1.weight", std::vector<int64_t>{ht, hv});
+    if (r_.projector_bias) shapes_.emplace_back(proj_ + "linear_1.bias", std::vector<int64_t>{ht});
+    shapes_.emplace_back(proj_ + "linear_2.weight", std::vector<int64_t>{ht, ht});
+    if (r_.projector_bias) shapes_.emplace_back(proj_ + "linear_2.bias", std::vector<int64_t>{ht});
+    decoder::Recipe text = r_.text;
+    text.n.head_base = r_.base + "language_model.";
+    text.n.model_base = "language_model.";
+    text.image_token = r_.image_token;
+    ModelSpec lm = this->spec();
+    lm.tiny_config = this->spec().tiny_config.value("text_config", nlohmann::json::object());
+    if (this->spec().tiny_config.contains("touchstone_tiny"))
+      lm.tiny_config["touchstone_tiny"] = this->spec().tiny_config["touchstone_tiny"];
+    lm_ = std::make_unique<decoder::DecoderModel>(std::move(lm), std::move(text), r_.head);
+    for (const auto& [n, s] : lm_->WeightShapes()) shapes_.emplace_back(n, s);
+  }
+
+  WeightShapeList WeightShapes() const override { return shapes_; }
+
+  std::vector<std::string> OutputNames() const override {
+    std::vector<std::string> names = lm_->OutputNames();
+    names.push_back("image_hidden_states");
+    return names;
+  }
+
+  std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
+    const at::Tensor image = ImageFeatures(w, GetInput(inputs, "pixel_values"));
+    std::vector<at::Tensor> out = lm_->Forward(w, WithImage(inputs, image));
+    out.push_back(image);
+    return out;
+  }
+
+  at::Tensor Loss(const WeightMap& w, const Batch& batch) const override {
+    const at::Tensor image = ImageFeatures(w, GetInput(batch.inputs, "pixel_values"));
+    Batch lm_batch;
+    lm_batch.inputs = WithImage(batch.inputs, image);
+    lm_batch.labels = batch.labels;
+    return lm_->Loss(w, lm_batch);
+  }
+
+  Batch MakeBatch(uint64_t seed, int64_t batch_size) const override {
+    Batch batch = lm_->MakeBatch(seed, batch_size);
+    at::Tensor& ids = batch.inputs.at("input_ids");
+    const int64_t b = ids.size(0), n = r_.ImageTokens(), vocab = r_.text.vocab;
+    // Text tokens never hold the image id; the image's tokens follow token 0, as a processor
+    // expands "<image>" after the bos token.
+    ids = ids.masked_fill(ids.eq(r_.image_token), (r_.image_token + 1) % vocab);
+    ids.narrow(1, 1, n).fill_(r_.image_token);
+    auto labels = batch.labels.find("labels");
+    if (labels != batch.labels.end() && labels->second.dim() == 2)
+      labels->second.narrow(1, 1, n).fill_(-100);
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed ^ 0x1a9e5ull);
+    batch.inputs["pixel_values"] =
+        at::randn({b, r_.vision.channels, r_.vision.image, r_.vision.image}, gen,
+                  at::TensorOptions().dtype(at::kFloat));
+    return batch;
+  }
+
+ protected:
+  void InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const override {
+    if (vision_->InitWeight(name, t, gen)) return;
+    if (name.rfind(r_.base + "vision_tower.", 0) == 0 || name.rfind(proj_, 0) == 0) {
+      Model::InitWeight(name, t, gen);
+      return;
+    }
+    lm_->InitOwnWeight(name, t, gen);
+  }
+
+ private:
+  // LlavaModel.get_image_features: hidden_states[vision_feature_layer] of the tower, without
+  // the cls token under "default", through the projector (linear_1, act, linear_2); one row per
+  // image token, [B * tokens, text hidden] flattened as masked_scatter reads them.
+  at::Tensor ImageFeatures(const WeightMap& w, const at::Tensor& pixels) const {
+    at::Tensor f = vision_->HiddenState(w, pixels, r_.feature_layer);
+    if (r_.drop_cls) f = f.narrow(1, 1, f.size(1) - 1);
+    f = nn::Linear(f, GetWeight(w, proj_ + "linear_1.weight"),
+                   GetOptionalWeight(w, r_.projector_bias ? proj_ + "linear_1.bias" : ""));
+    f = nn::Activate(f, r_.projector_act);
+    return nn::Linear(f, GetWeight(w, proj_ + "linear_2.weight"),
+                      GetOptionalWeight(w, r_.projector_bias ? proj_ + "linear_2.bias" : ""));
+  }
+
+  static TensorMap WithImage(const TensorMap& inputs, const at::Tensor& image) {
+    TensorMap lm;
+    for (const char* k : {"input_ids", "attention_mask"}) {
+      auto it = inputs.find(k);
+      if (it != inputs.end()) lm[k] = it->second;
+    }
+    lm["image_embeds"] = image.reshape({-1, image.size(-1)});
+    return lm;
+  }
+
+  VisionLanguageRecipe r_;
+  std::optional<ClipVisionTrunk> vision_;
+  std::string proj_;
+  std::unique_ptr<decoder::DecoderModel> lm_;
+  WeightShapeList shapes_;
+};
+
+}  // namespace
+
+int64_t VisionLanguageRecipe::TowerLayersRun() const {
+  return feature_layer < 0 ? vision.layers + 1 + feature_layer : feature_layer;
+}
+
+bool VisionTowerReads(const VisionLanguageRecipe& r, const std::string& name) {
+  const std::string& p = r.vision.prefix;
+  if (name.rfind(p, 0) != 0) return true;
+  const std::string rest = name.substr(p.size());
+  if (rest.rfind("post_layernorm.", 0) == 0) return false;
+  const std::string layers = "encoder.layers.";
+  if (rest.rfind(layers, 0) != 0) return true;
+  return std::stoll(rest.substr(layers.size())) < r.TowerLayersRun();
+}
+
+int64_t VisionLanguageRecipe::ImageTokens() const {
+  const int64_t grid = vision.image / vision.patch;
+  return grid * grid + (drop_cls ? 0 : 1);
+}
+
+StatusOr<std::unique_ptr<Model>> BuildVisionLanguageModel(ModelSpec spec,
+                                                          VisionLanguageRecipe recipe) {
+  return std::unique_ptr<Model>(
+      std::make_unique<VisionLanguageModel>(std::move(spec), std::move(recipe)));
+}
+
+}  // namespace ts::zoo::internal

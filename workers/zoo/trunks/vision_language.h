@@ -1,0 +1,53 @@
+// The vision-language kind (image-text-to-text): a vision tower, a projector and a decoder
+// language model (trunks/decoder.h) whose input embeddings at the image token are replaced by the
+// projected image features, as transformers' LlavaModel.get_image_features and
+// inputs_embeds.masked_scatter do. LlavaForConditionalGeneration and LlavaModel (families/
+// llava.cc) are built on it.
+//
+// Weights: the tower's (`<base>vision_tower.`), the projector's (`<base>multi_modal_projector.`),
+// then the language model's (`<base>language_model.`, and `lm_head` on the conditional-generation
+// head), with <base> "model." under ForConditionalGeneration and "" for the base model. The
+// batch: pixel_values [B, C, H, W], input_ids [B, S] with the first `image_tokens` positions after
+// token 0 the image token, attention_mask, and the language model head's labels (-100 at the
+// image tokens).
+//
+// Thread-safety: immutable after construction.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "workers/zoo/model.h"
+#include "workers/zoo/trunks/decoder.h"
+#include "workers/zoo/trunks/multimodal.h"
+
+namespace ts::zoo::internal {
+
+struct VisionLanguageRecipe {
+  std::string base = "model.";  // "" for the base model
+  ClipTowerRecipe vision;       // prefix set by the model
+  // vision_feature_layer: the tower's hidden_states index the features come from (-2).
+  int64_t feature_layer = -2;
+  // vision_feature_select_strategy "default" drops the cls token; "full" keeps it.
+  bool drop_cls = true;
+  Activation projector_act = Activation::kGeluErf;  // projector_hidden_act
+  bool projector_bias = true;                       // multimodal_projector_bias
+  int64_t image_token = 0;                          // image_token_index
+  decoder::Recipe text;                             // names set by the model
+  TextHeadKind head = TextHeadKind::kCausalLM;      // kCausalLM or kBase
+
+  // Image tokens per image (the tower's patches, plus the cls token under "full").
+  int64_t ImageTokens() const;
+  // The tower layers hidden_states[feature_layer] runs through.
+  int64_t TowerLayersRun() const;
+};
+
+// Whether the model reads tower weight `name` (under recipe.vision.prefix): not post_layernorm,
+// not the layers after the feature layer (transformers builds them; they get no gradient).
+bool VisionTowerReads(const VisionLanguageRecipe& recipe, const std::string& name);
+
+StatusOr<std::unique_ptr<Model>> BuildVisionLanguageModel(ModelSpec spec,
+                                                          VisionLanguageRecipe recipe);
+
+}  // namespace ts::zoo::internal

@@ -1,0 +1,127 @@
+// LLaVA against a reference written from modeling_llava.py (get_image_features, the projector,
+// inputs_embeds.masked_scatter at the image token) over a one-layer llama written from
+// modeling_llama.py, in double. The tower's hidden state comes from the zoo's CLIPVisionModel
+// (its own class, checked against transformers' state_dict table and cross-check) cut at the
+// feature layer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "workers/zoo/family_test_util.h"
+#include "workers/zoo/model.h"
+#include "workers/zoo/state_dict.h"
+
+namespace ts::zoo {
+namespace {
+
+using json = nlohmann::json;
+
+at::Tensor Rms(const at::Tensor& x, const at::Tensor& w, double eps) {
+  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * w;
+}
+
+// LlamaModel (one layer) over inputs_embeds `x`, causal with right padding from `mask`, then
+// lm_head.
+at::Tensor LlamaLogits(const WeightMap& w, const std::string& p, at::Tensor x,
+                       const at::Tensor& mask, const json& c) {
+  const int64_t heads = c.at("num_attention_heads"), kv = c.at("num_key_value_heads");
+  const int64_t hid = c.at("hidden_size"), d = hid / heads, b = x.size(0), s = x.size(1);
+  const double eps = c.at("rms_norm_eps"), theta = c.value("rope_theta", 10000.0);
+  const std::string l = p + "layers.0.";
+  at::Tensor h = Rms(x, w.at(l + "input_layernorm.weight"), eps);
+  auto proj = [&](const char* n, int64_t nh) {
+    return at::linear(h, w.at(l + "self_attn." + n + ".weight"))
+        .view({b, s, nh, d})
+        .transpose(1, 2);
+  };
+  at::Tensor inv = 1.0 / at::pow(theta, at::arange(0, d, 2, at::kDouble) / static_cast<double>(d));
+  at::Tensor f = at::outer(at::arange(s, at::kDouble), inv);
+  at::Tensor emb = at::cat({f, f}, -1);
+  auto rope = [&](const at::Tensor& t) {
+    at::Tensor t1 = t.narrow(-1, 0, d / 2), t2 = t.narrow(-1, d / 2, d / 2);
+    return t * emb.cos() + at::cat({-t2, t1}, -1) * emb.sin();
+  };
+  at::Tensor q = rope(proj("q_proj", heads));
+  at::Tensor k = rope(proj("k_proj", kv)).repeat_interleave(heads / kv, 1);
+  at::Tensor v = proj("v_proj", kv).repeat_interleave(heads / kv, 1);
+  at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
+  at::Tensor blocked =
+      at::ones({s, s}, at::kBool).triu(1).view({1, 1, s, s}) | mask.eq(0).view({b, 1, 1, s});
+  scores = scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
+  at::Tensor a = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({b, s, hid});
+  x = x + at::linear(a, w.at(l + "self_attn.o_proj.weight"));
+  h = Rms(x, w.at(l + "post_attention_layernorm.weight"), eps);
+  const std::string m = l + "mlp.";
+  x = x + at::linear(at::silu(at::linear(h, w.at(m + "gate_proj.weight"))) *
+                         at::linear(h, w.at(m + "up_proj.weight")),
+                     w.at(m + "down_proj.weight"));
+  return at::linear(Rms(x, w.at(p + "norm.weight"), eps), w.at("lm_head.weight"));
+}
+
+TEST(VisionLanguageTest, LlavaSplicesProjectedTowerFeaturesAtTheImageToken) {
+  auto m = testing::Build("LlavaForConditionalGeneration");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->spec().task, "image-text-to-text");
+  const json& c = m->spec().tiny_config;
+  const int64_t image_token = c.at("image_token_index");
+  const WeightMap w = m->InitWeights(3, at::kDouble);
+  Batch batch = m->MakeBatch(5, 2);
+  batch.inputs["pixel_values"] = batch.inputs.at("pixel_values").to(at::kDouble);
+  const at::Tensor& ids = batch.inputs.at("input_ids");
+  const int64_t n_img = ids.eq(image_token).sum().item<int64_t>();
+  EXPECT_EQ(n_img, 2 * 16);  // 32 px / patch 8 = 16 tokens per image, cls dropped
+  EXPECT_TRUE(
+      batch.labels.at("labels").masked_select(ids.eq(image_token)).eq(-100).all().item<bool>());
+
+  // hidden_states[-2] of the two-layer tower: the output of its first layer.
+  json tower = c.at("vision_config");
+  ASSERT_EQ(tower.at("num_hidden_layers"), 2);
+  tower["num_hidden_layers"] = 1;
+  tower["architectures"] = {"CLIPVisionModel"};
+  auto clip = testing::BuildFull(tower);
+  ASSERT_TRUE(clip);
+  // The model's tower weights; post_layernorm (which LLaVA never reads, so the model has none)
+  // from the tower's own initialisation: it only feeds the pooled output, not taken here.
+  WeightMap tower_w = clip->InitWeights(1, at::kDouble);
+  for (const auto& [n, t] : testing::Unprefixed(w, "model.vision_tower.")) tower_w[n] = t;
+  const at::Tensor hs = clip->Forward(tower_w, batch.inputs)[0];
+  const std::string p = "model.multi_modal_projector.";
+  at::Tensor feats =
+      at::linear(at::gelu(at::linear(hs.narrow(1, 1, hs.size(1) - 1), w.at(p + "linear_1.weight"),
+                                     w.at(p + "linear_1.bias"))),
+                 w.at(p + "linear_2.weight"), w.at(p + "linear_2.bias"));
+  at::Tensor x = at::embedding(w.at("model.language_model.embed_tokens.weight"), ids);
+  x = x.masked_scatter(ids.eq(image_token).unsqueeze(-1).expand_as(x), feats);
+  const at::Tensor want = LlamaLogits(w, "model.language_model.", x,
+                                      batch.inputs.at("attention_mask"), c.at("text_config"));
+  const auto out = m->Forward(w, batch.inputs);
+  ASSERT_EQ(out.size(), 2u);
+  const at::Tensor attended = batch.inputs.at("attention_mask").unsqueeze(-1).to(at::kBool);
+  EXPECT_LT(testing::MaxAbs(out[0].masked_select(attended), want.masked_select(attended)), 1e-9);
+  EXPECT_LT(testing::MaxAbs(out[1], feats), 1e-10);
+
+  auto base = testing::BuildSibling(*m, "LlavaModel");
+  ASSERT_TRUE(base);
+  EXPECT_TRUE(testing::HasWeight(*base, "language_model.layers.0.self_attn.q_proj.weight"));
+  EXPECT_TRUE(testing::HasWeight(*base, "vision_tower.encoder.layers.0.mlp.fc1.weight"));
+  EXPECT_TRUE(testing::HasWeight(*base, "multi_modal_projector.linear_2.bias"));
+  // The tower's last layer and post_layernorm: transformers builds them and LLaVA never calls
+  // them (no gradient), so they are state_dict entries, not weights.
+  for (const char* unused : {"vision_tower.encoder.layers.1.mlp.fc1.weight",
+                             "vision_tower.post_layernorm.weight"}) {
+    EXPECT_FALSE(testing::HasWeight(*base, unused)) << unused;
+    bool in_state_dict = false;
+    for (const auto& e : StateDictShapes(*base)) in_state_dict |= e.name == unused;
+    EXPECT_TRUE(in_state_dict) << unused;
+  }
+  testing::ExpectConfigError("LlavaForConditionalGeneration", "vision_feature_layer", json{-2, -5},
+                             "vision_feature_layer");
+  testing::ExpectConfigError("LlavaForConditionalGeneration", "vision_feature_select_strategy",
+                             "pooled", "vision_feature_select_strategy");
+}
+
+}  // namespace
+}  // namespace ts::zoo
