@@ -126,8 +126,8 @@ class SchedulerAuthTest : public ::testing::Test {
   std::unique_ptr<pb::Query::Stub> query_;
 };
 
-// Every method of touchstone.v1.Scheduler has a role, and the worker API is exactly the five
-// methods a worker calls.
+// Every method of touchstone.v1.Scheduler has a role, and the worker API is exactly the
+// methods a worker calls: the five of a shard's life and the three of reference bundles.
 TEST(SchedulerMethodRoleTest, EveryMethodDeclaresItsRole) {
   const auto* service = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
       "touchstone.v1.Scheduler");
@@ -140,11 +140,12 @@ TEST(SchedulerMethodRoleTest, EveryMethodDeclaresItsRole) {
     (*role == Role::kWorker ? worker : *role == Role::kReader ? reader : admin).insert(name);
   }
   EXPECT_EQ(worker, (std::set<std::string>{"RegisterWorker", "LeaseShard", "Heartbeat",
-                                           "ReportResults", "FinishShard"}));
-  EXPECT_EQ(reader, (std::set<std::string>{"GetSweep", "ListResults"}));
+                                           "ReportResults", "FinishShard", "ListReferences",
+                                           "FetchReferences", "UploadReferences"}));
+  EXPECT_EQ(reader, (std::set<std::string>{"GetSweep", "ListResults", "ReferenceStats"}));
   EXPECT_EQ(admin, (std::set<std::string>{"UpsertModels", "CreateSweep", "CancelSweep",
-                                          "AddSchedule", "ListSchedules", "RemoveSchedule",
-                                          "SetScheduleEnabled"}));
+                                          "PruneReferences", "AddSchedule", "ListSchedules",
+                                          "RemoveSchedule", "SetScheduleEnabled"}));
   EXPECT_EQ(SchedulerMethodRole("Prune"), std::nullopt);
 }
 
