@@ -105,7 +105,8 @@ def hf_output(out, name):
             return out[name]
     if hasattr(out, name) and getattr(out, name) is not None:
         return getattr(out, name)
-    raise KeyError("output '%s' not among transformers' %s" % (name, list(out.keys())))
+    raise KeyError("output '%s' not among the model's %s" % (
+        name, list(out.keys()) if hasattr(out, "keys") else type(out).__name__))
 
 
 def check_one(folder, want_keys):

@@ -41,32 +41,18 @@ import sys
 import time
 import traceback
 
-_DTYPES = {
-    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
-    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool",
-}
+# Run as a script from clients/python: its folder is on sys.path. The safetensors reader, the
+# dtype table and the output lookup are the cross-check's (one copy of each).
+import hf_crosscheck
+from hf_crosscheck import _DTYPES
+
 METADATA_ENTRY = "touchstone.reference_bundle"  # workers/refs/format.h
 FORMAT_VERSION = 1
 
 
 def read_safetensors(path):
-    """{name: tensor} of one safetensors file."""
-    import torch
-
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    header.pop("__metadata__", None)
-    data = raw[8 + n:]
-    out = {}
-    for name, e in header.items():
-        begin, end = e["data_offsets"]
-        dtype = getattr(torch, _DTYPES[e["dtype"]])
-        buf = bytearray(data[begin:end])
-        t = torch.frombuffer(buf, dtype=dtype) if buf else torch.empty(0, dtype=dtype)
-        out[name] = t.reshape(e["shape"]).clone()
-    return out
+    """name -> tensor of a safetensors file (hf_crosscheck's reader, without the metadata)."""
+    return hf_crosscheck.read_safetensors(path)[0]
 
 
 def encode_safetensors(tensors, metadata):
@@ -121,18 +107,8 @@ def bundle_bytes(key, outputs, golden, losses, provenance):
                                                                    sort_keys=True)})
 
 
-def output_by_name(out, name):
-    if isinstance(out, dict) or hasattr(out, "keys"):
-        if name in out.keys():
-            return out[name]
-    if hasattr(out, name) and getattr(out, name) is not None:
-        return getattr(out, name)
-    raise KeyError("output '%s' not among the model's %s" % (
-        name, list(out.keys()) if hasattr(out, "keys") else type(out).__name__))
-
-
 def loss_of(out):
-    loss = output_by_name(out, "loss")
+    loss = hf_crosscheck.hf_output(out, "loss")
     return loss[0] if isinstance(loss, (tuple, list)) else loss
 
 
@@ -191,7 +167,7 @@ def forward(model, inputs, names):
         out = model(**inputs)
     result = []
     for name in names:
-        t = output_by_name(out, name)
+        t = hf_crosscheck.hf_output(out, name)
         if isinstance(t, (tuple, list)):
             t = t[0]
         result.append(t.detach().to("cpu"))
