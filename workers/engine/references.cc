@@ -187,13 +187,15 @@ bool GradientsForJudge(StageContext& ctx, const zoo::WeightMap& device,
     // A parameter the bundle has no gradient of in full: the device's is the declared one
     // exactly when its digest is the declared one's, and is then taken for it (the judge
     // passes it at ratio 1 without reading anything else); otherwise it must be computed.
+    // A held gradient is in its stored form (refs::AsStored), so equality is decided by the
+    // digest for every parameter, held or not, as the fresh run decides it on the exact one.
     for (const auto& [p, digest] : st.stored->train->declared_digests) {
-      if (grads_declared.count(p)) continue;
       auto it = device.find(p);
-      if (it == device.end() || !it->second.defined() || refs::TensorDigest(it->second) != digest) {
-        return false;
+      if (it != device.end() && it->second.defined() && refs::TensorDigest(it->second) == digest) {
+        grads_declared[p] = it->second;
+        continue;
       }
-      grads_declared[p] = it->second;
+      if (!grads_declared.count(p)) return false;
     }
   }
   // The parameters whose gradient the judge reads in full: the device's is not the declared

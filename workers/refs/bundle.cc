@@ -27,12 +27,42 @@ const char* GoldenName(TrainReferences::Golden g) {
 
 json OutcomeJson(const PartOutcome& o) { return {{"status", o.status}, {"error", o.error}}; }
 
-// Adds the defined tensors of `list` as forward.<name>.<i>; returns their indices.
-json AddList(zoo::TensorMap& out, const std::string& name, const TensorList& list) {
+// ---- Residuals (bundle.h, AsStored): a golden or declared reference as its anchor plus a
+// bf16 residual.
+
+bool Condensable(const at::Tensor& value, const at::Tensor& anchor) {
+  return value.defined() && anchor.defined() && value.sizes() == anchor.sizes() &&
+         (value.scalar_type() == at::kDouble || value.scalar_type() == at::kFloat) &&
+         anchor.scalar_type() == at::kFloat && value.numel() > 0 &&
+         at::isfinite(value).all().item<bool>() && at::isfinite(anchor).all().item<bool>();
+}
+
+// bf16(value - anchor). Expanding it rounds anchor + residual to value's grid; that value's
+// residual is then exactly representable in bf16 (the rounding only drops the residual's low
+// bits), so AsStored is idempotent (BundleTest checks it).
+at::Tensor Residual(const at::Tensor& value, const at::Tensor& anchor) {
+  const at::Tensor a = anchor.detach().to(at::kCPU, at::kDouble);
+  return (value.detach().to(at::kCPU, at::kDouble) - a)
+      .to(at::kFloat)
+      .to(at::kBFloat16)
+      .contiguous();
+}
+
+// anchor + residual, rounded once to `dtype`.
+at::Tensor Expand(const at::Tensor& anchor, const at::Tensor& residual, at::ScalarType dtype) {
+  return (anchor.to(at::kCPU, at::kDouble) + residual.to(at::kDouble)).to(dtype).contiguous();
+}
+
+// Adds the defined tensors of `list` as forward.<name>.<i>, as residuals against `anchors`
+// where they can be; returns their indices.
+json AddList(zoo::TensorMap& out, const std::string& name, const TensorList& list,
+             const TensorList* anchors = nullptr) {
   json idx = json::array();
   for (size_t i = 0; i < list.size(); ++i) {
     if (!list[i].defined()) continue;
-    out["forward." + name + "." + std::to_string(i)] = list[i];
+    const bool residual = anchors && i < anchors->size() && Condensable(list[i], (*anchors)[i]);
+    out["forward." + name + "." + std::to_string(i)] =
+        residual ? Residual(list[i], (*anchors)[i]) : list[i];
     idx.push_back(i);
   }
   return idx;
@@ -68,11 +98,14 @@ void AddGrad(zoo::TensorMap& out, const std::string& name, const at::Tensor& g, 
   elided[name] = c.sizes().vec();
 }
 
-json AddGrads(zoo::TensorMap& out, const std::string& name, const GradMap& grads, json& elided) {
+json AddGrads(zoo::TensorMap& out, const std::string& name, const GradMap& grads, json& elided,
+              const GradMap* anchors = nullptr) {
   json names = json::array();
   for (const auto& [p, g] : grads) {
     if (!g.defined()) continue;
-    AddGrad(out, "train.grads." + name + "." + p, g, elided);
+    auto a = anchors ? anchors->find(p) : GradMap::const_iterator();
+    const bool residual = anchors && a != anchors->end() && Condensable(g, a->second);
+    AddGrad(out, "train.grads." + name + "." + p, residual ? Residual(g, a->second) : g, elided);
     names.push_back(p);
   }
   return names;
@@ -130,8 +163,23 @@ StatusOr<PartOutcome> OutcomeFrom(const json& part, const std::string& where) {
   return o;
 }
 
+// A BF16 tensor in a golden or declared list is a residual against the same index or parameter
+// of the anchor list: the reference is anchor + residual in fp64 (golden) or fp32 (declared).
+StatusOr<at::Tensor> FromResidual(const at::Tensor& t, const at::Tensor* anchor,
+                                  const std::string& name, bool golden) {
+  if (t.scalar_type() != at::kBFloat16) return t;
+  if (anchor == nullptr || !anchor->defined() || anchor->sizes() != t.sizes() ||
+      anchor->scalar_type() != at::kFloat) {
+    return InvalidArgumentError("bundle: tensor '" + name +
+                                "': a residual without an F32 anchor of its shape");
+  }
+  return Expand(*anchor, t, golden ? at::kDouble : at::kFloat);
+}
+
+// `anchors`: the list a golden or declared list's residuals are against (null for the anchor
+// list itself).
 StatusOr<TensorList> ListFrom(Reader& r, const json& lists, const std::string& name,
-                              int64_t count) {
+                              int64_t count, const TensorList* anchors = nullptr) {
   TensorList out;
   auto it = lists.find(name);
   if (it == lists.end()) return out;
@@ -143,8 +191,15 @@ StatusOr<TensorList> ListFrom(Reader& r, const json& lists, const std::string& n
       return InvalidArgumentError("bundle: forward.lists." + name + ": index " + i.dump() +
                                   " out of [0, " + std::to_string(count) + ")");
     }
-    TS_ASSIGN_OR_RETURN(out[i.get<size_t>()],
-                        r.Take("forward." + name + "." + std::to_string(i.get<int64_t>()), false));
+    const size_t k = i.get<size_t>();
+    const std::string tensor = "forward." + name + "." + std::to_string(k);
+    TS_ASSIGN_OR_RETURN(at::Tensor t, r.Take(tensor, false));
+    if (anchors == nullptr) {  // the anchor list itself (at any dtype)
+      out[k] = std::move(t);
+      continue;
+    }
+    const at::Tensor* anchor = k < anchors->size() ? &(*anchors)[k] : nullptr;
+    TS_ASSIGN_OR_RETURN(out[k], FromResidual(t, anchor, tensor, name == "golden"));
   }
   return out;
 }
@@ -158,8 +213,8 @@ StatusOr<ForwardReferences> ForwardFrom(Reader& r, const json& f) {
   }
   const int64_t n = f["outputs"].get<int64_t>();
   TS_ASSIGN_OR_RETURN(out.outputs, ListFrom(r, f["lists"], "outputs", n));
-  TS_ASSIGN_OR_RETURN(out.golden, ListFrom(r, f["lists"], "golden", n));
-  TS_ASSIGN_OR_RETURN(out.declared, ListFrom(r, f["lists"], "declared", n));
+  TS_ASSIGN_OR_RETURN(out.golden, ListFrom(r, f["lists"], "golden", n, &out.outputs));
+  TS_ASSIGN_OR_RETURN(out.declared, ListFrom(r, f["lists"], "declared", n, &out.outputs));
   return out;
 }
 
@@ -186,7 +241,7 @@ StatusOr<at::Tensor> TakeGrad(Reader& r, const std::string& name, const json& el
 }
 
 StatusOr<GradMap> GradsFrom(Reader& r, const json& lists, const std::string& name,
-                            const json& elided) {
+                            const json& elided, const GradMap* anchors = nullptr) {
   GradMap out;
   auto it = lists.find(name);
   if (it == lists.end()) return out;
@@ -194,8 +249,16 @@ StatusOr<GradMap> GradsFrom(Reader& r, const json& lists, const std::string& nam
     return InvalidArgumentError("bundle: train.lists." + name + ": not an array");
   for (const auto& p : *it) {
     if (!p.is_string()) return InvalidArgumentError("bundle: train.lists." + name + ": not names");
+    const std::string tensor = "train.grads." + name + "." + p.get<std::string>();
+    TS_ASSIGN_OR_RETURN(at::Tensor t, TakeGrad(r, tensor, elided));
+    if (anchors == nullptr) {  // the anchor list itself
+      out[p.get<std::string>()] = std::move(t);
+      continue;
+    }
+    auto a = anchors->find(p.get<std::string>());
+    const at::Tensor* anchor = a != anchors->end() ? &a->second : nullptr;
     TS_ASSIGN_OR_RETURN(out[p.get<std::string>()],
-                        TakeGrad(r, "train.grads." + name + "." + p.get<std::string>(), elided));
+                        FromResidual(t, anchor, tensor, name == "golden"));
   }
   return out;
 }
@@ -239,8 +302,9 @@ StatusOr<TrainReferences> TrainFrom(Reader& r, const json& t) {
   const json elided = t.value("elided_rows", json::object());
   if (!elided.is_object()) return InvalidArgumentError("bundle: train.elided_rows: not an object");
   TS_ASSIGN_OR_RETURN(out.grads, GradsFrom(r, t["lists"], "reference", elided));
-  TS_ASSIGN_OR_RETURN(out.grads_declared, GradsFrom(r, t["lists"], "declared", elided));
-  TS_ASSIGN_OR_RETURN(out.grads_golden, GradsFrom(r, t["lists"], "golden", elided));
+  TS_ASSIGN_OR_RETURN(out.grads_declared,
+                      GradsFrom(r, t["lists"], "declared", elided, &out.grads));
+  TS_ASSIGN_OR_RETURN(out.grads_golden, GradsFrom(r, t["lists"], "golden", elided, &out.grads));
   for (const GradMap* m : {&out.grads, &out.grads_declared, &out.grads_golden}) {
     for (const auto& [p, g] : *m) {
       if (!out.declared_digests.count(p)) {
@@ -252,6 +316,11 @@ StatusOr<TrainReferences> TrainFrom(Reader& r, const json& t) {
 }
 
 }  // namespace
+
+at::Tensor AsStored(const at::Tensor& value, const at::Tensor& anchor) {
+  if (!Condensable(value, anchor)) return value;
+  return Expand(anchor, Residual(value, anchor), value.scalar_type());
+}
 
 std::string TensorDigest(const at::Tensor& t) {
   const at::Tensor c = t.detach().to(at::kCPU).contiguous();
@@ -269,8 +338,9 @@ StatusOr<std::string> EncodeBundle(const Bundle& b) {
     const ForwardReferences& f = *b.forward;
     json lists = json::object();
     if (!f.outputs.empty()) lists["outputs"] = AddList(tensors, "outputs", f.outputs);
-    if (!f.golden.empty()) lists["golden"] = AddList(tensors, "golden", f.golden);
-    if (!f.declared.empty()) lists["declared"] = AddList(tensors, "declared", f.declared);
+    if (!f.golden.empty()) lists["golden"] = AddList(tensors, "golden", f.golden, &f.outputs);
+    if (!f.declared.empty())
+      lists["declared"] = AddList(tensors, "declared", f.declared, &f.outputs);
     meta["forward"] = OutcomeJson(f.outcome);
     meta["forward"]["outputs"] = f.outputs.size();
     meta["forward"]["lists"] = lists;
@@ -288,9 +358,9 @@ StatusOr<std::string> EncodeBundle(const Bundle& b) {
     json lists = json::object(), elided = json::object();
     if (!t.grads.empty()) lists["reference"] = AddGrads(tensors, "reference", t.grads, elided);
     if (!t.grads_declared.empty())
-      lists["declared"] = AddGrads(tensors, "declared", t.grads_declared, elided);
+      lists["declared"] = AddGrads(tensors, "declared", t.grads_declared, elided, &t.grads);
     if (!t.grads_golden.empty())
-      lists["golden"] = AddGrads(tensors, "golden", t.grads_golden, elided);
+      lists["golden"] = AddGrads(tensors, "golden", t.grads_golden, elided, &t.grads);
     meta["train"] = OutcomeJson(t.outcome);
     if (!elided.empty()) meta["train"]["elided_rows"] = elided;
     meta["train"]["curves"] = curves;

@@ -1,9 +1,12 @@
 // A reference bundle: everything the engine's judge reads from the references of one model run
 // (README.md, "What a verdict reads"), and its file (format.h).
 //
-// The tensors are stored exactly as the engine computed them (fp32 outputs and gradients as
-// F32, the fp64 golden ones as F64): every ratio of a verdict judged from a bundle is then the
-// ratio judged from fresh references, to the last bit. Tensor names in the file:
+// The references at key.dtype (fp32 outputs and gradients: the anchors) are stored exactly as
+// computed. The fp64 golden and the declared-numerics references are stored no finer than the
+// judge needs them, as a BF16 residual against their anchor (AsStored): the engine judges
+// every run, fresh or from a bundle, against AsStored's form, so every ratio of a verdict
+// judged from a bundle is the ratio judged from fresh references, to the last bit. Tensor
+// names in the file:
 //
 //   forward.<list>.<i>        output i of the reference forward; <list> is "outputs" (the
 //                             reference at key.dtype), "golden" (fp64) or "declared" (at the
@@ -80,6 +83,16 @@ struct Bundle {
   // Not part of the key: who made it and when ({"producer", "host", "created_at", ...}).
   nlohmann::json provenance = nlohmann::json::object();
 };
+
+// The form a golden (fp64) or declared-numerics (fp32) reference is judged and stored in,
+// against its anchor (the same output or gradient at fp32, stored exactly): anchor + bf16(value -
+// anchor), rounded once to value's dtype. Its error is at most 2^-8 of |value - anchor| (and
+// the final rounding to value's dtype): 0.4% of the noise the
+// judge measures with it (the fp32 rounding for golden, the declared numerics' rounding for
+// declared), and it needs 2 bytes an element instead of 8 or 4. AsStored(AsStored(v, a), a) ==
+// AsStored(v, a) bit for bit. `value` unchanged when it cannot be condensed (another shape or
+// dtype, an fp32 anchor missing, a non-finite element): it is then stored as it is.
+at::Tensor AsStored(const at::Tensor& value, const at::Tensor& anchor);
 
 // SHA-256 (hex) of a tensor's dtype, shape and bytes: equal digests, equal tensors bit for bit.
 std::string TensorDigest(const at::Tensor& t);

@@ -45,6 +45,15 @@ Bundle Sample() {
   t.grads_golden["embed.weight"] = emb.to(at::kDouble);
   for (const auto& [p, g] : t.grads_declared) t.declared_digests[p] = TensorDigest(g);
   t.declared_digests["b.weight"] = TensorDigest(at::ones({2, 2}));  // a digest alone
+  // The golden and declared references in the form the engine judges and a bundle stores.
+  for (size_t i = 0; i < f.outputs.size(); ++i) {
+    f.golden[i] = AsStored(f.golden[i], f.outputs[i]);
+    f.declared[i] = AsStored(f.declared[i], f.outputs[i]);
+  }
+  for (GradMap* m : {&t.grads_declared, &t.grads_golden}) {
+    for (auto& [p, g] : *m) g = AsStored(g, t.grads.at(p));
+  }
+  b.forward = f;
   b.train = t;
   return b;
 }
@@ -106,6 +115,61 @@ TEST(BundleTest, EncodeDecodeKeepsEveryBit) {
   EXPECT_EQ(stored->at("train.grads.reference.a.weight").size(0), 4) << "no zero row: whole";
   // The same bundle encodes to the same bytes: its content address is stable.
   EXPECT_EQ(*EncodeBundle(*back), *bytes);
+}
+
+// A golden (fp64) or declared (fp32) reference is stored as a BF16 residual against its fp32
+// anchor: within 2^-8 of its distance from the anchor (the noise the judge measures with it),
+// the same bits once in stored form, and 2 bytes an element.
+TEST(BundleTest, GoldenAndDeclaredAreStoredAsResidualsNoFinerThanTheJudgeReadsThem) {
+  at::manual_seed(5);
+  const int64_t n = 4096;
+  at::Tensor anchor = at::randn({n}) * at::pow(10.0, at::randint(-6, 4, {n}).to(at::kFloat));
+  anchor.narrow(0, 0, 8).zero_();  // zero anchors: the residual is the value
+  at::Tensor golden = anchor.to(at::kDouble) * (1 + 6e-8 * at::randn({n}, at::kDouble));
+  golden.narrow(0, 8, 8) = anchor.narrow(0, 8, 8).to(at::kDouble) * (1 + 1e-15);  // tiny
+  golden.narrow(0, 16, 8) = anchor.narrow(0, 16, 8).to(at::kDouble) * -3;  // |r| > |anchor|
+  at::Tensor declared = (anchor * (1 + 4e-3 * at::randn({n}))).to(at::kFloat);
+  declared.narrow(0, 24, 8) = anchor.narrow(0, 24, 8) * (1 + 1e-6f);  // a few fp32 units
+  // The bound: 2^-8 of the distance from the anchor, and the rounding to the value's dtype.
+  for (const auto& [value, rounding] :
+       {std::pair{golden, std::ldexp(1.0, -52)}, std::pair{declared, std::ldexp(1.0, -23)}}) {
+    const at::Tensor stored = AsStored(value, anchor);
+    ASSERT_EQ(stored.scalar_type(), value.scalar_type());
+    const at::Tensor a = anchor.to(at::kDouble), v = value.to(at::kDouble);
+    const at::Tensor err = (stored.to(at::kDouble) - v).abs();
+    const at::Tensor bound = (v - a).abs() * (1.0 / 256) * (1 + 1e-6) + v.abs() * rounding;
+    EXPECT_TRUE((err <= bound).all().item<bool>())
+        << "worst excess " << (err - bound).max().item<double>();
+    EXPECT_TRUE(at::equal(AsStored(stored, anchor), stored)) << "idempotent";
+    EXPECT_TRUE(at::equal(AsStored(value, at::Tensor()), value)) << "no anchor: as it is";
+  }
+  at::Tensor inf = golden.clone();
+  inf[100] = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(at::equal(AsStored(inf, anchor), inf)) << "non-finite: stored as it is";
+
+  Bundle b;
+  b.key = testing::SampleKey();
+  ForwardReferences f;
+  f.outputs = {anchor};
+  f.golden = {AsStored(golden, anchor)};
+  f.declared = {AsStored(declared, anchor)};
+  b.forward = f;
+  const std::string bytes = *EncodeBundle(b);
+  EXPECT_LT(bytes.size(), static_cast<size_t>(n) * (4 + 2 + 2) + 1024) << "8 bytes, not 16";
+  auto back = DecodeBundle(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ExpectSameList(back->forward->golden, f.golden);
+  ExpectSameList(back->forward->declared, f.declared);
+  // A residual without its anchor's shape is refused, never expanded against another tensor.
+  std::map<std::string, std::string> meta;
+  auto tensors = *zoo::DecodeSafetensors(bytes, "b", &meta);
+  EXPECT_EQ(tensors.at("forward.golden.0").scalar_type(), at::kBFloat16);
+  tensors["forward.outputs.0"] = anchor.narrow(0, 0, 10).contiguous();
+  EXPECT_NE(DecodeBundle(*zoo::EncodeSafetensors(tensors, meta))
+                .status()
+                .message()
+                .find("'forward.golden.0': a residual without an F32 anchor of its shape"),
+            std::string::npos);
 }
 
 TEST(BundleTest, AFailedPartKeepsItsVerdict) {

@@ -29,10 +29,11 @@ StatusOr<BundleHeader> ParseBundleHeader(std::string_view bytes) {
   }
   auto format = out.metadata.find("format");
   if (format == out.metadata.end() || !format->is_number_integer() ||
-      format->get<int>() != kFormatVersion) {
+      format->get<int>() < kOldestFormatVersion || format->get<int>() > kFormatVersion) {
     return InvalidArgumentError("bundle: format " +
                                 (format == out.metadata.end() ? "missing" : format->dump()) +
-                                ", this build reads " + std::to_string(kFormatVersion));
+                                ", this build reads " + std::to_string(kOldestFormatVersion) +
+                                " to " + std::to_string(kFormatVersion));
   }
   auto key = out.metadata.find("key");
   if (key == out.metadata.end()) return InvalidArgumentError("bundle: key: missing");

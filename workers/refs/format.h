@@ -22,7 +22,11 @@
 
 namespace ts::refs {
 
-inline constexpr int kFormatVersion = 1;
+// 2: golden and declared references may be stored as BF16 residuals against their anchor
+// (bundle.h, AsStored). Format 1 (make_references.py writes it: every tensor as computed) is
+// read too.
+inline constexpr int kFormatVersion = 2;
+inline constexpr int kOldestFormatVersion = 1;
 inline constexpr const char* kMetadataEntry = "touchstone.reference_bundle";
 
 struct BundleHeader {
