@@ -168,8 +168,13 @@ TEST_F(StoreTest, ImportFilesTheBundleUnderTheKeyInside) {
   EXPECT_NE(store.Import(HeaderOnlyBundle(SampleKey(), {{"format", 99}}))
                 .status()
                 .message()
-                .find("format 99"),
+                .find("format 99, this build reads 1 to 2"),
             std::string::npos);
+  // Format 1 (make_references.py's: every tensor as computed) is read still; 0 never was.
+  BundleKey older = SampleKey();
+  older.device = "cuda:older";
+  EXPECT_TRUE(store.Import(HeaderOnlyBundle(older, {{"format", 1}})).ok());
+  EXPECT_FALSE(store.Import(HeaderOnlyBundle(older, {{"format", 0}})).ok());
 }
 
 TEST_F(StoreTest, PruneRemovesRejectedKeysAndTheBlobsNoKeyNames) {
