@@ -82,7 +82,8 @@ std::map<CauseKey, std::vector<AlertMember>> FindFallenLines(
   std::map<std::pair<std::string, std::string>, std::vector<double>> series;
   for (const auto& r : w.exec_params(R"(
          SELECT sweep_id, CASE WHEN grouping(arch) = 0 THEN 'class' ELSE 'task' END,
-                coalesce(arch, task), sum(perf_models)::bigint, sum(speedup_log_sum)
+                coalesce(arch, task), sum(perf_models)::bigint,
+                sum(speedup_log_sum::numeric)::float8
          FROM sweep_groups WHERE sweep_id = ANY($1::bigint[])
          GROUP BY GROUPING SETS ((sweep_id, arch), (sweep_id, task)))",
                                      IdArray(sweeps))) {

@@ -9,10 +9,13 @@ namespace ts::store::sql {
 
 // Per (task, family, arch) of the catalog: models, opcov_ratio sum, "mode=status" counts, and
 // the perf of the models whose compile passed with a speedup (migration 0016: how many, the sum
-// of ln(speedup), the compressions' count and sum, the compiled MFUs sorted).
+// of ln(speedup), the compressions' count and sum, the compiled MFUs sorted). The sums are taken
+// exactly (as numeric, each term at float8's 15 digits) and the groups come in a fixed order, so
+// that no figure depends on the order the results arrived or were scanned in.
 inline constexpr const char* kGroups = R"(
   WITH g AS (
-    SELECT m.task, m.family, m.arch, count(*) AS models, sum(mr.opcov_ratio) AS opcov_sum
+    SELECT m.task, m.family, m.arch, count(*) AS models,
+           sum(mr.opcov_ratio::numeric)::float8 AS opcov_sum
     FROM model_runs mr JOIN models m USING (model_id)
     WHERE mr.sweep_id = $1 AND mr.run = 1
     GROUP BY m.task, m.family, m.arch),
@@ -23,9 +26,9 @@ inline constexpr const char* kGroups = R"(
     GROUP BY m.task, m.family, m.arch, r.mode, r.status),
   p AS (
     SELECT m.task, m.family, m.arch, count(*) AS perf_models,
-           sum(ln(r.perf_speedup)) AS speedup_log_sum,
+           sum(ln(r.perf_speedup)::numeric)::float8 AS speedup_log_sum,
            count(r.perf_compression) AS compression_n,
-           coalesce(sum(r.perf_compression), 0) AS compression_sum,
+           coalesce(sum(r.perf_compression::numeric)::float8, 0) AS compression_sum,
            coalesce(array_agg(r.perf_mfu ORDER BY r.perf_mfu)
                       FILTER (WHERE r.perf_mfu IS NOT NULL), '{}') AS mfus
     FROM results r JOIN models m USING (model_id)
@@ -39,7 +42,8 @@ inline constexpr const char* kGroups = R"(
          coalesce(p.mfus, '{}')
   FROM g LEFT JOIN s USING (task, family, arch) LEFT JOIN p USING (task, family, arch)
   GROUP BY g.task, g.family, g.arch, g.models, g.opcov_sum, p.perf_models, p.speedup_log_sum,
-           p.compression_n, p.compression_sum, p.mfus)";
+           p.compression_n, p.compression_sum, p.mfus
+  ORDER BY g.task, g.family, g.arch)";
 
 // One compact row per primary model: its catalog identity, opcov, total_ms, and its eager,
 // compile and train statuses (NULL: not recorded).

@@ -394,6 +394,63 @@ TEST_F(StoreTest, PerfRoundTripsAndGroupsCarryItLiveAndKept) {
   }
 }
 
+// A sweep's tallies do not depend on the order its results arrived in: the same results
+// reported in two orders give the same opcov and ln(speedup) sums to the last bit (summed
+// exactly, as numeric: in float8 the order decides which small terms a large one swallows), live
+// and kept.
+TEST_F(StoreTest, GroupSumsDoNotDependOnTheOrderResultsArrivedIn) {
+  // ln(speedup) 40 (model 0), -40 (model 1) and 3e-15; opcov 1 (model 0) and 1e-16.
+  const auto shaped = [](pb::ModelResult m) {
+    const int i = std::stoi(m.model_id().substr(m.model_id().rfind('-') + 1));
+    m.set_opcov_ratio(i == 0 ? 1.0 : 1e-16);
+    for (auto& v : *m.mutable_modes()) {
+      if (v.mode() != pb::MODE_COMPILE) continue;
+      v.mutable_perf()->set_device_us(100);
+      v.mutable_perf()->set_speedup(std::exp(i == 0 ? 40.0 : i == 1 ? -40.0 : 3e-15));
+    }
+    return m;
+  };
+  std::vector<std::vector<store::GroupTally>> kept;
+  for (const bool reversed : {false, true}) {
+    auto sw = store_->CreateSweep(Sweep(10));
+    ASSERT_TRUE(sw.ok()) << sw.status();
+    auto l = store_->LeaseShard(worker_);
+    ASSERT_TRUE(l.ok() && l->has_shard()) << l.status();
+    ASSERT_EQ(l->jobs_size(), 10);
+    std::vector<pb::ModelResult> res;
+    for (const auto& j : l->jobs()) res.push_back(shaped(Result(j)));
+    if (reversed) std::reverse(res.begin(), res.end());
+    for (const auto& r : res) ASSERT_TRUE(store_->ReportResults(Report(*l, {r})).ok());
+    ASSERT_TRUE(store_->FinishShard(Finish(*l)).ok());
+    auto live = store_->SweepGroups(sw->sweep_id(), "sweep_id");
+    ASSERT_TRUE(live.ok()) << live.status();
+    ASSERT_TRUE(store_->SummarizeDoneSweeps().ok());
+    auto done = store_->SweepGroups(sw->sweep_id(), "sweep_id");
+    ASSERT_TRUE(done.ok()) << done.status();
+    kept.push_back(*live);
+    kept.push_back(*done);
+  }
+  ASSERT_EQ(kept.size(), 4u);
+  for (const auto& groups : kept) {
+    ASSERT_EQ(groups.size(), kept[0].size());
+    for (size_t g = 0; g < groups.size(); ++g) {
+      EXPECT_EQ(groups[g].arch, kept[0][g].arch);
+      EXPECT_EQ(groups[g].perf.models, kept[0][g].perf.models);
+      // Bit for bit, not near: this is what the order used to change.
+      EXPECT_EQ(groups[g].opcov_sum, kept[0][g].opcov_sum);
+      EXPECT_EQ(groups[g].perf.log_speedup_sum, kept[0][g].perf.log_speedup_sum);
+    }
+  }
+  // Llama (models 0-5): 40, -40 and four small terms; BERT (6-9): four small terms. Exact sums
+  // (in float8, 40 + 3e-15 is 40: the small terms vanish or survive by order).
+  const double small = std::log(std::exp(3e-15));
+  for (const auto& g : kept[0]) {
+    const bool llama = g.arch == "LlamaForCausalLM";
+    EXPECT_NEAR(g.perf.log_speedup_sum, 4 * small, 1e-28) << g.arch;
+    EXPECT_NEAR(g.opcov_sum, llama ? 1 + 5e-16 : 4e-16, 1e-28) << g.arch;
+  }
+}
+
 TEST_F(StoreTest, RepeatedReportIsIdempotent) {
   auto sw = store_->CreateSweep(Sweep(10));
   ASSERT_TRUE(sw.ok());
