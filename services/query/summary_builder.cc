@@ -56,10 +56,10 @@ PerfTally PerfOfRow(const pb::ResultRow& row) {
   const pb::Perf& p = it->second;
   if (!(std::isfinite(p.speedup()) && p.speedup() > 0)) return t;
   t.models = 1;
-  t.log_speedup_sum = std::log(p.speedup());
+  t.log_speedup_sum = OnSumGrid(std::log(p.speedup()));
   if (std::isfinite(p.compression()) && p.compression() > 0) {
     t.compression_n = 1;
-    t.compression_sum = p.compression();
+    t.compression_sum = OnSumGrid(p.compression());
   }
   if (std::isfinite(p.mfu())) t.mfus.push_back(p.mfu());
   return t;
@@ -97,7 +97,7 @@ std::array<SummaryBuilder::Acc*, 3> SummaryBuilder::Targets(const GroupKey& key)
 
 void SummaryBuilder::Add(const pb::ResultRow& row) {
   const GroupKey key{row.task(), row.family(), row.arch()};
-  AddGroup(key, 1, row.opcov_ratio());
+  AddGroup(key, 1, OnSumGrid(row.opcov_ratio()));
   for (const auto& [mode, status] : row.status()) AddStatus(key, mode, status, 1);
   AddPerf(key, PerfOfRow(row));
 }
@@ -111,7 +111,7 @@ void SummaryBuilder::AddTally(const GroupTally& g) {
 
 void SummaryBuilder::Remove(const pb::ResultRow& row) {
   const GroupKey key{row.task(), row.family(), row.arch()};
-  AddGroup(key, -1, -row.opcov_ratio());
+  AddGroup(key, -1, -OnSumGrid(row.opcov_ratio()));
   for (const auto& [mode, status] : row.status()) AddStatus(key, mode, status, -1);
   AddPerf(key, PerfOfRow(row), -1);
 }

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -47,6 +48,13 @@ struct GroupKey {
   std::string family;
   std::string arch;
 };
+
+// Per-model figures are summed on a grid of 2^-30 (OnSumGrid): each term is rounded to it, here
+// and in the store's SQL alike (round(x * 2^30) / 2^30), so a sum of any terms in any order, less
+// any of them, is exact in a double (below 2^23 in value). No summary figure then depends on the
+// order results arrived in, and removing a model's terms leaves exactly the others' sum.
+inline constexpr double kSumGridUnits = 1073741824.0;  // 2^30
+inline double OnSumGrid(double x) { return std::nearbyint(x * kSumGridUnits) / kSumGridUnits; }
 
 // The perf of a set of models whose compile passed with a speedup: how many, the sum of the
 // logs of their speedups, their compressions (how many, the sum) and their compiled MFUs.

@@ -9,13 +9,15 @@ namespace ts::store::sql {
 
 // Per (task, family, arch) of the catalog: models, opcov_ratio sum, "mode=status" counts, and
 // the perf of the models whose compile passed with a speedup (migration 0016: how many, the sum
-// of ln(speedup), the compressions' count and sum, the compiled MFUs sorted). The sums are taken
-// exactly (as numeric, each term at float8's 15 digits) and the groups come in a fixed order, so
-// that no figure depends on the order the results arrived or were scanned in.
+// of ln(speedup), the compressions' count and sum, the compiled MFUs sorted). Each term of a sum is
+// rounded to the grid of 2^-30 (query::OnSumGrid, summary_builder.h: the same rounding) and the
+// sum taken in integers, so it is exact: no figure depends on the order the results arrived or
+// were scanned in, and a model's terms taken out in C++ leave exactly the others' sum. The groups
+// come in a fixed order.
 inline constexpr const char* kGroups = R"(
   WITH g AS (
     SELECT m.task, m.family, m.arch, count(*) AS models,
-           sum(mr.opcov_ratio::numeric)::float8 AS opcov_sum
+           sum(round(mr.opcov_ratio * 1073741824)::bigint)::float8 / 1073741824 AS opcov_sum
     FROM model_runs mr JOIN models m USING (model_id)
     WHERE mr.sweep_id = $1 AND mr.run = 1
     GROUP BY m.task, m.family, m.arch),
@@ -26,9 +28,11 @@ inline constexpr const char* kGroups = R"(
     GROUP BY m.task, m.family, m.arch, r.mode, r.status),
   p AS (
     SELECT m.task, m.family, m.arch, count(*) AS perf_models,
-           sum(ln(r.perf_speedup)::numeric)::float8 AS speedup_log_sum,
+           sum(round(ln(r.perf_speedup) * 1073741824)::bigint)::float8 / 1073741824
+             AS speedup_log_sum,
            count(r.perf_compression) AS compression_n,
-           coalesce(sum(r.perf_compression::numeric)::float8, 0) AS compression_sum,
+           coalesce(sum(round(r.perf_compression * 1073741824)::bigint)::float8 / 1073741824, 0)
+             AS compression_sum,
            coalesce(array_agg(r.perf_mfu ORDER BY r.perf_mfu)
                       FILTER (WHERE r.perf_mfu IS NOT NULL), '{}') AS mfus
     FROM results r JOIN models m USING (model_id)

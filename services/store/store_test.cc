@@ -381,11 +381,11 @@ TEST_F(StoreTest, PerfRoundTripsAndGroupsCarryItLiveAndKept) {
     return t;
   };
   double logs = 0;
-  for (int i = 0; i < 10; ++i) logs += std::log(1.0 + i);
+  for (int i = 0; i < 10; ++i) logs += query::OnSumGrid(std::log(1.0 + i));  // exact sums
   for (const char* when : {"live", "kept"}) {
     const query::PerfTally t = tally();
     EXPECT_EQ(t.models, 10) << when;
-    EXPECT_NEAR(t.log_speedup_sum, logs, 1e-9) << when;
+    EXPECT_EQ(t.log_speedup_sum, logs) << when;
     EXPECT_EQ(t.compression_n, 5) << when;
     EXPECT_NEAR(t.compression_sum, 7.5, 1e-12) << when;
     ASSERT_EQ(t.mfus.size(), 10u) << when;
@@ -395,18 +395,18 @@ TEST_F(StoreTest, PerfRoundTripsAndGroupsCarryItLiveAndKept) {
 }
 
 // A sweep's tallies do not depend on the order its results arrived in: the same results
-// reported in two orders give the same opcov and ln(speedup) sums to the last bit (summed
-// exactly, as numeric: in float8 the order decides which small terms a large one swallows), live
-// and kept.
+// reported in two orders give the same opcov and ln(speedup) sums to the last bit, live and kept
+// (each term on the grid of query::OnSumGrid and summed in integers: exact; in float8 the order
+// decides which low bits a large term swallows).
 TEST_F(StoreTest, GroupSumsDoNotDependOnTheOrderResultsArrivedIn) {
-  // ln(speedup) 40 (model 0), -40 (model 1) and 3e-15; opcov 1 (model 0) and 1e-16.
+  // ln(speedup) 40 (model 0), -40 (model 1) and 0.1; opcov 1 (model 0) and 0.1.
   const auto shaped = [](pb::ModelResult m) {
     const int i = std::stoi(m.model_id().substr(m.model_id().rfind('-') + 1));
-    m.set_opcov_ratio(i == 0 ? 1.0 : 1e-16);
+    m.set_opcov_ratio(i == 0 ? 1.0 : 0.1);
     for (auto& v : *m.mutable_modes()) {
       if (v.mode() != pb::MODE_COMPILE) continue;
       v.mutable_perf()->set_device_us(100);
-      v.mutable_perf()->set_speedup(std::exp(i == 0 ? 40.0 : i == 1 ? -40.0 : 3e-15));
+      v.mutable_perf()->set_speedup(std::exp(i == 0 ? 40.0 : i == 1 ? -40.0 : 0.1));
     }
     return m;
   };
@@ -441,13 +441,15 @@ TEST_F(StoreTest, GroupSumsDoNotDependOnTheOrderResultsArrivedIn) {
       EXPECT_EQ(groups[g].perf.log_speedup_sum, kept[0][g].perf.log_speedup_sum);
     }
   }
-  // Llama (models 0-5): 40, -40 and four small terms; BERT (6-9): four small terms. Exact sums
-  // (in float8, 40 + 3e-15 is 40: the small terms vanish or survive by order).
-  const double small = std::log(std::exp(3e-15));
+  // Llama (models 0-5): 40, -40 and four of 0.1; BERT (6-9): four of 0.1. Exactly the sums of
+  // the terms on the grid.
+  const auto grid = [](double x) { return query::OnSumGrid(x); };
   for (const auto& g : kept[0]) {
     const bool llama = g.arch == "LlamaForCausalLM";
-    EXPECT_NEAR(g.perf.log_speedup_sum, 4 * small, 1e-28) << g.arch;
-    EXPECT_NEAR(g.opcov_sum, llama ? 1 + 5e-16 : 4e-16, 1e-28) << g.arch;
+    const double logs = llama ? grid(std::log(std::exp(40.0))) + grid(std::log(std::exp(-40.0)))
+                              : 0.0;
+    EXPECT_EQ(g.perf.log_speedup_sum, logs + 4 * grid(std::log(std::exp(0.1)))) << g.arch;
+    EXPECT_EQ(g.opcov_sum, (llama ? 1 + 5 * grid(0.1) : 4 * grid(0.1))) << g.arch;
   }
 }
 
