@@ -2,7 +2,9 @@
 // (STATE/refs), and a worker's local copy of what the scheduler serves it (README.md, "Where
 // bundles live").
 //
-//   ROOT/blobs/ab/<sha256>                    a bundle's bytes, named by their SHA-256
+//   ROOT/blobs/ab/<sha256>                    a bundle's bytes, named by their SHA-256, deflated
+//                                             when that saves 3% (store.cc, BlobOf); reads
+//                                             inflate them and check the digest
 //   ROOT/keys/ab/<run digest>/<key digest>    {"content": <sha256>, "size": N, "key": {...}}
 //   ROOT/tmp/                                 writes in progress
 //
