@@ -1,0 +1,56 @@
+// The VideoMAE trunk (modeling_videomae.py VideoMAEModel): a Conv3d tubelet embedding of
+// pixel_values [B, frames, C, H, W] (permuted to [B, C, frames, H, W]; kernel and stride
+// (tubelet_size, patch_size, patch_size)), the fixed sinusoid position table (not a parameter:
+// computed in the forward, as transformers' get_sinusoid_encoding_table), the ViT-style pre-LN
+// encoder with bias-free query/key/value and the q_bias / v_bias parameters, then either the
+// final `layernorm` (use_mean_pooling false) or none. Weights under `prefix`: embeddings.
+// patch_embeddings.projection, encoder.layer.N.{layernorm_before, attention.attention.{query,
+// key,value,q_bias,v_bias}, attention.output.dense, layernorm_after, intermediate.dense,
+// output.dense}.
+//
+// Thread-safety: immutable after construction.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "workers/zoo/trunks/vision_transformer.h"
+
+namespace ts::zoo::internal {
+
+struct VideoMaeRecipe {
+  std::string prefix;  // "videomae." on the classifier, "" on VideoMAEModel
+  int64_t image_size = 224, patch_size = 16, channels = 3, frames = 16, tubelet = 2;
+  bool mean_pooling = true;
+  // VideoMAEForVideoClassification: `fc_norm` (nn.LayerNorm's default eps 1e-5) over the tokens'
+  // mean when mean_pooling; else the pooled features are token 0 after `layernorm`.
+  bool fc_norm = false;
+  PreLnEncoderRecipe encoder;
+
+  int64_t Tokens() const {
+    return (frames / tubelet) * (image_size / patch_size) * (image_size / patch_size);
+  }
+};
+
+// last_hidden_state [B, tokens, hidden]; pooled as VideoMAEForVideoClassification reads it.
+class VideoMaeTrunk : public VisionTrunk {
+ public:
+  explicit VideoMaeTrunk(VideoMaeRecipe recipe);
+
+  VisionFeatures Forward(const WeightMap& w, const at::Tensor& pixel_values) const override;
+  std::vector<int64_t> PixelValuesShape() const override;
+  std::vector<int64_t> LastHiddenShape() const override;
+  int64_t PooledWidth() const override { return r_.encoder.hidden; }
+
+ private:
+  VideoMaeRecipe r_;
+  std::optional<PreLnEncoder> encoder_;
+};
+
+// get_sinusoid_encoding_table(n, d)[0]: angle(p, j) = p / 10000^(2 (j // 2) / d), sin on the even
+// columns and cos on the odd ones (interleaved), in `dtype` on `device`.
+at::Tensor InterleavedSinusoidTable(int64_t n, int64_t d, const at::TensorOptions& options);
+
+}  // namespace ts::zoo::internal
