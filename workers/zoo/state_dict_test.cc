@@ -243,6 +243,8 @@ const std::set<std::string> kNotYetInTable = {
     "ViTMSNModel",
     "VideoMAEForVideoClassification",
     "VideoMAEModel",
+    "VivitForVideoClassification",
+    "VivitModel",
     "Wav2Vec2ForAudioFrameClassification",
     "Wav2Vec2ForXVector",
     "WavLMForAudioFrameClassification",

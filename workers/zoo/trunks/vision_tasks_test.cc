@@ -363,5 +363,53 @@ TEST(VideoMaeTest, ModelAndVideoClassifierAsTransformers) {
   testing::ExpectConfigError("VideoMAEModel", "num_frames", 15, "tubelet_size");
 }
 
+// VivitModel (transformers 5's modular_vivit.py: ViT's embeddings and layers over tubelets).
+at::Tensor RefVivit(const WeightMap& w, const std::string& pre, const json& c,
+                    const at::Tensor& px) {
+  const auto t = c.at("tubelet_size").get<std::vector<int64_t>>();
+  const int64_t b = px.size(0), h = c.at("hidden_size");
+  const double eps = c.at("layer_norm_eps");
+  at::Tensor x =
+      at::conv3d(px.transpose(1, 2), w.at(pre + "embeddings.patch_embeddings.projection.weight"),
+                 w.at(pre + "embeddings.patch_embeddings.projection.bias"), t)
+          .flatten(2)
+          .transpose(1, 2);
+  x = at::cat({w.at(pre + "embeddings.cls_token").expand({b, 1, h}), x}, 1) +
+      w.at(pre + "embeddings.position_embeddings");
+  for (int64_t i = 0; i < c.at("num_hidden_layers").get<int64_t>(); ++i) {
+    const std::string l = pre + "layers." + std::to_string(i) + ".";
+    at::Tensor y = Ln(w, l + "layernorm_before", x, eps);
+    x = x + Lin(w, l + "attention.o_proj",
+                Attend(Lin(w, l + "attention.q_proj", y), Lin(w, l + "attention.k_proj", y),
+                       Lin(w, l + "attention.v_proj", y), c.at("num_attention_heads")));
+    y = Ln(w, l + "layernorm_after", x, eps);
+    // gelu_fast: 0.5 x (1 + tanh(0.7978845608 x (1 + 0.044715 x^2)))
+    at::Tensor u = Lin(w, l + "mlp.fc1", y);
+    u = 0.5 * u * (1.0 + at::tanh(u * 0.7978845608 * (1.0 + 0.044715 * u * u)));
+    x = x + Lin(w, l + "mlp.fc2", u);
+  }
+  return Ln(w, pre + "layernorm", x, eps);
+}
+
+TEST(VivitTest, ModelAndVideoClassifierAsTransformers) {
+  Ran base = RunClass("VivitModel");
+  ASSERT_TRUE(base.m);
+  const json& c = base.m->spec().tiny_config;
+  EXPECT_EQ(c.at("hidden_act"), "gelu_fast");
+  EXPECT_FALSE(c.contains("patch_size"));
+  const at::Tensor seq = RefVivit(base.w, "", c, base.batch.inputs.at("pixel_values"));
+  EXPECT_LT(testing::MaxAbs(base.out[0], seq), 1e-8);  // gelu_fast vs the tanh GELU: rounding
+  EXPECT_LT(testing::MaxAbs(base.out[1], at::tanh(Lin(base.w, "pooler.dense", seq.select(1, 0)))),
+            1e-8);
+
+  Ran cls = RunClass("VivitForVideoClassification");
+  ASSERT_TRUE(cls.m);
+  EXPECT_EQ(cls.m->spec().task, "video-classification");
+  const at::Tensor s2 =
+      RefVivit(cls.w, "vivit.", cls.m->spec().tiny_config, cls.batch.inputs.at("pixel_values"));
+  EXPECT_LT(testing::MaxAbs(cls.out[0], Lin(cls.w, "classifier", s2.select(1, 0))), 1e-8);
+  testing::ExpectConfigError("VivitModel", "tubelet_size", json{2, 16, 8}, "square");
+}
+
 }  // namespace
 }  // namespace ts::zoo

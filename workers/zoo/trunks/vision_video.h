@@ -1,12 +1,13 @@
-// The VideoMAE trunk (modeling_videomae.py VideoMAEModel): a Conv3d tubelet embedding of
-// pixel_values [B, frames, C, H, W] (permuted to [B, C, frames, H, W]; kernel and stride
-// (tubelet_size, patch_size, patch_size)), the fixed sinusoid position table (not a parameter:
-// computed in the forward, as transformers' get_sinusoid_encoding_table), the ViT-style pre-LN
-// encoder with bias-free query/key/value and the q_bias / v_bias parameters, then either the
+// The video trunk of VideoMAE and ViViT. VideoMAE (modeling_videomae.py VideoMAEModel): a Conv3d
+// tubelet embedding of pixel_values [B, frames, C, H, W] (permuted to [B, C, frames, H, W]; kernel
+// and stride (tubelet_size, patch_size, patch_size)), the fixed sinusoid position table (not a
+// parameter: computed in the forward, as transformers' get_sinusoid_encoding_table), the ViT-style
+// pre-LN encoder with bias-free query/key/value and the q_bias / v_bias parameters, then either the
 // final `layernorm` (use_mean_pooling false) or none. Weights under `prefix`: embeddings.
 // patch_embeddings.projection, encoder.layer.N.{layernorm_before, attention.attention.{query,
 // key,value,q_bias,v_bias}, attention.output.dense, layernorm_after, intermediate.dense,
-// output.dense}.
+// output.dense}. ViViT (modeling_vivit.py VivitModel): the same tubelet conv and layer names with
+// ordinary q/k/v biases, a cls token and learned positions, and the final `layernorm`.
 //
 // Thread-safety: immutable after construction.
 #pragma once
@@ -21,8 +22,12 @@
 namespace ts::zoo::internal {
 
 struct VideoMaeRecipe {
-  std::string prefix;  // "videomae." on the classifier, "" on VideoMAEModel
+  std::string prefix;  // "videomae." / "vivit." on the classifier, "" on the base models
   int64_t image_size = 224, patch_size = 16, channels = 3, frames = 16, tubelet = 2;
+  // ViViT (modeling_vivit.py): `embeddings.cls_token` before the tubelets and learned
+  // `embeddings.position_embeddings` [1, 1 + tubelets, hidden] instead of the sinusoid table;
+  // the final `layernorm` always; pooled = token 0.
+  bool vivit = false;
   bool mean_pooling = true;
   // VideoMAEForVideoClassification: `fc_norm` (nn.LayerNorm's default eps 1e-5) over the tokens'
   // mean when mean_pooling; else the pooled features are token 0 after `layernorm`.
@@ -30,7 +35,8 @@ struct VideoMaeRecipe {
   PreLnEncoderRecipe encoder;
 
   int64_t Tokens() const {
-    return (frames / tubelet) * (image_size / patch_size) * (image_size / patch_size);
+    return (frames / tubelet) * (image_size / patch_size) * (image_size / patch_size) +
+           (vivit ? 1 : 0);
   }
 };
 
