@@ -218,6 +218,7 @@ const std::set<std::string> kNotYetInTable = {
     "SegformerForImageClassification",
     "SegformerForSemanticSegmentation",
     "SegformerModel",
+    "SwinForMaskedImageModeling",
     "SolarOpenForCausalLM",
     "SolarOpenModel",
     "T5ForQuestionAnswering",

@@ -143,6 +143,41 @@ TEST(MaskedImageModelingTest, VitAndDeitReconstructionAndLossAsTransformers) {
   EXPECT_NE(m.status().ToString().find("encoder_stride"), std::string::npos);
 }
 
+TEST(MaskedImageModelingTest, SwinDecodesTheLastStageMapAsTransformers) {
+  Ran r = RunClass("SwinForMaskedImageModeling");
+  ASSERT_TRUE(r.m);
+  const json& c = r.m->spec().tiny_config;
+  const int64_t stride = c.at("encoder_stride"), p = c.at("patch_size");
+  EXPECT_EQ(stride, p * 2);  // two tiny stages
+  EXPECT_TRUE(testing::HasWeight(*r.m, "swin.embeddings.mask_token"));
+  // Nothing masked: SwinModel's sequence_output (same weights without "swin.") through
+  // decoder.0 and PixelShuffle(encoder_stride).
+  Batch none = r.batch;
+  none.inputs["bool_masked_pos"] = at::zeros_like(r.batch.inputs.at("bool_masked_pos"));
+  json base_cfg = *ExampleConfig("SwinModel");
+  auto base = testing::Build("SwinModel", base_cfg);
+  ASSERT_TRUE(base);
+  WeightMap bw = base->InitWeights(1, at::kDouble);
+  for (auto& [name, t] : bw) t = r.w.at("swin." + name);
+  const at::Tensor& px = r.batch.inputs.at("pixel_values");
+  at::Tensor seq = base->Forward(bw, {{"pixel_values", px}})[0].transpose(1, 2);
+  const int64_t b = seq.size(0), ch = seq.size(1);
+  const auto side = static_cast<int64_t>(std::sqrt(static_cast<double>(seq.size(2))));
+  at::Tensor rec =
+      at::pixel_shuffle(at::conv2d(seq.reshape({b, ch, side, side}), r.w.at("decoder.0.weight"),
+                                   r.w.at("decoder.0.bias")),
+                        stride);
+  EXPECT_EQ(rec.sizes(), px.sizes());
+  EXPECT_LT(testing::MaxAbs(r.m->Forward(r.w, none.inputs)[0], rec), 1e-10);
+  // Every patch masked (after the embeddings' norm): the pixels no longer matter.
+  Batch all = r.batch;
+  all.inputs["bool_masked_pos"] = at::ones_like(none.inputs.at("bool_masked_pos"));
+  const at::Tensor a = r.m->Forward(r.w, all.inputs)[0];
+  all.inputs["pixel_values"] = px * 3.0 + 1.0;
+  EXPECT_LT(testing::MaxAbs(r.m->Forward(r.w, all.inputs)[0], a), 1e-12);
+  testing::ExpectConfigError("SwinForMaskedImageModeling", "encoder_stride", 16, "encoder_stride");
+}
+
 // ---- SegFormer and GLPN
 
 // SegformerEncoder / GLPNEncoder: every stage's map, reshaped (reshape_last_stage).
