@@ -219,6 +219,8 @@ const std::set<std::string> kNotYetInTable = {
     "SegformerForSemanticSegmentation",
     "SegformerModel",
     "SwinForMaskedImageModeling",
+    "TimesformerForVideoClassification",
+    "TimesformerModel",
     "SolarOpenForCausalLM",
     "SolarOpenModel",
     "T5ForQuestionAnswering",

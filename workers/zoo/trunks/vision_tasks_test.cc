@@ -446,5 +446,74 @@ TEST(VivitTest, ModelAndVideoClassifierAsTransformers) {
   testing::ExpectConfigError("VivitModel", "tubelet_size", json{2, 16, 8}, "square");
 }
 
+// TimeSformerAttention: qkv(x).reshape(b, n, 3, heads, d).permute(2, 0, 3, 1, 4), output.dense.
+at::Tensor RefTsAttention(const WeightMap& w, const std::string& p, const at::Tensor& x,
+                          int64_t heads) {
+  const int64_t b = x.size(0), n = x.size(1), c = x.size(2);
+  at::Tensor qkv =
+      Lin(w, p + "attention.qkv", x).reshape({b, n, 3, heads, c / heads}).permute({2, 0, 3, 1, 4});
+  at::Tensor probs =
+      at::softmax(at::matmul(qkv[0], qkv[1].transpose(-2, -1)) * std::pow(c / heads, -0.5), -1);
+  return Lin(w, p + "output.dense", at::matmul(probs, qkv[2]).transpose(1, 2).reshape({b, n, c}));
+}
+
+at::Tensor RefTimesformer(const WeightMap& w, const std::string& pre, const json& c,
+                          const at::Tensor& px) {
+  const int64_t b = px.size(0), t = px.size(1), h = c.at("hidden_size"), p = c.at("patch_size");
+  const int64_t heads = c.at("num_attention_heads"), pw = c.at("image_size").get<int64_t>() / p;
+  const double eps = c.at("layer_norm_eps");
+  at::Tensor x = at::conv2d(px.reshape({b * t, px.size(2), px.size(3), px.size(4)}),
+                            w.at(pre + "embeddings.patch_embeddings.projection.weight"),
+                            w.at(pre + "embeddings.patch_embeddings.projection.bias"), p)
+                     .flatten(2)
+                     .transpose(1, 2);
+  x = at::cat({w.at(pre + "embeddings.cls_token").expand({b * t, -1, -1}), x}, 1) +
+      w.at(pre + "embeddings.position_embeddings");
+  at::Tensor cls = x.slice(0, 0, b).select(1, 0).unsqueeze(1);
+  x = x.slice(1, 1);
+  const int64_t n = x.size(1);
+  x = x.reshape({b, t, n, h}).permute({0, 2, 1, 3}).reshape({b * n, t, h}) +
+      w.at(pre + "embeddings.time_embeddings");
+  x = at::cat({cls, x.view({b, n, t, h}).reshape({b, n * t, h})}, 1);
+  for (int64_t i = 0; i < c.at("num_hidden_layers").get<int64_t>(); ++i) {
+    const std::string l = pre + "encoder.layer." + std::to_string(i) + ".";
+    const int64_t ph = (x.size(1) - 1) / t / pw;
+    at::Tensor te = x.slice(1, 1).reshape({b, ph, pw, t, h}).reshape({b * ph * pw, t, h});
+    at::Tensor rt = RefTsAttention(w, l + "temporal_attention.",
+                                   Ln(w, l + "temporal_layernorm", te, eps), heads);
+    rt = Lin(w, l + "temporal_dense", rt.reshape({b, ph, pw, t, h}).reshape({b, ph * pw * t, h}));
+    te = x.slice(1, 1) + rt;
+    at::Tensor init_cls = x.select(1, 0).unsqueeze(1);
+    at::Tensor cl = init_cls.repeat({1, t, 1}).reshape({b * t, 1, h});
+    at::Tensor se =
+        te.reshape({b, ph, pw, t, h}).permute({0, 3, 1, 2, 4}).reshape({b * t, ph * pw, h});
+    at::Tensor rs = RefTsAttention(w, l + "attention.",
+                                   Ln(w, l + "layernorm_before", at::cat({cl, se}, 1), eps), heads);
+    cl = at::mean(rs.select(1, 0).reshape({b, t, h}), 1, true);
+    rs = rs.slice(1, 1).reshape({b, t, ph, pw, h}).permute({0, 2, 3, 1, 4}).reshape({b, -1, h});
+    at::Tensor hs = at::cat({init_cls, te}, 1) + at::cat({cl, rs}, 1);
+    x = hs + Lin(w, l + "output.dense",
+                 at::gelu(Lin(w, l + "intermediate.dense", Ln(w, l + "layernorm_after", hs, eps))));
+  }
+  return Ln(w, pre + "layernorm", x, eps);
+}
+
+TEST(TimesformerTest, DividedSpaceTimeModelAndVideoClassifierAsTransformers) {
+  Ran base = RunClass("TimesformerModel");
+  ASSERT_TRUE(base.m);
+  const json& c = base.m->spec().tiny_config;
+  const at::Tensor& px = base.batch.inputs.at("pixel_values");
+  EXPECT_EQ(px.size(1), 4);  // tiny num_frames
+  EXPECT_LT(testing::MaxAbs(base.out[0], RefTimesformer(base.w, "", c, px)), 1e-10);
+
+  Ran cls = RunClass("TimesformerForVideoClassification");
+  ASSERT_TRUE(cls.m);
+  const at::Tensor seq = RefTimesformer(cls.w, "timesformer.", cls.m->spec().tiny_config,
+                                        cls.batch.inputs.at("pixel_values"));
+  EXPECT_LT(testing::MaxAbs(cls.out[0], Lin(cls.w, "classifier", seq.select(1, 0))), 1e-10);
+  testing::ExpectConfigError("TimesformerModel", "attention_type", "space_only",
+                             "divided_space_time");
+}
+
 }  // namespace
 }  // namespace ts::zoo
