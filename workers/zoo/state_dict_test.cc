@@ -244,6 +244,7 @@ const std::set<std::string> kNotYetInTable = {
     "ViTForMaskedImageModeling",
     "ViTMSNForImageClassification",
     "ViTMSNModel",
+    "VideoMAEForPreTraining",
     "VideoMAEForVideoClassification",
     "VideoMAEModel",
     "VivitForVideoClassification",

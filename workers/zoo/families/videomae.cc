@@ -4,13 +4,16 @@
 // (trunks/vision_video.h). The batch's pixel_values are [B, num_frames, C, H, W]. Config: the
 // ViT fields (hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, hidden_act,
 // layer_norm_eps, image_size, patch_size, num_channels, qkv_bias: here the q_bias / v_bias
-// parameters), num_frames, tubelet_size, use_mean_pooling. VideoMAEForPreTraining (its decoder
-// and the normalised-pixel MSE) is not built.
+// parameters), num_frames, tubelet_size, use_mean_pooling. VideoMAEForPreTraining
+// (pretraining: heads/video_pretraining.h) also reads decoder_hidden_size,
+// decoder_num_attention_heads, decoder_intermediate_size, decoder_num_hidden_layers and
+// norm_pix_loss.
 #include <algorithm>
 
 #include "workers/zoo/config.h"
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/heads/image_head.h"
+#include "workers/zoo/heads/video_pretraining.h"
 #include "workers/zoo/scaling.h"
 #include "workers/zoo/trunks/vision_video.h"
 
@@ -72,6 +75,53 @@ StatusOr<json> ScaleVideoMae(const json& config) {
   return t;
 }
 
+// VideoMAEForPreTraining's decoder: VideoMAE layers at the decoder_* sizes.
+StatusOr<VideoPretrainingRecipe> ParseVideoMaeDecoder(const json& config,
+                                                      const VideoMaeRecipe& encoder) {
+  ConfigReader r(config);
+  VideoPretrainingRecipe p;
+  p.decoder = encoder.encoder;
+  PreLnEncoderRecipe& d = p.decoder;
+  TS_ASSIGN_OR_RETURN(d.hidden, r.Int("decoder_hidden_size", 384));
+  TS_ASSIGN_OR_RETURN(d.heads, r.Int("decoder_num_attention_heads", 6));
+  TS_ASSIGN_OR_RETURN(d.intermediate, r.Int("decoder_intermediate_size", 1536));
+  TS_ASSIGN_OR_RETURN(d.layers, r.Int("decoder_num_hidden_layers", 4));
+  for (const auto& [field, v] : {std::pair<const char*, int64_t>{"decoder_hidden_size", d.hidden},
+                                 {"decoder_num_attention_heads", d.heads},
+                                 {"decoder_intermediate_size", d.intermediate},
+                                 {"decoder_num_hidden_layers", d.layers}}) {
+    if (v <= 0) return r.Error(field, "must be positive");
+  }
+  if (d.hidden % d.heads != 0)
+    return r.Error("decoder_num_attention_heads", "must divide decoder_hidden_size");
+  d.naming.layers = "decoder.decoder_layers.";
+  TS_ASSIGN_OR_RETURN(p.norm_pix_loss, r.Bool("norm_pix_loss", true));
+  if (!p.norm_pix_loss && encoder.channels != 3)
+    return r.Error("norm_pix_loss", "false needs 3 channels (transformers un-normalises RGB)");
+  return p;
+}
+
+StatusOr<json> ScaleVideoMaePretraining(const json& config) {
+  TS_ASSIGN_OR_RETURN(VideoMaeConfig c, ParseVideoMae(config));
+  TS_ASSIGN_OR_RETURN(VideoPretrainingRecipe p, ParseVideoMaeDecoder(config, c.recipe));
+  TS_ASSIGN_OR_RETURN(json t, ScaleVideoMae(config));
+  const int64_t heads = std::min<int64_t>(p.decoder.heads, 2);
+  t["decoder_num_attention_heads"] = heads;
+  t["decoder_hidden_size"] = heads * 16;
+  t["decoder_intermediate_size"] = heads * 16 * p.decoder.intermediate / p.decoder.hidden;
+  t["decoder_num_hidden_layers"] = 1;
+  t.erase("num_labels");
+  return t;
+}
+
+StatusOr<std::unique_ptr<Model>> BuildVideoMaePretraining(ModelSpec spec) {
+  TS_ASSIGN_OR_RETURN(VideoMaeConfig c, ParseVideoMae(spec.tiny_config));
+  TS_ASSIGN_OR_RETURN(VideoPretrainingRecipe p, ParseVideoMaeDecoder(spec.tiny_config, c.recipe));
+  c.recipe.prefix = "videomae.";
+  return MakeVideoMaePretraining(std::move(spec), std::make_unique<VideoMaeTrunk>(c.recipe),
+                                 std::move(p));
+}
+
 decltype(ArchEntry::build) BuildVideoMae(bool classifier) {
   return [classifier](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
     TS_ASSIGN_OR_RETURN(VideoMaeConfig c, ParseVideoMae(spec.tiny_config));
@@ -106,7 +156,19 @@ std::vector<ArchEntry> VideoMaeArchs() {
       {"num_labels", 400}};
   json base = example;
   base.erase("num_labels");
-  return {{{"VideoMAEModel", "videomae", "image-feature-extraction"},
+  // MCG-NJU/videomae-base: the pre-training checkpoint (its decoder, no mean pooling).
+  json pretraining = base;
+  pretraining["use_mean_pooling"] = false;
+  pretraining["decoder_hidden_size"] = 384;
+  pretraining["decoder_num_attention_heads"] = 6;
+  pretraining["decoder_intermediate_size"] = 1536;
+  pretraining["decoder_num_hidden_layers"] = 4;
+  pretraining["norm_pix_loss"] = true;
+  return {{{"VideoMAEForPreTraining", "videomae", "pretraining"},
+           WithArchitecture(pretraining, "VideoMAEForPreTraining"),
+           ScaleVideoMaePretraining,
+           BuildVideoMaePretraining},
+          {{"VideoMAEModel", "videomae", "image-feature-extraction"},
            WithArchitecture(base, "VideoMAEModel"),
            ScaleVideoMae,
            BuildVideoMae(false)},

@@ -352,8 +352,24 @@ at::Tensor RefSinusoids(int64_t n, int64_t d) {
   return t;
 }
 
+// VideoMAELayer `l` (layers.N. prefix) over x.
+at::Tensor RefVideoMaeLayer(const WeightMap& w, const std::string& l, at::Tensor x, int64_t heads,
+                            double eps) {
+  const std::string a = l + "attention.attention.";
+  at::Tensor y = Ln(w, l + "layernorm_before", x, eps);
+  at::Tensor k_bias = at::zeros_like(w.at(a + "v_bias"));
+  at::Tensor q = at::linear(y, w.at(a + "query.weight"), w.at(a + "q_bias"));
+  at::Tensor k = at::linear(y, w.at(a + "key.weight"), k_bias);
+  at::Tensor v = at::linear(y, w.at(a + "value.weight"), w.at(a + "v_bias"));
+  x = Lin(w, l + "attention.output.dense", Attend(q, k, v, heads)) + x;
+  y = at::gelu(Lin(w, l + "intermediate.dense", Ln(w, l + "layernorm_after", x, eps)));
+  return Lin(w, l + "output.dense", y) + x;
+}
+
+// VideoMAEModel's sequence_output; under `masked` (bool [B, tubelets]) the visible tubelets only,
+// as embeddings[~bool_masked_pos].reshape(batch, -1, hidden).
 at::Tensor RefVideoMae(const WeightMap& w, const std::string& pre, const json& c,
-                       const at::Tensor& px) {
+                       const at::Tensor& px, const at::Tensor& masked = at::Tensor()) {
   const int64_t p = c.at("patch_size"), tub = c.at("tubelet_size");
   const double eps = c.at("layer_norm_eps");
   at::Tensor x = at::conv3d(px.permute({0, 2, 1, 3, 4}),
@@ -362,18 +378,12 @@ at::Tensor RefVideoMae(const WeightMap& w, const std::string& pre, const json& c
                      .flatten(2)
                      .transpose(1, 2);
   x = x + RefSinusoids(x.size(1), x.size(2)).unsqueeze(0);
+  if (masked.defined()) x = x.index({masked.logical_not()}).reshape({x.size(0), -1, x.size(2)});
   for (int64_t i = 0; i < c.at("num_hidden_layers").get<int64_t>(); ++i) {
-    const std::string l = pre + "encoder.layer." + std::to_string(i) + ".";
-    const std::string a = l + "attention.attention.";
-    at::Tensor y = Ln(w, l + "layernorm_before", x, eps);
-    at::Tensor k_bias = at::zeros_like(w.at(a + "v_bias"));
-    at::Tensor q = at::linear(y, w.at(a + "query.weight"), w.at(a + "q_bias"));
-    at::Tensor k = at::linear(y, w.at(a + "key.weight"), k_bias);
-    at::Tensor v = at::linear(y, w.at(a + "value.weight"), w.at(a + "v_bias"));
-    x = Lin(w, l + "attention.output.dense", Attend(q, k, v, c.at("num_attention_heads"))) + x;
-    y = at::gelu(Lin(w, l + "intermediate.dense", Ln(w, l + "layernorm_after", x, eps)));
-    x = Lin(w, l + "output.dense", y) + x;
+    x = RefVideoMaeLayer(w, pre + "encoder.layer." + std::to_string(i) + ".", x,
+                         c.at("num_attention_heads"), eps);
   }
+  if (!c.value("use_mean_pooling", true)) x = Ln(w, pre + "layernorm", x, eps);
   return x;
 }
 
@@ -396,6 +406,49 @@ TEST(VideoMaeTest, ModelAndVideoClassifierAsTransformers) {
   at::Tensor pooled = Ln(cls.w, "fc_norm", seq.mean(1), 1e-5);  // nn.LayerNorm's default eps
   EXPECT_LT(testing::MaxAbs(cls.out[0], Lin(cls.w, "classifier", pooled)), 1e-10);
   testing::ExpectConfigError("VideoMAEModel", "num_frames", 15, "tubelet_size");
+}
+
+TEST(VideoMaeTest, PreTrainingDecoderAndNormalisedPixelLossAsTransformers) {
+  Ran r = RunClass("VideoMAEForPreTraining");
+  ASSERT_TRUE(r.m);
+  EXPECT_EQ(r.m->spec().task, "pretraining");
+  const json& c = r.m->spec().tiny_config;
+  const WeightMap& w = r.w;
+  const at::Tensor& px = r.batch.inputs.at("pixel_values");
+  const at::Tensor& pos = r.batch.inputs.at("bool_masked_pos");
+  const int64_t b = px.size(0), n = pos.size(1);
+  ASSERT_TRUE(pos.sum(1).eq(n / 2).all().item<bool>());  // as many masked in every video
+  at::Tensor seq =
+      at::linear(RefVideoMae(w, "videomae.", c, px, pos), w.at("encoder_to_decoder.weight"));
+  const int64_t d = seq.size(2);
+  at::Tensor table = RefSinusoids(n, d).unsqueeze(0).expand({b, n, d});
+  at::Tensor vis = table.index({pos.logical_not()}).reshape({b, -1, d});
+  at::Tensor msk = table.index({pos}).reshape({b, -1, d});
+  at::Tensor x = at::cat({seq + vis, w.at("mask_token") + msk}, 1);
+  for (int64_t i = 0; i < c.at("decoder_num_hidden_layers").get<int64_t>(); ++i) {
+    x = RefVideoMaeLayer(w, "decoder.decoder_layers." + std::to_string(i) + ".", x,
+                         c.at("decoder_num_attention_heads"), c.at("layer_norm_eps"));
+  }
+  x = x.slice(1, x.size(1) - msk.size(1));
+  at::Tensor logits = Lin(w, "decoder.head", Ln(w, "decoder.norm", x, 1e-5));
+  EXPECT_LT(testing::MaxAbs(r.out[0], logits), 1e-10);
+  // Labels: un-normalised frames, per-patch normalised (norm_pix_loss), the masked tubelets.
+  auto channel = [](std::vector<float> v) {
+    return at::tensor(v).to(at::kDouble).view({1, 1, 3, 1, 1});
+  };
+  at::Tensor f = px * channel({0.229f, 0.224f, 0.225f}) + channel({0.485f, 0.456f, 0.406f});
+  const int64_t t = f.size(1), ch = f.size(2), hh = f.size(3), ts = c.at("tubelet_size"),
+                p = c.at("patch_size");
+  f = f.view({b, t / ts, ts, ch, hh / p, p, hh / p, p})
+          .permute({0, 1, 4, 6, 2, 5, 7, 3})
+          .contiguous()
+          .view({b, n, ts * p * p, ch});
+  f = (f - f.mean(-2, true)) / (f.var(-2, true, true).sqrt() + 1e-6);
+  at::Tensor labels = f.view({b, n, -1}).index({pos}).reshape({b, -1, ts * p * p * ch});
+  EXPECT_NEAR(r.m->Loss(w, r.batch).item<double>(), at::mse_loss(logits, labels).item<double>(),
+              1e-12);
+  testing::ExpectConfigError("VideoMAEForPreTraining", "decoder_num_attention_heads", 7,
+                             "decoder_num_attention_heads");
 }
 
 // VivitModel (transformers 5's modular_vivit.py: ViT's embeddings and layers over tubelets).

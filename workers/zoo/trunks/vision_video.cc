@@ -41,6 +41,11 @@ VideoMaeTrunk::VideoMaeTrunk(VideoMaeRecipe recipe)
 }
 
 VisionFeatures VideoMaeTrunk::Forward(const WeightMap& w, const at::Tensor& pixel_values) const {
+  return ForwardMasked(w, pixel_values, at::Tensor());
+}
+
+VisionFeatures VideoMaeTrunk::ForwardMasked(const WeightMap& w, const at::Tensor& pixel_values,
+                                            const at::Tensor& bool_masked_pos) const {
   const std::string& pre = r_.prefix;
   const int64_t p = r_.patch_size;
   // [B, frames, C, H, W] -> [B, C, frames, H, W]: VideoMAE permutes, ViViT transposes.
@@ -59,6 +64,14 @@ VisionFeatures VideoMaeTrunk::Forward(const WeightMap& w, const at::Tensor& pixe
     at::Tensor table =
         InterleavedSinusoidTable(x.size(1), x.size(2), x.options().dtype(table_type));
     x = x + table.unsqueeze(0).to(x.scalar_type());
+  }
+  if (bool_masked_pos.defined()) {
+    // VideoMAEEmbeddings: embeddings[~bool_masked_pos].reshape(batch, -1, hidden), the visible
+    // tubelets only (every video masks as many), as masked_select (the same elements in the same
+    // order; the simulated device's CPU fallback does not move aten::index's index list).
+    TORCH_CHECK(!r_.vivit, "ViViT has no masked forward");
+    x = at::masked_select(x, bool_masked_pos.logical_not().unsqueeze(-1))
+            .reshape({x.size(0), -1, x.size(2)});
   }
   x = encoder_->Forward(w, x, at::Tensor());
   if (r_.vivit || !r_.mean_pooling) {

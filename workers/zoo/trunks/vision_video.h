@@ -47,9 +47,14 @@ class VideoMaeTrunk : public VisionTrunk {
   explicit VideoMaeTrunk(VideoMaeRecipe recipe);
 
   VisionFeatures Forward(const WeightMap& w, const at::Tensor& pixel_values) const override;
+  // VideoMAE under bool_masked_pos [B, tubelets] (VideoMAEForPreTraining): the encoder runs on
+  // the visible tubelets only.
+  VisionFeatures ForwardMasked(const WeightMap& w, const at::Tensor& pixel_values,
+                               const at::Tensor& bool_masked_pos) const override;
   std::vector<int64_t> PixelValuesShape() const override;
   std::vector<int64_t> LastHiddenShape() const override;
   int64_t PooledWidth() const override { return r_.encoder.hidden; }
+  const VideoMaeRecipe& recipe() const { return r_; }
 
  private:
   VideoMaeRecipe r_;
