@@ -6,7 +6,8 @@
 //   trunks/vision_conv.h         conv + BatchNorm stacks (resnet, mobilenet_v2, efficientnet)
 //   trunks/vision_convnext.h     ConvNeXt stages
 //   trunks/vision_swin.h         Swin shifted-window stages
-//   trunks/vision_segformer.h    SegFormer's Mix Transformer stages
+//   trunks/vision_segformer.h    SegFormer's Mix Transformer stages (segformer, glpn)
+//   trunks/vision_video.h        video tubelets and frames (videomae, vivit, timesformer)
 //
 // Thread-safety: trunks and models are immutable after construction.
 #pragma once
@@ -57,9 +58,9 @@ class VisionTrunk {
   int64_t image_size() const { return image_size_; }
 
   virtual VisionFeatures Forward(const WeightMap& w, const at::Tensor& pixel_values) const = 0;
-  // The forward of a trunk built with a mask token (use_mask_token: the *ForMaskedImageModeling
-  // classes): the patch embeddings where bool_masked_pos [B, patches] is set are replaced by the
-  // mask token. Trunks without one throw c10::Error.
+  // The forward under bool_masked_pos [B, patches] of a trunk that reads it: the masked patch
+  // embeddings replaced by the mask token (use_mask_token: the *ForMaskedImageModeling classes)
+  // or dropped (VideoMAEForPreTraining's encoder). The other trunks throw c10::Error.
   virtual VisionFeatures ForwardMasked(const WeightMap& w, const at::Tensor& pixel_values,
                                        const at::Tensor& bool_masked_pos) const;
   // Shape of the batch's pixel_values without the batch dimension: [C, H, W] (video trunks:
