@@ -1,6 +1,7 @@
-// Masked image modeling (ViTForMaskedImageModeling, DeiTForMaskedImageModeling): a trunk built
-// with a mask token, its tokens reshaped to a map, the decoder (a 1x1 conv to encoder_stride^2 x
-// num_channels, then PixelShuffle(encoder_stride)) and the L1 loss on the masked patches.
+// Masked image modeling (ViTForMaskedImageModeling, DeiTForMaskedImageModeling,
+// SwinForMaskedImageModeling): a trunk built with a mask token, its tokens reshaped to a map, the
+// decoder (a 1x1 conv to encoder_stride^2 x num_channels, then PixelShuffle(encoder_stride)) and
+// the L1 loss on the masked patches.
 //
 // Thread-safety: immutable after construction.
 #pragma once
@@ -15,8 +16,9 @@ namespace ts::zoo::internal {
 
 struct MaskedImageModelingRecipe {
   int64_t width = 0;  // the trunk's token width
-  // Tokens cut before the reshape: ViT sequence_output[:, 1:] (front 1), DeiT [:, 1:-1] (front
-  // 1, back 1: transformers keeps the distillation token and drops the last patch token).
+  // Tokens cut before the reshape (Swin: none): ViT sequence_output[:, 1:] (front 1), DeiT [:,
+  // 1:-1] (front 1, back 1: transformers keeps the distillation token and drops the last patch
+  // token).
   int64_t drop_front = 1, drop_back = 0;
   int64_t encoder_stride = 16, patch_size = 16, image_size = 224, channels = 3;
 };
