@@ -11,14 +11,16 @@
 
 namespace ts::zoo::internal {
 
-// A family of the lineage: its model_type, class prefix ("Beit") and the classifier's base
-// prefix ("beit.").
+// A family of the lineage: its model_type, class prefix ("Beit"), the classifier's base
+// prefix ("beit.") and whether transformers has its Backbone class.
 struct BeitFamily {
   std::string model_type, prefix, base;
+  bool backbone = false;
 };
 
-// The Model (image-feature-extraction: last_hidden_state and pooler_output) and
-// ForImageClassification (`classifier` on the pooler output) classes over `example`.
+// The Model (image-feature-extraction: last_hidden_state and pooler_output),
+// ForImageClassification (`classifier` on the pooler output) and, where the family has it,
+// Backbone classes over `example`.
 std::vector<ArchEntry> BeitArchs(const BeitFamily& family, const nlohmann::json& example);
 
 }  // namespace ts::zoo::internal

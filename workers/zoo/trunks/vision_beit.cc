@@ -66,6 +66,7 @@ BeitTrunk::BeitTrunk(BeitRecipe recipe)
       Add(l + "lambda_2", {h});
     }
   }
+  if (r_.backbone) return;  // its layernorm (none under mean pooling) is never called
   const std::string norm = r_.mean_pooling ? "pooler.layernorm." : "layernorm.";
   Add(pre + norm + "weight", {h});
   Add(pre + norm + "bias", {h});
@@ -140,6 +141,7 @@ VisionFeatures BeitTrunk::Forward(const WeightMap& w, const at::Tensor& pixel_va
   at::Tensor shared;
   if (r_.shared_relative_bias) shared = RelativeBias(w, pre + "encoder.relative_position_bias.", x);
   for (int64_t i = 0; i < r_.layers; ++i) x = Layer(w, i, x, shared);
+  if (r_.backbone) return {x, x.select(1, 0)};
   if (!r_.mean_pooling) {
     x = nn::LayerNorm(x, GetWeight(w, pre + "layernorm.weight"),
                       GetWeight(w, pre + "layernorm.bias"), r_.eps);

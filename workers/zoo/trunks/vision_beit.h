@@ -32,6 +32,9 @@ struct BeitRecipe {
   bool layer_scale = true;  // layer_scale_init_value > 0
   bool absolute_positions = false, relative_bias = true, shared_relative_bias = false;
   bool mean_pooling = true;
+  // BeitBackbone (BeitModel without its pooler under "encoder."): last_hidden_state is the last
+  // layer's output, before the final layernorm (which the backbone never calls).
+  bool backbone = false;
 
   int64_t Grid() const { return image_size / patch_size; }
 };

@@ -9,6 +9,7 @@
 
 #include "workers/zoo/family_test_util.h"
 #include "workers/zoo/model.h"
+#include "workers/zoo/state_dict.h"
 
 namespace ts::zoo {
 namespace {
@@ -77,7 +78,9 @@ std::pair<at::Tensor, at::Tensor> RefBeit(const WeightMap& w, const std::string&
             at::gelu(Lin(w, l + "mlp.fc1", Ln(w, l + "layernorm_after", x, eps))));
     x = w.at(l + "lambda_2") * y + x;
   }
-  // use_mean_pooling: layernorm is Identity; BeitPooler norms the patch tokens' mean.
+  // use_mean_pooling: layernorm is Identity; BeitPooler norms the patch tokens' mean (none in
+  // BeitBackbone's BeitModel).
+  if (!w.count(pre + "pooler.layernorm.weight")) return {x, at::Tensor()};
   return {x, Ln(w, pre + "pooler.layernorm", x.slice(1, 1).mean(1), eps)};
 }
 
@@ -105,6 +108,32 @@ TEST(BeitTest, ModelAndClassifierAsTransformersForBeitAndData2VecVision) {
         testing::MaxAbs(c->Forward(cw, {{"pixel_values", cpx}})[0], Lin(cw, "classifier", cpooled)),
         1e-10);
   }
+}
+
+TEST(BeitTest, BackboneIsTheLastLayersPatchTokensAsAMap) {
+  auto m = testing::Build("BeitBackbone");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->spec().task, "backbone");
+  WeightMap w = m->InitWeights(9, at::kDouble);
+  at::Tensor px = m->MakeBatch(4, 2).inputs.at("pixel_values").to(at::kDouble);
+  // BeitBackbone.encoder is a BeitModel: encoder.embeddings, encoder.encoder.layer.N.
+  const json& c = m->spec().tiny_config;
+  at::Tensor seq = RefBeit(w, "encoder.", c, px).first;
+  const int64_t g = c.at("image_size").get<int64_t>() / c.at("patch_size").get<int64_t>();
+  at::Tensor map = seq.slice(1, 1).permute({0, 2, 1}).reshape({2, -1, g, g});
+  EXPECT_LT(testing::MaxAbs(m->Forward(w, {{"pixel_values", px}})[0], map), 1e-10);
+  // Without mean pooling BeitModel builds a final layernorm the backbone never calls: in the
+  // state_dict, not among the weights.
+  json no_mean = *ExampleConfig("BeitBackbone");
+  no_mean["use_mean_pooling"] = false;
+  auto nm = testing::Build("BeitBackbone", no_mean);
+  ASSERT_TRUE(nm);
+  bool norm = false;
+  for (const auto& e : StateDictShapes(*nm)) norm = norm || e.name == "encoder.layernorm.weight";
+  EXPECT_TRUE(norm);
+  EXPECT_FALSE(testing::HasWeight(*nm, "encoder.layernorm.weight"));
+  testing::ExpectConfigError("BeitBackbone", "add_fpn", true, "add_fpn");
+  testing::ExpectConfigError("BeitBackbone", "out_features", json{"stage3"}, "out_features");
 }
 
 }  // namespace
