@@ -96,6 +96,12 @@ at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
       at::conv2d(EmuIn(x), EmuIn(w), b, {stride, stride}, {padding, padding}, {1, 1}, groups));
 }
 
+at::Tensor Conv3d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                  at::IntArrayRef stride) {
+  if (!g_bf16_emulation || !g_bf16_ops.conv) return at::conv3d(x, w, b, stride);
+  return EmuOut(at::conv3d(EmuIn(x), EmuIn(w), b, stride));
+}
+
 at::Tensor Conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t stride,
                   int64_t padding, int64_t groups) {
   if (!g_bf16_emulation || !g_bf16_ops.conv) {

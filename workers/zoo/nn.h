@@ -70,6 +70,10 @@ at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b);
 // NCHW conv2d, `b` may be undefined.
 at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t stride,
                   int64_t padding = 0, int64_t groups = 1);
+// 3-d convolution (video tubelets), kernel and stride per dimension, no padding; emulated like
+// Conv2d.
+at::Tensor Conv3d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                  at::IntArrayRef stride);
 // 1-d convolution (audio front ends), emulated like Conv2d.
 at::Tensor Conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t stride,
                   int64_t padding = 0, int64_t groups = 1);

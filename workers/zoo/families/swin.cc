@@ -1,8 +1,11 @@
-// Swin: SwinModel, SwinForImageClassification. Config -> recipe (trunks/vision_swin.h) and the
-// example config.
+// Swin: SwinModel, SwinForImageClassification and SwinForMaskedImageModeling (SwinModel with the
+// mask token and without a pooler; the decoder over the last stage's map, whose side times
+// encoder_stride must be the image's: heads/masked_image_modeling.h). Config -> recipe
+// (trunks/vision_swin.h) and the example config.
 #include <algorithm>
 
 #include "workers/zoo/families_internal.h"
+#include "workers/zoo/heads/masked_image_modeling.h"
 #include "workers/zoo/scaling.h"
 #include "workers/zoo/trunks/vision_swin.h"
 #include "workers/zoo/vision_config.h"
@@ -88,6 +91,46 @@ StatusOr<PooledVisionTrunk> SwinTrunkFor(const json& config, const std::string& 
   return PooledVisionTrunk{std::make_unique<SwinTrunk>(c), c.num_labels};
 }
 
+// SwinForMaskedImageModeling's reconstruction is the last stage's map (side image / patch /
+// 2^(stages - 1)) upsampled by encoder_stride: it matches pixel_values only for that stride.
+Status CheckSwinEncoderStride(const json& config, const SwinConfig& c) {
+  ConfigReader r(config);
+  TS_ASSIGN_OR_RETURN(int64_t stride, r.Int("encoder_stride", 32));
+  const int64_t want = c.patch_size << (c.depths.size() - 1);
+  if (stride != want)
+    return r.Error("encoder_stride",
+                   "must be patch_size * 2^(stages - 1) = " + std::to_string(want) +
+                       " for masked image modeling, got " + std::to_string(stride));
+  return OkStatus();
+}
+
+StatusOr<json> ScaleSwinMaskedImageModeling(const json& config) {
+  TS_ASSIGN_OR_RETURN(SwinConfig c, ParseSwin(config));
+  TS_RETURN_IF_ERROR(CheckSwinEncoderStride(config, c));
+  TS_ASSIGN_OR_RETURN(json t, ScaleSwin(config));
+  TS_ASSIGN_OR_RETURN(SwinConfig tiny, ParseSwin(t));
+  t["encoder_stride"] = tiny.patch_size << (tiny.depths.size() - 1);
+  t.erase("num_labels");
+  return t;
+}
+
+StatusOr<std::unique_ptr<Model>> BuildSwinMaskedImageModeling(ModelSpec spec) {
+  TS_ASSIGN_OR_RETURN(SwinConfig c, ParseSwin(spec.tiny_config));
+  TS_RETURN_IF_ERROR(CheckSwinEncoderStride(spec.tiny_config, c));
+  c.prefix = "swin.";
+  c.mask_token = true;
+  auto trunk = std::make_unique<SwinTrunk>(c);
+  const int64_t width = trunk->PooledWidth(), stride = c.patch_size << (c.depths.size() - 1);
+  return MakeMaskedImageModel(std::move(spec), std::move(trunk),
+                              {.width = width,
+                               .drop_front = 0,
+                               .drop_back = 0,
+                               .encoder_stride = stride,
+                               .patch_size = c.patch_size,
+                               .image_size = c.image_size,
+                               .channels = c.num_channels});
+}
+
 }  // namespace
 
 std::vector<ArchEntry> SwinArchs() {
@@ -109,7 +152,16 @@ std::vector<ArchEntry> SwinArchs() {
                      {"drop_path_rate", 0.1},
                      {"initializer_range", 0.02},
                      {"num_labels", 1000}};
-  return PooledVisionArchs({"Swin", "swin", "swin."}, swin, ScaleSwin, SwinTrunkFor);
+  std::vector<ArchEntry> archs =
+      PooledVisionArchs({"Swin", "swin", "swin."}, swin, ScaleSwin, SwinTrunkFor);
+  // microsoft/swin-base-simmim-window6-192's layout at swin-tiny's sizes: the pre-training class.
+  json mim = WithArchitecture(swin, "SwinForMaskedImageModeling");
+  mim.erase("num_labels");
+  archs.push_back({{"SwinForMaskedImageModeling", "swin", "masked-image-modeling"},
+                   mim,
+                   ScaleSwinMaskedImageModeling,
+                   BuildSwinMaskedImageModeling});
+  return archs;
 }
 
 TS_ZOO_REGISTER_FAMILY(Swin, SwinArchs);

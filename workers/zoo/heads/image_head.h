@@ -2,6 +2,8 @@
 // loss and labels. Each family picks one per class:
 //   heads/image_classification.cc  *ForImageClassification (and DeiT's distilled teacher head)
 //   heads/image_features.cc        the base *Model: last_hidden_state and pooler_output
+//   heads/semantic_segmentation.cc SegFormer's all-MLP decode head
+//   heads/depth_estimation.cc      GLPN's decoder and depth head
 //
 // Thread-safety: immutable after construction.
 #pragma once
@@ -30,6 +32,12 @@ class ImageHead {
                           const TensorMap& labels) const = 0;
   // Draws the labels of a batch of `batch_size` from `gen` (after pixel_values).
   virtual void AddLabels(at::Generator& gen, int64_t batch_size, TensorMap& labels) const = 0;
+  // Initializes `t` if the head has its own rule for weight `name` (its BatchNorm scales: 1);
+  // false leaves it to the model's policy.
+  virtual bool InitWeight(const std::string& /*name*/, at::Tensor& /*t*/,
+                          at::Generator& /*gen*/) const {
+    return false;
+  }
 
  protected:
   void Add(const std::string& name, std::vector<int64_t> shape) {
@@ -109,6 +117,43 @@ std::unique_ptr<ImageHead> BackboneHead(BackboneRecipe recipe);
 // out_indices, when given, name only the last of `stages` stages ("stage<stages>", index
 // `stages` or -1), transformers' default; anything else is refused naming the field.
 Status CheckLastStageBackbone(const nlohmann::json& config, int64_t stages);
+
+// ---- heads/semantic_segmentation.cc
+
+// SegformerForSemanticSegmentation's SegformerDecodeHead (weights under "decode_head."): each
+// stage's map through linear_c.I.proj (a Linear over its tokens), bilinearly resized
+// (align_corners false) to stage 0's size, concatenated last stage first, linear_fuse (a 1x1 conv
+// without bias), batch_norm (eval mode), ReLU, classifier (a 1x1 conv). Outputs logits [B, L,
+// H_0, W_0]. Loss as transformers: the logits resized bilinearly to the labels' size, cross
+// entropy with ignore_index = semantic_loss_ignore_index (num_labels > 1), or the masked BCE
+// with logits over the valid pixels (num_labels == 1). Labels "labels" int64 [B, image, image]
+// in [0, L), the first row of image 0 set to the ignore index.
+struct SegmentationHeadRecipe {
+  std::vector<int64_t> stage_widths;  // hidden_sizes
+  int64_t decoder_hidden = 256, num_labels = 2, ignore_index = 255, image_size = 224;
+};
+std::unique_ptr<ImageHead> SegformerDecodeHead(SegmentationHeadRecipe recipe);
+
+// ---- heads/depth_estimation.cc
+
+// GLPNForDepthEstimation's GLPNDecoder and GLPNDepthEstimationHead: the stages' maps last first,
+// each through decoder.stages.K (`convolution`, a 1x1 conv to decoder_hidden_size, absent when
+// the widths match; from K = 1 the selective feature fusion with the previous stage's output:
+// convolutional_layer1 (3x3 conv, BatchNorm, ReLU), convolutional_layer2 (likewise, to half the
+// width), convolutional_layer3 (3x3 conv to 2 maps), sigmoid, local * a0 + global * a1; then a
+// bilinear x2 upsample), the last stage's output upsampled x2 again, then head.head (3x3 conv,
+// ReLU, 3x3 conv to 1 map) on the decoder output `head_in_index`, sigmoid * max_depth. Outputs
+// predicted_depth [B, H, W]. Loss transformers' SiLogLoss over the pixels whose target is > 0:
+// sqrt(mean(d^2) - 0.5 mean(d)^2), d = log(target) - log(predicted). Labels "labels" float [B, H,
+// W] (the prediction's size) in (0.1 max_depth, max_depth), the first row of image 0 zero
+// (invalid pixels).
+struct DepthHeadRecipe {
+  std::vector<int64_t> stage_widths;  // hidden_sizes
+  std::vector<int64_t> stage_sides;   // each stage's map side for the batch's images
+  int64_t decoder_hidden = 64, head_in_index = -1;
+  double max_depth = 10;
+};
+std::unique_ptr<ImageHead> GlpnDepthHead(DepthHeadRecipe recipe);
 
 // The head of a class of a pooled-map family (resnet, convnext, mobilenet_v2, efficientnet,
 // swin): `base` gives ImageFeaturesHead (pooler_output = the trunk's pooled features, loss

@@ -16,6 +16,12 @@ at::Tensor Activate(const at::Tensor& x, const VisionActivation& a) {
   return a.relu6 ? at::clamp(x, 0.0, 6.0) : nn::Activate(x, a.act);
 }
 
+VisionFeatures VisionTrunk::ForwardMasked(const WeightMap& w, const at::Tensor& pixel_values,
+                                          const at::Tensor& bool_masked_pos) const {
+  TORCH_CHECK(!bool_masked_pos.defined(), "this vision trunk has no mask token");
+  return Forward(w, pixel_values);
+}
+
 VisionModel::VisionModel(ModelSpec spec, std::unique_ptr<VisionTrunk> trunk,
                          std::unique_ptr<ImageHead> head)
     : Model(std::move(spec)), trunk_(std::move(trunk)), head_(std::move(head)) {}
@@ -41,10 +47,10 @@ at::Tensor VisionModel::Loss(const WeightMap& w, const Batch& batch) const {
 Batch VisionModel::MakeBatch(uint64_t seed, int64_t batch_size) const {
   if (batch_size <= 0) batch_size = RunBatchSize(spec().tiny_config);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  const int64_t image = trunk_->image_size();
+  std::vector<int64_t> shape = trunk_->PixelValuesShape();
+  shape.insert(shape.begin(), batch_size);
   Batch batch;
-  batch.inputs["pixel_values"] = at::randn({batch_size, trunk_->channels(), image, image}, gen,
-                                           at::TensorOptions().dtype(at::kFloat));
+  batch.inputs["pixel_values"] = at::randn(shape, gen, at::TensorOptions().dtype(at::kFloat));
   head_->AddLabels(gen, batch_size, batch.labels);
   return batch;
 }
@@ -84,6 +90,7 @@ void VisionModel::InitWeight(const std::string& name, at::Tensor& t, at::Generat
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };
   if (trunk_->InitWeight(name, t, gen)) return;
+  if (head_->InitWeight(name, t, gen)) return;
   if (ends("running_var") || ends("layer_scale_parameter")) {
     t.uniform_(0.5, 1.5, gen);
   } else if (ends("running_mean")) {

@@ -6,6 +6,8 @@
 //   trunks/vision_conv.h         conv + BatchNorm stacks (resnet, mobilenet_v2, efficientnet)
 //   trunks/vision_convnext.h     ConvNeXt stages
 //   trunks/vision_swin.h         Swin shifted-window stages
+//   trunks/vision_segformer.h    SegFormer's Mix Transformer stages (segformer, glpn)
+//   trunks/vision_video.h        video tubelets and frames (videomae, vivit, timesformer)
 //
 // Thread-safety: trunks and models are immutable after construction.
 #pragma once
@@ -39,6 +41,9 @@ at::Tensor Activate(const at::Tensor& x, const VisionActivation& a);
 struct VisionFeatures {
   at::Tensor last_hidden_state;  // [B, N, C] tokens or [B, C, H, W] maps
   at::Tensor pooled;             // token 0 [B, C], or the pooled map ([B, C] or [B, C, 1, 1])
+  // Every stage's map [B, C_i, H_i, W_i] of a hierarchical trunk (SegFormer), for the decode
+  // heads; empty for the others.
+  std::vector<at::Tensor> stages = {};
 };
 
 // Base of every vision trunk: owns its weight list (in init order, which the RNG follows) and
@@ -53,6 +58,16 @@ class VisionTrunk {
   int64_t image_size() const { return image_size_; }
 
   virtual VisionFeatures Forward(const WeightMap& w, const at::Tensor& pixel_values) const = 0;
+  // The forward under bool_masked_pos [B, patches] of a trunk that reads it: the masked patch
+  // embeddings replaced by the mask token (use_mask_token: the *ForMaskedImageModeling classes)
+  // or dropped (VideoMAEForPreTraining's encoder). The other trunks throw c10::Error.
+  virtual VisionFeatures ForwardMasked(const WeightMap& w, const at::Tensor& pixel_values,
+                                       const at::Tensor& bool_masked_pos) const;
+  // Shape of the batch's pixel_values without the batch dimension: [C, H, W] (video trunks:
+  // [frames, C, H, W]).
+  virtual std::vector<int64_t> PixelValuesShape() const {
+    return {channels_, image_size_, image_size_};
+  }
   // Shape of last_hidden_state without the batch dimension.
   virtual std::vector<int64_t> LastHiddenShape() const = 0;
   // Width of `pooled` (the classifier's input features).

@@ -36,6 +36,7 @@ SwinTrunk::SwinTrunk(SwinRecipe recipe)
   Add(pre + "embeddings.patch_embeddings.projection.bias", {e});
   Add(pre + "embeddings.norm.weight", {e});
   Add(pre + "embeddings.norm.bias", {e});
+  if (r_.mask_token) Add(pre + "embeddings.mask_token", {1, 1, e});
   int64_t dim = e;
   for (size_t s = 0; s < r_.depths.size(); ++s) {
     const std::string sp = pre + "encoder.layers." + std::to_string(s) + ".";
@@ -74,12 +75,23 @@ SwinTrunk::SwinTrunk(SwinRecipe recipe)
 }
 
 VisionFeatures SwinTrunk::Forward(const WeightMap& w, const at::Tensor& pixel_values) const {
+  return ForwardMasked(w, pixel_values, at::Tensor());
+}
+
+VisionFeatures SwinTrunk::ForwardMasked(const WeightMap& w, const at::Tensor& pixel_values,
+                                        const at::Tensor& bool_masked_pos) const {
   const std::string& pre = r_.prefix;
   const int64_t b = pixel_values.size(0);
   at::Tensor x = nn::PatchEmbed(
       pixel_values, GetWeight(w, pre + "embeddings.patch_embeddings.projection.weight"),
       GetWeight(w, pre + "embeddings.patch_embeddings.projection.bias"), r_.patch_size);
   x = LnSeq(w, pre + "embeddings.norm", x);
+  if (bool_masked_pos.defined()) {
+    TORCH_CHECK(r_.mask_token, "bool_masked_pos given to a Swin trunk without a mask token");
+    at::Tensor tokens = GetWeight(w, pre + "embeddings.mask_token").expand({b, x.size(1), -1});
+    at::Tensor mask = bool_masked_pos.unsqueeze(-1).to(tokens.scalar_type());
+    x = x * (1.0 - mask) + tokens * mask;
+  }
   int64_t res = r_.image_size / r_.patch_size, dim = r_.embed_dim;
   for (size_t s = 0; s < r_.depths.size(); ++s) {
     const std::string sp = pre + "encoder.layers." + std::to_string(s) + ".";
@@ -165,11 +177,10 @@ at::Tensor SwinTrunk::Block(const WeightMap& w, const std::string& bp, const at:
   if (shift > 0) merged = at::roll(merged, {shift, shift}, {1, 2});
   at::Tensor h = x + merged.reshape({b, res * res, dim});
   at::Tensor m = LnSeq(w, bp + "layernorm_after", h);
-  m = Activate(nn::Linear(m, GetWeight(w, bp + "mlp.fc1.weight"),
-                          GetWeight(w, bp + "mlp.fc1.bias")),
-               r_.act);
-  return h + nn::Linear(m, GetWeight(w, bp + "mlp.fc2.weight"),
-                        GetWeight(w, bp + "mlp.fc2.bias"));
+  m = Activate(
+      nn::Linear(m, GetWeight(w, bp + "mlp.fc1.weight"), GetWeight(w, bp + "mlp.fc1.bias")),
+      r_.act);
+  return h + nn::Linear(m, GetWeight(w, bp + "mlp.fc2.weight"), GetWeight(w, bp + "mlp.fc2.bias"));
 }
 
 }  // namespace ts::zoo::internal

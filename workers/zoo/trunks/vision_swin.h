@@ -17,6 +17,7 @@ struct SwinRecipe {
   std::vector<int64_t> depths, num_heads;
   double mlp_ratio = 4.0, eps = 1e-5;
   bool qkv_bias = true;
+  bool mask_token = false;  // use_mask_token: embeddings.mask_token [1, 1, embed_dim]
   VisionActivation act;
 };
 
@@ -25,6 +26,10 @@ class SwinTrunk : public VisionTrunk {
   explicit SwinTrunk(SwinRecipe recipe);
 
   VisionFeatures Forward(const WeightMap& w, const at::Tensor& pixel_values) const override;
+  // SwinEmbeddings under bool_masked_pos: the normed patch tokens * (1 - mask) + mask_token *
+  // mask.
+  VisionFeatures ForwardMasked(const WeightMap& w, const at::Tensor& pixel_values,
+                               const at::Tensor& bool_masked_pos) const override;
   std::vector<int64_t> LastHiddenShape() const override;
   int64_t PooledWidth() const override { return dim_; }
 

@@ -40,6 +40,13 @@ PreLnEncoder::PreLnEncoder(PreLnEncoderRecipe recipe, const std::string& prefix,
           slot == EncoderSlot::kQuery || slot == EncoderSlot::kKey || slot == EncoderSlot::kValue;
       l.weight[s] = m + ".weight";
       weights.emplace_back(l.weight[s], shape);
+      if (qkv && r_.qv_bias_params && slot != EncoderSlot::kKey) {
+        // attention.attention.query -> attention.attention.q_bias (v_bias for the value).
+        l.bias[s] =
+            m.substr(0, m.rfind('.') + 1) + (slot == EncoderSlot::kQuery ? "q" : "v") + "_bias";
+        weights.emplace_back(l.bias[s], bias);
+        continue;
+      }
       if (qkv && !r_.qkv_bias) continue;
       l.bias[s] = m + ".bias";
       weights.emplace_back(l.bias[s], bias);
@@ -86,6 +93,7 @@ VitTrunk::VitTrunk(VitRecipe recipe)
   const std::string& pre = r_.prefix;
   cls_ = Add(pre + "embeddings.cls_token", {1, 1, h});
   if (r_.distillation_token) dist_ = Add(pre + "embeddings.distillation_token", {1, 1, h});
+  if (r_.mask_token) mask_ = Add(pre + "embeddings.mask_token", {1, 1, h});
   pos_ = Add(pre + "embeddings.position_embeddings", {1, tokens_, h});
   patch_w_ = Add(pre + "embeddings.patch_embeddings.projection.weight", {h, r_.channels, p, p});
   patch_b_ = Add(pre + "embeddings.patch_embeddings.projection.bias", {h});
@@ -97,9 +105,20 @@ VitTrunk::VitTrunk(VitRecipe recipe)
 }
 
 VisionFeatures VitTrunk::Forward(const WeightMap& w, const at::Tensor& pixel_values) const {
+  return ForwardMasked(w, pixel_values, at::Tensor());
+}
+
+VisionFeatures VitTrunk::ForwardMasked(const WeightMap& w, const at::Tensor& pixel_values,
+                                       const at::Tensor& bool_masked_pos) const {
   const int64_t b = pixel_values.size(0), hid = r_.encoder.hidden;
   at::Tensor x =
       nn::PatchEmbed(pixel_values, GetWeight(w, patch_w_), GetWeight(w, patch_b_), r_.patch_size);
+  if (bool_masked_pos.defined()) {
+    TORCH_CHECK(r_.mask_token, "bool_masked_pos given to a ViT trunk without a mask token");
+    at::Tensor tokens = GetWeight(w, mask_).expand({b, x.size(1), hid});
+    at::Tensor mask = bool_masked_pos.unsqueeze(-1).to(tokens.scalar_type());
+    x = x * (1.0 - mask) + tokens * mask;
+  }
   std::vector<at::Tensor> tokens = {GetWeight(w, cls_).expand({b, 1, hid})};
   if (r_.distillation_token) tokens.push_back(GetWeight(w, dist_).expand({b, 1, hid}));
   tokens.push_back(x);

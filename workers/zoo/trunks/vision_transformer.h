@@ -34,6 +34,9 @@ struct PreLnEncoderRecipe {
   Activation act = Activation::kGeluErf;
   double eps = 1e-12;
   bool qkv_bias = true;  // q/k/v biases (the other linears always have one)
+  // VideoMAE / BEiT style (with qkv_bias false): bias-free query/key/value Linears and the
+  // parameters `q_bias` and `v_bias` beside them (the key's bias is zero).
+  bool qv_bias_params = false;
   EncoderNaming naming;
 };
 
@@ -61,6 +64,7 @@ struct VitRecipe {
   std::string prefix;  // "vit." / "deit." on heads, "" on the base models
   int64_t image_size = 224, patch_size = 16, channels = 3;
   bool distillation_token = false;  // DeiT: a second token after the cls token
+  bool mask_token = false;          // use_mask_token: embeddings.mask_token [1, 1, hidden]
   PreLnEncoderRecipe encoder;
 };
 
@@ -71,13 +75,17 @@ class VitTrunk : public VisionTrunk {
   explicit VitTrunk(VitRecipe recipe);
 
   VisionFeatures Forward(const WeightMap& w, const at::Tensor& pixel_values) const override;
+  // ViTEmbeddings / DeiTEmbeddings under bool_masked_pos: patch tokens * (1 - mask) +
+  // mask_token * mask, before the cls (and distillation) token is prepended.
+  VisionFeatures ForwardMasked(const WeightMap& w, const at::Tensor& pixel_values,
+                               const at::Tensor& bool_masked_pos) const override;
   std::vector<int64_t> LastHiddenShape() const override;
   int64_t PooledWidth() const override { return r_.encoder.hidden; }
 
  private:
   VitRecipe r_;
   int64_t tokens_ = 0;
-  std::string cls_, dist_, pos_, patch_w_, patch_b_;
+  std::string cls_, dist_, mask_, pos_, patch_w_, patch_b_;
   std::optional<PreLnEncoder> encoder_;  // built after the embeddings (weight order)
   std::string ln_, lnb_;
 };
