@@ -131,6 +131,16 @@ void DecoderModel::AddAttention(const std::string& a, LayerW& l) {
       break;
   }
   lin(n.o, h, q_out, c_.o_bias, l.o, l.ob);
+  if (!n.attn_sub.empty()) {
+    std::string unused_bias;
+    AddNorm(a + n.attn_sub, q_out, l.attn_sub, unused_bias, Norm::kRms);
+  }
+  if (c_.diff_attn) {
+    l.lq1 = Add(a + "lambda_q1", {hd});
+    l.lk1 = Add(a + "lambda_k1", {hd});
+    l.lq2 = Add(a + "lambda_q2", {hd});
+    l.lk2 = Add(a + "lambda_k2", {hd});
+  }
 }
 
 void DecoderModel::AddMlp(const std::string& m, LayerW& l) {
@@ -147,6 +157,10 @@ void DecoderModel::AddMlp(const std::string& m, LayerW& l) {
       mlin(n.gate, im, h, l.gate, l.gate_b);
       mlin(n.up, im, h, l.up, l.up_b);
       mlin(n.down, h, im, l.down, l.down_b);
+      if (!n.ffn_sub.empty()) {
+        std::string unused_bias;
+        AddNorm(m + n.ffn_sub, im, l.ffn_sub, unused_bias, Norm::kRms);
+      }
       break;
     case Mlp::kFusedGateUp:
       mlin("gate_up_proj", 2 * im, h, l.up, l.up_b);
@@ -184,6 +198,7 @@ void DecoderModel::AddLayer(const std::string& p, size_t index) {
   l.rope = c_.pos == Pos::kRotary && c_.rope_on[index];
   l.rope_local = c_.rope_local_on[index];
   if (c_.attn_scale_by_layer) l.attn_div = static_cast<double>(index + 1);
+  if (c_.diff_attn) l.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * static_cast<double>(index));
   layers_.push_back(std::move(l));
 }
 
@@ -402,6 +417,10 @@ at::Tensor DecoderModel::Mlp(const WeightMap& w, const LayerW& l, const at::Tens
   }
   switch (c_.mlp) {
     case Mlp::kGated:
+      if (!l.ffn_sub.empty()) {
+        at::Tensor h = Activate(lin(x, l.gate, l.gate_b)) * lin(x, l.up, l.up_b);
+        return lin(NormAs(Norm::kRms, w, h, l.ffn_sub, "", c_.inter), l.down, l.down_b);
+      }
       return lin(Activate(lin(x, l.gate, l.gate_b)) * lin(x, l.up, l.up_b), l.down, l.down_b);
     case Mlp::kFusedGateUp: {
       at::Tensor gu = lin(x, l.up, l.up_b);

@@ -116,6 +116,10 @@ struct Names {
   std::string mlp = "mlp.";
   std::string gate = "gate_proj", up = "up_proj", down = "down_proj";
   std::string final_norm = "norm";
+  // BitNet's sub-norms ("" = none): an RMSNorm of the attention output before o_proj
+  // (`attn_sub_norm`, under the attention) and of act(gate) * up before down_proj
+  // (`ffn_sub_norm`, under the MLP).
+  std::string attn_sub = "", ffn_sub = "";
   std::string lm_head = "lm_head", seq_cls = "score", token_cls = "score";
 };
 
@@ -147,6 +151,13 @@ struct Recipe {
   // GPT-2 scale_attn_by_inverse_layer_idx: layer i's scores also divided by i + 1 (classic
   // attention).
   bool attn_scale_by_layer = false;
+  // DiffLlama's differential attention (DiffLlamaAttention): per layer the parameters
+  // self_attn.lambda_{q1,k1,q2,k2} [head_dim]; the scores' softmax applied to the values of head
+  // pairs concatenated ([B, H/2, S, 2hd], repeated to H heads), the two halves of the heads
+  // combined as a1 - lambda * a2 with lambda = exp(q1 . k1) - exp(q2 . k2) + lambda_init(layer),
+  // a weight-free RMSNorm over 2hd scaled by 1 - lambda_init; lambda_init(i) =
+  // 0.8 - 0.6 exp(-0.3 i).
+  bool diff_attn = false;
   double clip_qkv = 0.0;
   bool q_bias = false, k_bias = false, v_bias = false, o_bias = false, mlp_bias = false;
   bool lm_head_bias = false, seq_cls_bias = false, token_cls_bias = true;

@@ -29,6 +29,10 @@ struct LayerW {
   std::string n1w, n1b, n2w, n2b, p1w, p1b, p2w, p2b;
   std::string q, qb, k, kb, v, vb, qkv, qkvb, o, ob, qnw, qnb, knw, knb;
   std::string gate, gate_b, up, up_b, down, down_b;
+  std::string attn_sub, ffn_sub;  // Names::attn_sub / ffn_sub weights ("" none)
+  // Recipe::diff_attn: lambda_q1, lambda_k1, lambda_q2, lambda_k2 and the layer's lambda_init.
+  std::string lq1, lk1, lq2, lk2;
+  double lambda_init = 0.0;
   bool moe = false;  // a sparse MoE layer: router, experts and the optional shared expert
   std::string router, shared_gate;
   std::string score_bias;  // deepseek_v3: mlp.gate.e_score_correction_bias
@@ -127,6 +131,10 @@ class DecoderModel : public Model {
   at::Tensor ClassicAttn(const WeightMap& w, const LayerW& l, const at::Tensor& x,
                          const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& blocked,
                          int64_t b, int64_t s) const;
+  // Recipe::diff_attn: the attention output [B, S, H * hd] from the probabilities [B, H, S, S]
+  // and the values [B, kv, S, hd].
+  at::Tensor DiffAttn(const WeightMap& w, const LayerW& l, const at::Tensor& probs,
+                      const at::Tensor& v, int64_t b, int64_t s) const;
   at::Tensor Attn(const WeightMap& w, const LayerW& l, const at::Tensor& x,
                   const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& alibi,
                   const at::Tensor& blocked, int64_t b, int64_t s) const;

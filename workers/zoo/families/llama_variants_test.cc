@@ -1,0 +1,211 @@
+// bitnet, diffllama and WhisperForCausalLM against references in double written from the
+// transformers sources each test names (not from the zoo's trunks).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "workers/zoo/family_test_util.h"
+#include "workers/zoo/model.h"
+#include "workers/zoo/state_dict.h"
+
+namespace ts::zoo {
+namespace {
+
+using json = nlohmann::json;
+
+at::Tensor Rms(const at::Tensor& x, const at::Tensor& w, double eps) {
+  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * w;
+}
+
+// rotate_half over [.., S, d] with inv_freq = 1 / base^(arange(0, d, 2) / d) at arange(S).
+at::Tensor Rope(const at::Tensor& x, double base) {
+  const int64_t s = x.size(-2), d = x.size(-1);
+  at::Tensor inv = 1.0 / at::pow(base, at::arange(0, d, 2, at::kDouble) / static_cast<double>(d));
+  at::Tensor f = at::outer(at::arange(s, at::kDouble), inv);
+  at::Tensor emb = at::cat({f, f}, -1);
+  at::Tensor x1 = x.narrow(-1, 0, d / 2), x2 = x.narrow(-1, d / 2, d / 2);
+  return x * emb.cos() + at::cat({-x2, x1}, -1) * emb.sin();
+}
+
+struct Shape {
+  int64_t layers = 1, heads = 2, kv = 2, d = 4;
+  double eps = 1e-5, theta = 100.0;
+};
+
+// The attention output of layer `i` before o_proj ([1, S, heads * d]) from the causal softmax
+// probabilities [1, H, S, S] and the values [1, kv, S, d].
+using Combine = std::function<at::Tensor(int64_t i, const at::Tensor& probs, const at::Tensor& v)>;
+using Mlp = std::function<at::Tensor(int64_t i, const at::Tensor& h)>;
+
+// LlamaModel over `ids` (one row): pre-norm layers, rotary q / k, causal softmax.
+at::Tensor Llama(const WeightMap& w, const at::Tensor& ids, const Shape& p, const Combine& combine,
+                 const Mlp& mlp) {
+  const int64_t s = ids.size(1);
+  at::Tensor x = at::embedding(w.at("embed_tokens.weight"), ids);
+  for (int64_t i = 0; i < p.layers; ++i) {
+    const std::string l = "layers." + std::to_string(i) + ".";
+    at::Tensor h = Rms(x, w.at(l + "input_layernorm.weight"), p.eps);
+    auto proj = [&](const char* n, int64_t heads) {
+      return at::linear(h, w.at(l + "self_attn." + n + ".weight"))
+          .view({1, s, heads, p.d})
+          .transpose(1, 2);
+    };
+    at::Tensor q = Rope(proj("q_proj", p.heads), p.theta);
+    at::Tensor k = Rope(proj("k_proj", p.kv), p.theta).repeat_interleave(p.heads / p.kv, 1);
+    at::Tensor v = proj("v_proj", p.kv);
+    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(p.d));
+    at::Tensor causal = at::ones({s, s}, at::kBool).triu(1);
+    scores = scores.masked_fill(causal, -std::numeric_limits<double>::infinity());
+    x = x + at::linear(combine(i, at::softmax(scores, -1), v),
+                       w.at(l + "self_attn.o_proj.weight"));
+    x = x + mlp(i, Rms(x, w.at(l + "post_attention_layernorm.weight"), p.eps));
+  }
+  return Rms(x, w.at("norm.weight"), p.eps);
+}
+
+json Config(const char* model_type, const char* arch, const Shape& p) {
+  return {{"architectures", {arch}},
+          {"model_type", model_type},
+          {"hidden_size", 8},
+          {"intermediate_size", 12},
+          {"num_attention_heads", p.heads},
+          {"num_key_value_heads", p.kv},
+          {"num_hidden_layers", p.layers},
+          {"vocab_size", 32},
+          {"max_position_embeddings", 64},
+          {"rms_norm_eps", p.eps},
+          {"rope_theta", p.theta}};
+}
+
+// modular_bitnet.py: BitNetAttention's attn_sub_norm on the attention output before o_proj,
+// BitNetMLP's ffn_sub_norm on relu2(gate) * up before down_proj (GemmaMLP, no bias).
+TEST(LlamaVariantsTest, BitNetNormsTheAttentionOutputAndTheGatedProduct) {
+  const Shape p{.layers = 1, .heads = 2, .kv = 1, .d = 4};
+  auto m = testing::BuildFull(Config("bitnet", "BitNetModel", p));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(testing::WeightShape(*m, "layers.0.self_attn.attn_sub_norm.weight"),
+            (std::vector<int64_t>{8}));
+  EXPECT_EQ(testing::WeightShape(*m, "layers.0.mlp.ffn_sub_norm.weight"),
+            (std::vector<int64_t>{12}));
+  WeightMap w = m->InitWeights(3, at::kDouble);
+  // Sub-norm weights away from 1, so that a norm left out or misplaced shows.
+  w["layers.0.self_attn.attn_sub_norm.weight"] = at::linspace(0.5, 2.0, 8, at::kDouble);
+  w["layers.0.mlp.ffn_sub_norm.weight"] = at::linspace(2.0, 0.25, 12, at::kDouble);
+  const at::Tensor ids = at::arange(3, 10, at::kLong).view({1, 7});
+  auto combine = [&](int64_t, const at::Tensor& probs, const at::Tensor& v) {
+    at::Tensor a = at::matmul(probs, v.repeat_interleave(2, 1)).transpose(1, 2).reshape({1, 7, 8});
+    return Rms(a, w.at("layers.0.self_attn.attn_sub_norm.weight"), p.eps);
+  };
+  auto mlp = [&](int64_t, const at::Tensor& h) {
+    const std::string l = "layers.0.mlp.";
+    at::Tensor g = at::relu(at::linear(h, w.at(l + "gate_proj.weight")));
+    at::Tensor prod = g * g * at::linear(h, w.at(l + "up_proj.weight"));
+    return at::linear(Rms(prod, w.at(l + "ffn_sub_norm.weight"), p.eps),
+                      w.at(l + "down_proj.weight"));
+  };
+  const at::Tensor got = m->Forward(w, {{"input_ids", ids}})[0];
+  EXPECT_LT(testing::MaxAbs(got, Llama(w, ids, p, combine, mlp)), 1e-10);
+  // BitNetConfig's num_key_value_heads defaults to 5, not to the heads.
+  json five = Config("bitnet", "BitNetModel", Shape{.heads = 10, .kv = 1, .d = 4});
+  five["hidden_size"] = 40;
+  five.erase("num_key_value_heads");
+  auto m5 = testing::BuildFull(five);
+  ASSERT_TRUE(m5);
+  EXPECT_EQ(testing::WeightShape(*m5, "layers.0.self_attn.k_proj.weight"),
+            (std::vector<int64_t>{20, 40}));
+}
+
+// modular_diffllama.py DiffLlamaAttention: values of head pairs side by side, repeated; the two
+// halves of the heads combined as a1 - lambda * a2, lambda = exp(sum(q1 * k1)) -
+// exp(sum(q2 * k2)) + lambda_init, lambda_init = 0.8 - 0.6 * exp(-0.3 * layer_idx); a weight-free
+// RMSNorm over 2 * head_dim, times 1 - lambda_init. Two layers, so that lambda_init differs.
+TEST(LlamaVariantsTest, DiffLlamaCombinesHeadHalvesWithPerLayerLambda) {
+  const Shape p{.layers = 2, .heads = 4, .kv = 2, .d = 2};
+  auto m = testing::BuildFull(Config("diffllama", "DiffLlamaModel", p));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(testing::WeightShape(*m, "layers.1.self_attn.lambda_k2.weight").size(), 0u);
+  EXPECT_EQ(testing::WeightShape(*m, "layers.1.self_attn.lambda_k2"), (std::vector<int64_t>{2}));
+  WeightMap w = m->InitWeights(4, at::kDouble);
+  for (const char* n : {"lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"}) {
+    for (int i = 0; i < 2; ++i) {  // away from 0, so that lambda moves off lambda_init
+      w["layers." + std::to_string(i) + ".self_attn." + n] =
+          at::linspace(-0.6 + 0.3 * i, 0.9, 2, at::kDouble);
+    }
+  }
+  const at::Tensor ids = at::arange(5, 11, at::kLong).view({1, 6});
+  auto combine = [&](int64_t i, const at::Tensor& probs, const at::Tensor& v) {
+    const std::string l = "layers." + std::to_string(i) + ".self_attn.";
+    const double init = 0.8 - 0.6 * std::exp(-0.3 * static_cast<double>(i));
+    at::Tensor vr = v.repeat_interleave(p.heads / p.kv, 1);  // [1, 4, S, 2]
+    auto pairs = vr.chunk(2, 1);
+    at::Tensor vv = at::cat({pairs[0], pairs[1]}, -1).repeat({1, 2, 1, 1});  // [1, 4, S, 4]
+    auto halves = at::matmul(probs, vv).chunk(2, 1);
+    at::Tensor lambda = at::exp((w.at(l + "lambda_q1") * w.at(l + "lambda_k1")).sum()) -
+                        at::exp((w.at(l + "lambda_q2") * w.at(l + "lambda_k2")).sum()) + init;
+    at::Tensor o = halves[0] - lambda * halves[1];  // [1, 2, S, 4]
+    o = o * at::rsqrt(o.pow(2).mean(-1, true) + p.eps) * (1.0 - init);
+    return o.transpose(1, 2).reshape({1, 6, 8});
+  };
+  auto mlp = [&](int64_t i, const at::Tensor& h) {
+    const std::string l = "layers." + std::to_string(i) + ".mlp.";
+    return at::linear(at::silu(at::linear(h, w.at(l + "gate_proj.weight"))) *
+                          at::linear(h, w.at(l + "up_proj.weight")),
+                      w.at(l + "down_proj.weight"));
+  };
+  const at::Tensor got = m->Forward(w, {{"input_ids", ids}})[0];
+  EXPECT_LT(testing::MaxAbs(got, Llama(w, ids, p, combine, mlp)), 1e-10);
+  // An odd head count cannot pair its heads.
+  json odd = Config("diffllama", "DiffLlamaModel", Shape{.heads = 1, .kv = 1, .d = 8});
+  BuildOptions o;
+  o.tiny = false;
+  auto r = BuildModel(odd, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("num_attention_heads"), std::string::npos);
+}
+
+// modeling_whisper.py WhisperForCausalLM: WhisperDecoderWrapper (`model.decoder`) without encoder
+// states, proj_out tied to its embed_tokens, CrossEntropyLoss(logits, labels) unshifted; its
+// state_dict keeps the decoder layers' cross-attention and proj_out.
+TEST(LlamaVariantsTest, WhisperCausalLmIsTheDecoderWithAnUnshiftedLoss) {
+  auto m = testing::Build("WhisperForCausalLM");
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(testing::HasWeight(*m, "model.decoder.embed_tokens.weight"));
+  EXPECT_TRUE(testing::HasWeight(*m, "model.decoder.embed_positions.weight"));
+  EXPECT_TRUE(testing::HasWeight(*m, "model.decoder.layers.0.self_attn.k_proj.weight"));
+  EXPECT_FALSE(testing::HasWeight(*m, "model.decoder.layers.0.self_attn.k_proj.bias"));
+  EXPECT_FALSE(testing::HasWeight(*m, "model.decoder.layers.0.encoder_attn.q_proj.weight"));
+  for (const auto& [n, s] : m->WeightShapes()) {
+    EXPECT_EQ(n.rfind("model.decoder.", 0), 0u) << n;
+  }
+  std::set<std::string> sd;
+  for (const StateDictEntry& e : StateDictShapes(*m)) sd.insert(e.name);
+  EXPECT_TRUE(sd.count("proj_out.weight"));
+  EXPECT_TRUE(sd.count("model.decoder.layers.0.encoder_attn.q_proj.weight"));
+  EXPECT_TRUE(sd.count("model.decoder.layers.0.encoder_attn_layer_norm.bias"));
+  EXPECT_FALSE(sd.count("model.decoder.layers.0.encoder_attn.k_proj.bias"));
+
+  const WeightMap w = m->InitWeights(5, at::kDouble);
+  const Batch batch = m->MakeBatch(6, 2);
+  ASSERT_TRUE(batch.inputs.count("input_ids"));
+  ASSERT_FALSE(batch.inputs.count("input_features"));
+  const at::Tensor logits = m->Forward(w, batch.inputs)[0];
+  const at::Tensor& labels = batch.labels.at("labels");
+  EXPECT_TRUE(labels.eq(-100).any().item<bool>());  // padding is not scored
+  const int64_t v = logits.size(-1);
+  const at::Tensor want = at::cross_entropy_loss(logits.reshape({-1, v}), labels.reshape({-1}),
+                                                 {}, at::Reduction::Mean, -100);
+  EXPECT_LT(std::abs(m->Loss(w, batch).item<double>() - want.item<double>()), 1e-10);
+  // Not BartForCausalLM's shifted loss.
+  const at::Tensor shifted = at::cross_entropy_loss(
+      logits.narrow(1, 0, logits.size(1) - 1).reshape({-1, v}),
+      labels.narrow(1, 1, labels.size(1) - 1).reshape({-1}), {}, at::Reduction::Mean, -100);
+  EXPECT_GT(std::abs(want.item<double>() - shifted.item<double>()), 1e-6);
+}
+
+}  // namespace
+}  // namespace ts::zoo
