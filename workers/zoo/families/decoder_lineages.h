@@ -97,6 +97,7 @@ DecoderFamily GraniteMoe();  // granitemoe.cc: granitemoeshared
 DecoderFamily Gpt2();    // gpt2.cc: gpt_bigcode
 DecoderFamily LlamaLm();  // llama.cc: llava's language model
 DecoderFamily Gptj();    // gptj.cc: codegen
+DecoderFamily HunYuanDenseV1();  // hunyuan_v1_dense.cc: hunyuan_v1_moe
 DecoderFamily Olmo2();   // olmo2.cc: flex_olmo
 DecoderFamily Qwen3();   // qwen3.cc: qwen3_moe, dots1
 

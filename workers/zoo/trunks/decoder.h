@@ -64,6 +64,8 @@ struct Moe {
   // deepseek: `mlp.shared_experts` (ungated, shared_inter wide); else qwen2_moe's gated
   // `mlp.shared_expert` + `shared_expert_gate`.
   bool deepseek_shared = false;
+  // The deepseek-style shared MLP's module under the MoE block (hunyuan_v1_moe: "shared_mlp").
+  std::string shared_name = "shared_experts";
   // granitemoeshared: `shared_mlp.input_linear` (gate | up fused, shared_inter wide) and
   // `shared_mlp.output_linear` under the layer, ungated, added to the routed output.
   bool granite_shared = false;

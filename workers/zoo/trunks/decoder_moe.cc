@@ -42,9 +42,10 @@ void DecoderModel::AddMoe(const std::string& p, LayerW& l) {
     return;
   }
   if (moe.deepseek_shared) {  // DeepseekV3MoE.shared_experts: a plain gated MLP
-    l.shared.gate = Add(m + "shared_experts.gate_proj.weight", {s_im, h});
-    l.shared.up = Add(m + "shared_experts.up_proj.weight", {s_im, h});
-    l.shared.down = Add(m + "shared_experts.down_proj.weight", {h, s_im});
+    const std::string sh = m + moe.shared_name + ".";
+    l.shared.gate = Add(sh + "gate_proj.weight", {s_im, h});
+    l.shared.up = Add(sh + "up_proj.weight", {s_im, h});
+    l.shared.down = Add(sh + "down_proj.weight", {h, s_im});
     return;
   }
   l.shared.gate = Add(m + "shared_expert.gate_proj.weight", {s_im, h});
