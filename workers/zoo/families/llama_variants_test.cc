@@ -1,4 +1,4 @@
-// bitnet, diffllama and WhisperForCausalLM against references in double written from the
+// bitnet, diffllama, apertus and WhisperForCausalLM against references in double written from the
 // transformers sources each test names (not from the zoo's trunks).
 #include <gtest/gtest.h>
 
@@ -22,10 +22,14 @@ at::Tensor Rms(const at::Tensor& x, const at::Tensor& w, double eps) {
   return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * w;
 }
 
-// rotate_half over [.., S, d] with inv_freq = 1 / base^(arange(0, d, 2) / d) at arange(S).
-at::Tensor Rope(const at::Tensor& x, double base) {
+// 1 / base^(arange(0, d, 2) / d).
+at::Tensor InvFreq(double base, int64_t d) {
+  return 1.0 / at::pow(base, at::arange(0, d, 2, at::kDouble) / static_cast<double>(d));
+}
+
+// rotate_half over [.., S, d] with the inverse frequencies `inv` at arange(S).
+at::Tensor Rope(const at::Tensor& x, const at::Tensor& inv) {
   const int64_t s = x.size(-2), d = x.size(-1);
-  at::Tensor inv = 1.0 / at::pow(base, at::arange(0, d, 2, at::kDouble) / static_cast<double>(d));
   at::Tensor f = at::outer(at::arange(s, at::kDouble), inv);
   at::Tensor emb = at::cat({f, f}, -1);
   at::Tensor x1 = x.narrow(-1, 0, d / 2), x2 = x.narrow(-1, d / 2, d / 2);
@@ -35,6 +39,9 @@ at::Tensor Rope(const at::Tensor& x, double base) {
 struct Shape {
   int64_t layers = 1, heads = 2, kv = 2, d = 4;
   double eps = 1e-5, theta = 100.0;
+  std::string ln1 = "input_layernorm", ln2 = "post_attention_layernorm";
+  bool qk_norm = false;  // per-head q_norm / k_norm before the rotary
+  at::Tensor inv = {};   // the rotary's inverse frequencies (undefined: InvFreq(theta, d))
 };
 
 // The attention output of layer `i` before o_proj ([1, S, heads * d]) from the causal softmax
@@ -49,21 +56,27 @@ at::Tensor Llama(const WeightMap& w, const at::Tensor& ids, const Shape& p, cons
   at::Tensor x = at::embedding(w.at("embed_tokens.weight"), ids);
   for (int64_t i = 0; i < p.layers; ++i) {
     const std::string l = "layers." + std::to_string(i) + ".";
-    at::Tensor h = Rms(x, w.at(l + "input_layernorm.weight"), p.eps);
+    at::Tensor h = Rms(x, w.at(l + p.ln1 + ".weight"), p.eps);
     auto proj = [&](const char* n, int64_t heads) {
       return at::linear(h, w.at(l + "self_attn." + n + ".weight"))
           .view({1, s, heads, p.d})
           .transpose(1, 2);
     };
-    at::Tensor q = Rope(proj("q_proj", p.heads), p.theta);
-    at::Tensor k = Rope(proj("k_proj", p.kv), p.theta).repeat_interleave(p.heads / p.kv, 1);
+    at::Tensor q = proj("q_proj", p.heads), k = proj("k_proj", p.kv);
+    if (p.qk_norm) {
+      q = Rms(q, w.at(l + "self_attn.q_norm.weight"), p.eps);
+      k = Rms(k, w.at(l + "self_attn.k_norm.weight"), p.eps);
+    }
+    const at::Tensor inv = p.inv.defined() ? p.inv : InvFreq(p.theta, p.d);
+    q = Rope(q, inv);
+    k = Rope(k, inv).repeat_interleave(p.heads / p.kv, 1);
     at::Tensor v = proj("v_proj", p.kv);
     at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(p.d));
     at::Tensor causal = at::ones({s, s}, at::kBool).triu(1);
     scores = scores.masked_fill(causal, -std::numeric_limits<double>::infinity());
     x = x + at::linear(combine(i, at::softmax(scores, -1), v),
                        w.at(l + "self_attn.o_proj.weight"));
-    x = x + mlp(i, Rms(x, w.at(l + "post_attention_layernorm.weight"), p.eps));
+    x = x + mlp(i, Rms(x, w.at(l + p.ln2 + ".weight"), p.eps));
   }
   return Rms(x, w.at("norm.weight"), p.eps);
 }
@@ -166,6 +179,73 @@ TEST(LlamaVariantsTest, DiffLlamaCombinesHeadHalvesWithPerLayerLambda) {
   auto r = BuildModel(odd, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("num_attention_heads"), std::string::npos);
+}
+
+// modular_apertus.py: ApertusAttention's q_norm / k_norm before the rotary, the norms renamed
+// attention_layernorm / feedforward_layernorm, NemotronMLP down(xielu(up x)) with
+// activations.py XIELUActivation._xielu_python (learnable alpha_p / alpha_n, buffers beta 0.5 and
+// eps -1e-6, which the state_dict holds); without rope fields, ApertusConfig's llama3 rotary.
+TEST(LlamaVariantsTest, ApertusXieluMlpQkNormAndLlama3Default) {
+  Shape p{.layers = 1, .heads = 2, .kv = 1, .d = 4};
+  p.ln1 = "attention_layernorm";
+  p.ln2 = "feedforward_layernorm";
+  p.qk_norm = true;
+  json cfg = Config("apertus", "ApertusModel", p);
+  cfg["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 100.0}};
+  auto m = testing::BuildFull(cfg);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(testing::WeightShape(*m, "layers.0.mlp.act_fn.alpha_p"), (std::vector<int64_t>{1}));
+  EXPECT_FALSE(testing::HasWeight(*m, "layers.0.mlp.gate_proj.weight"));
+  WeightMap w = m->InitWeights(9, at::kDouble);
+  w["layers.0.mlp.act_fn.alpha_p"] = at::full({1}, 0.7, at::kDouble);
+  w["layers.0.mlp.act_fn.alpha_n"] = at::full({1}, -1.2, at::kDouble);
+  for (const char* n : {"layers.0.self_attn.q_norm.weight", "layers.0.self_attn.k_norm.weight"}) {
+    w[n] = at::linspace(0.5, 2.0, 4, at::kDouble);
+  }
+  auto combine = [&](int64_t, const at::Tensor& probs, const at::Tensor& v) {
+    return at::matmul(probs, v.repeat_interleave(2, 1)).transpose(1, 2).reshape({1, 7, 8});
+  };
+  auto mlp = [&](int64_t, const at::Tensor& h) {
+    const std::string l = "layers.0.mlp.";
+    at::Tensor x = at::linear(h, w.at(l + "up_proj.weight"));
+    at::Tensor ap = at::softplus(w.at(l + "act_fn.alpha_p"));
+    at::Tensor an = 0.5 + at::softplus(w.at(l + "act_fn.alpha_n"));
+    at::Tensor y = at::where(x > 0, ap * x * x + 0.5 * x,
+                             (at::expm1(at::minimum(x, at::scalar_tensor(-1e-6, at::kDouble))) -
+                              x) * an + 0.5 * x);
+    return at::linear(y, w.at(l + "down_proj.weight"));
+  };
+  const at::Tensor ids = at::arange(3, 10, at::kLong).view({1, 7});
+  EXPECT_LT(testing::MaxAbs(m->Forward(w, {{"input_ids", ids}})[0],
+                            Llama(w, ids, p, combine, mlp)),
+            1e-10);
+  // The state_dict's constant buffers.
+  const TensorMap sd = StateDict(*m, w, 1);
+  ASSERT_TRUE(sd.count("layers.0.mlp.act_fn.beta"));
+  EXPECT_EQ(sd.at("layers.0.mlp.act_fn.beta").dim(), 0);
+  EXPECT_DOUBLE_EQ(sd.at("layers.0.mlp.act_fn.beta").item<double>(), 0.5);
+  EXPECT_FLOAT_EQ(sd.at("layers.0.mlp.act_fn.eps").item<float>(), -1e-6f);
+  // No rope fields: llama3 at theta 12e6, factor 8 over original 8192 (low 1, high 4): with
+  // head_dim 4 the second frequency's wavelength (2 pi sqrt(12e6)) passes 8192 and is divided
+  // by 8; the first's (2 pi) is under 2048 and stays.
+  cfg.erase("rope_parameters");
+  cfg.erase("rope_theta");
+  auto d = testing::BuildFull(cfg);
+  ASSERT_TRUE(d);
+  Shape l3 = p;
+  l3.inv = InvFreq(12000000.0, 4);
+  l3.inv[1] = l3.inv[1] / 8.0;
+  EXPECT_LT(testing::MaxAbs(d->Forward(w, {{"input_ids", ids}})[0],
+                            Llama(w, ids, l3, combine, mlp)),
+            1e-10);
+  // xielu with a gated MLP is refused naming the field.
+  json gated = Config("bitnet", "BitNetModel", Shape{});
+  gated["hidden_act"] = "xielu";
+  BuildOptions o;
+  o.tiny = false;
+  auto r = BuildModel(gated, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("hidden_act"), std::string::npos);
 }
 
 // modeling_whisper.py WhisperForCausalLM: WhisperDecoderWrapper (`model.decoder`) without encoder

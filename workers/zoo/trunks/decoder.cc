@@ -169,6 +169,10 @@ void DecoderModel::AddMlp(const std::string& m, LayerW& l) {
     case Mlp::kPlain:
       mlin(n.up, im, h, l.up, l.up_b);
       mlin(n.down, h, im, l.down, l.down_b);
+      if (c_.act.xielu) {
+        l.xielu_p = Add(m + "act_fn.alpha_p", {1});
+        l.xielu_n = Add(m + "act_fn.alpha_n", {1});
+      }
       break;
   }
 }
@@ -398,6 +402,15 @@ at::Tensor DecoderModel::Activate(const at::Tensor& x) const {
   return c_.act.relu2 ? y * y : y;
 }
 
+at::Tensor DecoderModel::Xielu(const WeightMap& w, const LayerW& l, const at::Tensor& x) const {
+  constexpr double kBeta = 0.5, kEps = -1e-6;  // XIELUActivation's defaults (buffers)
+  at::Tensor ap = at::softplus(GetWeight(w, l.xielu_p));
+  at::Tensor an = at::softplus(GetWeight(w, l.xielu_n)) + kBeta;
+  at::Tensor pos = ap * x * x + x * kBeta;
+  at::Tensor neg = (at::expm1(at::clamp_max(x, kEps)) - x) * an + x * kBeta;
+  return at::where(x > 0, pos, neg);
+}
+
 at::Tensor DecoderModel::Proj(const WeightMap& w, const at::Tensor& x, const std::string& wn,
                               const std::string& bn) const {
   const at::Tensor& weight = GetWeight(w, wn);
@@ -428,6 +441,7 @@ at::Tensor DecoderModel::Mlp(const WeightMap& w, const LayerW& l, const at::Tens
       return lin(gu.narrow(-1, im, im) * Activate(gu.narrow(-1, 0, im)), l.down, l.down_b);
     }
     case Mlp::kPlain:
+      if (!l.xielu_p.empty()) return lin(Xielu(w, l, lin(x, l.up, l.up_b)), l.down, l.down_b);
       return lin(Activate(lin(x, l.up, l.up_b)), l.down, l.down_b);
   }
   return x;

@@ -103,6 +103,11 @@ struct LongRope {
 struct Act {
   Activation a = Activation::kSilu;
   bool relu2 = false;  // squared ReLU (HF "relu2")
+  // xIELU (HF "xielu", XIELUActivation; apertus), on plain MLPs only: the learnable `alpha_p`,
+  // `alpha_n` [1] under the MLP's `act_fn`; where(x > 0, softplus(alpha_p) x^2 + beta x,
+  // (expm1(min(x, eps)) - x) (beta + softplus(alpha_n)) + beta x) with the constant buffers
+  // beta 0.5 and eps -1e-6 (state_dict.cc writes them).
+  bool xielu = false;
 };
 
 // HF state_dict names below the base prefix ("model." under a head, "" for the base model).

@@ -30,6 +30,7 @@ struct LayerW {
   std::string q, qb, k, kb, v, vb, qkv, qkvb, o, ob, qnw, qnb, knw, knb;
   std::string gate, gate_b, up, up_b, down, down_b;
   std::string attn_sub, ffn_sub;  // Names::attn_sub / ffn_sub weights ("" none)
+  std::string xielu_p, xielu_n;   // Act::xielu: the MLP's act_fn.alpha_p / alpha_n
   // Recipe::diff_attn: lambda_q1, lambda_k1, lambda_q2, lambda_k2 and the layer's lambda_init.
   std::string lq1, lk1, lq2, lk2;
   double lambda_init = 0.0;
@@ -105,6 +106,8 @@ class DecoderModel : public Model {
   at::Tensor NormAs(Norm kind, const WeightMap& w, const at::Tensor& x, const std::string& wn,
                     const std::string& bn, int64_t width) const;
   at::Tensor Activate(const at::Tensor& x) const;
+  // Act::xielu over `x` with layer `l`'s alpha_p / alpha_n.
+  at::Tensor Xielu(const WeightMap& w, const LayerW& l, const at::Tensor& x) const;
   at::Tensor Mlp(const WeightMap& w, const LayerW& l, const at::Tensor& x) const;
 
   // ---- MoE and longrope (decoder_moe.cc).
