@@ -1,4 +1,4 @@
-// bitnet, diffllama, apertus and WhisperForCausalLM against references in double written from the
+// bitnet, diffllama, apertus, gpt_oss and WhisperForCausalLM against references in double written from the
 // transformers sources each test names (not from the zoo's trunks).
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "workers/zoo/config.h"
 #include "workers/zoo/family_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
@@ -246,6 +247,134 @@ TEST(LlamaVariantsTest, ApertusXieluMlpQkNormAndLlama3Default) {
   auto r = BuildModel(gated, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("hidden_act"), std::string::npos);
+}
+
+// modular_gpt_oss.py: GptOssAttention (biased q / k / v / o, eager_attention_forward's sink
+// column: logits minus their max, softmax, the sink dropped), the sliding layer's window
+// (query i sees keys i - W < j <= i), GptOssTopKRouter (top-k logits, softmax over them) and
+// GptOssExperts (gate_up [E, H, 2I] + bias, gate = even columns clamped at the limit, up = odd
+// columns clamped to +-limit, (up + 1) * gate * sigmoid(1.702 gate), down + bias). Two layers:
+// sliding, then full.
+TEST(LlamaVariantsTest, GptOssSinksWindowsAndClampedExperts) {
+  const int64_t heads = 2, kv = 1, d = 4, hidden = 8, inter = 12, experts = 4, top_k = 2, win = 3;
+  const double eps = 1e-5, theta = 100.0, limit = 0.5;
+  json cfg = Config("gpt_oss", "GptOssModel", Shape{.layers = 2, .heads = heads, .kv = kv, .d = d});
+  cfg["head_dim"] = d;
+  cfg["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", theta}};
+  cfg["layer_types"] = {"sliding_attention", "full_attention"};
+  cfg["sliding_window"] = win;
+  cfg["num_local_experts"] = experts;
+  cfg["num_experts_per_tok"] = top_k;
+  cfg["swiglu_limit"] = limit;  // small, so that the clamps bite
+  auto m = testing::BuildFull(cfg);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(testing::WeightShape(*m, "layers.0.mlp.experts.gate_up_proj"),
+            (std::vector<int64_t>{experts, hidden, 2 * inter}));
+  EXPECT_EQ(testing::WeightShape(*m, "layers.0.mlp.experts.down_proj"),
+            (std::vector<int64_t>{experts, inter, hidden}));
+  EXPECT_EQ(testing::WeightShape(*m, "layers.1.self_attn.sinks"), (std::vector<int64_t>{heads}));
+  EXPECT_EQ(testing::WeightShape(*m, "layers.0.mlp.router.bias"), (std::vector<int64_t>{experts}));
+  WeightMap w = m->InitWeights(11, at::kDouble);
+  for (int i = 0; i < 2; ++i) {  // sinks large enough to take a visible share
+    w["layers." + std::to_string(i) + ".self_attn.sinks"] =
+        at::linspace(-1.0 + i, 2.0, heads, at::kDouble);
+  }
+  const int64_t s = 7;
+  const at::Tensor ids = at::arange(3, 3 + s, at::kLong).view({1, s});
+  at::Tensor x = at::embedding(w.at("embed_tokens.weight"), ids);
+  const at::Tensor inv = InvFreq(theta, d);
+  for (int64_t i = 0; i < 2; ++i) {
+    const std::string l = "layers." + std::to_string(i) + ".";
+    at::Tensor h = Rms(x, w.at(l + "input_layernorm.weight"), eps);
+    auto proj = [&](const char* n, int64_t nh) {
+      const std::string p = l + "self_attn." + n;
+      return at::linear(h, w.at(p + ".weight"), w.at(p + ".bias")).view({1, s, nh, d}).transpose(1, 2);
+    };
+    at::Tensor q = Rope(proj("q_proj", heads), inv);
+    at::Tensor k = Rope(proj("k_proj", kv), inv).repeat_interleave(heads / kv, 1);
+    at::Tensor v = proj("v_proj", kv).repeat_interleave(heads / kv, 1);
+    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / 2.0;  // 1 / sqrt(4)
+    at::Tensor qi = at::arange(s, at::kLong).view({s, 1}), kj = at::arange(s, at::kLong).view({1, s});
+    at::Tensor blocked = kj > qi;
+    if (i == 0) blocked = blocked | (qi - kj >= win);
+    scores = scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
+    at::Tensor sink = w.at(l + "self_attn.sinks").view({1, heads, 1, 1}).expand({1, heads, s, 1});
+    at::Tensor logits = at::cat({scores, sink}, -1);
+    logits = logits - std::get<0>(logits.max(-1, true));
+    at::Tensor probs = at::softmax(logits, -1).narrow(-1, 0, s);
+    at::Tensor a = at::matmul(probs, v).transpose(1, 2).reshape({1, s, heads * d});
+    x = x + at::linear(a, w.at(l + "self_attn.o_proj.weight"), w.at(l + "self_attn.o_proj.bias"));
+    h = Rms(x, w.at(l + "post_attention_layernorm.weight"), eps).reshape({s, hidden});
+    const std::string e = l + "mlp.";
+    at::Tensor rl = at::linear(h, w.at(e + "router.weight"), w.at(e + "router.bias"));
+    auto [tv, ti] = at::topk(rl, top_k, -1);
+    at::Tensor rw = at::softmax(tv, -1);
+    at::Tensor y = at::zeros_like(h);
+    for (int64_t t = 0; t < s; ++t) {
+      for (int64_t j = 0; j < top_k; ++j) {
+        const int64_t ex = ti[t][j].item<int64_t>();
+        at::Tensor gu = at::matmul(h[t], w.at(e + "experts.gate_up_proj")[ex]) +
+                        w.at(e + "experts.gate_up_proj_bias")[ex];
+        std::vector<at::Tensor> gate_v, up_v;
+        for (int64_t c = 0; c < inter; ++c) {
+          gate_v.push_back(gu[2 * c]);
+          up_v.push_back(gu[2 * c + 1]);
+        }
+        at::Tensor gate = at::stack(gate_v).clamp_max(limit);
+        at::Tensor up = at::stack(up_v).clamp(-limit, limit);
+        at::Tensor out = at::matmul((up + 1) * gate * at::sigmoid(gate * 1.702),
+                                    w.at(e + "experts.down_proj")[ex]) +
+                         w.at(e + "experts.down_proj_bias")[ex];
+        y[t] += rw[t][j] * out;
+      }
+    }
+    x = x + y.view({1, s, hidden});
+  }
+  const at::Tensor want = Rms(x, w.at("norm.weight"), eps);
+  EXPECT_LT(testing::MaxAbs(m->Forward(w, {{"input_ids", ids}})[0], want), 1e-10);
+  cfg["output_router_logits"] = true;
+  BuildOptions o;
+  o.tiny = false;
+  auto r = BuildModel(cfg, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("output_router_logits"), std::string::npos);
+}
+
+// modeling_rope_utils.py _compute_yarn_parameters with truncate false (gpt-oss's rope_scaling):
+// the correction range's bounds are not floored / ceiled.
+TEST(LlamaVariantsTest, YarnWithoutTruncateKeepsFractionalBounds) {
+  const json cfg = {{"rope_scaling",
+                     {{"rope_type", "yarn"},
+                      {"factor", 32.0},
+                      {"beta_fast", 32.0},
+                      {"beta_slow", 1.0},
+                      {"truncate", false},
+                      {"original_max_position_embeddings", 4096}}},
+                    {"rope_theta", 150000.0}};
+  auto rope = ParseRope(cfg, 131072);
+  ASSERT_TRUE(rope.ok()) << rope.status().ToString();
+  EXPECT_FALSE(rope->truncate);
+  const int64_t d = 64;
+  const double base = 150000.0, orig = 4096.0, factor = 32.0;
+  auto corr = [&](double rot) {
+    return d * std::log(orig / (rot * 2.0 * M_PI)) / (2.0 * std::log(base));
+  };
+  const double low = std::max(corr(32.0), 0.0), high = std::min(corr(1.0), d - 1.0);
+  at::Tensor pos_freqs = at::pow(base, at::arange(0, d, 2, at::kDouble) / static_cast<double>(d));
+  at::Tensor ramp = ((at::arange(d / 2, at::kDouble) - low) / (high - low)).clamp(0.0, 1.0);
+  at::Tensor extrap = 1.0 - ramp;
+  at::Tensor inv = (1.0 / (factor * pos_freqs)) * (1.0 - extrap) + (1.0 / pos_freqs) * extrap;
+  const at::Tensor pos = at::arange(5, at::kLong);
+  auto [cos, sin] = nn::RotaryCosSin(*rope, d, pos, at::kDouble);
+  at::Tensor f = at::outer(pos.to(at::kDouble), inv);
+  const double mscale = 0.1 * std::log(factor) + 1.0;  // attention_factor
+  EXPECT_LT(testing::MaxAbs(cos, at::cat({f, f}, -1).cos() * mscale), 1e-10);
+  json truncated = cfg;
+  truncated["rope_scaling"].erase("truncate");
+  auto t = ParseRope(truncated, 131072);
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->truncate);
+  EXPECT_GT(testing::MaxAbs(nn::RotaryCosSin(*t, d, pos, at::kDouble).first, cos), 1e-6);
 }
 
 // modeling_whisper.py WhisperForCausalLM: WhisperDecoderWrapper (`model.decoder`) without encoder

@@ -43,6 +43,7 @@ enum class Router {
                 // sum); weights the unbiased scores, renormalised (+1e-20), * scaling
   kErnie,       // softmax; + the correction bias for the choice; weights the unbiased
                 // probabilities over max(their sum, norm_min) (Ernie4_5_MoeTopKRouter)
+  kTopKSoftmax,  // top-k of the logits, softmax over those k (GptOssTopKRouter)
 };
 
 // Sparse MoE MLP on the layers marked in `sparse` (mixtral, qwen2_moe).
@@ -75,6 +76,13 @@ struct Moe {
   // `router.layer.weight`).
   std::string router_name = "gate.weight", gate_up_name = "experts.gate_up_proj",
               down_name = "experts.down_proj";
+  // gpt_oss: the router's bias (`router.bias` beside `router.weight`) and GptOssExperts: fused
+  // `gate_up_proj` [E, H, 2I] with gate / up interleaved (even / odd columns) and
+  // `gate_up_proj_bias` [E, 2I], `down_proj` [E, I, H] and `down_proj_bias` [E, H]; the
+  // activation (up + 1) * gate * sigmoid(1.702 gate) with gate <= limit, |up| <= limit.
+  bool router_bias = false;
+  bool gpt_oss_experts = false;
+  double swiglu_limit = 7.0;
 };
 
 // DeepSeek-V2 / V3 multi-head latent attention (active when kv_lora > 0; decoder_mla.cc):
@@ -165,6 +173,9 @@ struct Recipe {
   // a weight-free RMSNorm over 2hd scaled by 1 - lambda_init; lambda_init(i) =
   // 0.8 - 0.6 exp(-0.3 i).
   bool diff_attn = false;
+  // GPT-OSS attention sinks: per layer `self_attn.sinks` [heads], one extra logit per head and
+  // query that takes part in the softmax (after the max is subtracted) and is then dropped.
+  bool attn_sinks = false;
   double clip_qkv = 0.0;
   bool q_bias = false, k_bias = false, v_bias = false, o_bias = false, mlp_bias = false;
   bool lm_head_bias = false, seq_cls_bias = false, token_cls_bias = true;

@@ -3,6 +3,7 @@
 // sinusoids, and the masked softmax attention (decoder_model.h).
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "workers/zoo/families_internal.h"
@@ -216,7 +217,15 @@ at::Tensor DecoderModel::Attn(const WeightMap& w, const LayerW& l, const at::Ten
                                                        : std::numeric_limits<float>::lowest();
   if (blocked.defined()) scores = scores.masked_fill(blocked, lowest);
   if (c_.diff_attn) return DiffAttn(w, l, at::softmax(scores, -1), v, b, s);
-  at::Tensor a = nn::Matmul(at::softmax(scores, -1), nn::RepeatKv(v, nh / nkv));
+  at::Tensor a;
+  if (l.sinks.empty()) {
+    a = nn::Matmul(at::softmax(scores, -1), nn::RepeatKv(v, nh / nkv));
+  } else {  // GPT-OSS eager_attention_forward: the sink column, then dropped
+    at::Tensor sink = GetWeight(w, l.sinks).view({1, nh, 1, 1}).expand({b, nh, s, 1});
+    at::Tensor logits = at::cat({scores, sink}, -1);
+    logits = logits - std::get<0>(logits.max(-1, /*keepdim=*/true));
+    a = nn::Matmul(at::softmax(logits, -1).narrow(-1, 0, s), nn::RepeatKv(v, nh / nkv));
+  }
   a = a.transpose(1, 2).reshape({b, s, nh * hd});
   if (!l.attn_sub.empty()) a = NormAs(Norm::kRms, w, a, l.attn_sub, "", nh * hd);
   return nn::Linear(a, GetWeight(w, l.o), GetOptionalWeight(w, l.ob));

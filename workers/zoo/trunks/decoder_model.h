@@ -22,6 +22,8 @@ struct Expert {
   // `gate_up` [E, 2I, H] (gate rows, then up rows) and of `down` [E, H, I].
   std::string gate_up = "";
   int64_t index = -1;
+  // Moe::gpt_oss_experts: the fused biases [E, 2I] and [E, H].
+  std::string gate_up_b = "";
 };
 
 // Weight names of one layer ("" where the recipe has no such weight).
@@ -34,6 +36,8 @@ struct LayerW {
   // Recipe::diff_attn: lambda_q1, lambda_k1, lambda_q2, lambda_k2 and the layer's lambda_init.
   std::string lq1, lk1, lq2, lk2;
   double lambda_init = 0.0;
+  std::string sinks;      // Recipe::attn_sinks
+  std::string router_b;   // Moe::router_bias
   bool moe = false;  // a sparse MoE layer: router, experts and the optional shared expert
   std::string router, shared_gate;
   std::string score_bias;  // deepseek_v3: mlp.gate.e_score_correction_bias
