@@ -25,14 +25,13 @@ DecoderFamily Apertus() {
         c.mlp = Mlp::kPlain;
         if (!FindRopeParams(config)) {  // ApertusConfig.__post_init__'s rope_parameters
           json rc = config;
-          rc["rope_parameters"] = {{"rope_type", "llama3"},
-                                   {"rope_theta", r.Has("rope_theta")
-                                                      ? config["rope_theta"]
-                                                      : json(12000000.0)},
-                                   {"factor", 8.0},
-                                   {"original_max_position_embeddings", 8192},
-                                   {"low_freq_factor", 1.0},
-                                   {"high_freq_factor", 4.0}};
+          rc["rope_parameters"] = {
+              {"rope_type", "llama3"},
+              {"rope_theta", r.Has("rope_theta") ? config["rope_theta"] : json(12000000.0)},
+              {"factor", 8.0},
+              {"original_max_position_embeddings", 8192},
+              {"low_freq_factor", 1.0},
+              {"high_freq_factor", 4.0}};
           TS_ASSIGN_OR_RETURN(c.rope, ParseRope(rc, c.max_pos));
           c.rope_local = c.rope;
         }
@@ -40,7 +39,8 @@ DecoderFamily Apertus() {
       },
       .classes = {"ApertusForCausalLM", "", "ApertusForTokenClassification", "", "ApertusModel"},
       // swiss-ai/Apertus-8B-Instruct-2509
-      .example = R"({"hidden_size":4096,"intermediate_size":21504,"num_attention_heads":32,"num_key_value_heads":8,
+      .example =
+          R"({"hidden_size":4096,"intermediate_size":21504,"num_attention_heads":32,"num_key_value_heads":8,
          "num_hidden_layers":32,"vocab_size":131072,"max_position_embeddings":65536,
          "rms_norm_eps":1e-5,"hidden_act":"xielu","attention_bias":false,
          "rope_scaling":{"rope_type":"llama3","factor":8.0,"original_max_position_embeddings":8192,

@@ -22,7 +22,8 @@ DecoderFamily GptOss() {
         c.attn_sinks = true;
         TS_ASSIGN_OR_RETURN(bool router_logits, r.Bool("output_router_logits", false));
         if (router_logits) {
-          return r.Error("output_router_logits", "true (the router's auxiliary loss) is not supported by the zoo");
+          return r.Error("output_router_logits",
+                         "true (the router's auxiliary loss) is not supported by the zoo");
         }
         json windows = config;  // GptOssConfig's layer_types default: sliding on even layers
         if (!r.Has("layer_types")) windows["sliding_window_pattern"] = 2;
@@ -54,7 +55,8 @@ DecoderFamily GptOss() {
       .classes = {"GptOssForCausalLM", "GptOssForSequenceClassification",
                   "GptOssForTokenClassification", "", "GptOssModel"},
       // openai/gpt-oss-20b
-      .example = R"({"hidden_size":2880,"intermediate_size":2880,"num_attention_heads":64,"num_key_value_heads":8,
+      .example =
+          R"({"hidden_size":2880,"intermediate_size":2880,"num_attention_heads":64,"num_key_value_heads":8,
          "head_dim":64,"num_hidden_layers":24,"vocab_size":201088,"max_position_embeddings":131072,
          "rms_norm_eps":1e-5,"rope_theta":150000.0,"hidden_act":"silu","attention_bias":true,
          "rope_scaling":{"rope_type":"yarn","factor":32.0,"beta_fast":32.0,"beta_slow":1.0,

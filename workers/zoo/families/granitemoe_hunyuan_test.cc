@@ -1,5 +1,5 @@
-// granitemoe, granitemoeshared, hunyuan_v1_dense and hunyuan_v1_moe against one-layer references in double,
-// written from the transformers sources each test names (not from the zoo's trunk).
+// granitemoe, granitemoeshared, hunyuan_v1_dense and hunyuan_v1_moe against one-layer references
+// in double, written from the transformers sources each test names (not from the zoo's trunk).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -39,8 +39,8 @@ DecoderFamily HunYuanMoEV1() {
     TS_ASSIGN_OR_RETURN(m.top_k, UniformInt(r, config, "moe_topk", 1));
     TS_RETURN_IF_ERROR(Positive(r, "moe_topk", m.top_k));
     if (m.top_k > m.experts) {
-      return r.Error("moe_topk", "must not exceed num_experts (" + std::to_string(m.top_k) +
-                                     " > " + std::to_string(m.experts) + ")");
+      return r.Error("moe_topk", "must not exceed num_experts (" + std::to_string(m.top_k) + " > " +
+                                     std::to_string(m.experts) + ")");
     }
     m.inter = c.inter;
     m.norm_topk = true;

@@ -1,5 +1,5 @@
-// bitnet, diffllama, apertus, gpt_oss and WhisperForCausalLM against references in double written from the
-// transformers sources each test names (not from the zoo's trunks).
+// bitnet, diffllama, apertus, gpt_oss and WhisperForCausalLM against references in double written
+// from the transformers sources each test names (not from the zoo's trunks).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,8 +75,7 @@ at::Tensor Llama(const WeightMap& w, const at::Tensor& ids, const Shape& p, cons
     at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(p.d));
     at::Tensor causal = at::ones({s, s}, at::kBool).triu(1);
     scores = scores.masked_fill(causal, -std::numeric_limits<double>::infinity());
-    x = x + at::linear(combine(i, at::softmax(scores, -1), v),
-                       w.at(l + "self_attn.o_proj.weight"));
+    x = x + at::linear(combine(i, at::softmax(scores, -1), v), w.at(l + "self_attn.o_proj.weight"));
     x = x + mlp(i, Rms(x, w.at(l + p.ln2 + ".weight"), p.eps));
   }
   return Rms(x, w.at("norm.weight"), p.eps);
@@ -211,14 +210,13 @@ TEST(LlamaVariantsTest, ApertusXieluMlpQkNormAndLlama3Default) {
     at::Tensor x = at::linear(h, w.at(l + "up_proj.weight"));
     at::Tensor ap = at::softplus(w.at(l + "act_fn.alpha_p"));
     at::Tensor an = 0.5 + at::softplus(w.at(l + "act_fn.alpha_n"));
-    at::Tensor y = at::where(x > 0, ap * x * x + 0.5 * x,
-                             (at::expm1(at::minimum(x, at::scalar_tensor(-1e-6, at::kDouble))) -
-                              x) * an + 0.5 * x);
+    at::Tensor y = at::where(
+        x > 0, ap * x * x + 0.5 * x,
+        (at::expm1(at::minimum(x, at::scalar_tensor(-1e-6, at::kDouble))) - x) * an + 0.5 * x);
     return at::linear(y, w.at(l + "down_proj.weight"));
   };
   const at::Tensor ids = at::arange(3, 10, at::kLong).view({1, 7});
-  EXPECT_LT(testing::MaxAbs(m->Forward(w, {{"input_ids", ids}})[0],
-                            Llama(w, ids, p, combine, mlp)),
+  EXPECT_LT(testing::MaxAbs(m->Forward(w, {{"input_ids", ids}})[0], Llama(w, ids, p, combine, mlp)),
             1e-10);
   // The state_dict's constant buffers.
   const TensorMap sd = StateDict(*m, w, 1);
@@ -236,9 +234,9 @@ TEST(LlamaVariantsTest, ApertusXieluMlpQkNormAndLlama3Default) {
   Shape l3 = p;
   l3.inv = InvFreq(12000000.0, 4);
   l3.inv[1] = l3.inv[1] / 8.0;
-  EXPECT_LT(testing::MaxAbs(d->Forward(w, {{"input_ids", ids}})[0],
-                            Llama(w, ids, l3, combine, mlp)),
-            1e-10);
+  EXPECT_LT(
+      testing::MaxAbs(d->Forward(w, {{"input_ids", ids}})[0], Llama(w, ids, l3, combine, mlp)),
+      1e-10);
   // xielu with a gated MLP is refused naming the field.
   json gated = Config("bitnet", "BitNetModel", Shape{});
   gated["hidden_act"] = "xielu";
@@ -288,13 +286,16 @@ TEST(LlamaVariantsTest, GptOssSinksWindowsAndClampedExperts) {
     at::Tensor h = Rms(x, w.at(l + "input_layernorm.weight"), eps);
     auto proj = [&](const char* n, int64_t nh) {
       const std::string p = l + "self_attn." + n;
-      return at::linear(h, w.at(p + ".weight"), w.at(p + ".bias")).view({1, s, nh, d}).transpose(1, 2);
+      return at::linear(h, w.at(p + ".weight"), w.at(p + ".bias"))
+          .view({1, s, nh, d})
+          .transpose(1, 2);
     };
     at::Tensor q = Rope(proj("q_proj", heads), inv);
     at::Tensor k = Rope(proj("k_proj", kv), inv).repeat_interleave(heads / kv, 1);
     at::Tensor v = proj("v_proj", kv).repeat_interleave(heads / kv, 1);
     at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / 2.0;  // 1 / sqrt(4)
-    at::Tensor qi = at::arange(s, at::kLong).view({s, 1}), kj = at::arange(s, at::kLong).view({1, s});
+    at::Tensor qi = at::arange(s, at::kLong).view({s, 1}),
+               kj = at::arange(s, at::kLong).view({1, s});
     at::Tensor blocked = kj > qi;
     if (i == 0) blocked = blocked | (qi - kj >= win);
     scores = scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
@@ -406,8 +407,8 @@ TEST(LlamaVariantsTest, WhisperCausalLmIsTheDecoderWithAnUnshiftedLoss) {
   const at::Tensor& labels = batch.labels.at("labels");
   EXPECT_TRUE(labels.eq(-100).any().item<bool>());  // padding is not scored
   const int64_t v = logits.size(-1);
-  const at::Tensor want = at::cross_entropy_loss(logits.reshape({-1, v}), labels.reshape({-1}),
-                                                 {}, at::Reduction::Mean, -100);
+  const at::Tensor want = at::cross_entropy_loss(logits.reshape({-1, v}), labels.reshape({-1}), {},
+                                                 at::Reduction::Mean, -100);
   EXPECT_LT(std::abs(m->Loss(w, batch).item<double>() - want.item<double>()), 1e-10);
   // Not BartForCausalLM's shifted loss.
   const at::Tensor shifted = at::cross_entropy_loss(
