@@ -69,6 +69,7 @@ const std::set<std::string> kNotYetInTable = {
     "ApertusModel",
     "BertForPreTraining",
     "BigBirdForPreTraining",
+    "BigBirdForQuestionAnswering",
     "BitNetForCausalLM",
     "BitNetModel",
     "BlenderbotForCausalLM",
