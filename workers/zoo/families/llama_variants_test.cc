@@ -1,5 +1,5 @@
-// bitnet, diffllama, apertus, gpt_oss and WhisperForCausalLM against references in double written
-// from the transformers sources each test names (not from the zoo's trunks).
+// bitnet, diffllama, apertus, gpt_oss, ctrl and WhisperForCausalLM against references in double
+// written from the transformers sources each test names (not from the zoo's trunks).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -376,6 +376,62 @@ TEST(LlamaVariantsTest, YarnWithoutTruncateKeepsFractionalBounds) {
   ASSERT_TRUE(t.ok());
   EXPECT_TRUE(t->truncate);
   EXPECT_GT(testing::MaxAbs(nn::RotaryCosSin(*t, d, pos, at::kDouble).first, cos), 1e-6);
+}
+
+// modeling_ctrl.py: CTRLModel's w * sqrt(n_embd) + positional_encoding (angle_defn: pos /
+// 10000^(2 (i // 2) / d); sin of the even dims, then cos of the odd), EncoderLayer (layernorm1,
+// MultiHeadAttention with biased Wq / Wk / Wv / dense, causal; layernorm2, ffn.0 / ReLU / ffn.2),
+// the final layernorm; CTRLLMHeadModel's lm_head tied to w with its own bias.
+TEST(LlamaVariantsTest, CtrlSinusoidHalvesScaledEmbeddingAndBiasedTiedHead) {
+  const int64_t d = 8, heads = 2, hd = 4, s = 6, vocab = 32;
+  const json cfg = {{"architectures", {"CTRLLMHeadModel"}},
+                    {"model_type", "ctrl"},
+                    {"vocab_size", vocab},
+                    {"n_positions", 16},
+                    {"n_embd", d},
+                    {"dff", 12},
+                    {"n_layer", 1},
+                    {"n_head", heads},
+                    {"layer_norm_epsilon", 1e-6}};
+  auto m = testing::BuildFull(cfg);
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(testing::HasWeight(*m, "transformer.h.0.multi_head_attention.Wq.bias"));
+  EXPECT_TRUE(testing::HasWeight(*m, "transformer.h.0.ffn.2.weight"));
+  EXPECT_TRUE(testing::HasWeight(*m, "lm_head.bias"));
+  EXPECT_FALSE(testing::HasWeight(*m, "lm_head.weight"));  // tied to transformer.w
+  const WeightMap w = m->InitWeights(12, at::kDouble);
+  const at::Tensor ids = at::arange(4, 4 + s, at::kLong).view({1, s});
+  const std::string t = "transformer.", l = "transformer.h.0.";
+  auto ln = [&](const at::Tensor& x, const std::string& p) {
+    return at::layer_norm(x, {d}, w.at(p + ".weight"), w.at(p + ".bias"), 1e-6);
+  };
+  auto lin = [&](const at::Tensor& x, const std::string& p) {
+    return at::linear(x, w.at(p + ".weight"), w.at(p + ".bias"));
+  };
+  at::Tensor i = at::arange(d, at::kDouble);
+  at::Tensor angle = at::arange(s, at::kDouble).unsqueeze(1) /
+                     at::pow(10000.0, at::floor(i / 2.0) * 2.0 / static_cast<double>(d));
+  at::Tensor pe = at::cat({at::sin(angle.slice(1, 0, d, 2)), at::cos(angle.slice(1, 1, d, 2))}, 1);
+  at::Tensor x = at::embedding(w.at(t + "w.weight"), ids) * std::sqrt(8.0) + pe.unsqueeze(0);
+  at::Tensor h = ln(x, l + "layernorm1");
+  auto split = [&](const at::Tensor& y) { return y.view({1, s, heads, hd}).permute({0, 2, 1, 3}); };
+  const std::string a = l + "multi_head_attention.";
+  at::Tensor q = split(lin(h, a + "Wq")), k = split(lin(h, a + "Wk")), v = split(lin(h, a + "Wv"));
+  at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / 2.0;  // sqrt(depth 4)
+  scores = scores + at::ones({s, s}, at::kDouble).triu(1) * -1e4;
+  at::Tensor o = at::matmul(at::softmax(scores, -1), v).permute({0, 2, 1, 3}).reshape({1, s, d});
+  x = x + lin(o, a + "dense");
+  x = x + lin(at::relu(lin(ln(x, l + "layernorm2"), l + "ffn.0")), l + "ffn.2");
+  x = ln(x, t + "layernorm");
+  const at::Tensor want = at::linear(x, w.at(t + "w.weight"), w.at("lm_head.bias"));
+  EXPECT_LT(testing::MaxAbs(m->Forward(w, {{"input_ids", ids}})[0], want), 1e-8);
+  json other = cfg;
+  other["layer_norm_epsilon"] = 1e-5;
+  BuildOptions opt;
+  opt.tiny = false;
+  auto r = BuildModel(other, opt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("layer_norm_epsilon"), std::string::npos);
 }
 
 // modeling_whisper.py WhisperForCausalLM: WhisperDecoderWrapper (`model.decoder`) without encoder

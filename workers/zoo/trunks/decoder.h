@@ -155,6 +155,9 @@ struct Recipe {
   bool interleaved = false;     // rotate_every_two (GPT-J, Cohere, GLM) vs rotate_half
   int64_t rotary_dim = 0;
   int64_t pos_offset = 0;      // learned / sinusoidal table offset (OPT, BioGPT, XGLM: 2)
+  // Pos::kSinusoidal in CTRL's positional_encoding layout: angle pos / 10000^(2 (i // 2) / d),
+  // the sines of the even dims then the cosines of the odd ones (else fairseq's, XGLM).
+  bool sinusoid_halves = false;
   bool pos_from_mask = false;  // positions = cumsum(mask) * mask - 1
   Alibi alibi = Alibi::kNone;
   double alibi_bias_max = 8.0;

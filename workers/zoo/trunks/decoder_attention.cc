@@ -46,6 +46,11 @@ at::Tensor DecoderModel::Rotate(const at::Tensor& x, const at::Tensor& cos,
 
 // XGLM sinusoidal table rows for int64 positions: [sin | cos] of pos * 10000^(-i/(half-1)).
 at::Tensor DecoderModel::Sinusoid(const at::Tensor& pos, at::ScalarType dt) const {
+  if (c_.sinusoid_halves) {  // dims 2j and 2j + 1 share the rate 10000^(-2j / d)
+    at::Tensor j = at::arange(c_.hidden / 2, pos.options()).to(dt);
+    at::Tensor arg = pos.to(dt).unsqueeze(-1) / at::pow(10000.0, j * (2.0 / c_.hidden));
+    return at::cat({at::sin(arg), at::cos(arg)}, -1);
+  }
   const int64_t half = c_.hidden / 2;
   const double step = std::log(10000.0) / static_cast<double>(half - 1);
   at::Tensor freq = at::exp(at::arange(half, pos.options()).to(dt) * -step);
