@@ -1,5 +1,6 @@
-// bitnet, diffllama, apertus, gpt_oss, ctrl and WhisperForCausalLM against references in double
-// written from the transformers sources each test names (not from the zoo's trunks).
+// bitnet, diffllama, apertus, gpt_oss, ctrl, the Qwen VL text models and WhisperForCausalLM against
+// references in double written from the transformers sources each test names (not from the zoo's
+// trunks).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "workers/zoo/config.h"
@@ -432,6 +434,48 @@ TEST(LlamaVariantsTest, CtrlSinusoidHalvesScaledEmbeddingAndBiasedTiedHead) {
   auto r = BuildModel(other, opt);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("layer_norm_epsilon"), std::string::npos);
+}
+
+// modeling_qwen2_vl.py / modeling_qwen3_vl.py: over text the TextModels' position ids are one
+// arange repeated for the three mrope sections (Qwen2VLTextModel.forward), so
+// apply_multimodal_rotary_pos_emb (and Qwen3-VL's interleaved variant) pick every dim's cos / sin
+// from identical tables: the 1D rotary. Qwen2VLTextModel is then Qwen2Model's layout and
+// Qwen3VLTextModel Qwen3Model's, to the last bit of their outputs in double; the legacy "mrope"
+// type reads as "default", and the tiny config's mrope_section sums to the tiny head's half.
+TEST(LlamaVariantsTest, QwenVlTextModelsAreTheirTextFamilyOverText) {
+  for (const auto& [vl, text, type] : {std::tuple<std::string, std::string, std::string>{
+                                           "Qwen2VLTextModel", "qwen2", "qwen2_vl_text"},
+                                       {"Qwen2_5_VLTextModel", "qwen2", "qwen2_5_vl_text"},
+                                       {"Qwen3VLTextModel", "qwen3", "qwen3_vl_text"}}) {
+    SCOPED_TRACE(vl);
+    json cfg = Config(type.c_str(), vl.c_str(), Shape{.layers = 1, .heads = 2, .kv = 1, .d = 4});
+    cfg["head_dim"] = 4;
+    cfg["rope_scaling"] = {{"type", "mrope"}, {"mrope_section", {1, 0, 1}}};
+    auto m = testing::BuildFull(cfg);
+    ASSERT_TRUE(m);
+    json plain = cfg;
+    plain["model_type"] = text;
+    plain["architectures"] = {text == "qwen2" ? "Qwen2Model" : "Qwen3Model"};
+    plain.erase("rope_scaling");
+    if (text == "qwen2") plain.erase("head_dim");
+    auto ref = testing::BuildFull(plain);
+    ASSERT_TRUE(ref);
+    ASSERT_EQ(m->WeightShapes(), ref->WeightShapes());
+    const WeightMap w = m->InitWeights(13, at::kDouble);
+    const at::Tensor ids = at::arange(2, 9, at::kLong).view({1, 7});
+    EXPECT_LT(testing::MaxAbs(m->Forward(w, {{"input_ids", ids}})[0],
+                              ref->Forward(w, {{"input_ids", ids}})[0]),
+              1e-12);
+    auto tiny = TinyConfig(*ExampleConfig(vl), vl);
+    ASSERT_TRUE(tiny.ok()) << tiny.status().ToString();
+    const json& t = *tiny;
+    const int64_t hd = t.contains("head_dim") ? t["head_dim"].get<int64_t>()
+                                              : t["hidden_size"].get<int64_t>() /
+                                                    t["num_attention_heads"].get<int64_t>();
+    int64_t sum = 0;
+    for (const json& v : t["rope_scaling"]["mrope_section"]) sum += v.get<int64_t>();
+    EXPECT_EQ(sum, hd / 2);
+  }
 }
 
 // modeling_whisper.py WhisperForCausalLM: WhisperDecoderWrapper (`model.decoder`) without encoder
