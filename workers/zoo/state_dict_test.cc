@@ -145,6 +145,7 @@ const std::set<std::string> kNotYetInTable = {
     "Glm4MoeLiteForCausalLM",
     "Glm4MoeLiteModel",
     "Glm4MoeModel",
+    "Glm4vTextModel",
     "GptOssForCausalLM",
     "GptOssForSequenceClassification",
     "GptOssForTokenClassification",

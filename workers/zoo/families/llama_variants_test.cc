@@ -1,6 +1,6 @@
-// bitnet, diffllama, apertus, gpt_oss, ctrl, the Qwen VL text models and WhisperForCausalLM against
-// references in double written from the transformers sources each test names (not from the zoo's
-// trunks).
+// bitnet, diffllama, apertus, gpt_oss, ctrl, the Qwen / GLM VL text models and WhisperForCausalLM
+// against references in double written from the transformers sources each test names (not from the
+// zoo's trunks).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -476,6 +476,51 @@ TEST(LlamaVariantsTest, QwenVlTextModelsAreTheirTextFamilyOverText) {
     for (const json& v : t["rope_scaling"]["mrope_section"]) sum += v.get<int64_t>();
     EXPECT_EQ(sum, hd / 2);
   }
+}
+
+// modeling_glm4v.py Glm4vTextModel over text: Glm4Model's computation (sandwich norms, fused
+// gate_up_proj, interleaved partial rotary) with q / k / v biases always on and head_dim =
+// hidden / heads; partial_rotary_factor 1.0 when absent (the rope init's default), and the tiny
+// mrope_section sums to half the rotated dims.
+TEST(LlamaVariantsTest, Glm4vTextModelIsGlm4OverText) {
+  json cfg =
+      Config("glm4v_text", "Glm4vTextModel", Shape{.layers = 1, .heads = 2, .kv = 1, .d = 4});
+  cfg["partial_rotary_factor"] = 0.5;
+  cfg["attention_bias"] = false;  // Glm4vTextAttention ignores it
+  cfg["rope_scaling"] = {{"rope_type", "default"}, {"mrope_section", {0, 1, 0}}};
+  auto m = testing::BuildFull(cfg);
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(testing::HasWeight(*m, "layers.0.self_attn.q_proj.bias"));
+  EXPECT_FALSE(testing::HasWeight(*m, "layers.0.self_attn.o_proj.bias"));
+  json plain = cfg;
+  plain["model_type"] = "glm4";
+  plain["architectures"] = {"Glm4Model"};
+  plain["attention_bias"] = true;
+  plain["head_dim"] = 4;
+  plain.erase("rope_scaling");
+  auto ref = testing::BuildFull(plain);
+  ASSERT_TRUE(ref);
+  ASSERT_EQ(m->WeightShapes(), ref->WeightShapes());
+  const WeightMap w = m->InitWeights(14, at::kDouble);
+  const at::Tensor ids = at::arange(2, 9, at::kLong).view({1, 7});
+  EXPECT_LT(testing::MaxAbs(m->Forward(w, {{"input_ids", ids}})[0],
+                            ref->Forward(w, {{"input_ids", ids}})[0]),
+            1e-12);
+  // Without the field the whole head rotates: not glm4's half.
+  json full = cfg;
+  full.erase("partial_rotary_factor");
+  auto f = testing::BuildFull(full);
+  ASSERT_TRUE(f);
+  EXPECT_GT(testing::MaxAbs(f->Forward(w, {{"input_ids", ids}})[0],
+                            ref->Forward(w, {{"input_ids", ids}})[0]),
+            1e-6);
+  auto tiny = TinyConfig(*ExampleConfig("Glm4vTextModel"), "Glm4vTextModel");
+  ASSERT_TRUE(tiny.ok()) << tiny.status().ToString();
+  const json& t = *tiny;
+  const int64_t hd = t["hidden_size"].get<int64_t>() / t["num_attention_heads"].get<int64_t>();
+  int64_t sum = 0;
+  for (const json& v : t["rope_scaling"]["mrope_section"]) sum += v.get<int64_t>();
+  EXPECT_EQ(sum, hd / 4);  // half of the rotated half
 }
 
 // modeling_whisper.py WhisperForCausalLM: WhisperDecoderWrapper (`model.decoder`) without encoder
