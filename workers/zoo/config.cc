@@ -306,6 +306,7 @@ Status ParseRopeKind(const ConfigReader& s, int64_t max_position_embeddings, Rop
       CheckPositive(s, "original_max_position_embeddings", rope.original_max_position_embeddings));
   TS_ASSIGN_OR_RETURN(rope.beta_fast, s.Double("beta_fast", 32.0));
   TS_ASSIGN_OR_RETURN(rope.beta_slow, s.Double("beta_slow", 1.0));
+  TS_ASSIGN_OR_RETURN(rope.truncate, s.Bool("truncate", true));
   auto get_mscale = [](double scale, double m) {
     return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
   };

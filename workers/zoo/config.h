@@ -85,6 +85,9 @@ struct RopeConfig {
   double beta_fast = 32.0;
   double beta_slow = 1.0;
   double attention_factor = 1.0;  // yarn: scales cos/sin
+  // yarn: the correction range's bounds floored / ceiled (transformers' `truncate`, default
+  // true; gpt_oss: false).
+  bool truncate = true;
 };
 
 // Llama, Mistral, Qwen2 (decoder-only, RMSNorm, RoPE, SwiGLU).

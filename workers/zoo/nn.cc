@@ -197,8 +197,13 @@ std::pair<at::Tensor, at::Tensor> RotaryCosSin(const RopeConfig& rope, int64_t h
         return (dim * std::log(orig / (rotations * 2.0 * std::numbers::pi))) /
                (2.0 * std::log(base));
       };
-      double low = std::max(std::floor(correction_dim(rope.beta_fast)), 0.0);
-      double high = std::min(std::ceil(correction_dim(rope.beta_slow)), dim - 1.0);
+      double low = correction_dim(rope.beta_fast), high = correction_dim(rope.beta_slow);
+      if (rope.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
+      low = std::max(low, 0.0);
+      high = std::min(high, dim - 1.0);
       if (low == high) high += 0.001;
       at::Tensor pos_freqs = at::pow(base, expo);
       at::Tensor extrap = at::reciprocal(pos_freqs);

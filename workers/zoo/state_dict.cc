@@ -91,6 +91,19 @@ void AddBatchNormCounters(internal::StateDictBuilder& sd) {
   for (std::string& name : names) sd.Add({std::move(name), {}, at::kLong, ""});
 }
 
+// XIELUActivation's constant buffers beside its learnable alphas (apertus): beta 0.5, eps -1e-6,
+// 0-dim.
+void AddXieluBuffers(internal::StateDictBuilder& sd) {
+  std::vector<std::string> prefixes;
+  for (const auto& [n, s] : sd.weights()) {
+    if (EndsWith(n, "act_fn.alpha_p")) prefixes.push_back(n.substr(0, n.size() - 7));
+  }
+  for (const std::string& p : prefixes) {
+    sd.Add({p + "beta", {}, at::kFloat, "", 0.5});
+    sd.Add({p + "eps", {}, at::kFloat, "", -1e-6});
+  }
+}
+
 }  // namespace
 
 namespace internal {
@@ -125,6 +138,7 @@ std::vector<StateDictEntry> StateDictShapes(const Model& model) {
   AddSharedCopies(sd);
   AddTiedOutputs(rules, sd);
   AddBatchNormCounters(sd);
+  AddXieluBuffers(sd);
   if (rules.extra) rules.extra(sd);
   return sd.Take();
 }
@@ -136,6 +150,8 @@ TensorMap StateDict(const Model& model, const WeightMap& weights, uint64_t seed)
     auto it = weights.find(e.tied_to.empty() ? e.name : e.tied_to);
     if (it != weights.end()) {
       out[e.name] = it->second;
+    } else if (e.fill) {
+      out[e.name] = at::full(e.shape, *e.fill, at::TensorOptions().dtype(e.dtype));
     } else if (e.dtype == at::kLong) {
       out[e.name] = at::zeros(e.shape, at::TensorOptions().dtype(at::kLong));
     } else {

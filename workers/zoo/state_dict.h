@@ -7,6 +7,7 @@
 //   - BatchNorm "num_batches_tracked" (int64 scalar, 0 here: the zoo runs BatchNorm in eval);
 //   - wav2vec2's "masked_spec_embed" (a parameter only its training-time masking reads, present
 //     when mask_time_prob or mask_feature_prob is positive, as transformers builds it);
+//   - XIELUActivation's constant buffers `act_fn.beta` (0.5) and `act_fn.eps` (-1e-6) (apertus);
 //   - modules transformers builds that the class never calls (BigBird's pooler, the BART
 //     lineage's decoder-only cross-attention), seeded.
 // The rules every class shares live in state_dict.cc; what only a family knows is declared by
@@ -18,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,8 @@ struct StateDictEntry {
   std::vector<int64_t> shape;
   at::ScalarType dtype = at::kFloat;  // kLong for num_batches_tracked
   std::string tied_to;                // the WeightShapes() name this entry copies; "" otherwise
+  // A constant buffer (XIELUActivation's beta / eps): every element this value.
+  std::optional<double> fill = std::nullopt;
 };
 
 // WeightShapes() in order, then the extra entries.

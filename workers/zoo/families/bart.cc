@@ -245,9 +245,8 @@ StatusOr<std::unique_ptr<Model>> BuildBart(ModelSpec spec, Seq2SeqHead head,
   }
 }
 
-// The lineage's decoder-only *ForCausalLM keeps each decoder layer's cross-attention
-// (encoder_attn, encoder_attn_layer_norm), which it never calls: the export writes it, seeded,
-// shaped as the layer's self-attention.
+}  // namespace
+
 void AddUnusedCrossAttention(StateDictBuilder& sd) {
   for (const auto& [n, s] : sd.weights()) {
     for (const char* from : {".self_attn.", ".self_attn_layer_norm."}) {
@@ -259,8 +258,6 @@ void AddUnusedCrossAttention(StateDictBuilder& sd) {
     }
   }
 }
-
-}  // namespace
 
 ArchEntry BartEntry(const std::string& arch, const std::string& family, Seq2SeqHead head,
                     json example) {

@@ -18,4 +18,9 @@ namespace ts::zoo::internal {
 ArchEntry BartEntry(const std::string& arch, const std::string& family, Seq2SeqHead head,
                     nlohmann::json example);
 
+// The state_dict extra of a decoder-only *ForCausalLM of the lineage (BART's, Whisper's): each
+// `model.decoder.layers.N` keeps the cross-attention (encoder_attn, encoder_attn_layer_norm) it
+// never calls, written seeded, shaped as the layer's self-attention.
+void AddUnusedCrossAttention(StateDictBuilder& sd);
+
 }  // namespace ts::zoo::internal

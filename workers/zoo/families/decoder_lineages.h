@@ -90,6 +90,14 @@ Status RotaryWithTheta(const ConfigReader& r, const json& config, double theta,
 ParseFn OlmoeExperts(int64_t experts, int64_t top_k);
 void ScaleOlmoeExperts(const json& real, const Recipe& rc, json& t);
 
+// qwen2_vl_text.cc: the language models of the Qwen VL families (qwen2_vl_text, qwen2_5_vl_text,
+// qwen3_vl_text): over text their multimodal rotary is the 1D one. The family parsed with the
+// legacy rope type "mrope" read as "default" (MropeAsDefault); mrope_section scaled to the tiny
+// head (ScaleMropeSection, a scale_extra).
+json MropeAsDefault(const json& config);
+void ScaleMropeSection(const json& real, const Recipe& rc, json& t);
+DecoderFamily MropeTextFamily(DecoderFamily f);
+
 // Families that others start from (a derived family edits a copy).
 DecoderFamily Gemma2();  // gemma2.cc: vaultgemma
 DecoderFamily Granite();     // granite.cc: granitemoe
@@ -97,6 +105,7 @@ DecoderFamily GraniteMoe();  // granitemoe.cc: granitemoeshared
 DecoderFamily Gpt2();    // gpt2.cc: gpt_bigcode
 DecoderFamily LlamaLm();  // llama.cc: llava's language model
 DecoderFamily Gptj();    // gptj.cc: codegen
+DecoderFamily HunYuanDenseV1();  // hunyuan_v1_dense.cc: hunyuan_v1_moe
 DecoderFamily Olmo2();   // olmo2.cc: flex_olmo
 DecoderFamily Qwen3();   // qwen3.cc: qwen3_moe, dots1
 

@@ -1,5 +1,5 @@
-// granitemoe, granitemoeshared and hunyuan_v1_dense against one-layer references in double,
-// written from the transformers sources each test names (not from the zoo's trunk).
+// granitemoe, granitemoeshared, hunyuan_v1_dense and hunyuan_v1_moe against one-layer references
+// in double, written from the transformers sources each test names (not from the zoo's trunk).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -178,6 +178,79 @@ TEST(GraniteMoeHunyuanTest, HunYuanNormsQueriesAndKeysAfterTheAlphaRotary) {
   LayerSpec plain = p;
   plain.theta = 100.0;
   EXPECT_GT(testing::MaxAbs(got, OneLayer(w, ids, plain, mlp)), 1e-6);
+}
+
+
+// modular_hunyuan_v1_moe.py HunYuanMoEV1Moe: the dense family's attention, then on every layer
+// the shared LlamaMLP plus MixtralExperts weighted by the router's softmax, top moe_topk,
+// renormalised to sum to one (route_tokens_to_experts); moe_topk as a uniform per-layer list.
+TEST(GraniteMoeHunyuanTest, HunYuanMoeAddsTheSharedMlpToRenormalisedTopKExperts) {
+  json cfg = {{"architectures", {"HunYuanMoEV1Model"}},
+              {"model_type", "hunyuan_v1_moe"},
+              {"hidden_size", 8},
+              {"intermediate_size", 6},
+              {"num_attention_heads", 2},
+              {"num_key_value_heads", 1},
+              {"head_dim", 4},
+              {"num_hidden_layers", 1},
+              {"vocab_size", 32},
+              {"max_position_embeddings", 64},
+              {"rms_norm_eps", 1e-5},
+              {"rope_theta", 100.0},
+              {"rope_scaling", {{"type", "dynamic"}, {"alpha", 10.0}, {"factor", 1.0}}},
+              {"num_experts", 4},
+              {"moe_topk", {3}}};
+  auto m = testing::BuildFull(cfg);
+  ASSERT_TRUE(m);
+  const std::string l = "layers.0.mlp.";
+  EXPECT_EQ(testing::WeightShape(*m, l + "gate.wg.weight"), (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(testing::WeightShape(*m, l + "experts.gate_up_proj"),
+            (std::vector<int64_t>{4, 12, 8}));
+  EXPECT_EQ(testing::WeightShape(*m, l + "experts.down_proj"), (std::vector<int64_t>{4, 8, 6}));
+  EXPECT_EQ(testing::WeightShape(*m, l + "shared_mlp.gate_proj.weight"),
+            (std::vector<int64_t>{6, 8}));
+  WeightMap w = m->InitWeights(8, at::kDouble);
+  for (const char* n :
+       {"layers.0.self_attn.query_layernorm.weight", "layers.0.self_attn.key_layernorm.weight"}) {
+    w[n] = at::linspace(0.5, 2.0, 4, at::kDouble);
+  }
+  const at::Tensor ids = at::arange(4, 11, at::kLong).view({1, 7});
+  const LayerSpec p{.heads = 2,
+                    .kv = 1,
+                    .d = 4,
+                    .eps = 1e-5,
+                    .theta = 100.0 * std::pow(10.0, 4.0 / 2.0),
+                    .qk_norm_after_rope = true};
+  auto gated = [](const at::Tensor& x, const at::Tensor& g, const at::Tensor& u,
+                  const at::Tensor& d) {
+    return at::linear(at::silu(at::linear(x, g)) * at::linear(x, u), d);
+  };
+  auto moe = [&](const at::Tensor& h) {
+    at::Tensor x = h.reshape({-1, 8});
+    at::Tensor probs = at::softmax(at::linear(x, w.at(l + "gate.wg.weight")), -1);
+    auto [top, idx] = at::topk(probs, 3, -1);
+    top = top / top.sum(-1, true);
+    at::Tensor y = gated(x, w.at(l + "shared_mlp.gate_proj.weight"),
+                         w.at(l + "shared_mlp.up_proj.weight"),
+                         w.at(l + "shared_mlp.down_proj.weight"));
+    for (int64_t t = 0; t < x.size(0); ++t) {
+      for (int64_t j = 0; j < 3; ++j) {
+        const int64_t e = idx[t][j].item<int64_t>();
+        auto gu = w.at(l + "experts.gate_up_proj")[e].chunk(2, 0);
+        y[t] += top[t][j] * gated(x[t], gu[0], gu[1], w.at(l + "experts.down_proj")[e]);
+      }
+    }
+    return y.view(h.sizes());
+  };
+  EXPECT_LT(testing::MaxAbs(m->Forward(w, {{"input_ids", ids}})[0], OneLayer(w, ids, p, moe)),
+            1e-10);
+  cfg["moe_topk"] = {3, 2};
+  cfg["num_hidden_layers"] = 2;
+  BuildOptions o;
+  o.tiny = false;
+  auto uneven = BuildModel(cfg, o);
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_NE(uneven.status().message().find("moe_topk"), std::string::npos);
 }
 
 }  // namespace

@@ -430,6 +430,63 @@ TEST(TextEncodersTest, DprQuestionEncoderIsBertsTokenZeroAsTransformers) {
   EXPECT_EQ((*tiny)["projection_dim"], (*tiny)["hidden_size"]);
 }
 
+// modeling_big_bird.py BigBirdForQuestionAnswering: BigBirdModel without its pooler
+// (add_pooling_layer=False), qa_classifier = BigBirdForQuestionAnsweringHead (intermediate dense +
+// hidden_act, output dense, LayerNorm over it plus the encoder output, qa_outputs), and the
+// question tokens (prepare_question_mask: positions below argmax(input_ids == sep) + 1, token 0
+// kept) pushed out of both logits by 1e6.
+TEST(TextEncodersTest, BigBirdQuestionAnsweringMasksTheQuestion) {
+  auto m = Build("BigBirdForQuestionAnswering");
+  ASSERT_NE(m, nullptr);
+  EXPECT_FALSE(HasWeight(*m, "bert.pooler.weight"));
+  EXPECT_TRUE(HasWeight(*m, "qa_classifier.intermediate.dense.weight"));
+  EXPECT_TRUE(HasWeight(*m, "qa_classifier.output.LayerNorm.bias"));
+  for (const StateDictEntry& e : StateDictShapes(*m)) {
+    EXPECT_EQ(e.name.find("pooler"), std::string::npos) << e.name;
+  }
+  const nlohmann::json& cfg = m->spec().tiny_config;
+  const int64_t sep = cfg.at("sep_token_id").get<int64_t>();
+  auto base = testing::BuildSibling(*m, "BigBirdModel");
+  ASSERT_NE(base, nullptr);
+  const WeightMap w = m->InitWeights(5, at::kDouble);
+  const WeightMap wb = testing::Unprefixed(w, "bert.", base->InitWeights(1, at::kDouble));
+  const Batch b = m->MakeBatch(4, 2);
+  const at::Tensor& ids = b.inputs.at("input_ids");
+  EXPECT_TRUE(ids.select(1, 3).eq(sep).all().item<bool>());
+  EXPECT_EQ(ids.eq(sep).sum().item<int64_t>(), 2);  // one sep a row
+  EXPECT_TRUE(b.labels.at("start_positions").ge(4).all().item<bool>());
+  auto reference = [&](const TensorMap& inputs) {
+    const at::Tensor h = base->Forward(wb, inputs)[0];
+    const std::string q = "qa_classifier.";
+    at::Tensor t = at::gelu(at::linear(h, w.at(q + "intermediate.dense.weight"),
+                                       w.at(q + "intermediate.dense.bias")),
+                            "tanh");  // gelu_new
+    t = at::linear(t, w.at(q + "output.dense.weight"), w.at(q + "output.dense.bias"));
+    t = at::layer_norm(t + h, {h.size(-1)}, w.at(q + "output.LayerNorm.weight"),
+                       w.at(q + "output.LayerNorm.bias"), 1e-12);
+    at::Tensor logits = at::linear(t, w.at(q + "qa_outputs.weight"), w.at(q + "qa_outputs.bias"));
+    const at::Tensor& in = inputs.at("input_ids");
+    at::Tensor len = in.eq(sep).to(at::kInt).argmax(-1, true) + 1;
+    at::Tensor pos = at::arange(in.size(1), at::kLong).unsqueeze(0);
+    at::Tensor mask = (pos < len).to(at::kDouble);
+    mask.select(1, 0).fill_(0.0);
+    logits = logits - mask.unsqueeze(-1) * 1e6;
+    return logits;
+  };
+  const std::vector<at::Tensor> got = m->Forward(w, b.inputs);
+  const at::Tensor want = reference(b.inputs);
+  EXPECT_LT(MaxAbs(got[0], want.select(-1, 0)), 1e-6);
+  EXPECT_LT(MaxAbs(got[1], want.select(-1, 1)), 1e-6);
+  EXPECT_LT(got[0].select(1, 2).max().item<double>(), -1e5);  // a question token
+  EXPECT_GT(got[0].select(1, 0).min().item<double>(), -1e3);  // token 0 is kept
+  // A row without sep: argmax finds nothing, the question is token 0 alone, nothing is masked.
+  TensorMap no_sep = b.inputs;
+  no_sep["input_ids"] = ids.masked_fill(ids.eq(sep), sep + 1);
+  const std::vector<at::Tensor> plain = m->Forward(w, no_sep);
+  EXPECT_GT(plain[0].min().item<double>(), -1e3);
+  EXPECT_LT(MaxAbs(plain[1], reference(no_sep).select(-1, 1)), 1e-6);
+}
+
 TEST(TextEncodersTest, NewClassesRunTheFamilyBasics) {
   for (const char* arch : {"FNetForMaskedLM", "FNetForNextSentencePrediction",
                            "FNetForMultipleChoice", "XLMForTokenClassification",

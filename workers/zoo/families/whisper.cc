@@ -2,10 +2,12 @@
 // stem (two convs, gelu, the second with stride 2) plus sliced learned positions; both stacks are
 // pre-LN with final layer_norm; k_proj has no bias; the decoder owns its embed_tokens, to which
 // proj_out is tied. Classes: ForConditionalGeneration ("model."), Model, ForAudioClassification
-// (the encoder alone, then projector, mean over frames, classifier).
+// (the encoder alone, then projector, mean over frames, classifier), ForCausalLM (the decoder
+// alone under "model.decoder", proj_out, CrossEntropyLoss over every position unshifted).
 #include <algorithm>
 
 #include "workers/zoo/config.h"
+#include "workers/zoo/families/bart.h"
 #include "workers/zoo/families/config_fields.h"
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/heads/encoder_decoder_heads.h"
@@ -20,7 +22,7 @@ using json = nlohmann::json;
 struct WhisperConfig {
   int64_t vocab = 0, d_model = 0, enc_layers = 0, dec_layers = 0, enc_heads = 0, dec_heads = 0;
   int64_t enc_ffn = 0, dec_ffn = 0, mel = 80, max_source = 1500, max_target = 448;
-  int64_t decoder_start = 50257;
+  int64_t decoder_start = 50257, pad = 50256;
   Activation act = Activation::kGeluErf;
   bool scale_embedding = false;
   int64_t proj_size = 256, num_labels = 2;  // WhisperForAudioClassification
@@ -61,6 +63,9 @@ StatusOr<WhisperConfig> ParseWhisper(const json& config) {
   if (c.decoder_start < 0 || c.decoder_start >= c.vocab) {
     return r.Error("decoder_start_token_id", "must be a token id below vocab_size");
   }
+  TS_ASSIGN_OR_RETURN(c.pad, r.Int("pad_token_id", 50256));
+  if (c.pad < 0 || c.pad >= c.vocab)
+    return r.Error("pad_token_id", "must be a token id below vocab_size");
   TS_ASSIGN_OR_RETURN(std::string act, r.String("activation_function", "gelu"));
   TS_ASSIGN_OR_RETURN(c.act, ParseActivation(act, "activation_function"));
   TS_ASSIGN_OR_RETURN(c.scale_embedding, r.Bool("scale_embedding", false));
@@ -113,12 +118,13 @@ EncDecRecipe WhisperRecipe(const WhisperConfig& c, Seq2SeqHead head) {
   r.positions = EncDecRecipe::Positions::kSlice;
   r.scale_embedding = c.scale_embedding;
   r.front = EncDecRecipe::Front::kWhisperConv;
-  const std::string pre = head == Seq2SeqHead::kConditionalGeneration ? "model." : "";
+  const bool causal = head == Seq2SeqHead::kCausalLM;
+  const std::string pre = head == Seq2SeqHead::kConditionalGeneration || causal ? "model." : "";
   r.encoder = EncDecStack::Of(pre + "encoder", c.enc_layers, c.enc_heads, c.enc_ffn);
   r.encoder.positions = c.max_source;
   r.decoder = EncDecStack::Of(pre + "decoder", c.dec_layers, c.dec_heads, c.dec_ffn);
   r.decoder.decoder = true;
-  r.decoder.cross = true;
+  r.decoder.cross = !causal;  // WhisperForCausalLM never has encoder states
   r.decoder.own_embedding = true;
   r.decoder.positions = c.max_target;
   r.decoder.decoder_mask = true;
@@ -126,6 +132,10 @@ EncDecRecipe WhisperRecipe(const WhisperConfig& c, Seq2SeqHead head) {
   r.vocab = c.vocab;
   r.num_labels = c.num_labels;
   r.start = c.decoder_start;
+  if (causal) {
+    r.pad = c.pad;
+    r.causal_loss_shifted = false;
+  }
   r.mel = c.mel;
   r.max_source = c.max_source;
   r.proj_size = c.proj_size;
@@ -143,14 +153,14 @@ ArchEntry WhisperEntry(const std::string& arch, const char* task, Seq2SeqHead he
     if (head == Seq2SeqHead::kAudioClassification) {
       return MakeWhisperAudioClassification(std::move(spec), std::move(r));
     }
+    if (head == Seq2SeqHead::kCausalLM) return MakeDecoderCausalLm(std::move(spec), std::move(r));
     return MakeSeq2SeqBase(std::move(spec), std::move(r), head);
   };
-  // WhisperForConditionalGeneration ties proj_out (not lm_head) to the decoder's embed_tokens.
-  return {{arch, "whisper", task},
-          std::move(example),
-          ScaleWhisper,
-          build,
-          {.tied_output = "proj_out"}};
+  // WhisperForConditionalGeneration and WhisperForCausalLM tie proj_out (not lm_head) to the
+  // decoder's embed_tokens; the decoder-only class keeps its layers' unused cross-attention.
+  StateDictRules rules{.tied_output = "proj_out"};
+  if (head == Seq2SeqHead::kCausalLM) rules.extra = AddUnusedCrossAttention;
+  return {{arch, "whisper", task}, std::move(example), ScaleWhisper, build, std::move(rules)};
 }
 
 }  // namespace
@@ -184,12 +194,17 @@ std::vector<ArchEntry> WhisperArchs() {
   whisper_cls["classifier_proj_size"] = 256;
   whisper_cls["use_weighted_layer_sum"] = false;
   whisper_cls["num_labels"] = 2;
+  json whisper_causal = whisper;
+  whisper_causal["is_encoder_decoder"] = false;
   using Head = Seq2SeqHead;
   return {WhisperEntry("WhisperForConditionalGeneration", "automatic-speech-recognition",
                        Head::kConditionalGeneration, whisper),
           WhisperEntry("WhisperModel", "feature-extraction", Head::kModel, whisper),
           WhisperEntry("WhisperForAudioClassification", "audio-classification",
-                       Head::kAudioClassification, whisper_cls)};
+                       Head::kAudioClassification, whisper_cls),
+          // distil-whisper/distil-large-v2's decoder as a speculative-decoding assistant
+          // (WhisperDecoderWrapper: `model.decoder`), on whisper-tiny's sizes.
+          WhisperEntry("WhisperForCausalLM", "text-generation", Head::kCausalLM, whisper_causal)};
 }
 
 TS_ZOO_REGISTER_FAMILY(Whisper, WhisperArchs);

@@ -136,6 +136,15 @@ Batch WhisperBatch(const EncDecRecipe& r, Seq2SeqHead head, at::Generator& gen,
                    int64_t batch_size) {
   const int64_t s = std::min(kWhisperDecoderLen, r.decoder.positions);
   Batch batch;
+  if (head == Seq2SeqHead::kCausalLM) {  // WhisperForCausalLM: decoder tokens only
+    at::Tensor mask = MakeAttentionMask(batch_size, s);
+    at::Tensor ids = at::randint(0, r.vocab, {batch_size, s}, gen, kLong);
+    ids = ids.masked_fill(mask.eq(0), r.pad);
+    batch.inputs["input_ids"] = ids;
+    batch.inputs["attention_mask"] = mask;
+    batch.labels["labels"] = ids.masked_fill(mask.eq(0), -100);
+    return batch;
+  }
   batch.inputs["input_features"] = at::randn({batch_size, r.mel, 2 * r.max_source}, gen, kFloat);
   if (head == Seq2SeqHead::kAudioClassification) {
     batch.labels["labels"] = r.num_labels == 1

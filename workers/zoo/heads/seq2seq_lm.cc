@@ -6,6 +6,8 @@
 //   Bart/MBartForCausalLM: the decoder stack alone (BartDecoderWrapper, its own embed_tokens; its
 //     layers' encoder_attn is never called without encoder states and is not built), causal and
 //     padding-masked; loss the shifted cross entropy.
+//   WhisperForCausalLM: the same over WhisperDecoder (`model.decoder`, proj_out tied to its
+//     embed_tokens); its loss is CrossEntropyLoss over every position, unshifted.
 #include <cmath>
 
 #include "workers/zoo/families_internal.h"
@@ -74,6 +76,9 @@ class DecoderCausalLm : public EncoderDecoderModel {
   at::Tensor Loss(const WeightMap& w, const Batch& batch) const override {
     std::vector<at::Tensor> out = Forward(w, batch.inputs);
     const at::Tensor& labels = GetInput(batch.labels, "labels");
+    if (!r_.causal_loss_shifted) {
+      return CrossEntropy(out[0].reshape({-1, r_.vocab}), labels.reshape({-1}));
+    }
     const int64_t s = out[0].size(1);
     return CrossEntropy(out[0].narrow(1, 0, s - 1).reshape({-1, r_.vocab}),
                         labels.narrow(1, 1, s - 1).reshape({-1}));

@@ -77,6 +77,14 @@ struct TextHeadSpec {
   int64_t transform_width = 0;
   Activation transform_act = Activation::kGeluErf;
   double norm_eps = 1e-12;
+  // Question answering: BigBirdForQuestionAnsweringHead's block before `name` when set
+  // (`qa_block`.intermediate.dense [qa_inter, hidden] + qa_act, `qa_block`.output.dense and
+  // LayerNorm over it plus the hidden states), and the first start position its labels draw
+  // (past the question tokens the model masks).
+  std::string qa_block = "";
+  int64_t qa_inter = 0;
+  Activation qa_act = Activation::kGeluErf;
+  int64_t qa_min_start = 0;
 };
 
 class TextHead {

@@ -131,6 +131,17 @@ void DecoderModel::AddAttention(const std::string& a, LayerW& l) {
       break;
   }
   lin(n.o, h, q_out, c_.o_bias, l.o, l.ob);
+  if (!n.attn_sub.empty()) {
+    std::string unused_bias;
+    AddNorm(a + n.attn_sub, q_out, l.attn_sub, unused_bias, Norm::kRms);
+  }
+  if (c_.attn_sinks) l.sinks = Add(a + "sinks", {c_.heads});
+  if (c_.diff_attn) {
+    l.lq1 = Add(a + "lambda_q1", {hd});
+    l.lk1 = Add(a + "lambda_k1", {hd});
+    l.lq2 = Add(a + "lambda_q2", {hd});
+    l.lk2 = Add(a + "lambda_k2", {hd});
+  }
 }
 
 void DecoderModel::AddMlp(const std::string& m, LayerW& l) {
@@ -147,6 +158,10 @@ void DecoderModel::AddMlp(const std::string& m, LayerW& l) {
       mlin(n.gate, im, h, l.gate, l.gate_b);
       mlin(n.up, im, h, l.up, l.up_b);
       mlin(n.down, h, im, l.down, l.down_b);
+      if (!n.ffn_sub.empty()) {
+        std::string unused_bias;
+        AddNorm(m + n.ffn_sub, im, l.ffn_sub, unused_bias, Norm::kRms);
+      }
       break;
     case Mlp::kFusedGateUp:
       mlin("gate_up_proj", 2 * im, h, l.up, l.up_b);
@@ -155,6 +170,10 @@ void DecoderModel::AddMlp(const std::string& m, LayerW& l) {
     case Mlp::kPlain:
       mlin(n.up, im, h, l.up, l.up_b);
       mlin(n.down, h, im, l.down, l.down_b);
+      if (c_.act.xielu) {
+        l.xielu_p = Add(m + "act_fn.alpha_p", {1});
+        l.xielu_n = Add(m + "act_fn.alpha_n", {1});
+      }
       break;
   }
 }
@@ -184,6 +203,7 @@ void DecoderModel::AddLayer(const std::string& p, size_t index) {
   l.rope = c_.pos == Pos::kRotary && c_.rope_on[index];
   l.rope_local = c_.rope_local_on[index];
   if (c_.attn_scale_by_layer) l.attn_div = static_cast<double>(index + 1);
+  if (c_.diff_attn) l.lambda_init = 0.8 - 0.6 * std::exp(-0.3 * static_cast<double>(index));
   layers_.push_back(std::move(l));
 }
 
@@ -383,6 +403,15 @@ at::Tensor DecoderModel::Activate(const at::Tensor& x) const {
   return c_.act.relu2 ? y * y : y;
 }
 
+at::Tensor DecoderModel::Xielu(const WeightMap& w, const LayerW& l, const at::Tensor& x) const {
+  constexpr double kBeta = 0.5, kEps = -1e-6;  // XIELUActivation's defaults (buffers)
+  at::Tensor ap = at::softplus(GetWeight(w, l.xielu_p));
+  at::Tensor an = at::softplus(GetWeight(w, l.xielu_n)) + kBeta;
+  at::Tensor pos = ap * x * x + x * kBeta;
+  at::Tensor neg = (at::expm1(at::clamp_max(x, kEps)) - x) * an + x * kBeta;
+  return at::where(x > 0, pos, neg);
+}
+
 at::Tensor DecoderModel::Proj(const WeightMap& w, const at::Tensor& x, const std::string& wn,
                               const std::string& bn) const {
   const at::Tensor& weight = GetWeight(w, wn);
@@ -402,6 +431,10 @@ at::Tensor DecoderModel::Mlp(const WeightMap& w, const LayerW& l, const at::Tens
   }
   switch (c_.mlp) {
     case Mlp::kGated:
+      if (!l.ffn_sub.empty()) {
+        at::Tensor h = Activate(lin(x, l.gate, l.gate_b)) * lin(x, l.up, l.up_b);
+        return lin(NormAs(Norm::kRms, w, h, l.ffn_sub, "", c_.inter), l.down, l.down_b);
+      }
       return lin(Activate(lin(x, l.gate, l.gate_b)) * lin(x, l.up, l.up_b), l.down, l.down_b);
     case Mlp::kFusedGateUp: {
       at::Tensor gu = lin(x, l.up, l.up_b);
@@ -409,6 +442,7 @@ at::Tensor DecoderModel::Mlp(const WeightMap& w, const LayerW& l, const at::Tens
       return lin(gu.narrow(-1, im, im) * Activate(gu.narrow(-1, 0, im)), l.down, l.down_b);
     }
     case Mlp::kPlain:
+      if (!l.xielu_p.empty()) return lin(Xielu(w, l, lin(x, l.up, l.up_b)), l.down, l.down_b);
       return lin(Activate(lin(x, l.up, l.up_b)), l.down, l.down_b);
   }
   return x;

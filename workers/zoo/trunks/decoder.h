@@ -43,6 +43,7 @@ enum class Router {
                 // sum); weights the unbiased scores, renormalised (+1e-20), * scaling
   kErnie,       // softmax; + the correction bias for the choice; weights the unbiased
                 // probabilities over max(their sum, norm_min) (Ernie4_5_MoeTopKRouter)
+  kTopKSoftmax,  // top-k of the logits, softmax over those k (GptOssTopKRouter)
 };
 
 // Sparse MoE MLP on the layers marked in `sparse` (mixtral, qwen2_moe).
@@ -64,6 +65,8 @@ struct Moe {
   // deepseek: `mlp.shared_experts` (ungated, shared_inter wide); else qwen2_moe's gated
   // `mlp.shared_expert` + `shared_expert_gate`.
   bool deepseek_shared = false;
+  // The deepseek-style shared MLP's module under the MoE block (hunyuan_v1_moe: "shared_mlp").
+  std::string shared_name = "shared_experts";
   // granitemoeshared: `shared_mlp.input_linear` (gate | up fused, shared_inter wide) and
   // `shared_mlp.output_linear` under the layer, ungated, added to the routed output.
   bool granite_shared = false;
@@ -73,6 +76,13 @@ struct Moe {
   // `router.layer.weight`).
   std::string router_name = "gate.weight", gate_up_name = "experts.gate_up_proj",
               down_name = "experts.down_proj";
+  // gpt_oss: the router's bias (`router.bias` beside `router.weight`) and GptOssExperts: fused
+  // `gate_up_proj` [E, H, 2I] with gate / up interleaved (even / odd columns) and
+  // `gate_up_proj_bias` [E, 2I], `down_proj` [E, I, H] and `down_proj_bias` [E, H]; the
+  // activation (up + 1) * gate * sigmoid(1.702 gate) with gate <= limit, |up| <= limit.
+  bool router_bias = false;
+  bool gpt_oss_experts = false;
+  double swiglu_limit = 7.0;
 };
 
 // DeepSeek-V2 / V3 multi-head latent attention (active when kv_lora > 0; decoder_mla.cc):
@@ -101,6 +111,11 @@ struct LongRope {
 struct Act {
   Activation a = Activation::kSilu;
   bool relu2 = false;  // squared ReLU (HF "relu2")
+  // xIELU (HF "xielu", XIELUActivation; apertus), on plain MLPs only: the learnable `alpha_p`,
+  // `alpha_n` [1] under the MLP's `act_fn`; where(x > 0, softplus(alpha_p) x^2 + beta x,
+  // (expm1(min(x, eps)) - x) (beta + softplus(alpha_n)) + beta x) with the constant buffers
+  // beta 0.5 and eps -1e-6 (state_dict.cc writes them).
+  bool xielu = false;
 };
 
 // HF state_dict names below the base prefix ("model." under a head, "" for the base model).
@@ -116,6 +131,10 @@ struct Names {
   std::string mlp = "mlp.";
   std::string gate = "gate_proj", up = "up_proj", down = "down_proj";
   std::string final_norm = "norm";
+  // BitNet's sub-norms ("" = none): an RMSNorm of the attention output before o_proj
+  // (`attn_sub_norm`, under the attention) and of act(gate) * up before down_proj
+  // (`ffn_sub_norm`, under the MLP).
+  std::string attn_sub = "", ffn_sub = "";
   std::string lm_head = "lm_head", seq_cls = "score", token_cls = "score";
 };
 
@@ -136,6 +155,9 @@ struct Recipe {
   bool interleaved = false;     // rotate_every_two (GPT-J, Cohere, GLM) vs rotate_half
   int64_t rotary_dim = 0;
   int64_t pos_offset = 0;      // learned / sinusoidal table offset (OPT, BioGPT, XGLM: 2)
+  // Pos::kSinusoidal in CTRL's positional_encoding layout: angle pos / 10000^(2 (i // 2) / d),
+  // the sines of the even dims then the cosines of the odd ones (else fairseq's, XGLM).
+  bool sinusoid_halves = false;
   bool pos_from_mask = false;  // positions = cumsum(mask) * mask - 1
   Alibi alibi = Alibi::kNone;
   double alibi_bias_max = 8.0;
@@ -147,6 +169,16 @@ struct Recipe {
   // GPT-2 scale_attn_by_inverse_layer_idx: layer i's scores also divided by i + 1 (classic
   // attention).
   bool attn_scale_by_layer = false;
+  // DiffLlama's differential attention (DiffLlamaAttention): per layer the parameters
+  // self_attn.lambda_{q1,k1,q2,k2} [head_dim]; the scores' softmax applied to the values of head
+  // pairs concatenated ([B, H/2, S, 2hd], repeated to H heads), the two halves of the heads
+  // combined as a1 - lambda * a2 with lambda = exp(q1 . k1) - exp(q2 . k2) + lambda_init(layer),
+  // a weight-free RMSNorm over 2hd scaled by 1 - lambda_init; lambda_init(i) =
+  // 0.8 - 0.6 exp(-0.3 i).
+  bool diff_attn = false;
+  // GPT-OSS attention sinks: per layer `self_attn.sinks` [heads], one extra logit per head and
+  // query that takes part in the softmax (after the max is subtracted) and is then dropped.
+  bool attn_sinks = false;
   double clip_qkv = 0.0;
   bool q_bias = false, k_bias = false, v_bias = false, o_bias = false, mlp_bias = false;
   bool lm_head_bias = false, seq_cls_bias = false, token_cls_bias = true;

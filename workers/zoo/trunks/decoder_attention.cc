@@ -3,6 +3,8 @@
 // sinusoids, and the masked softmax attention (decoder_model.h).
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/nn.h"
@@ -44,6 +46,11 @@ at::Tensor DecoderModel::Rotate(const at::Tensor& x, const at::Tensor& cos,
 
 // XGLM sinusoidal table rows for int64 positions: [sin | cos] of pos * 10000^(-i/(half-1)).
 at::Tensor DecoderModel::Sinusoid(const at::Tensor& pos, at::ScalarType dt) const {
+  if (c_.sinusoid_halves) {  // dims 2j and 2j + 1 share the rate 10000^(-2j / d)
+    at::Tensor j = at::arange(c_.hidden / 2, pos.options()).to(dt);
+    at::Tensor arg = pos.to(dt).unsqueeze(-1) / at::pow(10000.0, j * (2.0 / c_.hidden));
+    return at::cat({at::sin(arg), at::cos(arg)}, -1);
+  }
   const int64_t half = c_.hidden / 2;
   const double step = std::log(10000.0) / static_cast<double>(half - 1);
   at::Tensor freq = at::exp(at::arange(half, pos.options()).to(dt) * -step);
@@ -214,8 +221,18 @@ at::Tensor DecoderModel::Attn(const WeightMap& w, const LayerW& l, const at::Ten
   const double lowest = q.scalar_type() == at::kDouble ? std::numeric_limits<double>::lowest()
                                                        : std::numeric_limits<float>::lowest();
   if (blocked.defined()) scores = scores.masked_fill(blocked, lowest);
-  at::Tensor a = nn::Matmul(at::softmax(scores, -1), nn::RepeatKv(v, nh / nkv));
+  if (c_.diff_attn) return DiffAttn(w, l, at::softmax(scores, -1), v, b, s);
+  at::Tensor a;
+  if (l.sinks.empty()) {
+    a = nn::Matmul(at::softmax(scores, -1), nn::RepeatKv(v, nh / nkv));
+  } else {  // GPT-OSS eager_attention_forward: the sink column, then dropped
+    at::Tensor sink = GetWeight(w, l.sinks).view({1, nh, 1, 1}).expand({b, nh, s, 1});
+    at::Tensor logits = at::cat({scores, sink}, -1);
+    logits = logits - std::get<0>(logits.max(-1, /*keepdim=*/true));
+    a = nn::Matmul(at::softmax(logits, -1).narrow(-1, 0, s), nn::RepeatKv(v, nh / nkv));
+  }
   a = a.transpose(1, 2).reshape({b, s, nh * hd});
+  if (!l.attn_sub.empty()) a = NormAs(Norm::kRms, w, a, l.attn_sub, "", nh * hd);
   return nn::Linear(a, GetWeight(w, l.o), GetOptionalWeight(w, l.ob));
 }
 
@@ -287,6 +304,23 @@ at::Tensor DecoderModel::ClassicAttn(const WeightMap& w, const LayerW& l, const 
   }
   a = a.transpose(1, 2).reshape({b, s, nh * hd});
   return Proj(w, a, l.o, l.ob);
+}
+
+at::Tensor DecoderModel::DiffAttn(const WeightMap& w, const LayerW& l, const at::Tensor& probs,
+                                  const at::Tensor& v, int64_t b, int64_t s) const {
+  const int64_t nh = c_.heads, nkv = c_.kv, hd = c_.head_dim;
+  // Values of head pairs side by side ([B, H/2, S, 2hd]), repeated to the H heads.
+  std::vector<at::Tensor> halves = nn::RepeatKv(v, nh / nkv).chunk(2, 1);
+  at::Tensor vv = at::cat({halves[0], halves[1]}, -1).repeat({1, 2, 1, 1});
+  std::vector<at::Tensor> a = nn::Matmul(probs, vv).chunk(2, 1);
+  auto dot = [&](const std::string& q, const std::string& k) {
+    return at::exp((GetWeight(w, q) * GetWeight(w, k)).sum());
+  };
+  at::Tensor lambda = dot(l.lq1, l.lk1) - dot(l.lq2, l.lk2) + l.lambda_init;
+  at::Tensor o = a[0] - lambda * a[1];
+  o = o * at::rsqrt(o.pow(2).mean(-1, /*keepdim=*/true) + c_.eps) * (1.0 - l.lambda_init);
+  return nn::Linear(o.transpose(1, 2).reshape({b, s, nh * hd}), GetWeight(w, l.o),
+                    GetOptionalWeight(w, l.ob));
 }
 
 }  // namespace ts::zoo::internal::decoder

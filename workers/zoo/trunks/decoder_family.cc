@@ -15,6 +15,10 @@ using P = TinyProfile;
 StatusOr<Act> ReadAct(const ConfigReader& r, const std::string& field, const std::string& def) {
   TS_ASSIGN_OR_RETURN(std::string name, r.String(field, def));
   Act a;
+  if (name == "xielu") {
+    a.xielu = true;
+    return a;
+  }
   if (name == "relu2") {
     a.a = Activation::kRelu;
     a.relu2 = true;
@@ -147,6 +151,9 @@ StatusOr<Recipe> ParseRecipe(const DecoderFamily& fam, const json& config) {
     TS_ASSIGN_OR_RETURN(c.mlp_bias, r.Bool("mlp_bias", false));
   }
   if (fam.parse) TS_RETURN_IF_ERROR(fam.parse(r, config, c));
+  if (c.act.xielu && (c.mlp != Mlp::kPlain || c.moe.experts > 0)) {
+    return r.Error(fields.act, "xielu is supported by the zoo on plain (ungated, dense) MLPs only");
+  }
   return c;
 }
 

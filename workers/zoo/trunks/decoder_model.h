@@ -22,6 +22,8 @@ struct Expert {
   // `gate_up` [E, 2I, H] (gate rows, then up rows) and of `down` [E, H, I].
   std::string gate_up = "";
   int64_t index = -1;
+  // Moe::gpt_oss_experts: the fused biases [E, 2I] and [E, H].
+  std::string gate_up_b = "";
 };
 
 // Weight names of one layer ("" where the recipe has no such weight).
@@ -29,6 +31,13 @@ struct LayerW {
   std::string n1w, n1b, n2w, n2b, p1w, p1b, p2w, p2b;
   std::string q, qb, k, kb, v, vb, qkv, qkvb, o, ob, qnw, qnb, knw, knb;
   std::string gate, gate_b, up, up_b, down, down_b;
+  std::string attn_sub, ffn_sub;  // Names::attn_sub / ffn_sub weights ("" none)
+  std::string xielu_p, xielu_n;   // Act::xielu: the MLP's act_fn.alpha_p / alpha_n
+  // Recipe::diff_attn: lambda_q1, lambda_k1, lambda_q2, lambda_k2 and the layer's lambda_init.
+  std::string lq1, lk1, lq2, lk2;
+  double lambda_init = 0.0;
+  std::string sinks;      // Recipe::attn_sinks
+  std::string router_b;   // Moe::router_bias
   bool moe = false;  // a sparse MoE layer: router, experts and the optional shared expert
   std::string router, shared_gate;
   std::string score_bias;  // deepseek_v3: mlp.gate.e_score_correction_bias
@@ -101,6 +110,8 @@ class DecoderModel : public Model {
   at::Tensor NormAs(Norm kind, const WeightMap& w, const at::Tensor& x, const std::string& wn,
                     const std::string& bn, int64_t width) const;
   at::Tensor Activate(const at::Tensor& x) const;
+  // Act::xielu over `x` with layer `l`'s alpha_p / alpha_n.
+  at::Tensor Xielu(const WeightMap& w, const LayerW& l, const at::Tensor& x) const;
   at::Tensor Mlp(const WeightMap& w, const LayerW& l, const at::Tensor& x) const;
 
   // ---- MoE and longrope (decoder_moe.cc).
@@ -127,6 +138,10 @@ class DecoderModel : public Model {
   at::Tensor ClassicAttn(const WeightMap& w, const LayerW& l, const at::Tensor& x,
                          const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& blocked,
                          int64_t b, int64_t s) const;
+  // Recipe::diff_attn: the attention output [B, S, H * hd] from the probabilities [B, H, S, S]
+  // and the values [B, kv, S, hd].
+  at::Tensor DiffAttn(const WeightMap& w, const LayerW& l, const at::Tensor& probs,
+                      const at::Tensor& v, int64_t b, int64_t s) const;
   at::Tensor Attn(const WeightMap& w, const LayerW& l, const at::Tensor& x,
                   const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& alibi,
                   const at::Tensor& blocked, int64_t b, int64_t s) const;

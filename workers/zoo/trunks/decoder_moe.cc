@@ -20,6 +20,23 @@ void DecoderModel::AddMoe(const std::string& p, LayerW& l) {
   l.moe = true;
   const std::string m = p + (moe.mixtral ? std::string("mlp.") : c_.n.mlp);
   l.router = Add(m + moe.router_name, {moe.experts, h});
+  if (moe.router_bias) l.router_b = Add(m + "router.bias", {moe.experts});
+  if (moe.gpt_oss_experts) {  // GptOssExperts: [E, H, 2I] interleaved, [E, I, H], biases
+    const std::string gu = Add(m + "experts.gate_up_proj", {moe.experts, h, 2 * e_im});
+    const std::string gu_b = Add(m + "experts.gate_up_proj_bias", {moe.experts, 2 * e_im});
+    const std::string dn = Add(m + "experts.down_proj", {moe.experts, e_im, h});
+    const std::string dn_b = Add(m + "experts.down_proj_bias", {moe.experts, h});
+    for (int64_t e = 0; e < moe.experts; ++e) {
+      Expert ex;
+      ex.gate_up = gu;
+      ex.gate_up_b = gu_b;
+      ex.down = dn;
+      ex.down_b = dn_b;
+      ex.index = e;
+      l.experts.push_back(ex);
+    }
+    return;
+  }
   if (moe.router == Router::kDeepseekV3 || moe.router == Router::kErnie) {
     l.score_bias = Add(m + moe.score_bias_name, moe.score_bias_row
                                                     ? std::vector<int64_t>{1, moe.experts}
@@ -42,9 +59,10 @@ void DecoderModel::AddMoe(const std::string& p, LayerW& l) {
     return;
   }
   if (moe.deepseek_shared) {  // DeepseekV3MoE.shared_experts: a plain gated MLP
-    l.shared.gate = Add(m + "shared_experts.gate_proj.weight", {s_im, h});
-    l.shared.up = Add(m + "shared_experts.up_proj.weight", {s_im, h});
-    l.shared.down = Add(m + "shared_experts.down_proj.weight", {h, s_im});
+    const std::string sh = m + moe.shared_name + ".";
+    l.shared.gate = Add(sh + "gate_proj.weight", {s_im, h});
+    l.shared.up = Add(sh + "up_proj.weight", {s_im, h});
+    l.shared.down = Add(sh + "down_proj.weight", {h, s_im});
     return;
   }
   l.shared.gate = Add(m + "shared_expert.gate_proj.weight", {s_im, h});
@@ -57,6 +75,16 @@ at::Tensor DecoderModel::Gated(const WeightMap& w, const at::Tensor& x, const Ex
   auto lin = [&](const at::Tensor& in, const std::string& wn, const std::string& bn) {
     return nn::Linear(in, GetWeight(w, wn), GetOptionalWeight(w, bn));
   };
+  if (e.index >= 0 && c_.moe.gpt_oss_experts) {  // GptOssExperts
+    const double limit = c_.moe.swiglu_limit;
+    at::Tensor gu = nn::Matmul(x, GetWeight(w, e.gate_up).select(0, e.index)) +
+                    GetWeight(w, e.gate_up_b).select(0, e.index);
+    at::Tensor gate = gu.slice(-1, 0, gu.size(-1), 2).clamp_max(limit);
+    at::Tensor up = gu.slice(-1, 1, gu.size(-1), 2).clamp(-limit, limit);
+    at::Tensor glu = gate * at::sigmoid(gate * 1.702);
+    return nn::Matmul((up + 1.0) * glu, GetWeight(w, e.down).select(0, e.index)) +
+           GetWeight(w, e.down_b).select(0, e.index);
+  }
   if (e.index >= 0) {  // transformers 5 MixtralExperts: linear(x, gate_up[e]).chunk(2)
     at::Tensor gu = nn::Linear(x, GetWeight(w, e.gate_up).select(0, e.index));
     const int64_t im = gu.size(-1) / 2;
@@ -80,9 +108,14 @@ at::Tensor DecoderModel::Gated(const WeightMap& w, const at::Tensor& x, const Ex
 at::Tensor DecoderModel::MoeMlp(const WeightMap& w, const LayerW& l, const at::Tensor& x) const {
   const auto shape = x.sizes().vec();
   at::Tensor x2 = x.reshape({-1, c_.hidden});
-  at::Tensor router_logits = nn::Linear(x2, GetWeight(w, l.router));
+  at::Tensor router_logits = l.router_b.empty()
+                                 ? nn::Linear(x2, GetWeight(w, l.router))
+                                 : nn::Linear(x2, GetWeight(w, l.router), GetWeight(w, l.router_b));
   at::Tensor combine;  // [N, E]
-  if (c_.moe.router == Router::kSoftmax) {
+  if (c_.moe.router == Router::kTopKSoftmax) {
+    auto [top_v, top_i] = at::topk(router_logits, c_.moe.top_k, -1);
+    combine = at::zeros_like(router_logits).scatter(1, top_i, at::softmax(top_v, -1));
+  } else if (c_.moe.router == Router::kSoftmax) {
     at::Tensor probs = at::softmax(router_logits, -1);
     auto [top_w, top_i] = at::topk(probs, c_.moe.top_k, -1);
     if (c_.moe.norm_topk) top_w = top_w / top_w.sum(-1, /*keepdim=*/true);

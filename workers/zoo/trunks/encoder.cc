@@ -64,7 +64,10 @@ int64_t MaxSeq(const Recipe& r) {
 }
 
 EncoderModel::EncoderModel(ModelSpec spec, Recipe r, const HeadNames& names, Head head)
-    : Model(std::move(spec)), r_(std::move(r)), head_kind_(head) {
+    : Model(std::move(spec)),
+      r_(std::move(r)),
+      head_kind_(head),
+      qa_sep_(head == Head::kQA && names.qa_masks_question ? r_.sep : -1) {
   const std::string p = head_kind_ == Head::kBase ? "" : r_.base;
   AddEmbeddings(p);
   const int64_t blocks = r_.layout == Layout::kAlbert ? r_.groups * r_.inner : r_.layers;
@@ -345,6 +348,13 @@ TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names, Head kind) const {
       break;
     case Head::kQA:
       hs.name = "qa_outputs";
+      if (!names.qa_block.empty()) {
+        hs.qa_block = names.qa_block;
+        hs.name = names.qa_block + ".qa_outputs";
+        hs.qa_inter = r_.inter;
+        hs.qa_act = r_.act;
+      }
+      if (names.qa_masks_question) hs.qa_min_start = kQuestionSep + 1;
       break;
     case Head::kMaskedLM:
     case Head::kCausalLM:
@@ -559,6 +569,12 @@ std::vector<at::Tensor> EncoderModel::Forward(const WeightMap& w, const TensorMa
   if (r_.lineage == Lineage::kGeneric && !hs.first_token && hs.pooler.empty()) h.select(1, 0);
   std::vector<at::Tensor> out = head_->Forward(w, h, mask);
   if (choices > 0) out[0] = out[0].reshape({-1, choices});
+  if (qa_sep_ >= 0) {  // BigBirdForQuestionAnswering.prepare_question_mask, token 0 kept
+    at::Tensor len = ids.eq(qa_sep_).to(at::kInt).argmax(-1, /*keepdim=*/true) + 1;
+    at::Tensor pos = at::arange(ids.size(1), ids.options()).unsqueeze(0);
+    at::Tensor question = at::logical_and(pos.lt(len), pos.ne(0));
+    for (at::Tensor& o : out) o = o - question.to(o.scalar_type()) * 1e6;
+  }
   return out;
 }
 
@@ -578,6 +594,10 @@ Batch EncoderModel::MakeBatch(uint64_t seed, int64_t batch_size) const {
     ids = ids.masked_fill(ids.eq(*r_.pad), (*r_.pad + 1) % r_.vocab);
   // FNet takes no mask: every position is a token.
   at::Tensor mask = r_.no_mask ? at::ones({rows, s}, lopts) : MakeAttentionMask(rows, s);
+  if (qa_sep_ >= 0) {  // one question of kQuestionSep tokens, closed by the row's only sep
+    ids = ids.masked_fill(ids.eq(qa_sep_), (qa_sep_ + 1) % r_.vocab);
+    ids.select(1, kQuestionSep).fill_(qa_sep_);
+  }
   if (r_.pad) ids = ids.masked_fill(mask.eq(0), *r_.pad);
   at::Tensor types = at::zeros({rows, s}, lopts);
   if (r_.type_vocab >= 2) types.narrow(1, s / 2, s - s / 2).fill_(1);

@@ -64,6 +64,7 @@ struct Recipe {
   int64_t vocab = 0, hidden = 0, inter = 0, layers = 0, heads = 0;
   int64_t max_pos = 512, type_vocab = 2, embedding = 0;
   int64_t lm_width = 0;           // rembert output_embedding_size: the LM transform's width
+  int64_t sep = -1;               // sep_token_id, where a head reads it (BigBird's QA)
   int64_t task_types = 0;         // ernie use_task_id: task_type_vocab_size (task 0 embedded)
   int64_t groups = 1, inner = 1;  // albert num_hidden_groups, inner_group_num
   Activation act = Activation::kGeluErf;
@@ -161,7 +162,15 @@ struct HeadNames {
   bool pretraining_discriminator = false;
   // DPR: the encoder's projection of token 0 (Recipe::projection_dim > 0), absolute.
   std::string encode_proj = "";
+  // BigBirdForQuestionAnswering: its QA head block (TextHeadSpec::qa_block, `qa_outputs` under
+  // it), and the question tokens (1 up to the first Recipe::sep of each row; token 0 kept)
+  // pushed out of the start / end logits by -1e6; its batches put sep at kQuestionSep.
+  std::string qa_block = "";
+  bool qa_masks_question = false;
 };
+
+// The position of the question's closing sep in the batches of a question-masking QA head.
+constexpr int64_t kQuestionSep = 3;
 
 enum class Head {
   kBase,

@@ -99,6 +99,9 @@ struct EncDecRecipe {
   bool tie = true;
   bool lm_scale_tied = false;                         // T5: tied logits from y * d_model**-0.5
   bool final_logits_bias = false;                     // BART
+  // A decoder-only *ForCausalLM's loss: the shifted cross entropy (BART's), or over every
+  // position against its own label (WhisperForCausalLM: CrossEntropyLoss(logits, labels)).
+  bool causal_loss_shifted = true;
   int64_t mel = 80, max_source = 0, proj_size = 256;  // Whisper
 };
 

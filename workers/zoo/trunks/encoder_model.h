@@ -86,6 +86,7 @@ class EncoderModel : public Model {
 
   Recipe r_;
   Head head_kind_;
+  int64_t qa_sep_ = -1;  // HeadNames::qa_masks_question: the sep id of the question mask
   std::unique_ptr<TextHead> head_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes_;
   std::vector<LayerW> layers_;
