@@ -18,6 +18,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "services/query/summary_builder.h"
 #include "touchstone/v1/query.grpc.pb.h"
 #include "touchstone/v1/scheduler.grpc.pb.h"
 
@@ -99,7 +100,7 @@ inline TableRecount RecountTable(const std::vector<rpb::ResultRow>& rows) {
       row->models += 1;
       row->lost += lost;
       if (lost) continue;
-      row->opcov_sum += r.opcov_ratio();
+      row->opcov_sum += ts::query::OnSumGrid(r.opcov_ratio());  // the service's summing rule
       for (const auto& [mode, status] : r.status()) row->pass[mode] += status == "pass";
     }
   }
