@@ -363,5 +363,69 @@ TEST(EncoderVariantsTest, SqueezeBertGroupedConvolutionsAsTransformers) {
   ExpectConfigError("SqueezeBertModel", "embedding_size", 512, "embedding_size");
 }
 
+// ---- ConvBERT
+// ------------------------------------------------------------------------------------
+
+// ConvBertSelfAttention.forward: q k v over num_attention_heads / 2 heads; key_conv =
+// pointwise(depthwise(x^T)) + bias (at::conv1d here); kernel = softmax(conv_kernel_layer(key_conv
+// * q)) over conv_kernel_size; conv_out_layer(x) through F.unfold (at::im2col here) times the
+// kernel; cat([ctx, conv], heads) -> attention.output; then BERT's FFN.
+TEST(EncoderVariantsTest, ConvBertMixedAttentionAsTransformers) {
+  nlohmann::json cfg = Small("ConvBertModel", "convbert", 0);
+  cfg["num_attention_heads"] = 4;
+  cfg["embedding_size"] = 6;
+  cfg["conv_kernel_size"] = 3;
+  auto m = BuildFull(cfg);
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(HasWeight(*m, "embeddings_project.weight"));
+  const WeightMap w = m->InitWeights(8, at::kDouble);
+  at::Tensor ids, mask, types;
+  Inputs(0, ids, mask, types);
+  const auto out =
+      m->Forward(w, {{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}});
+  const Ref r{w, 1e-5};
+  const at::Tensor x = r.Lin(r.Ln(r.Emb("embeddings.word_embeddings.weight", ids) +
+                                      r.Emb("embeddings.position_embeddings.weight",
+                                            at::arange(kSeq, at::kLong).repeat({2, 1})) +
+                                      r.Emb("embeddings.token_type_embeddings.weight", types),
+                                  "embeddings.LayerNorm"),
+                             "embeddings_project");
+  const std::string l = "encoder.layer.0.", a = l + "attention.self.";
+  const int64_t n = 2, nh = 2, d = kHid / 4, all = nh * d, k = 3;
+  const std::vector<int64_t> one = {1}, pad = {1}, zero = {0};
+  const at::Tensor dw =
+      at::conv1d(x.transpose(1, 2), w.at(a + "key_conv_attn_layer.depthwise.weight"), {},
+                 at::IntArrayRef(one), at::IntArrayRef(pad), at::IntArrayRef(one), kHid);
+  const at::Tensor key_conv = (at::conv1d(dw, w.at(a + "key_conv_attn_layer.pointwise.weight")) +
+                               w.at(a + "key_conv_attn_layer.bias"))
+                                  .transpose(1, 2);
+  const at::Tensor mq = r.Lin(x, a + "query");
+  const at::Tensor kernel =
+      at::softmax(r.Lin(key_conv * mq, a + "conv_kernel_layer").reshape({-1, k, 1}), 1);
+  const at::Tensor co =
+      r.Lin(x, a + "conv_out_layer").transpose(1, 2).unsqueeze(-1);            // [N, A, S, 1]
+  const at::Tensor unfolded = at::im2col(co, {k, 1}, {1, 1}, {1, 0}, {1, 1});  // [N, A k, S]
+  const at::Tensor conv =
+      at::matmul(unfolded.transpose(1, 2).reshape({-1, d, k}), kernel).reshape({n, kSeq, nh, d});
+  auto split = [&](const at::Tensor& t) { return t.view({n, kSeq, nh, d}).transpose(1, 2); };
+  const at::Tensor ext =
+      (1.0 - mask.to(at::kDouble)).view({n, 1, 1, kSeq}) * std::numeric_limits<double>::lowest();
+  const at::Tensor probs = at::softmax(
+      at::matmul(split(mq), split(r.Lin(x, a + "key")).transpose(-1, -2)) / std::sqrt(double(d)) +
+          ext,
+      -1);
+  const at::Tensor ctx = at::matmul(probs, split(r.Lin(x, a + "value"))).permute({0, 2, 1, 3});
+  const at::Tensor joined = at::cat({ctx, conv}, 2).reshape({n, kSeq, kHid});
+  const at::Tensor y =
+      r.Ln(r.Lin(joined, l + "attention.output.dense") + x, l + "attention.output.LayerNorm");
+  const at::Tensor f = r.Lin(Ref::Gelu(r.Lin(y, l + "intermediate.dense")), l + "output.dense");
+  const at::Tensor want = r.Ln(f + y, l + "output.LayerNorm");
+  EXPECT_EQ(all * 2, kHid);
+  EXPECT_LT(MaxAbs(Kept(out[0], mask), Kept(want, mask)), 1e-10);
+  ExpectConfigError("ConvBertModel", "head_ratio", 3, "head_ratio");
+  ExpectConfigError("ConvBertModel", "conv_kernel_size", 8, "conv_kernel_size");
+  ExpectConfigError("ConvBertModel", "num_groups", 2, "num_groups");
+}
+
 }  // namespace
 }  // namespace ts::zoo

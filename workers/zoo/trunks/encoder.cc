@@ -268,6 +268,11 @@ void EncoderModel::AddAttention(const LayerNaming& n, LayerW& l) {
     return;
   }
   if (r_.layout == Layout::kFnet) return;
+  if (r_.conv_kernel > 0) {
+    AddConvAttention(lp, l);
+    AddLinear(lp + n.o, h, h, l.o, l.ob);
+    return;
+  }
   const bool sq = r_.layout == Layout::kSqueezeBert;
   const Recipe::ConvGroups& g = r_.conv_groups;
   AddLinear(lp + n.q, h, h, l.q, l.qb, sq ? g.q : 0);
@@ -461,6 +466,7 @@ at::Tensor EncoderModel::Layer(const WeightMap& w, const LayerW& l, const at::Te
     return nn::LayerNorm(nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob)) + y,
                          GetWeight(w, l.ln2), GetWeight(w, l.ln2b), r_.eps);
   }
+  if (r_.conv_kernel > 0) return ConvBertLayer(w, l, x, blocked);
   const int64_t n = x.size(0), s = x.size(1);
   const int64_t nh = r_.heads, hd = r_.hidden / nh;
   auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };

@@ -129,6 +129,10 @@ struct Recipe {
   struct ConvGroups {
     int64_t q = 1, k = 1, v = 1, o = 1, fi = 1, fo = 1;
   } conv_groups = {};
+  // ConvBERT (`conv_kernel` > 0): the self-attention runs num_attention_heads / head_ratio (2)
+  // heads of hidden / num_attention_heads beside the span-based dynamic convolution over the same
+  // width (key_conv_attn_layer, conv_kernel_layer, conv_out_layer), the two concatenated per head.
+  int64_t conv_kernel = 0;
 
   // Structure (from the family).
   Layout layout = Layout::kBert;

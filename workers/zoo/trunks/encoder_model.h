@@ -19,6 +19,7 @@ struct LayerW {
   std::string pk, pkb, pq, pqb;          // deberta without share_att_key
   std::string pre1, pre1b, pre2, pre2b;  // pre-LN: before attention, before the MLP
   std::string ad1, ad1b, ad2, ad2b, adln, adlnb;  // X-MOD's adapter and adapter_layer_norm
+  std::string dw, pw, sb, ck, ckb, co, cob;  // ConvBERT: depthwise, pointwise, bias, kernel, out
 };
 
 // HF module names of one layer per layout: q, k, v, attention output, its LayerNorm, MLP in and
@@ -98,6 +99,10 @@ class EncoderModel : public Model {
   // (after the token types); the word embeddings `x` joined with the shape and pronunciation
   // lookups (concat_input), or the normalised embeddings `x` averaged with them.
   void AddRocTables(const std::string& p);
+  // ConvBERT's attention weights (ConvBertSelfAttention) and its layer.
+  void AddConvAttention(const std::string& lp, LayerW& l);
+  at::Tensor ConvBertLayer(const WeightMap& w, const LayerW& l, const at::Tensor& x,
+                           const at::Tensor& blocked) const;
   void AddRocMap(const std::string& p);
   at::Tensor RocJoin(const WeightMap& w, const at::Tensor& x, const ExtraInputs& extra) const;
   // RoCBert batches: shape and pronunciation ids, drawn past the pad row.

@@ -1,7 +1,9 @@
 // Family pieces of the encoder trunk that only one family uses: X-MOD's language adapter
 // (modeling_xmod.py XmodAdapter, XmodOutput: dense2(act(dense1(h))) + residual over one
-// language's adapter, encoder.h Recipe::adapter) and RoCBert's shape and pronunciation
-// embeddings (modeling_roc_bert.py RoCBertEmbeddings).
+// language's adapter, encoder.h Recipe::adapter), RoCBert's shape and pronunciation embeddings
+// (modeling_roc_bert.py RoCBertEmbeddings), SqueezeBERT's grouped 1x1 convolutions
+// (modeling_squeezebert.py) and ConvBERT's mixed attention (modeling_convbert.py).
+#include <cmath>
 #include <vector>
 
 #include "workers/zoo/families_internal.h"
@@ -122,6 +124,63 @@ at::Tensor EncoderModel::SqueezeLayer(const WeightMap& w, const LayerW& l, const
   const at::Tensor f = nn::Activate(Project(w, y, l.fi, l.fib, g.fi), r_.act);
   return nn::LayerNorm(Project(w, f, l.fo, l.fob, g.fo) + y, GetWeight(w, l.ln2),
                        GetWeight(w, l.ln2b), r_.eps);
+}
+
+}  // namespace ts::zoo::internal::encoder
+
+namespace ts::zoo::internal::encoder {
+
+void EncoderModel::AddConvAttention(const std::string& lp, LayerW& l) {
+  const int64_t h = r_.hidden, hd = h / r_.heads, nh = r_.heads / 2, a = nh * hd;
+  const int64_t k = r_.conv_kernel;
+  const std::string p = lp + "attention.self.";
+  AddLinear(p + "query", a, h, l.q, l.qb);
+  AddLinear(p + "key", a, h, l.k, l.kb);
+  AddLinear(p + "value", a, h, l.v, l.vb);
+  l.sb = Add(p + "key_conv_attn_layer.bias", {a, 1});
+  l.dw = Add(p + "key_conv_attn_layer.depthwise.weight", {h, 1, k});
+  l.pw = Add(p + "key_conv_attn_layer.pointwise.weight", {a, h, 1});
+  AddLinear(p + "conv_kernel_layer", nh * k, a, l.ck, l.ckb);
+  AddLinear(p + "conv_out_layer", a, h, l.co, l.cob);
+}
+
+// ConvBertSelfAttention.forward, then ConvBertSelfOutput and BERT's FFN (post-LN). Over [N, S, C]:
+// the depthwise Conv1d(groups=C, padding k // 2) is a sum of k shifted, per-channel-scaled copies;
+// nn.Unfold([k, 1], padding (k - 1) // 2) is the k shifted copies stacked last.
+at::Tensor EncoderModel::ConvBertLayer(const WeightMap& w, const LayerW& l, const at::Tensor& x,
+                                       const at::Tensor& blocked) const {
+  const int64_t n = x.size(0), s = x.size(1), h = r_.hidden;
+  const int64_t hd = h / r_.heads, nh = r_.heads / 2, a = nh * hd, k = r_.conv_kernel;
+  const int64_t pad = (k - 1) / 2;
+  auto shifted = [&](const at::Tensor& t) {  // [N, S, C] -> k copies [N, S, C], j - pad later
+    const at::Tensor tp = at::constant_pad_nd(t, {0, 0, pad, pad});
+    std::vector<at::Tensor> out;
+    for (int64_t j = 0; j < k; ++j) out.push_back(tp.narrow(1, j, s));
+    return out;
+  };
+  const at::Tensor mq = nn::Linear(x, GetWeight(w, l.q), GetWeight(w, l.qb));
+  const at::Tensor dw = GetWeight(w, l.dw).view({h, k});
+  const std::vector<at::Tensor> xs = shifted(x);
+  at::Tensor depth = xs[0] * dw.select(1, 0);
+  for (int64_t j = 1; j < k; ++j) depth = depth + xs[static_cast<size_t>(j)] * dw.select(1, j);
+  const at::Tensor key_conv =
+      nn::Linear(depth, GetWeight(w, l.pw).view({a, h})) + GetWeight(w, l.sb).view({a});
+  const at::Tensor kernel = at::softmax(
+      nn::Linear(key_conv * mq, GetWeight(w, l.ck), GetWeight(w, l.ckb)).reshape({-1, k, 1}), 1);
+  const at::Tensor co = nn::Linear(x, GetWeight(w, l.co), GetWeight(w, l.cob));
+  const at::Tensor windows = at::stack(shifted(co), -1).reshape({-1, hd, k});  // [N S nh, hd, k]
+  const at::Tensor conv = nn::Matmul(windows, kernel).reshape({n, s, nh, hd});
+  auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
+  const at::Tensor ctx =
+      nn::Attention(heads(mq), heads(nn::Linear(x, GetWeight(w, l.k), GetWeight(w, l.kb))),
+                    heads(nn::Linear(x, GetWeight(w, l.v), GetWeight(w, l.vb))), blocked,
+                    1.0 / std::sqrt(static_cast<double>(hd)));
+  const at::Tensor joined = at::cat({ctx.transpose(1, 2), conv}, 2).reshape({n, s, h});
+  const at::Tensor y = nn::LayerNorm(nn::Linear(joined, GetWeight(w, l.o), GetWeight(w, l.ob)) + x,
+                                     GetWeight(w, l.ln1), GetWeight(w, l.ln1b), r_.eps);
+  const at::Tensor f = nn::Activate(nn::Linear(y, GetWeight(w, l.fi), GetWeight(w, l.fib)), r_.act);
+  return nn::LayerNorm(nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob)) + y,
+                       GetWeight(w, l.ln2), GetWeight(w, l.ln2b), r_.eps);
 }
 
 }  // namespace ts::zoo::internal::encoder
