@@ -119,6 +119,7 @@ void EncoderModel::AddEmbeddings(const std::string& p) {
     return;
   }
   word_ = Add(p + "embeddings.word_embeddings.weight", {r_.vocab, e});
+  if (r_.shape_vocab > 0) AddRocTables(p);
   if ((!deb || r_.pos_biased_input) && r_.positions != Positions::kNone)
     pos_ = Add(p + "embeddings.position_embeddings.weight", {r_.max_pos, e});
   if (r_.max_2d > 0) {  // LayoutLMEmbeddings
@@ -131,6 +132,7 @@ void EncoderModel::AddEmbeddings(const std::string& p) {
     type_ = Add(p + "embeddings.token_type_embeddings.weight", {r_.type_vocab, e});
   if (r_.task_types > 0)
     task_ = Add(p + "embeddings.task_type_embeddings.weight", {r_.task_types, e});
+  if (r_.shape_vocab > 0 && r_.roc_concat) AddRocMap(p);
   const bool project =
       e != h || r_.projection == Projection::kAlbert || r_.projection == Projection::kFnet;
   if (project && r_.projection == Projection::kDeberta)
@@ -229,6 +231,17 @@ LayerNaming EncoderModel::NamingOf(const std::string& p, int64_t i) const {
            p};
       break;
     }
+    case Layout::kSqueezeBert:  // SqueezeBertModule
+      n = {"attention.query",
+           "attention.key",
+           "attention.value",
+           "post_attention.conv1d",
+           "post_attention.layernorm",
+           "intermediate.conv1d",
+           "output.conv1d",
+           "output.layernorm",
+           p + "encoder.layers." + std::to_string(i) + "."};
+      break;
     case Layout::kBert:
       break;
   }
@@ -236,8 +249,8 @@ LayerNaming EncoderModel::NamingOf(const std::string& p, int64_t i) const {
 }
 
 void EncoderModel::AddLinear(const std::string& name, int64_t out, int64_t in, std::string& w,
-                             std::string& b) {
-  w = Add(name + ".weight", {out, in});
+                             std::string& b, int64_t groups) {
+  w = groups > 0 ? Add(name + ".weight", {out, in / groups, 1}) : Add(name + ".weight", {out, in});
   b = Add(name + ".bias", {out});
 }
 
@@ -255,14 +268,21 @@ void EncoderModel::AddAttention(const LayerNaming& n, LayerW& l) {
     return;
   }
   if (r_.layout == Layout::kFnet) return;
-  AddLinear(lp + n.q, h, h, l.q, l.qb);
-  AddLinear(lp + n.k, h, h, l.k, l.kb);
-  AddLinear(lp + n.v, h, h, l.v, l.vb);
+  if (r_.conv_kernel > 0) {
+    AddConvAttention(lp, l);
+    AddLinear(lp + n.o, h, h, l.o, l.ob);
+    return;
+  }
+  const bool sq = r_.layout == Layout::kSqueezeBert;
+  const Recipe::ConvGroups& g = r_.conv_groups;
+  AddLinear(lp + n.q, h, h, l.q, l.qb, sq ? g.q : 0);
+  AddLinear(lp + n.k, h, h, l.k, l.kb, sq ? g.k : 0);
+  AddLinear(lp + n.v, h, h, l.v, l.vb, sq ? g.v : 0);
   if (r_.layout == Layout::kDeberta && r_.relative && !r_.share_att_key) {
     if (r_.c2p) AddLinear(lp + "attention.self.pos_key_proj", h, h, l.pk, l.pkb);
     if (r_.p2c) AddLinear(lp + "attention.self.pos_query_proj", h, h, l.pq, l.pqb);
   }
-  AddLinear(lp + n.o, h, h, l.o, l.ob);
+  AddLinear(lp + n.o, h, h, l.o, l.ob, sq ? g.o : 0);
 }
 
 void EncoderModel::AddLayer(const std::string& p, int64_t i) {
@@ -283,13 +303,15 @@ void EncoderModel::AddLayer(const std::string& p, int64_t i) {
   } else {
     norm(n.ln1, l.ln1, l.ln1b);
   }
-  AddLinear(lp + n.fi, im, h, l.fi, l.fib);
-  AddLinear(lp + n.fo, h, im, l.fo, l.fob);
+  const bool sq = r_.layout == Layout::kSqueezeBert;
+  AddLinear(lp + n.fi, im, h, l.fi, l.fib, sq ? r_.conv_groups.fi : 0);
+  AddLinear(lp + n.fo, h, im, l.fo, l.fob, sq ? r_.conv_groups.fo : 0);
   if (r_.xlm_pre_norm) {
     norm(n.ln2, l.pre2, l.pre2b);
   } else if (!r_.PreLn()) {
     norm(n.ln2, l.ln2, l.ln2b);
   }
+  if (r_.adapter > 0) AddAdapter(lp, l);
   layers_.push_back(std::move(l));
 }
 
@@ -392,13 +414,15 @@ at::Tensor EncoderModel::BoxEmbed(const WeightMap& w, const at::Tensor& bbox) co
 }
 
 at::Tensor EncoderModel::Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
-                               at::Tensor types, const at::Tensor& bbox) const {
+                               at::Tensor types, const ExtraInputs& extra) const {
+  const at::Tensor& bbox = extra.bbox;
   if (r_.lineage == Lineage::kBert) return BertEmbed(w, ids, std::move(types));
   const int64_t pad = r_.pad.value_or(-1);
   const bool after_pad = r_.positions == Positions::kAfterPad;
   at::Tensor x = nn::Embedding(GetWeight(w, word_), ids, pad);
   const at::ScalarType dt = x.scalar_type();
   if (r_.rescale_embeddings) x = x * std::sqrt(static_cast<double>(r_.hidden));
+  if (!map_.empty()) x = RocJoin(w, x, extra);
   if (!pos_.empty()) {
     at::Tensor pos;
     if (after_pad) {
@@ -425,6 +449,7 @@ at::Tensor EncoderModel::Embed(const WeightMap& w, const at::Tensor& ids, const 
     return x;
   }
   if (!emb_ln_.empty()) x = nn::LayerNorm(x, GetWeight(w, emb_ln_), GetWeight(w, emb_lnb_), r_.eps);
+  if (r_.shape_vocab > 0 && map_.empty()) x = RocJoin(w, x, extra);
   if (!proj_.empty()) x = nn::Linear(x, GetWeight(w, proj_), GetWeight(w, projb_));
   // XLMModel.forward: tensor *= mask.unsqueeze(-1) after the embeddings and after every layer.
   if (r_.layout == Layout::kXlm && mask.defined()) x = x * mask.unsqueeze(-1).to(dt);
@@ -441,6 +466,7 @@ at::Tensor EncoderModel::Layer(const WeightMap& w, const LayerW& l, const at::Te
     return nn::LayerNorm(nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob)) + y,
                          GetWeight(w, l.ln2), GetWeight(w, l.ln2b), r_.eps);
   }
+  if (r_.conv_kernel > 0) return ConvBertLayer(w, l, x, blocked);
   const int64_t n = x.size(0), s = x.size(1);
   const int64_t nh = r_.heads, hd = r_.hidden / nh;
   auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
@@ -454,6 +480,11 @@ at::Tensor EncoderModel::Layer(const WeightMap& w, const LayerW& l, const at::Te
     q = qkv[0] + GetWeight(w, l.qb).view({1, nh, 1, hd});
     k = qkv[1];
     v = qkv[2] + GetWeight(w, l.vb).view({1, nh, 1, hd});
+  } else if (r_.layout == Layout::kSqueezeBert) {
+    const Recipe::ConvGroups& g = r_.conv_groups;
+    q = heads(Project(w, a_in, l.q, l.qb, g.q));
+    k = heads(Project(w, a_in, l.k, l.kb, g.k));
+    v = heads(Project(w, a_in, l.v, l.vb, g.v));
   } else {
     q = heads(nn::Linear(a_in, GetWeight(w, l.q), GetWeight(w, l.qb)));
     k = heads(nn::Linear(a_in, GetWeight(w, l.k), GetWeight(w, l.kb)));
@@ -487,13 +518,16 @@ at::Tensor EncoderModel::Layer(const WeightMap& w, const LayerW& l, const at::Te
     at::Tensor y = x + nn::Linear(ctx, GetWeight(w, l.o), GetWeight(w, l.ob));
     at::Tensor f_in = nn::LayerNorm(y, GetWeight(w, l.pre2), GetWeight(w, l.pre2b), r_.eps);
     at::Tensor f = nn::Activate(nn::Linear(f_in, GetWeight(w, l.fi), GetWeight(w, l.fib)), r_.act);
-    return y + nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob));
+    at::Tensor z = y + nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob));
+    return r_.adapter > 0 ? LangAdapter(w, l, z, l.pre2, l.pre2b) : z;
   }
+  if (r_.layout == Layout::kSqueezeBert) return SqueezeLayer(w, l, x, ctx);
   at::Tensor y = nn::LayerNorm(nn::Linear(ctx, GetWeight(w, l.o), GetWeight(w, l.ob)) + x,
                                GetWeight(w, l.ln1), GetWeight(w, l.ln1b), r_.eps);
   at::Tensor f = nn::Activate(nn::Linear(y, GetWeight(w, l.fi), GetWeight(w, l.fib)), r_.act);
-  return nn::LayerNorm(nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob)) + y,
-                       GetWeight(w, l.ln2), GetWeight(w, l.ln2b), r_.eps);
+  at::Tensor z = nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob)) + y;
+  if (r_.adapter > 0) z = LangAdapter(w, l, z, l.ln2, l.ln2b);
+  return nn::LayerNorm(z, GetWeight(w, l.ln2), GetWeight(w, l.ln2b), r_.eps);
 }
 
 // Re(F_S X F_H) with F_m[j, k] = exp(-2 pi i jk / m): C_S X C_H - S_S X S_H, the cosine and sine
@@ -524,10 +558,10 @@ at::Tensor EncoderModel::Rotate(const WeightMap& w, const at::Tensor& t) const {
 }
 
 at::Tensor EncoderModel::Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
-                                at::Tensor types, const at::Tensor& bbox) const {
+                                at::Tensor types, const ExtraInputs& extra) const {
   const int64_t n = ids.size(0), s = ids.size(1);
   const at::Device dev = ids.device();
-  at::Tensor x = Embed(w, ids, mask, std::move(types), bbox);
+  at::Tensor x = Embed(w, ids, mask, std::move(types), extra);
   // The CausalLM heads run the encoder as a decoder (is_decoder): causal self-attention.
   at::Tensor blocked = nn::BlockedKeys(mask, s, head_kind_ == Head::kCausalLM || r_.causal,
                                        std::nullopt, dev);
@@ -554,16 +588,17 @@ std::vector<at::Tensor> EncoderModel::Forward(const WeightMap& w, const TensorMa
   at::Tensor ids = GetInput(inputs, "input_ids");
   at::Tensor mask = GetOptionalInput(inputs, "attention_mask");
   at::Tensor types = GetOptionalInput(inputs, "token_type_ids");
-  const at::Tensor bbox = GetOptionalInput(inputs, "bbox");
+  ExtraInputs extra{GetOptionalInput(inputs, "bbox"), GetOptionalInput(inputs, "input_shape_ids"),
+                    GetOptionalInput(inputs, "input_pronunciation_ids")};
   int64_t choices = 0;
   if (head_kind_ == Head::kMultipleChoice) {  // [B, C, S] -> [B * C, S]
     choices = ids.size(1);
     const int64_t s = ids.size(2);
     ids = ids.reshape({-1, s});
-    if (mask.defined()) mask = mask.reshape({-1, s});
-    if (types.defined()) types = types.reshape({-1, s});
+    for (at::Tensor* t : {&mask, &types, &extra.shape_ids, &extra.pron_ids})
+      if (t->defined()) *t = t->reshape({-1, s});
   }
-  at::Tensor h = Encode(w, ids, mask, types, bbox);
+  at::Tensor h = Encode(w, ids, mask, types, extra);
   // The generic lineage viewed token 0 before every head; heads that pool it take the view.
   const TextHeadSpec& hs = head_->spec();
   if (r_.lineage == Lineage::kGeneric && !hs.first_token && hs.pooler.empty()) h.select(1, 0);
@@ -608,6 +643,12 @@ Batch EncoderModel::MakeBatch(uint64_t seed, int64_t batch_size) const {
   batch.inputs["input_ids"] = shaped(ids);
   if (!r_.no_mask) batch.inputs["attention_mask"] = shaped(mask);
   if (r_.type_vocab > 0) batch.inputs["token_type_ids"] = shaped(types);
+  if (r_.shape_vocab > 0) {
+    ExtraInputs roc;
+    AddRocInputs(gen, rows, s, mask, roc);
+    batch.inputs["input_shape_ids"] = shaped(roc.shape_ids);
+    batch.inputs["input_pronunciation_ids"] = shaped(roc.pron_ids);
+  }
   if (r_.max_2d > 0) {
     // LayoutLM boxes (x0, y0, x1, y1) with x0 <= x1 and y0 <= y1 inside the 2D tables, padding
     // boxes [0, 0, 0, 0] as its tokenizers pad them.
@@ -629,7 +670,9 @@ void EncoderModel::InitWeight(const std::string& name, at::Tensor& t, at::Genera
     return;
   }
   const bool pos_pad = r_.positions == Positions::kAfterPad && name == pos_;
-  if (r_.pad && (name == word_ || pos_pad)) t[*r_.pad].zero_();
+  // nn.Embedding(padding_idx=pad_token_id): RoCBert's shape and pronunciation tables too.
+  const bool roc = name == shape_ || name == pron_;  // never "" (names are non-empty)
+  if (r_.pad && (name == word_ || pos_pad || roc)) t[*r_.pad].zero_();
 }
 
 StatusOr<std::unique_ptr<Model>> BuildEncoderModel(ModelSpec spec, Recipe recipe,

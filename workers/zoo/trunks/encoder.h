@@ -25,17 +25,20 @@ namespace ts::zoo::internal::encoder {
 
 // Layer naming and attention kind.
 enum class Layout {
-  kBert,        // encoder.layer.i.attention.self.query, attention.output.dense, ...
-  kDistilBert,  // transformer.layer.i.attention.q_lin, sa_layer_norm, ffn.lin1 / lin2
-  kAlbert,      // encoder.albert_layer_groups.g.albert_layers.j.attention.query, ffn, ...
-  kDeberta,     // BERT names with query_proj / key_proj / value_proj; disentangled attention
-  kMpnet,       // encoder.layer.i.attention.attn.q / k / v / o, attention.LayerNorm; the shared
-                // relative bias encoder.relative_attention_bias (MPNetEncoder)
-  kFnet,        // no attention: the real part of the 2D DFT over (sequence, hidden), then
-                // encoder.layer.i.fourier.output.LayerNorm, intermediate.dense, output.* (FNet)
-  kXlm,         // XLM / Flaubert: embeddings, position_embeddings, lang_embeddings,
-                // layer_norm_emb, then per-kind lists attentions.i.q_lin / k_lin / v_lin /
-                // out_lin, layer_norm1.i, ffns.i.lin1 / lin2, layer_norm2.i; padded rows zeroed
+  kBert,         // encoder.layer.i.attention.self.query, attention.output.dense, ...
+  kDistilBert,   // transformer.layer.i.attention.q_lin, sa_layer_norm, ffn.lin1 / lin2
+  kAlbert,       // encoder.albert_layer_groups.g.albert_layers.j.attention.query, ffn, ...
+  kDeberta,      // BERT names with query_proj / key_proj / value_proj; disentangled attention
+  kMpnet,        // encoder.layer.i.attention.attn.q / k / v / o, attention.LayerNorm; the shared
+                 // relative bias encoder.relative_attention_bias (MPNetEncoder)
+  kFnet,         // no attention: the real part of the 2D DFT over (sequence, hidden), then
+                 // encoder.layer.i.fourier.output.LayerNorm, intermediate.dense, output.* (FNet)
+  kXlm,          // XLM / Flaubert: embeddings, position_embeddings, lang_embeddings,
+                 // layer_norm_emb, then per-kind lists attentions.i.q_lin / k_lin / v_lin /
+                 // out_lin, layer_norm1.i, ffns.i.lin1 / lin2, layer_norm2.i; padded rows zeroed
+  kSqueezeBert,  // encoder.layers.i.attention.query / key / value, post_attention.conv1d /
+                 // layernorm, intermediate.conv1d, output.conv1d / layernorm: every projection
+                 // a grouped 1x1 Conv1d, weight [out, in / groups, 1] (Recipe::conv_groups)
 };
 
 // Position ids: arange(S), or RoBERTa's cumsum(ids != pad) * (ids != pad) + pad; kNone: no
@@ -108,6 +111,28 @@ struct Recipe {
   int64_t max_2d = 0;
   // DPR projection_dim (> 0: DPREncoder's encode_proj projects token 0 to it).
   int64_t projection_dim = 0;
+  // X-MOD: the language adapter after every layer's FFN (XmodOutput.lang_adapter), run for one
+  // language, `adapter_lang` (the ModuleDict key of config.default_language); `adapter` > 0 is
+  // its bottleneck width. Before the adapter: adapter_layer_norm (`adapter_norm`), else the
+  // layer's output LayerNorm when `adapter_reuse_norm`; the residual is taken after that norm
+  // when `ln_before_adapter`, before it otherwise.
+  int64_t adapter = 0;
+  std::string adapter_lang = "";
+  bool adapter_norm = false, adapter_reuse_norm = true, ln_before_adapter = true;
+  // RoCBert: the shape and pronunciation tables (`shape_vocab` > 0; built always, used when
+  // enabled) and their input_shape_ids / input_pronunciation_ids in the batches. `roc_concat`:
+  // [word | shape | pronunciation] through map_inputs_layer, then token types and positions,
+  // then the LayerNorm; else the normalised BERT sum averaged with the enabled tables' lookups.
+  int64_t shape_vocab = 0, shape_dim = 0, pron_vocab = 0, pron_dim = 0;
+  bool shape_on = true, pron_on = true, roc_concat = true;
+  // SqueezeBERT's Conv1d groups: q, k, v, post_attention, intermediate, output.
+  struct ConvGroups {
+    int64_t q = 1, k = 1, v = 1, o = 1, fi = 1, fo = 1;
+  } conv_groups = {};
+  // ConvBERT (`conv_kernel` > 0): the self-attention runs num_attention_heads / head_ratio (2)
+  // heads of hidden / num_attention_heads beside the span-based dynamic convolution over the same
+  // width (key_conv_attn_layer, conv_kernel_layer, conv_out_layer), the two concatenated per head.
+  int64_t conv_kernel = 0;
 
   // Structure (from the family).
   Layout layout = Layout::kBert;
