@@ -1,5 +1,5 @@
-// The vision backbones added for issue 33 (ijepa, dinov3_vit, swinv2) against references written
-// from transformers' modular files in double (not from the zoo's trunks).
+// The vision backbones added for issue 33 (ijepa, dinov3_vit, swinv2, regnet) against references
+// written from transformers' modular files in double (not from the zoo's trunks).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -361,6 +361,79 @@ TEST(VisionBackbonesTest, Swinv2CosineAttentionContinuousBiasAndPostNormAsTransf
                              "pretrained_window_sizes");
   testing::ExpectConfigError("Swinv2Backbone", "out_features", json{"stage2", "stage4"},
                              "out_features");
+}
+
+// ---- regnet (modeling_regnet.py)
+
+// RegNetConvLayer: conv (padding k / 2, no bias), eval BatchNorm, the activation when `act`.
+at::Tensor RefRegNetConv(const WeightMap& w, const std::string& p, const at::Tensor& x,
+                         int64_t stride, int64_t groups, bool act) {
+  const at::Tensor& k = w.at(p + "convolution.weight");
+  at::Tensor y = at::conv2d(x, k, {}, stride, k.size(-1) / 2, 1, groups);
+  const std::string n = p + "normalization.";
+  y = at::batch_norm(y, w.at(n + "weight"), w.at(n + "bias"), w.at(n + "running_mean"),
+                     w.at(n + "running_var"), false, 0.0, 1e-5, false);
+  return act ? at::relu(y) : y;
+}
+
+// RegNetModel's last_hidden_state (hidden_act relu).
+at::Tensor RefRegNet(const WeightMap& w, const std::string& pre, const json& c,
+                     const at::Tensor& pixels) {
+  const auto hs = c.at("hidden_sizes").get<std::vector<int64_t>>();
+  const auto depths = c.at("depths").get<std::vector<int64_t>>();
+  const int64_t gw = c.at("groups_width");
+  const bool y_layers = c.at("layer_type") == "y";
+  at::Tensor x = RefRegNetConv(w, pre + "embedder.embedder.", pixels, 2, 1, true);
+  int64_t in = c.at("embedding_size");
+  for (size_t s = 0; s < hs.size(); ++s) {
+    for (int64_t l = 0; l < depths[s]; ++l) {
+      const std::string lp =
+          pre + "encoder.stages." + std::to_string(s) + ".layers." + std::to_string(l) + ".";
+      const int64_t out = hs[s];
+      const int64_t stride = l > 0                                                   ? 1
+                             : (s > 0 || c.value("downsample_in_first_stage", true)) ? 2
+                                                                                     : 1;
+      at::Tensor h = RefRegNetConv(w, lp + "layer.0.", x, 1, 1, true);
+      h = RefRegNetConv(w, lp + "layer.1.", h, stride, std::max<int64_t>(1, out / gw), true);
+      if (y_layers) {  // RegNetSELayer
+        const std::string a = lp + "layer.2.attention.";
+        at::Tensor att = at::adaptive_avg_pool2d(h, {1, 1});
+        att = at::relu(at::conv2d(att, w.at(a + "1.weight"), w.at(a + "1.bias")));
+        h = h * at::sigmoid(at::conv2d(att, w.at(a + "3.weight"), w.at(a + "3.bias")));
+      }
+      h = RefRegNetConv(w, lp + (y_layers ? "layer.3." : "layer.2."), h, 1, 1, false);
+      const bool project = in != out || stride != 1;
+      at::Tensor res = project ? RefRegNetConv(w, lp + "shortcut.", x, stride, 1, false) : x;
+      x = at::relu(h + res);
+      in = out;
+    }
+  }
+  return x;
+}
+
+TEST(VisionBackbonesTest, RegNetYAndXLayersAsTransformers) {
+  Ran model = RunClass("RegNetModel");
+  ASSERT_TRUE(model.m);
+  const json& c = model.m->spec().tiny_config;
+  EXPECT_EQ(c.at("groups_width"), 8);
+  const at::Tensor last = RefRegNet(model.w, "", c, model.pixels);
+  EXPECT_LT(testing::MaxAbs(model.out[0], last), 1e-10);
+  EXPECT_LT(testing::MaxAbs(model.out[1], at::adaptive_avg_pool2d(last, {1, 1})), 1e-10);
+  // round(in_channels / 4) of stage 2's first layer (in 16).
+  EXPECT_EQ(
+      testing::WeightShape(*model.m, "encoder.stages.2.layers.0.layer.2.attention.1.weight")[0], 4);
+
+  json cfg = *ExampleConfig("RegNetForImageClassification");
+  cfg["layer_type"] = "x";
+  cfg["downsample_in_first_stage"] = false;
+  Ran cls = RunClass("RegNetForImageClassification", cfg);
+  ASSERT_TRUE(cls.m);
+  const at::Tensor l2 = RefRegNet(cls.w, "regnet.", cls.m->spec().tiny_config, cls.pixels);
+  EXPECT_LT(testing::MaxAbs(cls.out[0], Lin(cls.w, "classifier.1", l2.mean({2, 3}))), 1e-10);
+  EXPECT_FALSE(
+      testing::HasWeight(*cls.m, "regnet.encoder.stages.0.layers.0.layer.3.convolution.weight"));
+  testing::ExpectConfigError("RegNetModel", "layer_type", "z", "layer_type");
+  testing::ExpectConfigError("RegNetModel", "groups_width", 100, "groups_width");
 }
 
 }  // namespace
