@@ -233,6 +233,8 @@ const std::set<std::string> kNotYetInTable = {
     "Qwen3MoeForTokenClassification",
     "Qwen3MoeModel",
     "Qwen3VLTextModel",
+    "PoolFormerForImageClassification",
+    "PoolFormerModel",
     "RegNetForImageClassification",
     "RegNetModel",
     "RemBertForCausalLM",

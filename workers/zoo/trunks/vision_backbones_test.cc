@@ -1,5 +1,5 @@
-// The vision backbones added for issue 33 (ijepa, dinov3_vit, swinv2, regnet) against references
-// written from transformers' modular files in double (not from the zoo's trunks).
+// The vision backbones added for issue 33 (ijepa, dinov3_vit, swinv2, regnet, poolformer) against
+// references written from transformers' modular files in double (not from the zoo's trunks).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -434,6 +434,62 @@ TEST(VisionBackbonesTest, RegNetYAndXLayersAsTransformers) {
       testing::HasWeight(*cls.m, "regnet.encoder.stages.0.layers.0.layer.3.convolution.weight"));
   testing::ExpectConfigError("RegNetModel", "layer_type", "z", "layer_type");
   testing::ExpectConfigError("RegNetModel", "groups_width", 100, "groups_width");
+}
+
+// ---- poolformer (modeling_poolformer.py)
+
+at::Tensor RefGroupNorm1(const WeightMap& w, const std::string& p, const at::Tensor& x) {
+  return at::group_norm(x, 1, w.at(p + ".weight"), w.at(p + ".bias"), 1e-5);
+}
+
+// PoolFormerModel's last_hidden_state (use_layer_scale true, gelu).
+at::Tensor RefPoolFormer(const WeightMap& w, const std::string& pre, const json& c,
+                         const at::Tensor& pixels) {
+  const auto hs = c.at("hidden_sizes").get<std::vector<int64_t>>();
+  const auto depths = c.at("depths").get<std::vector<int64_t>>();
+  const auto strides = c.at("strides").get<std::vector<int64_t>>();
+  const auto padding = c.at("padding").get<std::vector<int64_t>>();
+  const int64_t k = c.at("pool_size");
+  at::Tensor x = pixels;
+  for (size_t i = 0; i < hs.size(); ++i) {
+    const std::string e = pre + "encoder.patch_embeddings." + std::to_string(i) + ".projection.";
+    x = at::conv2d(x, w.at(e + "weight"), w.at(e + "bias"), strides[i], padding[i]);
+    for (int64_t j = 0; j < depths[i]; ++j) {
+      const std::string l =
+          pre + "encoder.block." + std::to_string(i) + "." + std::to_string(j) + ".";
+      at::Tensor n = RefGroupNorm1(w, l + "before_norm", x);
+      at::Tensor pooled = at::avg_pool2d(n, {k, k}, {1, 1}, {k / 2, k / 2}, false, false) - n;
+      x = x + w.at(l + "layer_scale_1").unsqueeze(-1).unsqueeze(-1) * pooled;
+      at::Tensor o = at::conv2d(RefGroupNorm1(w, l + "after_norm", x),
+                                w.at(l + "output.conv1.weight"), w.at(l + "output.conv1.bias"));
+      o = at::conv2d(at::gelu(o), w.at(l + "output.conv2.weight"), w.at(l + "output.conv2.bias"));
+      x = x + w.at(l + "layer_scale_2").unsqueeze(-1).unsqueeze(-1) * o;
+    }
+  }
+  return x;
+}
+
+TEST(VisionBackbonesTest, PoolFormerPoolsMinusInputWithOneGroupNormsAsTransformers) {
+  Ran model = RunClass("PoolFormerModel");
+  ASSERT_TRUE(model.m);
+  const json& c = model.m->spec().tiny_config;
+  const at::Tensor last = RefPoolFormer(model.w, "", c, model.pixels);
+  ASSERT_EQ(model.out.size(), 1u);  // no pooler_output
+  EXPECT_EQ(last.sizes(), (at::IntArrayRef{2, 128, 1, 1}));
+  EXPECT_LT(testing::MaxAbs(model.out[0], last), 1e-10);
+
+  // A wider image keeps a 2 x 2 last map, so that the pooling's edges (count_include_pad false)
+  // and the classifier's spatial mean are exercised.
+  json cfg = *ExampleConfig("PoolFormerForImageClassification");
+  cfg["strides"] = {4, 2, 2, 1};
+  Ran cls = RunClass("PoolFormerForImageClassification", cfg);
+  ASSERT_TRUE(cls.m);
+  const at::Tensor l2 = RefPoolFormer(cls.w, "poolformer.", cls.m->spec().tiny_config, cls.pixels);
+  EXPECT_EQ(l2.size(-1), 2);
+  const at::Tensor feats = RefGroupNorm1(cls.w, "norm", l2).mean({-2, -1});
+  EXPECT_LT(testing::MaxAbs(cls.out[0], Lin(cls.w, "classifier", feats)), 1e-10);
+  testing::ExpectConfigError("PoolFormerModel", "pool_size", 4, "pool_size");
+  testing::ExpectConfigError("PoolFormerModel", "strides", json({4, 2, 2}), "strides");
 }
 
 }  // namespace
