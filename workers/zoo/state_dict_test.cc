@@ -91,6 +91,8 @@ const std::set<std::string> kNotYetInTable = {
     "ConvNextV2Model",
     "CwmForCausalLM",
     "CwmModel",
+    "DINOv3ConvNextBackbone",
+    "DINOv3ConvNextModel",
     "DINOv3ViTModel",
     "DPRQuestionEncoder",
     "Data2VecAudioForAudioFrameClassification",

@@ -1,4 +1,5 @@
-// The vision backbones added for issue 33 (ijepa, dinov3_vit, swinv2, regnet, poolformer) against
+// The vision backbones added for issue 33 (ijepa, dinov3_vit, dinov3_convnext, swinv2, regnet,
+// poolformer) against
 // references written from transformers' modular files in double (not from the zoo's trunks).
 #include <gtest/gtest.h>
 
@@ -490,6 +491,59 @@ TEST(VisionBackbonesTest, PoolFormerPoolsMinusInputWithOneGroupNormsAsTransforme
   EXPECT_LT(testing::MaxAbs(cls.out[0], Lin(cls.w, "classifier", feats)), 1e-10);
   testing::ExpectConfigError("PoolFormerModel", "pool_size", 4, "pool_size");
   testing::ExpectConfigError("PoolFormerModel", "strides", json({4, 2, 2}), "strides");
+}
+
+// ---- dinov3_convnext (modeling_dinov3_convnext.py)
+
+// The stages' output map [B, C, H, W].
+at::Tensor RefDinov3ConvNextStages(const WeightMap& w, const json& c, const at::Tensor& pixels) {
+  const auto hs = c.at("hidden_sizes").get<std::vector<int64_t>>();
+  const auto depths = c.at("depths").get<std::vector<int64_t>>();
+  const double eps = c.value("layer_norm_eps", 1e-6);
+  auto ln_first = [&](const std::string& p, const at::Tensor& x) {
+    return Ln(w, p, x.permute({0, 2, 3, 1}), eps).permute({0, 3, 1, 2});
+  };
+  at::Tensor x = pixels;
+  for (size_t i = 0; i < hs.size(); ++i) {
+    const std::string d = "stages." + std::to_string(i) + ".downsample_layers.";
+    if (i == 0) {
+      x = ln_first(d + "1", at::conv2d(x, w.at(d + "0.weight"), w.at(d + "0.bias"), 4));
+    } else {
+      x = at::conv2d(ln_first(d + "0", x), w.at(d + "1.weight"), w.at(d + "1.bias"), 2);
+    }
+    for (int64_t j = 0; j < depths[i]; ++j) {
+      const std::string l = "stages." + std::to_string(i) + ".layers." + std::to_string(j) + ".";
+      at::Tensor y = at::conv2d(x, w.at(l + "depthwise_conv.weight"),
+                                w.at(l + "depthwise_conv.bias"), 1, 3, 1, x.size(1));
+      y = Ln(w, l + "layer_norm", y.permute({0, 2, 3, 1}), eps);
+      y = Lin(w, l + "pointwise_conv2", at::gelu(Lin(w, l + "pointwise_conv1", y)));
+      x = x + (y * w.at(l + "gamma")).permute({0, 3, 1, 2});
+    }
+  }
+  return x;
+}
+
+TEST(VisionBackbonesTest, Dinov3ConvNextPrependsThePooledTokenAsTransformers) {
+  Ran model = RunClass("DINOv3ConvNextModel");
+  ASSERT_TRUE(model.m);
+  const json& c = model.m->spec().tiny_config;
+  const at::Tensor map = RefDinov3ConvNextStages(model.w, c, model.pixels);
+  const at::Tensor pooled = at::adaptive_avg_pool2d(map, {1, 1}).flatten(2).transpose(1, 2);
+  const at::Tensor seq =
+      Ln(model.w, "layer_norm", at::cat({pooled, map.flatten(2).transpose(1, 2)}, 1), 1e-6);
+  EXPECT_LT(testing::MaxAbs(model.out[0], seq), 1e-10);
+  EXPECT_LT(testing::MaxAbs(model.out[1], seq.select(1, 0)), 1e-10);
+
+  Ran bb = RunClass("DINOv3ConvNextBackbone");
+  ASSERT_TRUE(bb.m);
+  EXPECT_EQ(bb.m->spec().task, "backbone");
+  EXPECT_FALSE(testing::HasWeight(*bb.m, "layer_norm.weight"));
+  EXPECT_LT(testing::MaxAbs(bb.out[0],
+                            RefDinov3ConvNextStages(bb.w, bb.m->spec().tiny_config, bb.pixels)),
+            1e-10);
+  testing::ExpectConfigError("DINOv3ConvNextModel", "depths", json({3, 3}), "depths");
+  testing::ExpectConfigError("DINOv3ConvNextBackbone", "out_features", json{"stage1"},
+                             "out_features");
 }
 
 }  // namespace
