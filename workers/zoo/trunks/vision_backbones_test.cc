@@ -1,5 +1,5 @@
 // The vision backbones added for issue 33 (ijepa, dinov3_vit, dinov3_convnext, swinv2, regnet,
-// poolformer) against
+// poolformer, pvt_v2) against
 // references written from transformers' modular files in double (not from the zoo's trunks).
 #include <gtest/gtest.h>
 
@@ -544,6 +544,81 @@ TEST(VisionBackbonesTest, Dinov3ConvNextPrependsThePooledTokenAsTransformers) {
   testing::ExpectConfigError("DINOv3ConvNextModel", "depths", json({3, 3}), "depths");
   testing::ExpectConfigError("DINOv3ConvNextBackbone", "out_features", json{"stage1"},
                              "out_features");
+}
+
+// ---- pvt_v2 (modeling_pvt_v2.py)
+
+// PvtV2Model's last_hidden_state [B, C, H, W] (gelu).
+at::Tensor RefPvtV2(const WeightMap& w, const std::string& pre, const json& c,
+                    const at::Tensor& pixels) {
+  const auto hs = c.at("hidden_sizes").get<std::vector<int64_t>>();
+  const auto depths = c.at("depths").get<std::vector<int64_t>>();
+  const auto heads = c.at("num_attention_heads").get<std::vector<int64_t>>();
+  const auto srs = c.at("sr_ratios").get<std::vector<int64_t>>();
+  const auto patches = c.at("patch_sizes").get<std::vector<int64_t>>();
+  const auto strides = c.at("strides").get<std::vector<int64_t>>();
+  const double eps = c.at("layer_norm_eps");
+  const int64_t b = pixels.size(0);
+  at::Tensor x = pixels;
+  for (size_t i = 0; i < hs.size(); ++i) {
+    const std::string e = pre + "encoder.patch_embeddings." + std::to_string(i) + ".";
+    x = at::conv2d(x, w.at(e + "proj.weight"), w.at(e + "proj.bias"), strides[i], patches[i] / 2);
+    const int64_t ht = x.size(2), wd = x.size(3), n = ht * wd, h = hs[i], hd = h / heads[i];
+    x = Ln(w, e + "layer_norm", x.flatten(2).transpose(1, 2), 1e-5);
+    for (int64_t j = 0; j < depths[i]; ++j) {
+      const std::string l =
+          pre + "encoder.block." + std::to_string(i) + "." + std::to_string(j) + ".";
+      at::Tensor y = Ln(w, l + "layer_norm_1", x, eps);
+      at::Tensor kv = y;
+      if (srs[i] > 1) {
+        kv = at::conv2d(y.permute({0, 2, 1}).reshape({b, h, ht, wd}),
+                        w.at(l + "attention.sr.weight"), w.at(l + "attention.sr.bias"), srs[i]);
+        kv = Ln(w, l + "attention.layer_norm", kv.reshape({b, h, -1}).permute({0, 2, 1}), eps);
+      }
+      auto split = [&](const at::Tensor& t) {
+        return t.view({b, t.size(1), heads[i], hd}).permute({0, 2, 1, 3});
+      };
+      at::Tensor q = split(Lin(w, l + "attention.query", y));
+      at::Tensor k = split(Lin(w, l + "attention.key", kv)),
+                 v = split(Lin(w, l + "attention.value", kv));
+      at::Tensor probs = at::softmax(at::matmul(q, k.transpose(-1, -2)) / std::sqrt(1.0 * hd), -1);
+      x = x + Lin(w, l + "attention.proj", at::matmul(probs, v).transpose(1, 2).reshape({b, n, h}));
+      at::Tensor m = Lin(w, l + "mlp.dense1", Ln(w, l + "layer_norm_2", x, eps));
+      const int64_t inner = m.size(2);
+      m = at::conv2d(m.transpose(1, 2).view({b, inner, ht, wd}),
+                     w.at(l + "mlp.dwconv.dwconv.weight"), w.at(l + "mlp.dwconv.dwconv.bias"), 1, 1,
+                     1, inner);
+      x = x + Lin(w, l + "mlp.dense2", at::gelu(m.flatten(2).transpose(1, 2)));
+    }
+    x = Ln(w, pre + "encoder.layer_norms." + std::to_string(i), x, 1e-5);
+    x = x.reshape({b, ht, wd, -1}).permute({0, 3, 1, 2});
+  }
+  return x;
+}
+
+TEST(VisionBackbonesTest, PvtV2SpatialReductionAttentionAndConvFfnAsTransformers) {
+  Ran model = RunClass("PvtV2Model");
+  ASSERT_TRUE(model.m);
+  const json& c = model.m->spec().tiny_config;
+  EXPECT_EQ(c.at("hidden_sizes"), json({16, 32, 80, 128}));
+  EXPECT_EQ(c.at("sr_ratios"), json({2, 1, 1, 1}));  // stage 0: 8 x 8 queries, 4 x 4 keys
+  const at::Tensor last = RefPvtV2(model.w, "", c, model.pixels);
+  ASSERT_EQ(model.out.size(), 1u);
+  EXPECT_LT(testing::MaxAbs(model.out[0], last), 1e-10);
+
+  Ran cls = RunClass("PvtV2ForImageClassification");
+  ASSERT_TRUE(cls.m);
+  const at::Tensor l2 = RefPvtV2(cls.w, "pvt_v2.", cls.m->spec().tiny_config, cls.pixels);
+  EXPECT_LT(testing::MaxAbs(cls.out[0], Lin(cls.w, "classifier", l2.flatten(2).mean(2))), 1e-10);
+
+  Ran bb = RunClass("PvtV2Backbone");
+  ASSERT_TRUE(bb.m);
+  EXPECT_LT(testing::MaxAbs(bb.out[0], RefPvtV2(bb.w, "", bb.m->spec().tiny_config, bb.pixels)),
+            1e-10);
+  testing::ExpectConfigError("PvtV2Model", "linear_attention", true, "linear_attention");
+  testing::ExpectConfigError("PvtV2Model", "mlp_ratios", json({8, 8}), "mlp_ratios");
+  testing::ExpectConfigError("PvtV2Model", "num_attention_heads", json({1, 2, 7, 8}),
+                             "num_attention_heads");
 }
 
 }  // namespace
