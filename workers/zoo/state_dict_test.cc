@@ -237,6 +237,8 @@ const std::set<std::string> kNotYetInTable = {
     "Qwen3VLTextModel",
     "PoolFormerForImageClassification",
     "PoolFormerModel",
+    "PvtForImageClassification",
+    "PvtModel",
     "PvtV2Backbone",
     "PvtV2ForImageClassification",
     "PvtV2Model",

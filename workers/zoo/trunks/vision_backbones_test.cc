@@ -1,5 +1,5 @@
 // The vision backbones added for issue 33 (ijepa, dinov3_vit, dinov3_convnext, swinv2, regnet,
-// poolformer, pvt_v2) against
+// poolformer, pvt_v2, pvt) against
 // references written from transformers' modular files in double (not from the zoo's trunks).
 #include <gtest/gtest.h>
 
@@ -619,6 +619,74 @@ TEST(VisionBackbonesTest, PvtV2SpatialReductionAttentionAndConvFfnAsTransformers
   testing::ExpectConfigError("PvtV2Model", "mlp_ratios", json({8, 8}), "mlp_ratios");
   testing::ExpectConfigError("PvtV2Model", "num_attention_heads", json({1, 2, 7, 8}),
                              "num_attention_heads");
+}
+
+// ---- pvt (modeling_pvt.py)
+
+// PvtModel's last_hidden_state [B, 1 + grid^2, C] (gelu).
+at::Tensor RefPvt(const WeightMap& w, const std::string& pre, const json& c,
+                  const at::Tensor& pixels) {
+  const auto hs = c.at("hidden_sizes").get<std::vector<int64_t>>();
+  const auto depths = c.at("depths").get<std::vector<int64_t>>();
+  const auto heads = c.at("num_attention_heads").get<std::vector<int64_t>>();
+  const auto srs = c.at("sequence_reduction_ratios").get<std::vector<int64_t>>();
+  const auto patches = c.at("patch_sizes").get<std::vector<int64_t>>();
+  const double eps = c.at("layer_norm_eps");
+  const int64_t b = pixels.size(0);
+  const size_t last = hs.size() - 1;
+  at::Tensor x = pixels;
+  for (size_t i = 0; i < hs.size(); ++i) {
+    const std::string e = pre + "encoder.patch_embeddings." + std::to_string(i) + ".";
+    x = at::conv2d(x, w.at(e + "projection.weight"), w.at(e + "projection.bias"), patches[i]);
+    const int64_t ht = x.size(2), wd = x.size(3), h = hs[i], hd = h / heads[i];
+    x = Ln(w, e + "layer_norm", x.flatten(2).transpose(1, 2), eps);
+    if (i == last) x = at::cat({w.at(e + "cls_token").expand({b, -1, -1}), x}, 1);
+    x = x + w.at(e + "position_embeddings");
+    const int64_t n = x.size(1);
+    for (int64_t j = 0; j < depths[i]; ++j) {
+      const std::string l =
+          pre + "encoder.block." + std::to_string(i) + "." + std::to_string(j) + ".";
+      const std::string a = l + "attention.self.";
+      at::Tensor y = Ln(w, l + "layer_norm_1", x, eps);
+      at::Tensor kv = y;
+      if (srs[i] > 1) {
+        kv = at::conv2d(y.permute({0, 2, 1}).reshape({b, h, ht, wd}), w.at(a + "sr.weight"),
+                        w.at(a + "sr.bias"), srs[i]);
+        kv = Ln(w, a + "layer_norm", kv.reshape({b, h, -1}).permute({0, 2, 1}), eps);
+      }
+      auto split = [&](const at::Tensor& t) {
+        return t.view({b, t.size(1), heads[i], hd}).permute({0, 2, 1, 3});
+      };
+      at::Tensor q = split(Lin(w, a + "query", y));
+      at::Tensor k = split(Lin(w, a + "key", kv)), v = split(Lin(w, a + "value", kv));
+      at::Tensor probs = at::softmax(at::matmul(q, k.transpose(-1, -2)) / std::sqrt(1.0 * hd), -1);
+      x = x + Lin(w, l + "attention.output.dense",
+                  at::matmul(probs, v).permute({0, 2, 1, 3}).reshape({b, n, h}));
+      x = x + Lin(w, l + "mlp.dense2",
+                  at::gelu(Lin(w, l + "mlp.dense1", Ln(w, l + "layer_norm_2", x, eps))));
+    }
+    if (i != last) x = x.reshape({b, ht, wd, -1}).permute({0, 3, 1, 2});
+  }
+  return Ln(w, pre + "encoder.layer_norm", x, eps);
+}
+
+TEST(VisionBackbonesTest, PvtReducedAttentionAndLastStageClsTokenAsTransformers) {
+  Ran model = RunClass("PvtModel");
+  ASSERT_TRUE(model.m);
+  const json& c = model.m->spec().tiny_config;
+  EXPECT_EQ(c.at("sequence_reduction_ratios"), json({2, 1, 1, 1}));
+  const at::Tensor seq = RefPvt(model.w, "", c, model.pixels);
+  ASSERT_EQ(model.out.size(), 1u);
+  EXPECT_EQ(seq.size(1), 2);  // the cls token and the last stage's 1 x 1 grid
+  EXPECT_LT(testing::MaxAbs(model.out[0], seq), 1e-10);
+
+  Ran cls = RunClass("PvtForImageClassification");
+  ASSERT_TRUE(cls.m);
+  const at::Tensor s2 = RefPvt(cls.w, "pvt.", cls.m->spec().tiny_config, cls.pixels);
+  EXPECT_LT(testing::MaxAbs(cls.out[0], Lin(cls.w, "classifier", s2.select(1, 0))), 1e-10);
+  testing::ExpectConfigError("PvtModel", "sequence_reduction_ratios", json({8, 4, 2, 2}),
+                             "sequence_reduction_ratios");
+  testing::ExpectConfigError("PvtModel", "patch_sizes", json({4, 2, 4, 2}), "patch_sizes");
 }
 
 }  // namespace
