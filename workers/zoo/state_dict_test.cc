@@ -89,6 +89,8 @@ const std::set<std::string> kNotYetInTable = {
     "ConvNextV2Backbone",
     "ConvNextV2ForImageClassification",
     "ConvNextV2Model",
+    "CvtForImageClassification",
+    "CvtModel",
     "CwmForCausalLM",
     "CwmModel",
     "DINOv3ConvNextBackbone",

@@ -1,6 +1,6 @@
 // The conv and pyramid vision backbones added for issue 33 (regnet, poolformer, dinov3_convnext,
-// pvt_v2, pvt) against references written from transformers' modeling files in double (not from
-// the zoo's trunks).
+// pvt_v2, pvt, cvt) against references written from transformers' modeling files in double (not
+// from the zoo's trunks).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -364,6 +364,99 @@ TEST(VisionBackbonesTest, PvtReducedAttentionAndLastStageClsTokenAsTransformers)
   testing::ExpectConfigError("PvtModel", "sequence_reduction_ratios", json({8, 4, 2, 2}),
                              "sequence_reduction_ratios");
   testing::ExpectConfigError("PvtModel", "patch_sizes", json({4, 2, 4, 2}), "patch_sizes");
+}
+
+// ---- cvt (modeling_cvt.py)
+
+// CvtEncoder's last map and the last stage's cls token (undefined without one).
+std::pair<at::Tensor, at::Tensor> RefCvt(const WeightMap& w, const std::string& pre, const json& c,
+                                         const at::Tensor& pixels) {
+  const auto dims = c.at("embed_dim").get<std::vector<int64_t>>();
+  const auto heads = c.at("num_heads").get<std::vector<int64_t>>();
+  const auto depth = c.at("depth").get<std::vector<int64_t>>();
+  const auto stride = c.at("patch_stride").get<std::vector<int64_t>>();
+  const auto pad = c.at("patch_padding").get<std::vector<int64_t>>();
+  const auto stride_kv = c.at("stride_kv").get<std::vector<int64_t>>();
+  const auto pad_kv = c.at("padding_kv").get<std::vector<int64_t>>();
+  const auto pad_q = c.at("padding_q").get<std::vector<int64_t>>();
+  const auto with_cls = c.at("cls_token").get<std::vector<bool>>();
+  const int64_t b = pixels.size(0);
+  at::Tensor x = pixels, cls;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const std::string s = pre + "encoder.stages." + std::to_string(i) + ".";
+    const std::string e = s + "embedding.convolution_embeddings.";
+    x = at::conv2d(x, w.at(e + "projection.weight"), w.at(e + "projection.bias"), stride[i],
+                   pad[i]);
+    const int64_t d = dims[i], ht = x.size(2), wd = x.size(3), hw = ht * wd, hd = d / heads[i];
+    x = Ln(w, e + "normalization", x.view({b, d, hw}).permute({0, 2, 1}), 1e-5);
+    if (with_cls[i]) x = at::cat({w.at(s + "cls_token").expand({b, -1, -1}), x}, 1);
+    for (int64_t j = 0; j < depth[i]; ++j) {
+      const std::string l = s + "layers." + std::to_string(j) + ".";
+      const std::string a = l + "attention.attention.";
+      at::Tensor y = Ln(w, l + "layernorm_before", x, 1e-5);
+      at::Tensor ct, t = y;
+      if (with_cls[i]) {
+        ct = y.narrow(1, 0, 1);
+        t = y.narrow(1, 1, hw);
+      }
+      at::Tensor map = t.permute({0, 2, 1}).reshape({b, d, ht, wd});
+      auto proj = [&](const char* m, int64_t st, int64_t p) {
+        const std::string cp = a + "convolution_projection_" + m + ".convolution_projection.";
+        at::Tensor r = at::conv2d(map, w.at(cp + "convolution.weight"), {}, st, p, 1, d);
+        const std::string n = cp + "normalization.";
+        r = at::batch_norm(r, w.at(n + "weight"), w.at(n + "bias"), w.at(n + "running_mean"),
+                           w.at(n + "running_var"), false, 0.0, 1e-5, false);
+        r = r.view({b, d, -1}).permute({0, 2, 1});
+        if (with_cls[i]) r = at::cat({ct, r}, 1);
+        r = Lin(w, a + "projection_" + m, r);
+        return r.view({b, r.size(1), heads[i], hd}).permute({0, 2, 1, 3});
+      };
+      at::Tensor q = proj("query", 1, pad_q[i]), k = proj("key", stride_kv[i], pad_kv[i]);
+      at::Tensor v = proj("value", stride_kv[i], pad_kv[i]);
+      at::Tensor probs = at::softmax(at::matmul(q, k.transpose(-1, -2)) * std::pow(d, -0.5), -1);
+      at::Tensor ctx = at::matmul(probs, v).permute({0, 2, 1, 3}).reshape({b, -1, d});
+      x = x + Lin(w, l + "attention.output.dense", ctx);
+      at::Tensor m =
+          at::gelu(Lin(w, l + "intermediate.dense", Ln(w, l + "layernorm_after", x, 1e-5)));
+      x = x + Lin(w, l + "output.dense", m);
+    }
+    cls = at::Tensor();
+    if (with_cls[i]) {
+      cls = x.narrow(1, 0, 1);
+      x = x.narrow(1, 1, hw);
+    }
+    x = x.permute({0, 2, 1}).reshape({b, d, ht, wd});
+  }
+  return {x, cls};
+}
+
+TEST(VisionBackbonesTest, CvtConvolutionalProjectionsAndClsTokenAsTransformers) {
+  Ran model = RunClass("CvtModel");
+  ASSERT_TRUE(model.m);
+  const json& c = model.m->spec().tiny_config;
+  EXPECT_EQ(c.at("embed_dim"), json({16, 48, 96}));
+  const auto [map, cls_token] = RefCvt(model.w, "", c, model.pixels);
+  ASSERT_EQ(model.out.size(), 1u);
+  EXPECT_LT(testing::MaxAbs(model.out[0], map), 1e-10);
+
+  Ran cls = RunClass("CvtForImageClassification");
+  ASSERT_TRUE(cls.m);
+  const auto [m2, c2] = RefCvt(cls.w, "cvt.", cls.m->spec().tiny_config, cls.pixels);
+  ASSERT_TRUE(c2.defined());
+  const at::Tensor feats = Ln(cls.w, "layernorm", c2, 1e-5).mean(1);
+  EXPECT_LT(testing::MaxAbs(cls.out[0], Lin(cls.w, "classifier", feats)), 1e-10);
+
+  // Without a cls token the classifier reads the last map's tokens.
+  json cfg = *ExampleConfig("CvtForImageClassification");
+  cfg["cls_token"] = {false, false, false};
+  Ran nc = RunClass("CvtForImageClassification", cfg);
+  ASSERT_TRUE(nc.m);
+  const auto [m3, c3] = RefCvt(nc.w, "cvt.", nc.m->spec().tiny_config, nc.pixels);
+  const at::Tensor f3 = Ln(nc.w, "layernorm", m3.flatten(2).transpose(1, 2), 1e-5).mean(1);
+  EXPECT_LT(testing::MaxAbs(nc.out[0], Lin(nc.w, "classifier", f3)), 1e-10);
+  testing::ExpectConfigError("CvtModel", "qkv_projection_method", json({"avg", "dw_bn", "dw_bn"}),
+                             "qkv_projection_method");
+  testing::ExpectConfigError("CvtModel", "num_heads", json({1, 3}), "num_heads");
 }
 
 }  // namespace
