@@ -2,6 +2,8 @@
 // mask token and without a pooler; the decoder over the last stage's map, whose side times
 // encoder_stride must be the image's: heads/masked_image_modeling.h). Config -> recipe
 // (trunks/vision_swin.h) and the example config.
+#include "workers/zoo/families/swin.h"
+
 #include <algorithm>
 
 #include "workers/zoo/families_internal.h"
@@ -11,14 +13,8 @@
 #include "workers/zoo/vision_config.h"
 
 namespace ts::zoo::internal {
-namespace {
 
 using json = nlohmann::json;
-
-// The recipe and the classifier's label count.
-struct SwinConfig : SwinRecipe {
-  int64_t num_labels = 2;
-};
 
 StatusOr<SwinConfig> ParseSwin(const json& config) {
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
@@ -43,8 +39,10 @@ StatusOr<SwinConfig> ParseSwin(const json& config) {
       return InvalidArgumentError("num_heads: " + std::to_string(c.num_heads[i]) +
                                   " must divide the stage width " + std::to_string(dim));
     }
-    if (res < c.window_size || res % c.window_size != 0) {
-      return r.Error("window_size", "must divide every stage resolution and not exceed it (stage " +
+    // A stage no larger than the window is one window, unshifted (transformers'
+    // set_shift_and_window_size); a larger one must split into whole windows (no padding here).
+    if (res > c.window_size && res % c.window_size != 0) {
+      return r.Error("window_size", "must divide every stage resolution above it (stage " +
                                         std::to_string(i) + ": " + std::to_string(res) + ")");
     }
     if (i + 1 < c.depths.size()) {
@@ -85,14 +83,6 @@ StatusOr<json> ScaleSwin(const json& config) {
   return t;
 }
 
-StatusOr<PooledVisionTrunk> SwinTrunkFor(const json& config, const std::string& prefix) {
-  TS_ASSIGN_OR_RETURN(SwinConfig c, ParseSwin(config));
-  c.prefix = prefix;
-  return PooledVisionTrunk{std::make_unique<SwinTrunk>(c), c.num_labels};
-}
-
-// SwinForMaskedImageModeling's reconstruction is the last stage's map (side image / patch /
-// 2^(stages - 1)) upsampled by encoder_stride: it matches pixel_values only for that stride.
 Status CheckSwinEncoderStride(const json& config, const SwinConfig& c) {
   ConfigReader r(config);
   TS_ASSIGN_OR_RETURN(int64_t stride, r.Int("encoder_stride", 32));
@@ -114,10 +104,8 @@ StatusOr<json> ScaleSwinMaskedImageModeling(const json& config) {
   return t;
 }
 
-StatusOr<std::unique_ptr<Model>> BuildSwinMaskedImageModeling(ModelSpec spec) {
-  TS_ASSIGN_OR_RETURN(SwinConfig c, ParseSwin(spec.tiny_config));
+StatusOr<std::unique_ptr<Model>> MakeSwinMaskedImageModel(ModelSpec spec, SwinConfig c) {
   TS_RETURN_IF_ERROR(CheckSwinEncoderStride(spec.tiny_config, c));
-  c.prefix = "swin.";
   c.mask_token = true;
   auto trunk = std::make_unique<SwinTrunk>(c);
   const int64_t width = trunk->PooledWidth(), stride = c.patch_size << (c.depths.size() - 1);
@@ -129,6 +117,20 @@ StatusOr<std::unique_ptr<Model>> BuildSwinMaskedImageModeling(ModelSpec spec) {
                                .patch_size = c.patch_size,
                                .image_size = c.image_size,
                                .channels = c.num_channels});
+}
+
+namespace {
+
+StatusOr<PooledVisionTrunk> SwinTrunkFor(const json& config, const std::string& prefix) {
+  TS_ASSIGN_OR_RETURN(SwinConfig c, ParseSwin(config));
+  c.prefix = prefix;
+  return PooledVisionTrunk{std::make_unique<SwinTrunk>(c), c.num_labels};
+}
+
+StatusOr<std::unique_ptr<Model>> BuildSwinMaskedImageModeling(ModelSpec spec) {
+  TS_ASSIGN_OR_RETURN(SwinConfig c, ParseSwin(spec.tiny_config));
+  c.prefix = "swin.";
+  return MakeSwinMaskedImageModel(std::move(spec), std::move(c));
 }
 
 }  // namespace

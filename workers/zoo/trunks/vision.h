@@ -7,6 +7,7 @@
 //   trunks/vision_convnext.h     ConvNeXt stages
 //   trunks/vision_swin.h         Swin shifted-window stages
 //   trunks/vision_segformer.h    SegFormer's Mix Transformer stages (segformer, glpn)
+//   trunks/vision_dinov3.h       DINOv3 ViT with the 2D rotary over the patch tokens (dinov3_vit)
 //   trunks/vision_video.h        video tubelets and frames (videomae, vivit, timesformer)
 //
 // Thread-safety: trunks and models are immutable after construction.

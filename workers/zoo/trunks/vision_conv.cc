@@ -56,10 +56,10 @@ ConvTrunk::ConvTrunk(ConvTrunkRecipe recipe)
     for (size_t i = 0; i < b.layers.size(); ++i) {
       if (!b.se.empty() && i + 1 == b.layers.size()) {
         const int64_t e = b.layers[i].in;
-        Add(b.se + "reduce.weight", {b.se_width, e, 1, 1});
-        Add(b.se + "reduce.bias", {b.se_width});
-        Add(b.se + "expand.weight", {e, b.se_width, 1, 1});
-        Add(b.se + "expand.bias", {e});
+        Add(b.se + b.se_reduce + ".weight", {b.se_width, e, 1, 1});
+        Add(b.se + b.se_reduce + ".bias", {b.se_width});
+        Add(b.se + b.se_expand + ".weight", {e, b.se_width, 1, 1});
+        Add(b.se + b.se_expand + ".bias", {e});
       }
       AddLayer(b.layers[i]);
     }
@@ -94,11 +94,11 @@ at::Tensor ConvTrunk::Block(const WeightMap& w, const ConvBlock& b, const at::Te
   for (size_t i = 0; i < b.layers.size(); ++i) {
     if (!b.se.empty() && i + 1 == b.layers.size()) {
       at::Tensor s = y.mean({2, 3}, /*keepdim=*/true);
-      s = Activate(nn::Conv2d(s, GetWeight(w, b.se + "reduce.weight"),
-                              GetWeight(w, b.se + "reduce.bias"), 1, 0),
-                   r_.act);
-      s = at::sigmoid(nn::Conv2d(s, GetWeight(w, b.se + "expand.weight"),
-                                 GetWeight(w, b.se + "expand.bias"), 1, 0));
+      s = Activate(nn::Conv2d(s, GetWeight(w, b.se + b.se_reduce + ".weight"),
+                              GetWeight(w, b.se + b.se_reduce + ".bias"), 1, 0),
+                   b.se_act ? *b.se_act : r_.act);
+      s = at::sigmoid(nn::Conv2d(s, GetWeight(w, b.se + b.se_expand + ".weight"),
+                                 GetWeight(w, b.se + b.se_expand + ".bias"), 1, 0));
       y = y * s;
     }
     y = Run(w, b.layers[i], y);

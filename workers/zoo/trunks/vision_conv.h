@@ -1,4 +1,4 @@
-// Conv + BatchNorm trunks (resnet, mobilenet_v2, efficientnet): a stem, residual blocks of
+// Conv + BatchNorm trunks (resnet, regnet, mobilenet_v2, efficientnet): a stem, residual blocks of
 // conv-BN(-act) layers with an optional projection shortcut and squeeze-excite, an optional top
 // layer, global average pooling. The family files fill the recipe from their configs.
 // BatchNorm runs in eval mode (running stats are weights).
@@ -42,6 +42,10 @@ struct ConvBlock {
   // EfficientNet squeeze-excite before the last layer: `se` prefix ("" = none), its width.
   std::string se;
   int64_t se_width = 0;
+  // The squeeze-excite convs' names under `se` and its inner activation (EfficientNet: reduce /
+  // expand, the recipe's act; RegNet's RegNetSELayer: attention.1 / attention.3, ReLU).
+  std::string se_reduce = "reduce", se_expand = "expand";
+  std::optional<VisionActivation> se_act;
   enum class Residual {
     kNone,
     kInputPlusBranch,       // x + y (MobileNetV2)

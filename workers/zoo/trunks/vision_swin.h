@@ -1,6 +1,12 @@
 // Swin trunk: patch embedding + LayerNorm, stages of (shifted-)window attention blocks with a
 // relative position bias, patch merging between stages, a final LayerNorm; pooler_output is
 // the mean over tokens.
+//
+// Swin V2 (modular_swinv2.py, `v2`): scaled cosine attention (normalised q and k, q times
+// exp(min(logit_scale, log 100)), no 1/sqrt(d)), the continuous position bias 16 *
+// sigmoid(continuous_position_bias_mlp(log-spaced relative coordinates)) gathered by the relative
+// position index, a bias-free k_proj, res-post-norm blocks (x + layernorm_before(attn(x)), then
+// h + layernorm_after(mlp(h))), and patch merging's reduction before its norm (over 2 x dim).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +25,12 @@ struct SwinRecipe {
   bool qkv_bias = true;
   bool mask_token = false;  // use_mask_token: embeddings.mask_token [1, 1, embed_dim]
   VisionActivation act;
+  bool v2 = false;
+  // v2: per stage, the window the continuous bias's coordinates are normalised by (0: the
+  // stage's own window).
+  std::vector<int64_t> pretrained_window_sizes;
+  // False (Swinv2Backbone): no final `layernorm`; last_hidden_state is the last stage's output.
+  bool final_norm = true;
 };
 
 class SwinTrunk : public VisionTrunk {
@@ -32,12 +44,25 @@ class SwinTrunk : public VisionTrunk {
                                const at::Tensor& bool_masked_pos) const override;
   std::vector<int64_t> LastHiddenShape() const override;
   int64_t PooledWidth() const override { return dim_; }
+  // v2's logit_scale starts at log(10) in transformers: here U(1.8, 2.8), under the clamp at
+  // log(100).
+  bool InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const override;
+  // The last stage's side (tokens per row of last_hidden_state).
+  int64_t LastSide() const;
 
  private:
   struct BlockShape {
     int64_t b, res, dim, heads, ws, shift;
+    int64_t pretrained_ws = 0;  // v2
   };
+  // v2: the [heads, N, N] bias of a window (16 * sigmoid of the continuous bias MLP).
+  at::Tensor ContinuousBias(const WeightMap& w, const std::string& bp, const BlockShape& s,
+                            const at::Tensor& like) const;
+  void AddV2Attention(const std::string& bp, int64_t dim, int64_t heads);
+  void AddMlp(const std::string& bp, int64_t dim, int64_t mlp);
   at::Tensor LnSeq(const WeightMap& w, const std::string& p, const at::Tensor& x) const;
+  at::Tensor FinishWindowAttention(const WeightMap& w, const std::string& bp, at::Tensor scores,
+                                   const at::Tensor& v, const BlockShape& s) const;
   at::Tensor Block(const WeightMap& w, const std::string& bp, const at::Tensor& x,
                    const BlockShape& s) const;
   at::Tensor WindowAttention(const WeightMap& w, const std::string& bp, const at::Tensor& win,

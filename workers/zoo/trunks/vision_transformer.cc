@@ -89,9 +89,9 @@ VitTrunk::VitTrunk(VitRecipe recipe)
     : VisionTrunk(recipe.channels, recipe.image_size), r_(std::move(recipe)) {
   const int64_t h = r_.encoder.hidden, p = r_.patch_size;
   const int64_t grid = r_.image_size / p;
-  tokens_ = grid * grid + (r_.distillation_token ? 2 : 1);
+  tokens_ = grid * grid + (r_.distillation_token ? 1 : 0) + (r_.cls_token ? 1 : 0);
   const std::string& pre = r_.prefix;
-  cls_ = Add(pre + "embeddings.cls_token", {1, 1, h});
+  if (r_.cls_token) cls_ = Add(pre + "embeddings.cls_token", {1, 1, h});
   if (r_.distillation_token) dist_ = Add(pre + "embeddings.distillation_token", {1, 1, h});
   if (r_.mask_token) mask_ = Add(pre + "embeddings.mask_token", {1, 1, h});
   pos_ = Add(pre + "embeddings.position_embeddings", {1, tokens_, h});
@@ -119,13 +119,16 @@ VisionFeatures VitTrunk::ForwardMasked(const WeightMap& w, const at::Tensor& pix
     at::Tensor mask = bool_masked_pos.unsqueeze(-1).to(tokens.scalar_type());
     x = x * (1.0 - mask) + tokens * mask;
   }
-  std::vector<at::Tensor> tokens = {GetWeight(w, cls_).expand({b, 1, hid})};
-  if (r_.distillation_token) tokens.push_back(GetWeight(w, dist_).expand({b, 1, hid}));
-  tokens.push_back(x);
-  x = at::cat(tokens, 1) + GetWeight(w, pos_);
+  if (r_.cls_token) {
+    std::vector<at::Tensor> tokens = {GetWeight(w, cls_).expand({b, 1, hid})};
+    if (r_.distillation_token) tokens.push_back(GetWeight(w, dist_).expand({b, 1, hid}));
+    tokens.push_back(x);
+    x = at::cat(tokens, 1);
+  }
+  x = x + GetWeight(w, pos_);
   x = encoder_->Forward(w, x, at::Tensor());
   x = nn::LayerNorm(x, GetWeight(w, ln_), GetWeight(w, lnb_), r_.encoder.eps);
-  return {x, x.select(1, 0)};
+  return {x, r_.cls_token ? x.select(1, 0) : x.mean(1)};
 }
 
 std::vector<int64_t> VitTrunk::LastHiddenShape() const { return {tokens_, r_.encoder.hidden}; }

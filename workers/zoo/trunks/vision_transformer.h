@@ -64,12 +64,16 @@ struct VitRecipe {
   std::string prefix;  // "vit." / "deit." on heads, "" on the base models
   int64_t image_size = 224, patch_size = 16, channels = 3;
   bool distillation_token = false;  // DeiT: a second token after the cls token
-  bool mask_token = false;          // use_mask_token: embeddings.mask_token [1, 1, hidden]
+  // False: no embeddings.cls_token (I-JEPA: the positions cover the patches only; pooled is the
+  // mean of the tokens).
+  bool cls_token = true;
+  bool mask_token = false;  // use_mask_token: embeddings.mask_token [1, 1, hidden]
   PreLnEncoderRecipe encoder;
 };
 
 // Conv patch embedding, cls (and distillation) token, learned positions, the encoder, a final
-// LayerNorm. last_hidden_state [B, tokens, hidden]; pooled = token 0.
+// LayerNorm. last_hidden_state [B, tokens, hidden]; pooled = token 0 (without a cls token: the
+// mean of the tokens).
 class VitTrunk : public VisionTrunk {
  public:
   explicit VitTrunk(VitRecipe recipe);
