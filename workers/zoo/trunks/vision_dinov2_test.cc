@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/trunks/vision_formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -65,29 +66,14 @@ at::Tensor RefDinov2(const WeightMap& w, const std::string& pre, const json& c,
   return Ln(w, pre + "layernorm", x, eps);
 }
 
-struct Ran {
-  std::unique_ptr<Model> m;
-  WeightMap w;
-  at::Tensor pixels;
-  std::vector<at::Tensor> out;
-};
-
-Ran RunDinov2(const std::string& arch, const json& cfg = nullptr) {
-  Ran r;
-  r.m = testing::Build(arch, cfg);
-  if (!r.m) return r;
-  r.w = r.m->InitWeights(9, at::kDouble);
-  r.pixels = r.m->MakeBatch(4, 2).inputs.at("pixel_values").to(at::kDouble);
-  r.out = r.m->Forward(r.w, {{"pixel_values", r.pixels}});
-  return r;
-}
+using testing::Ran;
 
 TEST(Dinov2Test, ModelClassifierAndBackboneAsTransformers) {
   for (const char* family : {"Dinov2", "Dinov2WithRegisters"}) {
     SCOPED_TRACE(family);
     const std::string f = family;
     const std::string base = f == "Dinov2" ? "dinov2." : "dinov2_with_registers.";
-    Ran model = RunDinov2(f + "Model");
+    Ran model = testing::RunClass(f + "Model");
     ASSERT_TRUE(model.m);
     const json& c = model.m->spec().tiny_config;
     const at::Tensor seq = RefDinov2(model.w, "", c, model.pixels);
@@ -96,14 +82,14 @@ TEST(Dinov2Test, ModelClassifierAndBackboneAsTransformers) {
     const int64_t regs = c.value("num_register_tokens", int64_t{0});
     EXPECT_EQ(regs, f == "Dinov2" ? 0 : 4);
 
-    Ran cls = RunDinov2(f + "ForImageClassification");
+    Ran cls = testing::RunClass(f + "ForImageClassification");
     ASSERT_TRUE(cls.m);
     const at::Tensor s2 = RefDinov2(cls.w, base, cls.m->spec().tiny_config, cls.pixels);
     const at::Tensor feats =
         at::cat({s2.select(1, 0), s2.narrow(1, 1 + regs, s2.size(1) - 1 - regs).mean(1)}, -1);
     EXPECT_LT(testing::MaxAbs(cls.out[0], Lin(cls.w, "classifier", feats)), 1e-10);
 
-    Ran bb = RunDinov2(f + "Backbone");
+    Ran bb = testing::RunClass(f + "Backbone");
     ASSERT_TRUE(bb.m);
     EXPECT_EQ(bb.m->spec().task, "backbone");
     const at::Tensor s3 = RefDinov2(bb.w, "", bb.m->spec().tiny_config, bb.pixels);
@@ -125,7 +111,7 @@ TEST(Dinov2Test, ModelClassifierAndBackboneAsTransformers) {
 TEST(Dinov2Test, SwiGluFeedForwardAsTransformers) {
   json cfg = *ExampleConfig("Dinov2Model");
   cfg["use_swiglu_ffn"] = true;
-  Ran r = RunDinov2("Dinov2Model", cfg);
+  Ran r = testing::RunClass("Dinov2Model", cfg);
   ASSERT_TRUE(r.m);
   // (int(64 * 4 * 2 / 3) + 7) // 8 * 8 = 176
   EXPECT_EQ(testing::WeightShape(*r.m, "encoder.layer.0.mlp.gate_proj.weight"),

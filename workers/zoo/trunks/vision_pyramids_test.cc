@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/trunks/vision_formula_test_util.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo {
@@ -15,31 +16,10 @@ namespace {
 
 using json = nlohmann::json;
 
-at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
-  const std::string b = p + ".bias";
-  return at::linear(x, w.at(p + ".weight"), w.count(b) ? w.at(b) : at::Tensor());
-}
-
-at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x, double eps) {
-  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), eps);
-}
-
-struct Ran {
-  std::unique_ptr<Model> m;
-  WeightMap w;
-  at::Tensor pixels;
-  std::vector<at::Tensor> out;
-};
-
-Ran RunClass(const std::string& arch, const json& cfg = nullptr) {
-  Ran r;
-  r.m = testing::Build(arch, cfg);
-  if (!r.m) return r;
-  r.w = r.m->InitWeights(9, at::kDouble);
-  r.pixels = r.m->MakeBatch(4, 2).inputs.at("pixel_values").to(at::kDouble);
-  r.out = r.m->Forward(r.w, {{"pixel_values", r.pixels}});
-  return r;
-}
+using testing::Lin;
+using testing::Ln;
+using testing::Ran;
+using testing::RunClass;
 
 // ---- regnet (modeling_regnet.py)
 

@@ -1,0 +1,48 @@
+// What the vision backbones' formula tests (vision_backbones_test.cc, vision_pyramids_test.cc)
+// share: a class built from its example config and run once in double, and the two modules
+// every reference formula uses.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "workers/zoo/family_test_util.h"
+#include "workers/zoo/model.h"
+
+namespace ts::zoo::testing {
+
+// nn.Linear at `p` (bias when the weights have one).
+inline at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
+  const std::string b = p + ".bias";
+  return at::linear(x, w.at(p + ".weight"), w.count(b) ? w.at(b) : at::Tensor());
+}
+
+// nn.LayerNorm at `p` over the last dimension.
+inline at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x, double eps) {
+  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), eps);
+}
+
+struct Ran {
+  std::unique_ptr<Model> m;
+  WeightMap w;
+  at::Tensor pixels;
+  std::vector<at::Tensor> out;
+};
+
+// `arch` (from `cfg`, or its example config when null) with seed-9 weights in double, run on
+// its seed-4 batch of 2: a build error fails the calling test and leaves `m` null.
+inline Ran RunClass(const std::string& arch, const nlohmann::json& cfg = nullptr) {
+  Ran r;
+  r.m = Build(arch, cfg);
+  if (!r.m) return r;
+  r.w = r.m->InitWeights(9, at::kDouble);
+  r.pixels = r.m->MakeBatch(4, 2).inputs.at("pixel_values").to(at::kDouble);
+  r.out = r.m->Forward(r.w, {{"pixel_values", r.pixels}});
+  return r;
+}
+
+}  // namespace ts::zoo::testing
