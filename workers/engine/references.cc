@@ -182,8 +182,7 @@ void RecordTrain(StageContext& ctx, const ModeResult& m, bool ok,
 bool GradientsForJudge(StageContext& ctx, const zoo::WeightMap& device,
                        zoo::WeightMap& grads_declared) {
   ReferenceState& st = ctx.references;
-  if (!st.keyed) return true;
-  if (st.stored && !st.completed) {
+  if (st.keyed && st.stored && !st.completed) {
     // A parameter the bundle has no gradient of in full: the device's is the declared one
     // exactly when its digest is the declared one's, and is then taken for it (the judge
     // passes it at ratio 1 without reading anything else); otherwise it must be computed.

@@ -35,7 +35,8 @@ struct ReferenceState {
   // did not need them): the bundle is stored again with them at the end.
   std::optional<zoo::WeightMap> golden_added;
   // train: the parameters whose device gradient was not the declared one bit for bit (the
-  // gradients the judge read in full, and so those a bundle keeps in full).
+  // gradients the judge reads in full, in their stored form, and so those a bundle keeps in
+  // full). Set by GradientsForJudge on every run, keyed or not.
   std::set<std::string> differing;
   // The stored bundle lacked the full gradient of a parameter the device made differ: the
   // train references were computed again (RecordTrain), and the bundle is stored with it.
@@ -65,8 +66,9 @@ std::optional<bool> TrainFromBundle(StageContext& ctx, ModeResult& m, std::vecto
 void RecordTrain(StageContext& ctx, const ModeResult& m, bool ok,
                  const std::vector<double>& declared, const zoo::WeightMap& grads,
                  const zoo::WeightMap& grads_declared);
-// Once the device's first-step gradients are in, before the judge: completes `grads_declared`
-// from a stored bundle's digests (a parameter whose device gradient hashes to its declared
+// Once the device's first-step gradients are in, before the judge: notes which parameters the
+// judge will read in full (ReferenceState::differing) and completes `grads_declared` from a
+// stored bundle's digests (a parameter whose device gradient hashes to its declared
 // digest *is* its declared gradient), and notes which parameters the judge will read in full.
 // False when a stored bundle lacks the full gradient of a parameter the device made differ:
 // the caller computes train's references again (RecordTrain) and calls this once more.

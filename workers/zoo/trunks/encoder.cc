@@ -15,6 +15,7 @@
 #include "workers/zoo/trunks/encoder_model.h"
 
 namespace ts::zoo::internal::encoder {
+
 int64_t MaxSeq(const Recipe& r) {
   if (r.positions == Positions::kAfterPad) return std::max<int64_t>(1, r.max_pos - *r.pad - 1);
   return r.max_pos;
