@@ -79,6 +79,7 @@ grpc::ServerUnaryReactor* Scheduler::Impl::ReferenceStats(grpc::CallbackServerCo
                   out->set_keys(counts->keys);
                   out->set_bundles(counts->bundles);
                   out->set_bytes(counts->bytes);
+                  out->set_stored_bytes(counts->stored_bytes);
                   out->set_sweep_id(use->sweep_id);
                   out->set_models(use->models);
                   out->set_stored(use->stored);

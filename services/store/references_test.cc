@@ -87,7 +87,8 @@ TEST_F(ReferenceStoreTest, RacingWritersOfOneBundleStoreItOnce) {
   EXPECT_EQ(*back, body);
   EXPECT_EQ(store_->ReferenceBody(Hex('b')).status().code(), absl::StatusCode::kNotFound);
   // A recomputed bundle (another digest) under the same key: the key names it now.
-  ASSERT_TRUE(store_->PutReferenceBundle(Key(Hex('1'), "org/m", 7, "cpu", "z1"), Hex('b'), "x").ok());
+  ASSERT_TRUE(
+      store_->PutReferenceBundle(Key(Hex('1'), "org/m", 7, "cpu", "z1"), Hex('b'), "x").ok());
   auto listed = store_->ReferencesFor({{"org/m", 7}}, "z1", "1.13.0");
   ASSERT_TRUE(listed.ok()) << listed.status();
   ASSERT_EQ(listed->size(), 1u);
@@ -95,28 +96,92 @@ TEST_F(ReferenceStoreTest, RacingWritersOfOneBundleStoreItOnce) {
   EXPECT_EQ((*listed)[0].size, 1);
 }
 
+// A bundle is kept deflated when that saves (workers/refs/blob.h), as the folder store keeps it,
+// and read back exactly; its `size` stays the bundle's. Bytes that do not compress, and a row
+// stored before deflation, are kept and read as they are; a damaged deflated row is DATA_LOSS,
+// never bytes.
+TEST_F(ReferenceStoreTest, ABundleIsKeptDeflatedWhenThatSavesAndReadBackExactly) {
+  std::string body(200000, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i % 7 == 0 ? i % 251 : 0);
+  std::string noise(50000, '\0');
+  uint64_t x = 88172645463325252ULL;
+  for (char& c : noise) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>(x & 0xff);
+  }
+  ASSERT_TRUE(
+      store_->PutReferenceBundle(Key(Hex('1'), "org/m", 7, "cpu", "z1"), Hex('a'), body).ok());
+  ASSERT_TRUE(
+      store_->PutReferenceBundle(Key(Hex('2'), "org/n", 7, "cpu", "z1"), Hex('b'), noise).ok());
+  pqxx::connection c(opts_.url);
+  {
+    pqxx::work w(c);
+    // A bundle stored raw by a build before deflation.
+    w.exec_params("INSERT INTO reference_bundles (content_digest, body, size) VALUES ($1, $2, 3)",
+                  Hex('c'), pqxx::binarystring(std::string("r\0w", 3)));
+    w.commit();
+  }
+  auto Stored = [&](char d) {
+    pqxx::nontransaction n(c);
+    return n.exec_params(
+        "SELECT octet_length(body), size FROM reference_bundles "
+        "WHERE content_digest = $1",
+        Hex(d))[0];
+  };
+  EXPECT_LT(Stored('a')[0].as<int64_t>(), 200000 / 4) << "a compressible bundle is deflated";
+  EXPECT_EQ(Stored('a')[1].as<int64_t>(), 200000);
+  EXPECT_EQ(Stored('b')[0].as<int64_t>(), 50000) << "noise is kept as it is";
+  for (const auto& [d, want] :
+       {std::pair{'a', body}, {'b', noise}, {'c', std::string("r\0w", 3)}}) {
+    auto back = store_->ReferenceBody(Hex(d));
+    ASSERT_TRUE(back.ok()) << d << ": " << back.status();
+    EXPECT_EQ(*back, want) << d;
+  }
+  auto counts = store_->CountReferences();
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->bytes, 200000 + 50000 + 3);
+  EXPECT_LT(counts->stored_bytes, 50000 + 200000 / 4 + 100);
+  EXPECT_GE(counts->stored_bytes, 50000);
+  {
+    pqxx::work w(c);
+    w.exec_params(
+        "UPDATE reference_bundles SET body = substring(body from 1 for 40) "
+        "WHERE content_digest = $1",
+        Hex('a'));
+    w.commit();
+  }
+  auto damaged = store_->ReferenceBody(Hex('a'));
+  EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(damaged.status().message().find(Hex('a')), std::string::npos) << damaged.status();
+}
+
 // A worker gets the CPU bundles of its own build and every other device's, for its runs only.
 TEST_F(ReferenceStoreTest, ReferencesForListsThisBuildsAndOtherDevicesBundlesOfTheRuns) {
-  ASSERT_TRUE(store_->PutReferenceBundle(Key(Hex('1'), "org/m", 7, "cpu", "z1"), Hex('a'), "a").ok());
-  ASSERT_TRUE(store_->PutReferenceBundle(Key(Hex('2'), "org/m", 7, "cpu", "z0"), Hex('b'), "b").ok());
-  ASSERT_TRUE(store_->PutReferenceBundle(Key(Hex('3'), "org/m", 7, "cuda:H100", "transformers"),
-                                         Hex('c'), "c")
+  ASSERT_TRUE(
+      store_->PutReferenceBundle(Key(Hex('1'), "org/m", 7, "cpu", "z1"), Hex('a'), "a").ok());
+  ASSERT_TRUE(
+      store_->PutReferenceBundle(Key(Hex('2'), "org/m", 7, "cpu", "z0"), Hex('b'), "b").ok());
+  ASSERT_TRUE(store_
+                  ->PutReferenceBundle(Key(Hex('3'), "org/m", 7, "cuda:H100", "transformers"),
+                                       Hex('c'), "c")
                   .ok());
-  ASSERT_TRUE(store_->PutReferenceBundle(Key(Hex('4'), "org/m", 8, "cpu", "z1"), Hex('d'), "d").ok());
+  ASSERT_TRUE(
+      store_->PutReferenceBundle(Key(Hex('4'), "org/m", 8, "cpu", "z1"), Hex('d'), "d").ok());
   ASSERT_TRUE(
       store_->PutReferenceBundle(Key(Hex('5'), "org/other", 7, "cpu", "z1"), Hex('e'), "e").ok());
   // transformers on the CPU: another implementation, whatever its device.
-  ASSERT_TRUE(store_->PutReferenceBundle(Key(Hex('7'), "org/m", 7, "cpu", "transformers"),
-                                         Hex('9'), "9")
-                  .ok());
+  ASSERT_TRUE(
+      store_->PutReferenceBundle(Key(Hex('7'), "org/m", 7, "cpu", "transformers"), Hex('9'), "9")
+          .ok());
   auto listed = store_->ReferencesFor({{"org/m", 7}}, "z1", "1.13.0");
   ASSERT_TRUE(listed.ok()) << listed.status();
   std::set<std::string> got;
   for (const auto& e : *listed) got.insert(e.content_digest);
   EXPECT_EQ(got, (std::set<std::string>{Hex('a'), Hex('c'), Hex('9')}));
   // A seed above 2^63 (seeds are uint64).
-  ASSERT_TRUE(store_->PutReferenceBundle(Key(Hex('6'), "org/m", 18446744073709551615ull, "cpu", "z1"),
-                                         Hex('f'), "f")
+  ASSERT_TRUE(store_
+                  ->PutReferenceBundle(Key(Hex('6'), "org/m", 18446744073709551615ull, "cpu", "z1"),
+                                       Hex('f'), "f")
                   .ok());
   listed = store_->ReferencesFor({{"org/m", 18446744073709551615ull}}, "z1", "1.13.0");
   ASSERT_TRUE(listed.ok()) << listed.status();
@@ -126,14 +191,17 @@ TEST_F(ReferenceStoreTest, ReferencesForListsThisBuildsAndOtherDevicesBundlesOfT
 
 // Prune drops the CPU keys of other builds and the bytes no key names; other devices' stay.
 TEST_F(ReferenceStoreTest, PruneDropsOtherBuildsCpuBundles) {
-  ASSERT_TRUE(store_->PutReferenceBundle(Key(Hex('1'), "org/m", 7, "cpu", "z1"), Hex('a'), "aa").ok());
-  ASSERT_TRUE(store_->PutReferenceBundle(Key(Hex('2'), "org/m", 7, "cpu", "z0"), Hex('b'), "bbb").ok());
-  ASSERT_TRUE(store_->PutReferenceBundle(Key(Hex('3'), "org/m", 7, "cuda:H100", "transformers"),
-                                         Hex('c'), "c")
+  ASSERT_TRUE(
+      store_->PutReferenceBundle(Key(Hex('1'), "org/m", 7, "cpu", "z1"), Hex('a'), "aa").ok());
+  ASSERT_TRUE(
+      store_->PutReferenceBundle(Key(Hex('2'), "org/m", 7, "cpu", "z0"), Hex('b'), "bbb").ok());
+  ASSERT_TRUE(store_
+                  ->PutReferenceBundle(Key(Hex('3'), "org/m", 7, "cuda:H100", "transformers"),
+                                       Hex('c'), "c")
                   .ok());
-  ASSERT_TRUE(store_->PutReferenceBundle(Key(Hex('4'), "org/m", 7, "cpu", "transformers"),
-                                         Hex('d'), "dddd")
-                  .ok());
+  ASSERT_TRUE(
+      store_->PutReferenceBundle(Key(Hex('4'), "org/m", 7, "cpu", "transformers"), Hex('d'), "dddd")
+          .ok());
   auto p = store_->PruneReferences("z1", "1.13.0");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->keys_removed, 1);
@@ -169,7 +237,8 @@ TEST_F(ReferenceStoreTest, ASweepsHitRateAndBundlesComeFromItsRecords) {
   auto l = store_->LeaseShard(worker);
   ASSERT_TRUE(l.ok() && l->has_shard());
   ASSERT_EQ(l->jobs_size(), 4);
-  ASSERT_TRUE(store_->PutReferenceBundle(Key(Hex('1'), "org/m0", 0, "cpu", "z1"), Hex('a'), "a").ok());
+  ASSERT_TRUE(
+      store_->PutReferenceBundle(Key(Hex('1'), "org/m0", 0, "cpu", "z1"), Hex('a'), "a").ok());
   const std::vector<std::pair<std::string, char>> sources = {
       {"stored", 'a'}, {"stored", 'a'}, {"computed", 'c'}, {"completed", 'd'}};
   pb::ReportResultsRequest report;
@@ -190,7 +259,8 @@ TEST_F(ReferenceStoreTest, ASweepsHitRateAndBundlesComeFromItsRecords) {
     r->mutable_references()->set_source(sources[i].first);
     r->mutable_references()->set_key_digest(Hex('1'));
     r->mutable_references()->set_content_digest(Hex(sources[i].second));
-    if (i == 2) r->mutable_references()->set_warning("stored reference bundle refused (x); recomputed");
+    if (i == 2)
+      r->mutable_references()->set_warning("stored reference bundle refused (x); recomputed");
     if (i == 3) r->mutable_references()->set_warning("reference from elsewhere left out: gpu: x");
   }
   {

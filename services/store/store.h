@@ -135,6 +135,7 @@ struct ReferenceCounts {
   int64_t keys = 0;     // keys with a bundle
   int64_t bundles = 0;  // distinct bundles
   int64_t bytes = 0;    // their size
+  int64_t stored_bytes = 0;  // what they take in the table: deflated (workers/refs/blob.h)
 };
 // Where one sweep's primary runs took their references from (model_runs.refs_source).
 struct SweepReferenceUse {

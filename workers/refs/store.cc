@@ -12,8 +12,7 @@
 #include <set>
 #include <utility>
 
-#include <zlib.h>
-
+#include "workers/refs/blob.h"
 #include "workers/refs/format.h"
 
 namespace ts::refs {
@@ -50,56 +49,6 @@ StatusOr<Entry> ParseEntry(const fs::path& path) {
 }
 
 }  // namespace
-
-// A blob file holds a bundle's bytes as they are, or deflated: kDeflated, the bundle's size
-// (8 bytes, little-endian) and a zlib stream. A bundle never starts with kDeflated (a
-// safetensors file starts with its header's length: these four bytes would make it ~3e9 times
-// the file).
-constexpr std::string_view kDeflated = "TSZ1";
-constexpr size_t kDeflatedHead = 4 + 8;
-
-// `bytes` deflated at zlib's fastest level when that saves at least 3%, else as they are.
-// Floats' mantissas do not compress; their exponents, the BF16 residuals' and the metadata do.
-std::string BlobOf(std::string_view bytes) {
-  uLongf size = compressBound(static_cast<uLong>(bytes.size()));
-  std::string out(kDeflatedHead + size, '\0');
-  out.replace(0, 4, kDeflated);
-  for (int i = 0; i < 8; ++i) out[4 + i] = static_cast<char>((bytes.size() >> (8 * i)) & 0xff);
-  const int rc = compress2(reinterpret_cast<Bytef*>(out.data() + kDeflatedHead), &size,
-                           reinterpret_cast<const Bytef*>(bytes.data()),
-                           static_cast<uLong>(bytes.size()), Z_BEST_SPEED);
-  if (rc != Z_OK || kDeflatedHead + size > bytes.size() * 97 / 100) return std::string(bytes);
-  out.resize(kDeflatedHead + size);
-  return out;
-}
-
-// The bundle's bytes in a blob file's; an error (the caller's DATA_LOSS) when a deflated one
-// does not inflate to the size it states.
-StatusOr<std::string> BundleOf(std::string file) {
-  if (file.compare(0, kDeflated.size(), kDeflated) != 0) return file;
-  if (file.size() < kDeflatedHead) {
-    return InvalidArgumentError("deflated, but cut short (damaged or truncated)");
-  }
-  uint64_t want = 0;
-  for (int i = 0; i < 8; ++i) {
-    want |= static_cast<uint64_t>(static_cast<uint8_t>(file[4 + i])) << (8 * i);
-  }
-  // A bundle is a few MiB; a stated size beyond what deflate can reach is damage, not a size.
-  if (want > (file.size() - kDeflatedHead) * 1032 + 64 || want > (uint64_t{1} << 34)) {
-    return InvalidArgumentError("deflated, stating " + std::to_string(want) +
-                                " bytes (damaged or truncated)");
-  }
-  std::string out(static_cast<size_t>(want), '\0');
-  uLongf got = static_cast<uLongf>(want);
-  const int rc = uncompress(reinterpret_cast<Bytef*>(out.data()), &got,
-                            reinterpret_cast<const Bytef*>(file.data() + kDeflatedHead),
-                            static_cast<uLong>(file.size() - kDeflatedHead));
-  if (rc != Z_OK || got != want) {
-    return InvalidArgumentError("deflated, but does not inflate: zlib " + std::to_string(rc) +
-                                " (damaged or truncated)");
-  }
-  return out;
-}
 
 StatusOr<std::string> ReadFileBytes(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -3,7 +3,7 @@
 // bundles live").
 //
 //   ROOT/blobs/ab/<sha256>                    a bundle's bytes, named by their SHA-256, deflated
-//                                             when that saves 3% (store.cc, BlobOf); reads
+//                                             when that saves 3% (blob.h); reads
 //                                             inflate them and check the digest
 //   ROOT/keys/ab/<run digest>/<key digest>    {"content": <sha256>, "size": N, "key": {...}}
 //   ROOT/tmp/                                 writes in progress
