@@ -59,8 +59,7 @@ class ReferencesRpcTest : public ::testing::Test {
 
   // Uploads `bundles` as one stream, each as 1 MiB chunks under `digests` (their own by default).
   grpc::Status Upload(const std::vector<std::string>& bundles, pb::UploadReferencesResponse* resp,
-                      const std::string& token = "worker",
-                      std::vector<std::string> digests = {}) {
+                      const std::string& token = "worker", std::vector<std::string> digests = {}) {
     auto ctx = BearerContext(token);
     auto w = stub_->UploadReferences(ctx.get(), resp);
     for (size_t i = 0; i < bundles.size(); ++i) {
@@ -193,8 +192,8 @@ TEST_F(ReferencesRpcTest, AStreamCutMidBundleStoresNothingOfIt) {
                           refs::Sha256Hex(cut))[0][0]
                 .as<int>(),
             0);
-  EXPECT_EQ(n.exec("SELECT count(*) FROM reference_keys WHERE model_id = 'org/cut'")[0][0].as<int>(),
-            0);
+  EXPECT_EQ(
+      n.exec("SELECT count(*) FROM reference_keys WHERE model_id = 'org/cut'")[0][0].as<int>(), 0);
   // A stream that ends (WritesDone) before a bundle's last chunk is refused the same way.
   pb::UploadReferencesResponse r2;
   auto ctx2 = BearerContext("worker");
@@ -203,9 +202,10 @@ TEST_F(ReferencesRpcTest, AStreamCutMidBundleStoresNothingOfIt) {
   w2->WritesDone();
   const grpc::Status st = w2->Finish();
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(st.error_message().find("nothing of it was stored"), std::string::npos) << st.error_message();
-  EXPECT_EQ(n.exec("SELECT count(*) FROM reference_keys WHERE model_id = 'org/cut'")[0][0].as<int>(),
-            0);
+  EXPECT_NE(st.error_message().find("nothing of it was stored"), std::string::npos)
+      << st.error_message();
+  EXPECT_EQ(
+      n.exec("SELECT count(*) FROM reference_keys WHERE model_id = 'org/cut'")[0][0].as<int>(), 0);
 }
 
 // Bytes that do not hash to their digest (damaged on the way), and bytes that are no bundle,
@@ -215,7 +215,8 @@ TEST_F(ReferencesRpcTest, DamagedOrForeignBytesAreRefused) {
   pb::UploadReferencesResponse resp;
   grpc::Status st = Upload({bundle}, &resp, "worker", {std::string(64, 'a')});
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(st.error_message().find("damaged or cut short"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("damaged or cut short"), std::string::npos)
+      << st.error_message();
   st = Upload({"not a bundle"}, &resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(st.error_message().find("bundle: "), std::string::npos) << st.error_message();
@@ -246,10 +247,14 @@ TEST_F(ReferencesRpcTest, RolesAndStats) {
   ASSERT_TRUE(Upload({bundle}, &resp, "worker").ok());
   pb::ReferenceStatsResponse stats;
   ASSERT_TRUE(
-      stub_->ReferenceStats(BearerContext("reader").get(), pb::ReferenceStatsRequest(), &stats).ok());
+      stub_->ReferenceStats(BearerContext("reader").get(), pb::ReferenceStatsRequest(), &stats)
+          .ok());
   EXPECT_EQ(stats.bundles(), 1);
   EXPECT_EQ(stats.keys(), 1);
   EXPECT_EQ(stats.bytes(), static_cast<int64_t>(bundle.size()));
+  // Its 1,000 'p's deflate: the table holds less than the bundle (workers/refs/blob.h).
+  EXPECT_GT(stats.stored_bytes(), 0);
+  EXPECT_LT(stats.stored_bytes(), stats.bytes() / 2);
   EXPECT_EQ(stats.sweep_id(), 0);
   pb::PruneReferencesRequest prune;
   prune.set_zoo_version("ffffffffffffffff");
