@@ -322,7 +322,7 @@ TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names, Head kind) const {
       hs.name = "classifier";
       break;
     case Head::kQA:
-      hs.name = "qa_outputs";
+      hs.name = names.qa_out;
       if (!names.qa_block.empty()) {
         hs.qa_block = names.qa_block;
         hs.name = names.qa_block + ".qa_outputs";
@@ -342,6 +342,10 @@ TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names, Head kind) const {
                            : names.lm_embedding_width ? r_.embedding
                                                       : r_.hidden;
       hs.transform_act = names.lm_hidden_act ? r_.act : Activation::kGeluErf;
+      if (!names.lm_extra.empty()) {
+        hs.lm_extra = names.lm_extra;
+        hs.lm_extra_rows = r_.hidden - r_.embedding;
+      }
       break;
   }
   return hs;
