@@ -470,5 +470,122 @@ TEST(EncoderStacksTest, ModernBertRefusesWhatItDoesNotSupport) {
   ExpectConfigError("ModernBertForMaskedLM", "sparse_prediction", true, "sparse_prediction");
 }
 
+// ---- EuroBERT
+// ------------------------------------------------------------------------------------
+
+nlohmann::json EuroSmall(const std::string& arch, const std::string& pooling) {
+  return {{"architectures", {arch}},
+          {"model_type", "eurobert"},
+          {"hidden_size", 8},
+          {"num_attention_heads", 2},
+          {"num_key_value_heads", 1},
+          {"intermediate_size", 12},
+          {"num_hidden_layers", 1},
+          {"vocab_size", 40},
+          {"max_position_embeddings", 64},
+          {"pad_token_id", 0},
+          {"rms_norm_eps", 1e-5},
+          {"rope_theta", 1000.0},
+          {"hidden_act", "silu"},
+          {"mlp_bias", true},
+          {"tie_word_embeddings", false},
+          {"classifier_pooling", pooling}};
+}
+
+at::Tensor Rms(const WeightMap& w, const at::Tensor& x, const std::string& n) {
+  return x * at::rsqrt((x * x).mean(-1, true) + 1e-5) * w.at(n);
+}
+
+// EuroBertModel: embed_tokens; x + o_proj(attn(input_layernorm(x))) with one key / value head
+// repeated for both query heads (repeat_kv), the default rotary at rope_theta and
+// head_dim^-0.5, no causal mask; y + down_proj(silu(gate_proj(z)) * up_proj(z)) over
+// z = post_attention_layernorm(y); norm.
+at::Tensor EuroReference(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
+                         const std::string& p) {
+  const Ref r{w};
+  const at::Tensor x = r.Emb(p + "embed_tokens.weight", ids);
+  const std::string l = p + "layers.0.";
+  const int64_t d = 4;
+  const at::Tensor a = Rms(w, x, l + "input_layernorm.weight");
+  auto proj = [&](const std::string& n, int64_t heads) {
+    return at::matmul(a, w.at(l + "self_attn." + n + ".weight").t())
+        .view({2, kSeq, heads, d})
+        .transpose(1, 2);
+  };
+  const at::Tensor pos = at::arange(kSeq, at::kDouble);
+  const at::Tensor inv = 1.0 / at::pow(1000.0, at::arange(0, d, 2, at::kDouble) / double(d));
+  const at::Tensor emb = at::cat({at::outer(pos, inv), at::outer(pos, inv)}, -1);
+  auto rot = [&](const at::Tensor& t) { return t * emb.cos() + RotateHalf(t) * emb.sin(); };
+  const at::Tensor q = rot(proj("q_proj", 2));
+  const at::Tensor k = rot(proj("k_proj", 1)).expand({2, 2, kSeq, d});
+  const at::Tensor v = proj("v_proj", 1).expand({2, 2, kSeq, d});
+  const at::Tensor ext =
+      (1.0 - mask.to(at::kDouble)).view({2, 1, 1, kSeq}) * std::numeric_limits<double>::lowest();
+  const at::Tensor ctx =
+      at::matmul(at::softmax(at::matmul(q, k.transpose(-1, -2)) / std::sqrt(double(d)) + ext, -1),
+                 v)
+          .transpose(1, 2)
+          .reshape({2, kSeq, 8});
+  const at::Tensor y = x + at::matmul(ctx, w.at(l + "self_attn.o_proj.weight").t());
+  const at::Tensor z = Rms(w, y, l + "post_attention_layernorm.weight");
+  const at::Tensor g = r.Lin(z, l + "mlp.gate_proj");
+  const at::Tensor f = r.Lin(g * at::sigmoid(g) * r.Lin(z, l + "mlp.up_proj"), l + "mlp.down_proj");
+  return Rms(w, y + f, p + "norm.weight");
+}
+
+TEST(EncoderStacksTest, EuroBertLayersAndHeadsAsTransformers) {
+  at::Tensor ids, mask;
+  Inputs(40, 0, ids, mask);
+  const TensorMap in = {{"input_ids", ids}, {"attention_mask", mask}};
+  auto base = BuildFull(EuroSmall("EuroBertModel", "late"));
+  ASSERT_NE(base, nullptr);
+  const WeightMap bw = base->InitWeights(14, at::kDouble);
+  EXPECT_LT(
+      MaxAbs(Kept(base->Forward(bw, in)[0], mask), Kept(EuroReference(bw, ids, mask, ""), mask)),
+      1e-10);
+  // EuroBertForSequenceClassification: dense, GELU, classifier over token 0 (bos), the mean of
+  // the attended tokens (mean), or every token with the logits averaged over them (late).
+  for (const std::string pooling : {"bos", "mean", "late"}) {
+    auto m = BuildFull(EuroSmall("EuroBertForSequenceClassification", pooling));
+    ASSERT_NE(m, nullptr);
+    const WeightMap w = m->InitWeights(15, at::kDouble);
+    const Ref r{w};
+    const at::Tensor h = EuroReference(w, ids, mask, "model.");
+    const at::Tensor mk = mask.to(at::kDouble).unsqueeze(-1);
+    auto head = [&](const at::Tensor& t) {
+      return r.Lin(Ref::Gelu(r.Lin(t, "dense")), "classifier");
+    };
+    at::Tensor want;
+    if (pooling == "bos") want = head(h.select(1, 0));
+    if (pooling == "mean") want = head((h * mk).sum(1) / mk.sum(1));
+    if (pooling == "late") want = (head(h) * mk).sum(1) / mk.sum(1);
+    EXPECT_LT(MaxAbs(m->Forward(w, in)[0], want), 1e-10) << pooling;
+  }
+  auto mlm = BuildFull(EuroSmall("EuroBertForMaskedLM", "late"));
+  ASSERT_NE(mlm, nullptr);
+  const WeightMap mw = mlm->InitWeights(16, at::kDouble);
+  const at::Tensor logits = Ref{mw}.Lin(EuroReference(mw, ids, mask, "model."), "lm_head");
+  EXPECT_LT(MaxAbs(Kept(mlm->Forward(mw, in)[0], mask), Kept(logits, mask)), 1e-10);
+  // Tied and bias-free: lm_head.weight is a state_dict copy of embed_tokens.
+  nlohmann::json tied = EuroSmall("EuroBertForMaskedLM", "late");
+  tied["tie_word_embeddings"] = true;
+  tied["mlp_bias"] = false;
+  auto tm = BuildFull(tied);
+  ASSERT_NE(tm, nullptr);
+  EXPECT_FALSE(HasWeight(*tm, "lm_head.weight"));
+  EXPECT_FALSE(HasWeight(*tm, "lm_head.bias"));
+  std::map<std::string, StateDictEntry> sd;
+  for (const StateDictEntry& e : StateDictShapes(*tm)) sd[e.name] = e;
+  ASSERT_TRUE(sd.count("lm_head.weight"));
+  EXPECT_EQ(sd.at("lm_head.weight").tied_to, "model.embed_tokens.weight");
+}
+
+TEST(EncoderStacksTest, EuroBertRefusesWhatItDoesNotSupport) {
+  ExpectConfigError("EuroBertModel", "classifier_pooling", "max", "classifier_pooling");
+  ExpectConfigError("EuroBertModel", "rope_scaling", {{"rope_type", "yarn"}, {"factor", 2.0}},
+                    "rope_scaling.rope_type");
+  ExpectConfigError("EuroBertModel", "num_key_value_heads", 5, "num_key_value_heads");
+}
+
 }  // namespace
 }  // namespace ts::zoo

@@ -183,6 +183,9 @@ struct Recipe {
   // A token id the batches never hold (ESM's mask_token_id, whose token dropout rescales the
   // embeddings by the share of such tokens in a row; -1: none).
   int64_t avoid_id = -1;
+  // The LM decoder's weight its own (`lm_bias`.weight, as HeadNames::lm_untied) and its bias
+  // present, by config (EuroBERT: tie_word_embeddings, mlp_bias).
+  bool lm_untied = false, lm_bias = true;
 
   // Structure (from the family).
   Layout layout = Layout::kBert;

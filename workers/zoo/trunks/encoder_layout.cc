@@ -335,7 +335,8 @@ TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names, Head kind) const {
     case Head::kCausalLM:
     case Head::kPreTraining:
       hs.name = names.lm_bias;
-      hs.tied_weight = names.lm_untied ? "" : word_;
+      hs.tied_weight = names.lm_untied || r_.lm_untied ? "" : word_;
+      hs.bias = r_.lm_bias;
       hs.transform = names.lm_dense;
       hs.transform_norm = names.lm_norm;
       hs.transform_width = r_.lm_width > 0              ? r_.lm_width
