@@ -250,8 +250,8 @@ at::Tensor EncoderModel::Encode(const WeightMap& w, const at::Tensor& ids, const
   const at::Device dev = ids.device();
   if (stack_) {
     const bool causal = head_kind_ == Head::kCausalLM || r_.causal;
-    return stack_->Encode(w, ids, mask, types,
-                          nn::BlockedKeys(mask, s, causal, std::nullopt, dev));
+    return stack_->EncodeBoxes(w, ids, mask, types, extra.bbox,
+                               nn::BlockedKeys(mask, s, causal, std::nullopt, dev));
   }
   at::Tensor x = Embed(w, ids, mask, std::move(types), extra);
   // The CausalLM heads run the encoder as a decoder (is_decoder): causal self-attention.

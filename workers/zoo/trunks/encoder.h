@@ -82,6 +82,14 @@ class Stack {
   // `blocked` is the trunk's [N, 1, S, S]-broadcastable blocked-key mask.
   virtual at::Tensor Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
                             const at::Tensor& types, const at::Tensor& blocked) const = 0;
+  // Encode with the batch's LayoutLM-style boxes [N, S, 4] (undefined when absent; LiLT reads
+  // them, the others ignore them).
+  virtual at::Tensor EncodeBoxes(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
+                                 const at::Tensor& types, const at::Tensor& bbox,
+                                 const at::Tensor& blocked) const {
+    (void)bbox;
+    return Encode(w, ids, mask, types, blocked);
+  }
   // After the trunk's init policy: frozen tables, padding rows of the stack's own embeddings.
   virtual void InitWeight(const std::string& name, at::Tensor& t) const {
     (void)name;
