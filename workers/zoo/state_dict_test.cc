@@ -311,6 +311,8 @@ const std::set<std::string> kNotYetInTable = {
     "SegformerModel",
     "SolarOpenForCausalLM",
     "SolarOpenModel",
+    "SplinterForQuestionAnswering",
+    "SplinterModel",
     "SqueezeBertForMaskedLM",
     "SqueezeBertForMultipleChoice",
     "SqueezeBertForQuestionAnswering",

@@ -82,8 +82,8 @@ class EuroBertStack : public Stack {
   // The sequence head's dense + GELU over the pooled row (bos, mean) or every attended token,
   // averaged ("late": the classifier after it is affine, so averaging its input averages its
   // logits).
-  at::Tensor HeadInput(const WeightMap& w, bool sequence_level, bool, const at::Tensor& h,
-                       const at::Tensor& mask) const override {
+  at::Tensor HeadInput(const WeightMap& w, bool sequence_level, bool, const at::Tensor&,
+                       const at::Tensor& h, const at::Tensor& mask) const override {
     if (!sequence_level) return h;
     auto dense = [&](const at::Tensor& t) {
       return at::gelu(

@@ -65,6 +65,9 @@ EncoderModel::EncoderModel(ModelSpec spec, Recipe r, const HeadNames& names, Hea
     pair.name = names.pair_head;
     pair.num_labels = 2;
     head_ = MakePreTrainingHead(HeadSpec(names, Head::kMaskedLM), std::move(pair), names.pair);
+  } else if (head_kind_ == Head::kQA && stack_) {
+    head_ = stack_->QaHead(HeadSpec(names, head_kind_));
+    if (!head_) head_ = MakeTextHead(HeadSpec(names, head_kind_));
   } else {
     head_ = MakeTextHead(HeadSpec(names, head_kind_));
   }
@@ -292,7 +295,7 @@ std::vector<at::Tensor> EncoderModel::Forward(const WeightMap& w, const TensorMa
   }
   at::Tensor h = Encode(w, ids, mask, types, extra);
   if (stack_) {
-    h = stack_->HeadInput(w, SequenceLevel(head_kind_), head_kind_ == Head::kBase, h, mask);
+    h = stack_->HeadInput(w, SequenceLevel(head_kind_), head_kind_ == Head::kBase, ids, h, mask);
   }
   // The generic lineage viewed token 0 before every head; heads that pool it take the view.
   const TextHeadSpec& hs = head_->spec();
@@ -324,7 +327,8 @@ Batch EncoderModel::MakeBatch(uint64_t seed, int64_t batch_size) const {
   if (r_.pad && r_.lineage == Lineage::kGeneric)  // no stray pads
     ids = ids.masked_fill(ids.eq(*r_.pad), (*r_.pad + 1) % r_.vocab);
   // FNet takes no mask: every position is a token.
-  at::Tensor mask = r_.no_mask ? at::ones({rows, s}, lopts) : MakeAttentionMask(rows, s);
+  at::Tensor mask = r_.no_mask || r_.unpadded_batches ? at::ones({rows, s}, lopts)
+                                                      : MakeAttentionMask(rows, s);
   if (qa_sep_ >= 0) {  // one question of kQuestionSep tokens, closed by the row's only sep
     ids = ids.masked_fill(ids.eq(qa_sep_), (qa_sep_ + 1) % r_.vocab);
     ids.select(1, kQuestionSep).fill_(qa_sep_);

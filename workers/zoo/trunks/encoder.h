@@ -103,13 +103,22 @@ class Stack {
     (void)base;
     (void)add;
   }
+  // `ids` are the rows' input ids (Splinter gathers its question token's features).
   virtual at::Tensor HeadInput(const WeightMap& w, bool sequence_level, bool base,
-                               const at::Tensor& h, const at::Tensor& mask) const {
+                               const at::Tensor& ids, const at::Tensor& h,
+                               const at::Tensor& mask) const {
     (void)w;
     (void)sequence_level;
     (void)base;
+    (void)ids;
     (void)mask;
     return h;
+  }
+  // The family's own question-answering head over HeadInput's output (Splinter's span selection),
+  // built from the trunk's spec; null: the trunk's.
+  virtual std::unique_ptr<TextHead> QaHead(const TextHeadSpec& spec) const {
+    (void)spec;
+    return nullptr;
   }
 };
 using StackFactory = std::function<std::unique_ptr<Stack>(const Recipe& r)>;
@@ -194,6 +203,9 @@ struct Recipe {
   // The LM decoder's weight its own (`lm_bias`.weight, as HeadNames::lm_untied) and its bias
   // present, by config (EuroBERT: tie_word_embeddings, mlp_bias).
   bool lm_untied = false, lm_bias = true;
+  // Batches without padding, their attention_mask all ones (Splinter: its span logits at padded
+  // positions are pushed to finfo.min, which would swamp every output comparison).
+  bool unpadded_batches = false;
 
   // Structure (from the family).
   Layout layout = Layout::kBert;
