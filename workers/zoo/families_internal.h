@@ -57,6 +57,9 @@ struct StateDictRules {
   // The class's lm_head is a bare decoder Linear with its own bias parameter, tied as the MLM
   // heads' decoder is (BertGenerationDecoder).
   bool bare_lm_head = false;
+  // The masked LM decoder Linear carries the head's bias as `decoder.bias` too (false: ESM's
+  // decoder has no bias; the head adds its own `bias` parameter).
+  bool decoder_bias = true;
   // Entries appended last: modules transformers builds that the class never calls, parameters
   // only training-time code reads (may be empty).
   std::function<void(StateDictBuilder& sd)> extra = nullptr;

@@ -62,7 +62,7 @@ void AddTiedOutputs(const internal::StateDictRules& rules, internal::StateDictBu
     const bool bare = h == "lm_head" && !sd.HasWeight("lm_head.weight") && rules.bare_lm_head;
     if (sd.HasWeight(h + ".bias") && (transform || bare) && !sd.HasWeight(h + ".decoder.weight")) {
       sd.AddTied(h + ".decoder.weight", embed);
-      sd.AddTied(h + ".decoder.bias", h + ".bias");
+      if (rules.decoder_bias) sd.AddTied(h + ".decoder.bias", h + ".bias");
       mlm = true;
     }
   }
@@ -152,6 +152,10 @@ TensorMap StateDict(const Model& model, const WeightMap& weights, uint64_t seed)
       out[e.name] = it->second;
     } else if (e.fill) {
       out[e.name] = at::full(e.shape, *e.fill, at::TensorOptions().dtype(e.dtype));
+    } else if (!e.values.empty()) {
+      out[e.name] = at::tensor(e.values, at::TensorOptions().dtype(at::kDouble))
+                        .view(e.shape)
+                        .to(e.dtype);
     } else if (e.dtype == at::kLong) {
       out[e.name] = at::zeros(e.shape, at::TensorOptions().dtype(at::kLong));
     } else {

@@ -34,6 +34,8 @@ struct StateDictEntry {
   std::string tied_to;                // the WeightShapes() name this entry copies; "" otherwise
   // A constant buffer (XIELUActivation's beta / eps): every element this value.
   std::optional<double> fill = std::nullopt;
+  // A buffer with these values, row-major (ESM's rotary `inv_freq`); empty otherwise.
+  std::vector<double> values = {};
 };
 
 // WeightShapes() in order, then the extra entries.

@@ -16,6 +16,9 @@ class CausalLmHead : public TextHead {
 
   WeightShapeList Weights() const override {
     WeightShapeList out = TransformWeights();
+    if (!spec_.lm_extra.empty())  // MobileBertLMPredictionHead.dense, before the decoder
+      out.emplace_back(spec_.lm_extra + ".weight",
+                       std::vector<int64_t>{spec_.lm_extra_rows, spec_.vocab});
     for (auto& weight : LinearWeights(spec_.vocab)) out.push_back(std::move(weight));
     return out;
   }

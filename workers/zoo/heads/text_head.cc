@@ -27,6 +27,11 @@ const char* TextHeadTask(TextHeadKind kind) {
 
 at::Tensor TextHead::Project(const WeightMap& w, const at::Tensor& hidden) const {
   const std::string weight = spec_.tied_weight.empty() ? WeightName() : spec_.tied_weight;
+  if (!spec_.lm_extra.empty()) {  // MobileBERT: [E | H - E] input columns
+    const at::Tensor full =
+        at::cat({GetWeight(w, weight), GetWeight(w, spec_.lm_extra + ".weight").t()}, 1);
+    return nn::Linear(hidden, full, GetOptionalWeight(w, BiasName()));
+  }
   return nn::Linear(hidden, GetWeight(w, weight), GetOptionalWeight(w, BiasName()));
 }
 

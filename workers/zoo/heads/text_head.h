@@ -77,6 +77,11 @@ struct TextHeadSpec {
   int64_t transform_width = 0;
   Activation transform_act = Activation::kGeluErf;
   double norm_eps = 1e-12;
+  // Masked LM with a tied decoder narrower than the transform (MobileBERT): `lm_extra`.weight
+  // [transform_width - tied width, vocab] supplies the remaining input columns, the decoder
+  // weight being cat(tied, lm_extra.weight^T) along the inputs.
+  std::string lm_extra = "";
+  int64_t lm_extra_rows = 0;
   // Question answering: BigBirdForQuestionAnsweringHead's block before `name` when set
   // (`qa_block`.intermediate.dense [qa_inter, hidden] + qa_act, `qa_block`.output.dense and
   // LayerNorm over it plus the hidden states), and the first start position its labels draw

@@ -21,16 +21,37 @@ int64_t MaxSeq(const Recipe& r) {
   return r.max_pos;
 }
 
+namespace {
+
+// Heads that classify one vector per row (a family stack pools for them).
+bool SequenceLevel(Head head) {
+  return head == Head::kSeqCls || head == Head::kMultipleChoice || head == Head::kNextSentence;
+}
+
+}  // namespace
+
 EncoderModel::EncoderModel(ModelSpec spec, Recipe r, const HeadNames& names, Head head)
     : Model(std::move(spec)),
       r_(std::move(r)),
       head_kind_(head),
       qa_sep_(head == Head::kQA && names.qa_masks_question ? r_.sep : -1) {
   const std::string p = head_kind_ == Head::kBase ? "" : r_.base;
-  AddEmbeddings(p);
-  const int64_t blocks = r_.layout == Layout::kAlbert ? r_.groups * r_.inner : r_.layers;
+  if (r_.stack) {
+    stack_ = r_.stack(r_);
+    stack_->AddWeights(
+        p, [this](const std::string& n, std::vector<int64_t> s) { return Add(n, std::move(s)); });
+    word_ = stack_->WordEmbedding();
+    stack_->AddHeadWeights(
+        SequenceLevel(head_kind_), head_kind_ == Head::kBase,
+        [this](const std::string& n, std::vector<int64_t> s) { return Add(n, std::move(s)); });
+  } else {
+    AddEmbeddings(p);
+  }
+  const int64_t blocks = stack_ ? 0
+                         : r_.layout == Layout::kAlbert ? r_.groups * r_.inner
+                                                        : r_.layers;
   for (int64_t i = 0; i < blocks; ++i) AddLayer(p, i);
-  if (!r_.final_norm.empty()) {
+  if (!stack_ && !r_.final_norm.empty()) {
     final_ln_ = Add(p + r_.final_norm + ".weight", {r_.hidden});
     final_lnb_ = Add(p + r_.final_norm + ".bias", {r_.hidden});
   }
@@ -44,6 +65,9 @@ EncoderModel::EncoderModel(ModelSpec spec, Recipe r, const HeadNames& names, Hea
     pair.name = names.pair_head;
     pair.num_labels = 2;
     head_ = MakePreTrainingHead(HeadSpec(names, Head::kMaskedLM), std::move(pair), names.pair);
+  } else if (head_kind_ == Head::kQA && stack_) {
+    head_ = stack_->QaHead(HeadSpec(names, head_kind_));
+    if (!head_) head_ = MakeTextHead(HeadSpec(names, head_kind_));
   } else {
     head_ = MakeTextHead(HeadSpec(names, head_kind_));
   }
@@ -227,6 +251,11 @@ at::Tensor EncoderModel::Encode(const WeightMap& w, const at::Tensor& ids, const
                                 at::Tensor types, const ExtraInputs& extra) const {
   const int64_t n = ids.size(0), s = ids.size(1);
   const at::Device dev = ids.device();
+  if (stack_) {
+    const bool causal = head_kind_ == Head::kCausalLM || r_.causal;
+    return stack_->EncodeBoxes(w, ids, mask, types, extra.bbox,
+                               nn::BlockedKeys(mask, s, causal, std::nullopt, dev));
+  }
   at::Tensor x = Embed(w, ids, mask, std::move(types), extra);
   // The CausalLM heads run the encoder as a decoder (is_decoder): causal self-attention.
   at::Tensor blocked = nn::BlockedKeys(mask, s, head_kind_ == Head::kCausalLM || r_.causal,
@@ -265,6 +294,9 @@ std::vector<at::Tensor> EncoderModel::Forward(const WeightMap& w, const TensorMa
       if (t->defined()) *t = t->reshape({-1, s});
   }
   at::Tensor h = Encode(w, ids, mask, types, extra);
+  if (stack_) {
+    h = stack_->HeadInput(w, SequenceLevel(head_kind_), head_kind_ == Head::kBase, ids, h, mask);
+  }
   // The generic lineage viewed token 0 before every head; heads that pool it take the view.
   const TextHeadSpec& hs = head_->spec();
   if (r_.lineage == Lineage::kGeneric && !hs.first_token && hs.pooler.empty()) h.select(1, 0);
@@ -291,10 +323,12 @@ Batch EncoderModel::MakeBatch(uint64_t seed, int64_t batch_size) const {
   const bool choice = head_kind_ == Head::kMultipleChoice;
   const int64_t rows = choice ? batch_size * kNumChoices : batch_size;
   at::Tensor ids = at::randint(0, r_.vocab, {rows, s}, gen, lopts);
+  if (r_.avoid_id >= 0) ids = ids.masked_fill(ids.eq(r_.avoid_id), (r_.avoid_id + 1) % r_.vocab);
   if (r_.pad && r_.lineage == Lineage::kGeneric)  // no stray pads
     ids = ids.masked_fill(ids.eq(*r_.pad), (*r_.pad + 1) % r_.vocab);
   // FNet takes no mask: every position is a token.
-  at::Tensor mask = r_.no_mask ? at::ones({rows, s}, lopts) : MakeAttentionMask(rows, s);
+  at::Tensor mask = r_.no_mask || r_.unpadded_batches ? at::ones({rows, s}, lopts)
+                                                      : MakeAttentionMask(rows, s);
   if (qa_sep_ >= 0) {  // one question of kQuestionSep tokens, closed by the row's only sep
     ids = ids.masked_fill(ids.eq(qa_sep_), (qa_sep_ + 1) % r_.vocab);
     ids.select(1, kQuestionSep).fill_(qa_sep_);
@@ -339,6 +373,7 @@ void EncoderModel::InitWeight(const std::string& name, at::Tensor& t, at::Genera
   // nn.Embedding(padding_idx=pad_token_id): RoCBert's shape and pronunciation tables too.
   const bool roc = name == shape_ || name == pron_;  // never "" (names are non-empty)
   if (r_.pad && (name == word_ || pos_pad || roc)) t[*r_.pad].zero_();
+  if (stack_) stack_->InitWeight(name, t);
 }
 
 StatusOr<std::unique_ptr<Model>> BuildEncoderModel(ModelSpec spec, Recipe recipe,

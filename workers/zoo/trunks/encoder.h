@@ -13,9 +13,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "workers/zoo/config.h"
 #include "workers/zoo/heads/text_head.h"
@@ -60,6 +62,66 @@ enum class Projection {
 // read only by heads that pool it, stray pad ids left in batches. kGeneric (every other class):
 // embeddings added one by one, token 0's view taken before every head, stray pads replaced.
 enum class Lineage { kBert, kGeneric };
+
+struct Recipe;
+
+// A family's own embeddings and layers under the trunk's heads and batches (MobileBERT, ESM,
+// ModernBERT: layers no Layout describes), defined in its family file. Immutable once its
+// weights are added; Encode may run concurrently.
+class Stack {
+ public:
+  // Registers one weight (its HF state_dict name and shape) and returns the name.
+  using AddFn = std::function<std::string(const std::string& name, std::vector<int64_t> shape)>;
+  virtual ~Stack() = default;
+  // The embeddings', layers' and final norms' weights under the base prefix `p`, in
+  // transformers' registration order; called once, before the head's.
+  virtual void AddWeights(const std::string& p, const AddFn& add) = 0;
+  // The word embedding's name (the tied LM decoder reads it).
+  virtual std::string WordEmbedding() const = 0;
+  // [N, S] ids with their mask and token types (either may be undefined) -> [N, S, H];
+  // `blocked` is the trunk's [N, 1, S, S]-broadcastable blocked-key mask.
+  virtual at::Tensor Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
+                            const at::Tensor& types, const at::Tensor& blocked) const = 0;
+  // Encode with the batch's LayoutLM-style boxes [N, S, 4] (undefined when absent; LiLT reads
+  // them, the others ignore them).
+  virtual at::Tensor EncodeBoxes(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
+                                 const at::Tensor& types, const at::Tensor& bbox,
+                                 const at::Tensor& blocked) const {
+    (void)bbox;
+    return Encode(w, ids, mask, types, blocked);
+  }
+  // After the trunk's init policy: frozen tables, padding rows of the stack's own embeddings.
+  virtual void InitWeight(const std::string& name, at::Tensor& t) const {
+    (void)name;
+    (void)t;
+  }
+  // A family block between the stack and a head's classifier (ModernBERT's prediction head and
+  // its pooling): its weights (absolute names, after the stack's, before the head's) and what the
+  // head reads: [N, S', H] (S' = 1 for a pooled sequence-level head). None by default.
+  virtual void AddHeadWeights(bool sequence_level, bool base, const AddFn& add) {
+    (void)sequence_level;
+    (void)base;
+    (void)add;
+  }
+  // `ids` are the rows' input ids (Splinter gathers its question token's features).
+  virtual at::Tensor HeadInput(const WeightMap& w, bool sequence_level, bool base,
+                               const at::Tensor& ids, const at::Tensor& h,
+                               const at::Tensor& mask) const {
+    (void)w;
+    (void)sequence_level;
+    (void)base;
+    (void)ids;
+    (void)mask;
+    return h;
+  }
+  // The family's own question-answering head over HeadInput's output (Splinter's span selection),
+  // built from the trunk's spec; null: the trunk's.
+  virtual std::unique_ptr<TextHead> QaHead(const TextHeadSpec& spec) const {
+    (void)spec;
+    return nullptr;
+  }
+};
+using StackFactory = std::function<std::unique_ptr<Stack>(const Recipe& r)>;
 
 // Everything the trunk needs: sizes and options from the config, naming from the family.
 struct Recipe {
@@ -133,6 +195,17 @@ struct Recipe {
   // heads of hidden / num_attention_heads beside the span-based dynamic convolution over the same
   // width (key_conv_attn_layer, conv_kernel_layer, conv_out_layer), the two concatenated per head.
   int64_t conv_kernel = 0;
+  // A family stack (`stack` set): the trunk's embeddings, layers and final norm give way to it.
+  StackFactory stack = nullptr;
+  // A token id the batches never hold (ESM's mask_token_id, whose token dropout rescales the
+  // embeddings by the share of such tokens in a row; -1: none).
+  int64_t avoid_id = -1;
+  // The LM decoder's weight its own (`lm_bias`.weight, as HeadNames::lm_untied) and its bias
+  // present, by config (EuroBERT: tie_word_embeddings, mlp_bias).
+  bool lm_untied = false, lm_bias = true;
+  // Batches without padding, their attention_mask all ones (Splinter: its span logits at padded
+  // positions are pushed to finfo.min, which would swamp every output comparison).
+  bool unpadded_batches = false;
 
   // Structure (from the family).
   Layout layout = Layout::kBert;
@@ -179,6 +252,9 @@ struct HeadNames {
   // The LM decoder has a weight of its own (`lm_bias` + ".weight", [vocab, transform width]),
   // not the word embeddings (rembert).
   bool lm_untied = false;
+  // MobileBERT: the decoder is [word embeddings^T ; `lm_extra`.weight] ([E + (H - E), V]): the
+  // extra rows' Linear [H - E, V] beside the tied embedding (MobileBertLMPredictionHead.dense).
+  std::string lm_extra = "";
   // *ForPreTraining: the sentence-pair classifier over the pooler (BERT's NSP head
   // cls.seq_relationship, ALBERT's SOP head sop_classifier.classifier), its output and label.
   std::string pair_head = "cls.seq_relationship";
@@ -187,6 +263,8 @@ struct HeadNames {
   bool pretraining_discriminator = false;
   // DPR: the encoder's projection of token 0 (Recipe::projection_dim > 0), absolute.
   std::string encode_proj = "";
+  // The question-answering Linear's name (ModernBERT: "classifier").
+  std::string qa_out = "qa_outputs";
   // BigBirdForQuestionAnswering: its QA head block (TextHeadSpec::qa_block, `qa_outputs` under
   // it), and the question tokens (1 up to the first Recipe::sep of each row; token 0 kept)
   // pushed out of the start / end logits by -1e6; its batches put sep at kQuestionSep.

@@ -322,7 +322,7 @@ TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names, Head kind) const {
       hs.name = "classifier";
       break;
     case Head::kQA:
-      hs.name = "qa_outputs";
+      hs.name = names.qa_out;
       if (!names.qa_block.empty()) {
         hs.qa_block = names.qa_block;
         hs.name = names.qa_block + ".qa_outputs";
@@ -335,13 +335,18 @@ TextHeadSpec EncoderModel::HeadSpec(const HeadNames& names, Head kind) const {
     case Head::kCausalLM:
     case Head::kPreTraining:
       hs.name = names.lm_bias;
-      hs.tied_weight = names.lm_untied ? "" : word_;
+      hs.tied_weight = names.lm_untied || r_.lm_untied ? "" : word_;
+      hs.bias = r_.lm_bias;
       hs.transform = names.lm_dense;
       hs.transform_norm = names.lm_norm;
       hs.transform_width = r_.lm_width > 0              ? r_.lm_width
                            : names.lm_embedding_width ? r_.embedding
                                                       : r_.hidden;
       hs.transform_act = names.lm_hidden_act ? r_.act : Activation::kGeluErf;
+      if (!names.lm_extra.empty()) {
+        hs.lm_extra = names.lm_extra;
+        hs.lm_extra_rows = r_.hidden - r_.embedding;
+      }
       break;
   }
   return hs;

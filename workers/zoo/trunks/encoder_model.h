@@ -121,6 +121,7 @@ class EncoderModel : public Model {
                                    const at::Tensor& blocked, const RelativeTables& rt) const;
 
   Recipe r_;
+  std::unique_ptr<Stack> stack_;  // Recipe::stack's, when the family has one
   Head head_kind_;
   int64_t qa_sep_ = -1;  // HeadNames::qa_masks_question: the sep id of the question mask
   std::unique_ptr<TextHead> head_;

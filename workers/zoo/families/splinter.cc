@@ -1,0 +1,235 @@
+// splinter: Splinter (modeling_splinter.py) as a family stack on the encoder trunk (encoder.h
+// Stack): BERT's embeddings and post-LN layers without a pooler, and for
+// SplinterForQuestionAnswering the question-aware span selection head splinter_qass: the features
+// at each row's first question_token_id (argmax of ids == question_token_id: position 0 when the
+// row has none, as transformers takes it) through query_start_transform / query_end_transform,
+// every token through start_transform / end_transform (each SplinterFullyConnectedLayer: dense,
+// GELU whatever hidden_act says, LayerNorm at its default eps 1e-5), start_logits =
+// start_classifier(query start) . start token reps (end alike), padded positions pushed down by
+// the dtype's lowest value; the mean of the two cross entropies. Its batches carry no padding
+// (Recipe::unpadded_batches): the padded logits at finfo.min would swamp the output comparison.
+// SplinterForPreTraining is not registered (FIDELITY.md). A relative position_embedding_type is
+// refused naming the field. tau/splinter-base-qass.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "workers/zoo/families/encoder_lineages.h"
+#include "workers/zoo/nn.h"
+#include "workers/zoo/scaling.h"
+
+namespace ts::zoo::internal::encoder {
+namespace {
+
+struct SplinterLayerW {
+  std::string q, k, v, o, o_norm, inter, out, out_norm;
+};
+
+// finfo(dtype).min, float32's for float64 (the engine's golden reference runs in float64 and
+// must stay comparable with the float32 runs).
+double Lowest(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16:
+      return static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
+    case at::kHalf:
+      return static_cast<double>(std::numeric_limits<c10::Half>::lowest());
+    default:
+      break;
+  }
+  return std::numeric_limits<float>::lowest();
+}
+
+// QuestionAwareSpanSelectionHead over [N, 1 + S, H]: row 0 the question token's features, then
+// the tokens'.
+class SpanSelectionHead : public TextHead {
+ public:
+  explicit SpanSelectionHead(TextHeadSpec spec) : TextHead(std::move(spec)) {}
+
+  WeightShapeList Weights() const override {
+    const int64_t h = spec_.hidden;
+    WeightShapeList out;
+    for (const char* t :
+         {"query_start_transform", "query_end_transform", "start_transform", "end_transform"}) {
+      const std::string p = std::string(kPrefix) + t + ".";
+      out.push_back({p + "dense.weight", {h, h}});
+      out.push_back({p + "dense.bias", {h}});
+      out.push_back({p + "LayerNorm.weight", {h}});
+      out.push_back({p + "LayerNorm.bias", {h}});
+    }
+    out.push_back({std::string(kPrefix) + "start_classifier.weight", {h, h}});
+    out.push_back({std::string(kPrefix) + "end_classifier.weight", {h, h}});
+    return out;
+  }
+  std::vector<std::string> OutputNames() const override { return {"start_logits", "end_logits"}; }
+
+  std::vector<at::Tensor> Forward(const WeightMap& w, const at::Tensor& x,
+                                  const at::Tensor& mask) const override {
+    const at::Tensor question = x.narrow(1, 0, 1), tokens = x.narrow(1, 1, x.size(1) - 1);
+    auto logits = [&](const char* query, const char* token, const char* classifier) {
+      const at::Tensor q =
+          nn::Linear(Fc(w, question, query), GetWeight(w, std::string(kPrefix) + classifier));
+      at::Tensor l = nn::Matmul(q, Fc(w, tokens, token).transpose(1, 2)).squeeze(1);
+      if (mask.defined()) l = l + (1 - mask).to(l.scalar_type()) * Lowest(l.scalar_type());
+      return l;
+    };
+    return {logits("query_start_transform", "start_transform", "start_classifier.weight"),
+            logits("query_end_transform", "end_transform", "end_classifier.weight")};
+  }
+
+  at::Tensor Loss(const std::vector<at::Tensor>& out, const TensorMap& labels) const override {
+    const int64_t s = out[0].size(1);
+    const at::Tensor sp = GetInput(labels, "start_positions").clamp(0, s);
+    const at::Tensor ep = GetInput(labels, "end_positions").clamp(0, s);
+    return (CrossEntropy(out[0], sp) + CrossEntropy(out[1], ep)) / 2;
+  }
+
+  // A start in the first half, an end up to a quarter of the sequence after it (attended).
+  void AddLabels(at::Generator& gen, const at::Tensor& ids, const at::Tensor&,
+                 TensorMap& labels) const override {
+    const int64_t b = ids.size(0), s = ids.size(1);
+    const auto lopts = at::TensorOptions().dtype(at::kLong);
+    const at::Tensor start = at::randint(0, s / 2, {b}, gen, lopts);
+    labels["start_positions"] = start;
+    labels["end_positions"] = start + at::randint(0, s / 4, {b}, gen, lopts);
+  }
+
+ private:
+  static constexpr const char* kPrefix = "splinter_qass.";
+
+  // SplinterFullyConnectedLayer: LayerNorm(gelu(dense(x))), nn.LayerNorm's default eps.
+  at::Tensor Fc(const WeightMap& w, const at::Tensor& x, const char* name) const {
+    const std::string p = std::string(kPrefix) + name + ".";
+    const at::Tensor d =
+        at::gelu(nn::Linear(x, GetWeight(w, p + "dense.weight"), GetWeight(w, p + "dense.bias")));
+    return nn::LayerNorm(d, GetWeight(w, p + "LayerNorm.weight"),
+                         GetWeight(w, p + "LayerNorm.bias"), 1e-5);
+  }
+};
+
+class SplinterStack : public Stack {
+ public:
+  SplinterStack(const Recipe& r, int64_t question_id) : r_(r), question_id_(question_id) {}
+
+  void AddWeights(const std::string& p, const AddFn& add) override {
+    const int64_t h = r_.hidden;
+    word_ = add(p + "embeddings.word_embeddings.weight", {r_.vocab, h});
+    pos_ = add(p + "embeddings.position_embeddings.weight", {r_.max_pos, h});
+    type_ = add(p + "embeddings.token_type_embeddings.weight", {r_.type_vocab, h});
+    emb_norm_ = Norm(add, p + "embeddings.LayerNorm");
+    for (int64_t i = 0; i < r_.layers; ++i) {
+      const std::string lp = p + "encoder.layer." + std::to_string(i) + ".";
+      SplinterLayerW l;
+      l.q = Linear(add, lp + "attention.self.query", h, h);
+      l.k = Linear(add, lp + "attention.self.key", h, h);
+      l.v = Linear(add, lp + "attention.self.value", h, h);
+      l.o = Linear(add, lp + "attention.output.dense", h, h);
+      l.o_norm = Norm(add, lp + "attention.output.LayerNorm");
+      l.inter = Linear(add, lp + "intermediate.dense", r_.inter, h);
+      l.out = Linear(add, lp + "output.dense", h, r_.inter);
+      l.out_norm = Norm(add, lp + "output.LayerNorm");
+      layers_.push_back(std::move(l));
+    }
+  }
+
+  std::string WordEmbedding() const override { return word_; }
+
+  at::Tensor Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor&,
+                    const at::Tensor& types, const at::Tensor& blocked) const override {
+    const at::Tensor ty = types.defined() ? types : at::zeros_like(ids);
+    at::Tensor x = nn::Embedding(GetWeight(w, word_), ids, r_.pad.value_or(-1)) +
+                   nn::Embedding(GetWeight(w, type_), ty) +
+                   nn::Embedding(GetWeight(w, pos_), at::arange(ids.size(1), ids.options()));
+    x = Ln(w, x, emb_norm_);
+    for (const SplinterLayerW& l : layers_) x = Layer(w, l, x, blocked);
+    return x;
+  }
+
+  // The QA head's input: the first question token's features ahead of the tokens'.
+  at::Tensor HeadInput(const WeightMap&, bool, bool base, const at::Tensor& ids,
+                       const at::Tensor& h, const at::Tensor&) const override {
+    if (base) return h;
+    const at::Tensor pos = ids.eq(question_id_).to(at::kInt).argmax(-1);  // [N]
+    const at::Tensor index = pos.view({-1, 1, 1}).expand({h.size(0), 1, h.size(2)});
+    return at::cat({at::gather(h, 1, index), h}, 1);
+  }
+
+  std::unique_ptr<TextHead> QaHead(const TextHeadSpec& spec) const override {
+    return std::make_unique<SpanSelectionHead>(spec);
+  }
+
+ private:
+  static std::string Linear(const AddFn& add, const std::string& n, int64_t out, int64_t in) {
+    add(n + ".weight", {out, in});
+    add(n + ".bias", {out});
+    return n;
+  }
+  std::string Norm(const AddFn& add, const std::string& n) const {
+    add(n + ".weight", {r_.hidden});
+    add(n + ".bias", {r_.hidden});
+    return n;
+  }
+  at::Tensor Ln(const WeightMap& w, const at::Tensor& x, const std::string& n) const {
+    return nn::LayerNorm(x, GetWeight(w, n + ".weight"), GetWeight(w, n + ".bias"), r_.eps);
+  }
+  at::Tensor Lin(const WeightMap& w, const at::Tensor& x, const std::string& n) const {
+    return nn::Linear(x, GetWeight(w, n + ".weight"), GetWeight(w, n + ".bias"));
+  }
+
+  // BertLayer (post-LN).
+  at::Tensor Layer(const WeightMap& w, const SplinterLayerW& l, const at::Tensor& x,
+                   const at::Tensor& blocked) const {
+    const int64_t n = x.size(0), s = x.size(1), nh = r_.heads, hd = r_.hidden / nh;
+    auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
+    const at::Tensor ctx =
+        nn::Attention(heads(Lin(w, x, l.q)), heads(Lin(w, x, l.k)), heads(Lin(w, x, l.v)), blocked,
+                      1.0 / std::sqrt(static_cast<double>(hd)));
+    const at::Tensor a =
+        Ln(w, Lin(w, ctx.transpose(1, 2).reshape({n, s, r_.hidden}), l.o) + x, l.o_norm);
+    return Ln(w, Lin(w, nn::Activate(Lin(w, a, l.inter), r_.act), l.out) + a, l.out_norm);
+  }
+
+  Recipe r_;
+  int64_t question_id_ = 104;
+  std::string word_, pos_, type_, emb_norm_;
+  std::vector<SplinterLayerW> layers_;
+};
+
+Status ParseSplinter(const ConfigReader& r, const json&, Recipe& c) {
+  TS_ASSIGN_OR_RETURN(int64_t question_id, r.Int("question_token_id", 104));
+  c.unpadded_batches = true;
+  c.stack = [question_id](const Recipe& rec) {
+    return std::make_unique<SplinterStack>(rec, question_id);
+  };
+  return OkStatus();
+}
+
+// The question token kept inside the tiny vocabulary (its last id, as the other token ids).
+void ScaleSplinter(const Recipe& real, json& t) {
+  MapTokenId(t, "question_token_id", std::min(real.vocab, TinyProfile::kVocab));
+}
+
+}  // namespace
+
+EncoderFamily Splinter() {
+  json example = BertExample();
+  example["model_type"] = "splinter";
+  example["vocab_size"] = 30522;
+  example["question_token_id"] = 104;
+  return {
+      .model_type = "splinter",
+      .structure = {.base = "splinter."},
+      .absolute_positions = true,
+      .parse = ParseSplinter,
+      .scale_extra = ScaleSplinter,
+      .classes = {.base = "SplinterModel", .qa = "SplinterForQuestionAnswering"},
+      .example = example,
+  };
+}
+
+TS_ZOO_ENCODER_FAMILY(Splinter);
+
+}  // namespace ts::zoo::internal::encoder
