@@ -12,7 +12,7 @@
 
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/nn.h"
-#include "workers/zoo/nn_conv_transpose.h"
+#include "workers/zoo/nn_convolutions.h"
 #include "workers/zoo/trunks/vision_conv.h"
 
 namespace ts::zoo::internal {
