@@ -6,6 +6,8 @@
 #include <limits>
 #include <numbers>
 
+#include "workers/zoo/nn_convolutions.h"
+
 namespace ts::zoo {
 namespace {
 
@@ -100,6 +102,24 @@ at::Tensor Conv3d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                   at::IntArrayRef stride) {
   if (!g_bf16_emulation || !g_bf16_ops.conv) return at::conv3d(x, w, b, stride);
   return EmuOut(at::conv3d(EmuIn(x), EmuIn(w), b, stride));
+}
+
+// Declared in nn_convolutions.h. A device runs a transposed convolution as the same
+// convolution op (transposed = true), so it is emulated as Conv2d is.
+at::Tensor ConvTranspose2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                           int64_t stride) {
+  if (!g_bf16_emulation || !g_bf16_ops.conv) return at::conv_transpose2d(x, w, b, {stride, stride});
+  return EmuOut(at::conv_transpose2d(EmuIn(x), EmuIn(w), b, {stride, stride}));
+}
+
+// Declared in nn_convolutions.h.
+at::Tensor DilatedConv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                         int64_t stride, int64_t padding, int64_t dilation, int64_t groups) {
+  if (!g_bf16_emulation || !g_bf16_ops.conv) {
+    return at::conv2d(x, w, b, {stride, stride}, {padding, padding}, {dilation, dilation}, groups);
+  }
+  return EmuOut(at::conv2d(EmuIn(x), EmuIn(w), b, {stride, stride}, {padding, padding},
+                           {dilation, dilation}, groups));
 }
 
 at::Tensor Conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t stride,

@@ -30,6 +30,12 @@ class ImageHead {
   // The training loss of Forward's `outputs` against the batch's labels.
   virtual at::Tensor Loss(const std::vector<at::Tensor>& outputs,
                           const TensorMap& labels) const = 0;
+  // The training loss from the trunk's features: Loss(Forward(w, f), labels), unless the head's
+  // loss reads what its outputs do not hold (DPTForSemanticSegmentation's auxiliary head).
+  virtual at::Tensor FeaturesLoss(const WeightMap& w, const VisionFeatures& f,
+                                  const TensorMap& labels) const {
+    return Loss(Forward(w, f), labels);
+  }
   // Draws the labels of a batch of `batch_size` from `gen` (after pixel_values).
   virtual void AddLabels(at::Generator& gen, int64_t batch_size, TensorMap& labels) const = 0;
   // Initializes `t` if the head has its own rule for weight `name` (its BatchNorm scales: 1);

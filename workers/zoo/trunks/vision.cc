@@ -41,7 +41,8 @@ std::vector<at::Tensor> VisionModel::Forward(const WeightMap& w, const TensorMap
 }
 
 at::Tensor VisionModel::Loss(const WeightMap& w, const Batch& batch) const {
-  return head_->Loss(Forward(w, batch.inputs), batch.labels);
+  return head_->FeaturesLoss(w, trunk_->Forward(w, GetInput(batch.inputs, "pixel_values")),
+                             batch.labels);
 }
 
 Batch VisionModel::MakeBatch(uint64_t seed, int64_t batch_size) const {

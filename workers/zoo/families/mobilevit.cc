@@ -1,0 +1,446 @@
+// mobilevit (modeling_mobilevit.py, configuration_mobilevit.py): MobileViTModel
+// (last_hidden_state: conv_1x1_exp over the last stage; pooler_output its spatial mean),
+// MobileViTForImageClassification (`classifier` on the pooler output) and
+// MobileViTForSemanticSegmentation (the model without conv_1x1_exp under `mobilevit.`, then
+// MobileViTDeepLabV3 over the last stage: ASPP of a 1x1 conv, three atrous 3x3 convs and the
+// pooling branch (global mean, 1x1 conv, bilinear resize back), `project`, `classifier`; cross
+// entropy on the logits resized to the labels, ignoring semantic_loss_ignore_index). The trunk
+// and the head live here (no other family uses them): conv_stem, two MobileNetV2 layers of
+// inverted residuals, three MobileViT blocks (a downsampling inverted residual, conv_kxk, a
+// bias-free conv_1x1, unfold into patch_size x patch_size patches, transformer layers (pre-LN
+// ViT layers), layernorm, fold, conv_projection, fusion over cat(residual, x)). Every
+// MobileViTConvLayer is conv (no bias) + eval BatchNorm (eps 1e-5) + act unless said otherwise.
+// output_stride 16 / 8 dilate the last one / two blocks as transformers does (stride 1, the
+// downsampling 3x3 conv's dilation halved).
+//
+// Refused, naming the field: neck_hidden_sizes without 7 entries, hidden_sizes without 3,
+// atrous_rates without 3, an output_stride other than 8, 16, 32; hidden sizes the heads do not
+// divide; for the segmentation class num_labels 1 (transformers' loss raises).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "workers/zoo/families_internal.h"
+#include "workers/zoo/heads/image_head.h"
+#include "workers/zoo/nn.h"
+#include "workers/zoo/nn_convolutions.h"
+#include "workers/zoo/scaling.h"
+#include "workers/zoo/trunks/vision_conv.h"
+#include "workers/zoo/vision_config.h"
+
+namespace ts::zoo::internal {
+namespace {
+
+using json = nlohmann::json;
+
+struct MobileVitConfig {
+  int64_t num_channels = 3, image_size = 256, patch_size = 2, heads = 4, kernel = 3;
+  int64_t output_stride = 32, aspp_out = 256, ignore_index = 255, num_labels = 2;
+  std::vector<int64_t> hidden_sizes, neck;  // 3 and 7 entries
+  std::vector<int64_t> atrous_rates;
+  double mlp_ratio = 2.0, expand_ratio = 4.0, eps = 1e-5;
+  bool qkv_bias = true;
+  VisionActivation act;
+};
+
+// make_divisible(value, 8).
+int64_t MobileVitDivisible(double value) {
+  int64_t v = std::max<int64_t>(8, static_cast<int64_t>(value + 4) / 8 * 8);
+  if (static_cast<double>(v) < 0.9 * value) v += 8;
+  return v;
+}
+
+StatusOr<MobileVitConfig> ParseMobileVit(const json& config) {
+  if (!config.is_object()) return InvalidArgumentError("config: expected object");
+  ConfigReader r(config);
+  MobileVitConfig c;
+  TS_ASSIGN_OR_RETURN(c.num_channels, PositiveInt(r, "num_channels", 3));
+  TS_ASSIGN_OR_RETURN(c.image_size, PositiveInt(r, "image_size", 256));
+  TS_ASSIGN_OR_RETURN(c.patch_size, PositiveInt(r, "patch_size", 2));
+  TS_ASSIGN_OR_RETURN(c.heads, PositiveInt(r, "num_attention_heads", 4));
+  TS_ASSIGN_OR_RETURN(c.kernel, PositiveInt(r, "conv_kernel_size", 3));
+  TS_ASSIGN_OR_RETURN(c.hidden_sizes, IntList(config, "hidden_sizes", {144, 192, 240}));
+  TS_RETURN_IF_ERROR(CheckLen("hidden_sizes", c.hidden_sizes, 3));
+  TS_RETURN_IF_ERROR(CheckAllPositive("hidden_sizes", c.hidden_sizes));
+  for (int64_t h : c.hidden_sizes) {
+    if (h % c.heads != 0)
+      return r.Error("num_attention_heads", "must divide every hidden size (" + std::to_string(h) +
+                                                " % " + std::to_string(c.heads) + " != 0)");
+  }
+  TS_ASSIGN_OR_RETURN(c.neck,
+                      IntList(config, "neck_hidden_sizes", {16, 32, 64, 96, 128, 160, 640}));
+  TS_RETURN_IF_ERROR(CheckLen("neck_hidden_sizes", c.neck, 7));
+  TS_RETURN_IF_ERROR(CheckAllPositive("neck_hidden_sizes", c.neck));
+  TS_ASSIGN_OR_RETURN(c.atrous_rates, IntList(config, "atrous_rates", {6, 12, 18}));
+  TS_RETURN_IF_ERROR(CheckLen("atrous_rates", c.atrous_rates, 3));
+  TS_RETURN_IF_ERROR(CheckAllPositive("atrous_rates", c.atrous_rates));
+  TS_ASSIGN_OR_RETURN(c.mlp_ratio, r.Double("mlp_ratio", 2.0));
+  TS_ASSIGN_OR_RETURN(c.expand_ratio, r.Double("expand_ratio", 4.0));
+  if (!(c.mlp_ratio > 0)) return r.Error("mlp_ratio", "must be positive");
+  if (!(c.expand_ratio > 0)) return r.Error("expand_ratio", "must be positive");
+  TS_ASSIGN_OR_RETURN(c.eps, r.Double("layer_norm_eps", 1e-5));
+  TS_ASSIGN_OR_RETURN(c.qkv_bias, r.Bool("qkv_bias", true));
+  TS_ASSIGN_OR_RETURN(c.act, ReadVisionActivation(r, "hidden_act", "silu"));
+  TS_ASSIGN_OR_RETURN(c.output_stride, r.Int("output_stride", 32));
+  if (c.output_stride != 8 && c.output_stride != 16 && c.output_stride != 32)
+    return r.Error("output_stride", "expected 8, 16 or 32");
+  TS_ASSIGN_OR_RETURN(c.aspp_out, PositiveInt(r, "aspp_out_channels", 256));
+  TS_ASSIGN_OR_RETURN(c.ignore_index, r.Int("semantic_loss_ignore_index", 255));
+  TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
+  return c;
+}
+
+// Widths / 4 (multiples of 8), hidden sizes / 8 rounded up to multiples of 8 heads' width with 2
+// heads, aspp 16 channels; the 64-pixel image, so that the last block's map is 2 x 2 (4 x 4 at
+// output_stride 16) and the unfold has whole patches.
+StatusOr<json> ScaleMobileVit(const json& config) {
+  TS_ASSIGN_OR_RETURN(MobileVitConfig c, ParseMobileVit(config));
+  json t = config;
+  std::vector<int64_t> neck, hidden;
+  for (int64_t n : c.neck) neck.push_back(std::max<int64_t>(8, (n / 4 + 7) / 8 * 8));
+  for (int64_t h : c.hidden_sizes) hidden.push_back(std::max<int64_t>(16, (h / 8 + 7) / 8 * 8));
+  t["neck_hidden_sizes"] = neck;
+  t["hidden_sizes"] = hidden;
+  t["num_attention_heads"] = 2;
+  t["aspp_out_channels"] = 16;
+  t["image_size"] = 2 * TinyProfile::kImageSize;
+  ScaleLabels(t, c.num_labels);
+  SetTinyRunProfile(t, 1);
+  TS_RETURN_IF_ERROR(ParseMobileVit(t).status());
+  return t;
+}
+
+class MobileVitTrunk : public VisionTrunk {
+ public:
+  // `expand`: MobileViTModel's conv_1x1_exp (false under the segmentation head).
+  MobileVitTrunk(MobileVitConfig c, std::string prefix, bool expand)
+      : VisionTrunk(c.num_channels, c.image_size),
+        c_(std::move(c)),
+        p_(std::move(prefix)),
+        expand_(expand) {
+    ConvLayer(p_ + "conv_stem.", channels(), c_.neck[0], 3, 2);
+    const std::string e = p_ + "encoder.layer.";
+    Inverted(e + "0.layer.0.", c_.neck[0], c_.neck[1], 1, 1);
+    for (int i = 0; i < 3; ++i)
+      Inverted(e + "1.layer." + std::to_string(i) + ".", i == 0 ? c_.neck[1] : c_.neck[2],
+               c_.neck[2], i == 0 ? 2 : 1, 1);
+    const int layers[3] = {2, 4, 3};
+    int64_t dilation = 1;
+    for (int b = 0; b < 3; ++b) {
+      if ((b == 1 && c_.output_stride == 8) || (b == 2 && c_.output_stride <= 16)) dilation *= 2;
+      Block(e + std::to_string(b + 2) + ".", c_.neck[b + 2], c_.neck[b + 3], c_.hidden_sizes[b],
+            layers[b], dilation);
+    }
+    if (expand_) ConvLayer(p_ + "conv_1x1_exp.", c_.neck[5], c_.neck[6], 1);
+    int64_t side = (image_size() + 2 - 3) / 2 + 1;  // conv_stem
+    side = (side - 1) / 2 + 1;                      // layer 2
+    for (const BlockSpec& b : blocks_) {
+      if (b.down.depthwise.stride == 2) side = (side - 1) / 2 + 1;
+    }
+    side_ = side;
+  }
+
+  VisionFeatures Forward(const WeightMap& w, const at::Tensor& pixel_values) const override {
+    at::Tensor x = RunConv(w, convs_.at(p_ + "conv_stem."), pixel_values);
+    for (const Inv& l : mobilenet_) x = RunInverted(w, l, x);
+    for (const BlockSpec& b : blocks_) x = RunBlock(w, b, x);
+    if (!expand_) return {x, at::Tensor(), {x}};
+    x = RunConv(w, convs_.at(p_ + "conv_1x1_exp."), x);
+    return {x, x.mean({-2, -1})};
+  }
+
+  std::vector<int64_t> LastHiddenShape() const override {
+    return {expand_ ? c_.neck[6] : c_.neck[5], side_, side_};
+  }
+  int64_t PooledWidth() const override { return c_.neck[6]; }
+
+ private:
+  // MobileViTConvLayer.
+  struct Conv {
+    std::string p;
+    int64_t k = 1, stride = 1, dilation = 1, groups = 1;
+    bool norm = true, act = true;
+  };
+  struct Inv {
+    Conv expand, depthwise, reduce;
+    bool residual = false;
+  };
+  struct BlockSpec {
+    std::string p;
+    Inv down;
+    int layers = 0;
+    int64_t hidden = 0;
+  };
+
+  const Conv& ConvLayer(const std::string& p, int64_t in, int64_t out, int64_t k,
+                        int64_t stride = 1, int64_t groups = 1, int64_t dilation = 1,
+                        bool norm = true, bool act = true) {
+    Add(p + "convolution.weight", {out, in / groups, k, k});
+    if (norm) AddBn(p + "normalization.", out);
+    Conv c{p, k, stride, dilation, groups, norm, act};
+    return convs_[p] = c;
+  }
+
+  Inv MakeInverted(const std::string& p, int64_t in, int64_t out, int64_t stride,
+                   int64_t dilation) {
+    const int64_t mid = MobileVitDivisible(std::round(static_cast<double>(in) * c_.expand_ratio));
+    Inv l;
+    l.expand = ConvLayer(p + "expand_1x1.", in, mid, 1);
+    l.depthwise = ConvLayer(p + "conv_3x3.", mid, mid, 3, stride, mid, dilation);
+    l.reduce = ConvLayer(p + "reduce_1x1.", mid, out, 1, 1, 1, 1, true, false);
+    l.residual = stride == 1 && in == out;
+    return l;
+  }
+
+  void Inverted(const std::string& p, int64_t in, int64_t out, int64_t stride, int64_t dilation) {
+    mobilenet_.push_back(MakeInverted(p, in, out, stride, dilation));
+  }
+
+  void Block(const std::string& p, int64_t in, int64_t out, int64_t hidden, int layers,
+             int64_t dilation) {
+    BlockSpec b;
+    b.p = p;
+    b.down = MakeInverted(p + "downsampling_layer.", in, out, dilation == 1 ? 2 : 1,
+                          dilation > 1 ? dilation / 2 : 1);
+    b.layers = layers;
+    b.hidden = hidden;
+    ConvLayer(p + "conv_kxk.", out, out, c_.kernel);
+    ConvLayer(p + "conv_1x1.", out, hidden, 1, 1, 1, 1, false, false);
+    const auto inter = static_cast<int64_t>(static_cast<double>(hidden) * c_.mlp_ratio);
+    for (int j = 0; j < layers; ++j) {
+      const std::string l = p + "transformer.layer." + std::to_string(j) + ".";
+      for (const char* m : {"query", "key", "value"}) {
+        Add(l + "attention.attention." + m + ".weight", {hidden, hidden});
+        if (c_.qkv_bias) Add(l + "attention.attention." + m + ".bias", {hidden});
+      }
+      Add(l + "attention.output.dense.weight", {hidden, hidden});
+      Add(l + "attention.output.dense.bias", {hidden});
+      Add(l + "intermediate.dense.weight", {inter, hidden});
+      Add(l + "intermediate.dense.bias", {inter});
+      Add(l + "output.dense.weight", {hidden, inter});
+      Add(l + "output.dense.bias", {hidden});
+      for (const char* n : {"layernorm_before.", "layernorm_after."}) {
+        Add(l + n + "weight", {hidden});
+        Add(l + n + "bias", {hidden});
+      }
+    }
+    Add(p + "layernorm.weight", {hidden});
+    Add(p + "layernorm.bias", {hidden});
+    ConvLayer(p + "conv_projection.", hidden, out, 1);
+    ConvLayer(p + "fusion.", 2 * out, out, c_.kernel);
+    blocks_.push_back(std::move(b));
+  }
+
+  at::Tensor RunConv(const WeightMap& w, const Conv& c, const at::Tensor& x) const {
+    const int64_t pad = (c.k - 1) / 2 * c.dilation;
+    at::Tensor y = nn::DilatedConv2d(x, GetWeight(w, c.p + "convolution.weight"), at::Tensor(),
+                                     c.stride, pad, c.dilation, c.groups);
+    if (c.norm) y = BatchNorm2d(w, c.p + "normalization.", y, 1e-5);
+    return c.act ? Activate(y, c_.act) : y;
+  }
+
+  at::Tensor RunInverted(const WeightMap& w, const Inv& l, const at::Tensor& in) const {
+    at::Tensor x = RunConv(w, l.reduce, RunConv(w, l.depthwise, RunConv(w, l.expand, in)));
+    return l.residual ? in + x : x;
+  }
+
+  // MobileViTTransformerLayer over patches [B * area, N, hidden].
+  at::Tensor RunLayer(const WeightMap& w, const std::string& l, const at::Tensor& in,
+                      int64_t hid) const {
+    const int64_t b = in.size(0), s = in.size(1), nh = c_.heads, hd = hid / nh;
+    auto lin = [&](const std::string& m, const at::Tensor& y) {
+      return nn::Linear(y, GetWeight(w, l + m + ".weight"),
+                        w.count(l + m + ".bias") ? GetWeight(w, l + m + ".bias") : at::Tensor());
+    };
+    auto ln = [&](const std::string& m, const at::Tensor& y) {
+      return nn::LayerNorm(y, GetWeight(w, l + m + ".weight"), GetWeight(w, l + m + ".bias"),
+                           c_.eps);
+    };
+    auto heads = [&](const at::Tensor& t) { return t.view({b, s, nh, hd}).transpose(1, 2); };
+    at::Tensor y = ln("layernorm_before", in);
+    at::Tensor q = heads(lin("attention.attention.query", y));
+    at::Tensor k = heads(lin("attention.attention.key", y));
+    at::Tensor v = heads(lin("attention.attention.value", y));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    at::Tensor ctx =
+        nn::Attention(q, k, v, at::Tensor(), scale).transpose(1, 2).reshape({b, s, hid});
+    at::Tensor x = lin("attention.output.dense", ctx) + in;
+    y = Activate(lin("intermediate.dense", ln("layernorm_after", x)), c_.act);
+    return lin("output.dense", y) + x;
+  }
+
+  // MobileViTLayer: unfolding, the transformer, folding (transformers' reshapes in order).
+  at::Tensor RunBlock(const WeightMap& w, const BlockSpec& blk, const at::Tensor& in) const {
+    at::Tensor x = RunInverted(w, blk.down, in);
+    const at::Tensor residual = x;
+    x = RunConv(w, convs_.at(blk.p + "conv_kxk."), x);
+    x = RunConv(w, convs_.at(blk.p + "conv_1x1."), x);
+    const int64_t p = c_.patch_size, area = p * p, b = x.size(0), ch = x.size(1);
+    const int64_t h0 = x.size(2), w0 = x.size(3);
+    const int64_t h = (h0 + p - 1) / p * p, wd = (w0 + p - 1) / p * p;
+    const bool resize = h != h0 || wd != w0;
+    if (resize) x = at::upsample_bilinear2d(x, {h, wd}, /*align_corners=*/false);
+    const int64_t nph = h / p, npw = wd / p, n = nph * npw;
+    at::Tensor t = x.reshape({b * ch * nph, p, npw, p}).transpose(1, 2);
+    t = t.reshape({b, ch, n, area}).transpose(1, 3).reshape({b * area, n, -1});
+    for (int j = 0; j < blk.layers; ++j)
+      t = RunLayer(w, blk.p + "transformer.layer." + std::to_string(j) + ".", t, blk.hidden);
+    t = nn::LayerNorm(t, GetWeight(w, blk.p + "layernorm.weight"),
+                      GetWeight(w, blk.p + "layernorm.bias"), c_.eps);
+    x = t.contiguous().view({b, area, n, -1}).transpose(1, 3);
+    x = x.reshape({b * ch * nph, npw, p, p}).transpose(1, 2).reshape({b, ch, nph * p, npw * p});
+    if (resize) x = at::upsample_bilinear2d(x, {h0, w0}, /*align_corners=*/false);
+    x = RunConv(w, convs_.at(blk.p + "conv_projection."), x);
+    return RunConv(w, convs_.at(blk.p + "fusion."), at::cat({residual, x}, 1));
+  }
+
+  MobileVitConfig c_;
+  std::string p_;
+  bool expand_;
+  std::map<std::string, Conv> convs_;
+  std::vector<Inv> mobilenet_;
+  std::vector<BlockSpec> blocks_;
+  int64_t side_ = 1;
+};
+
+// MobileViTDeepLabV3 over the last stage's map (VisionFeatures::stages[0]).
+class MobileVitDeepLab : public ImageHead {
+ public:
+  MobileVitDeepLab(const MobileVitConfig& c, int64_t in) : c_(c) {
+    const int64_t o = c_.aspp_out;
+    const std::string a = "segmentation_head.aspp.";
+    ConvBn(a + "convs.0.", in, o, 1);
+    for (int i = 0; i < 3; ++i) ConvBn(a + "convs." + std::to_string(i + 1) + ".", in, o, 3);
+    ConvBn(a + "convs.4.conv_1x1.", in, o, 1);
+    ConvBn(a + "project.", 5 * o, o, 1);
+    Add("segmentation_head.classifier.convolution.weight", {c_.num_labels, o, 1, 1});
+    Add("segmentation_head.classifier.convolution.bias", {c_.num_labels});
+  }
+
+  std::vector<std::string> OutputNames() const override { return {"logits"}; }
+
+  bool InitWeight(const std::string& name, at::Tensor& t, at::Generator& /*gen*/) const override {
+    if (!bn_weights_.count(name)) return false;
+    t.fill_(1.0);
+    return true;
+  }
+
+  std::vector<at::Tensor> Forward(const WeightMap& w, const VisionFeatures& f) const override {
+    const at::Tensor& x = f.stages.back();
+    const std::string a = "segmentation_head.aspp.";
+    std::vector<at::Tensor> pyramid = {Relu(w, a + "convs.0.", x, 1)};
+    for (int i = 0; i < 3; ++i)
+      pyramid.push_back(Relu(w, a + "convs." + std::to_string(i + 1) + ".", x, c_.atrous_rates[i]));
+    at::Tensor pooled = Relu(w, a + "convs.4.conv_1x1.", at::adaptive_avg_pool2d(x, {1, 1}), 1);
+    pyramid.push_back(at::upsample_bilinear2d(pooled, {x.size(2), x.size(3)}, false));
+    at::Tensor y = Relu(w, a + "project.", at::cat(pyramid, 1), 1);
+    return {nn::Conv2d(y, GetWeight(w, "segmentation_head.classifier.convolution.weight"),
+                       GetWeight(w, "segmentation_head.classifier.convolution.bias"), 1)};
+  }
+
+  at::Tensor Loss(const std::vector<at::Tensor>& out, const TensorMap& labels) const override {
+    const at::Tensor& y = GetInput(labels, "labels");
+    at::Tensor up = at::upsample_bilinear2d(out[0], {y.size(1), y.size(2)}, false);
+    return at::cross_entropy_loss(up, y, /*weight=*/{}, at::Reduction::Mean, c_.ignore_index);
+  }
+
+  void AddLabels(at::Generator& gen, int64_t batch_size, TensorMap& labels) const override {
+    at::Tensor y = at::randint(0, c_.num_labels, {batch_size, c_.image_size, c_.image_size}, gen,
+                               at::TensorOptions().dtype(at::kLong));
+    y[0][0].fill_(c_.ignore_index);
+    labels["labels"] = y;
+  }
+
+ private:
+  void ConvBn(const std::string& p, int64_t in, int64_t out, int64_t k) {
+    Add(p + "convolution.weight", {out, in, k, k});
+    bn_weights_.insert(p + "normalization.weight");
+    for (const char* s : {"weight", "bias", "running_mean", "running_var"})
+      Add(p + "normalization." + s, {out});
+  }
+
+  // A MobileViTConvLayer with relu: (k - 1) / 2 * dilation padding.
+  at::Tensor Relu(const WeightMap& w, const std::string& p, const at::Tensor& x,
+                  int64_t dilation) const {
+    const at::Tensor& weight = GetWeight(w, p + "convolution.weight");
+    const int64_t pad = (weight.size(2) - 1) / 2 * dilation;
+    at::Tensor y = nn::DilatedConv2d(x, weight, at::Tensor(), 1, pad, dilation);
+    return at::relu(BatchNorm2d(w, p + "normalization.", y, 1e-5));
+  }
+
+  MobileVitConfig c_;
+  std::set<std::string> bn_weights_;
+};
+
+enum class MobileVitHead { kModel, kClassification, kSegmentation };
+
+decltype(ArchEntry::build) BuildMobileVit(MobileVitHead head) {
+  return [head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
+    TS_ASSIGN_OR_RETURN(MobileVitConfig c, ParseMobileVit(spec.tiny_config));
+    const bool base = head == MobileVitHead::kModel;
+    const bool seg = head == MobileVitHead::kSegmentation;
+    if (seg && c.num_labels < 2)
+      return InvalidArgumentError("num_labels: the segmentation loss needs at least 2 labels");
+    auto trunk = std::make_unique<MobileVitTrunk>(c, base ? "" : "mobilevit.", !seg);
+    std::unique_ptr<ImageHead> h;
+    if (seg) {
+      h = std::make_unique<MobileVitDeepLab>(c, c.neck[5]);
+    } else {
+      h = PooledImageHead(base, *trunk, c.num_labels);
+    }
+    return MakeVisionModel(std::move(spec), std::move(trunk), std::move(h));
+  };
+}
+
+std::vector<ArchEntry> MobileVitArchs() {
+  // apple/mobilevit-small.
+  const json example = {{"model_type", "mobilevit"},
+                        {"num_channels", 3},
+                        {"image_size", 256},
+                        {"patch_size", 2},
+                        {"hidden_sizes", {144, 192, 240}},
+                        {"neck_hidden_sizes", {16, 32, 64, 96, 128, 160, 640}},
+                        {"num_attention_heads", 4},
+                        {"mlp_ratio", 2.0},
+                        {"expand_ratio", 4.0},
+                        {"hidden_act", "silu"},
+                        {"conv_kernel_size", 3},
+                        {"output_stride", 32},
+                        {"hidden_dropout_prob", 0.1},
+                        {"attention_probs_dropout_prob", 0.0},
+                        {"classifier_dropout_prob", 0.1},
+                        {"initializer_range", 0.02},
+                        {"layer_norm_eps", 1e-5},
+                        {"qkv_bias", true},
+                        {"num_labels", 1000}};
+  json base = example;
+  base.erase("num_labels");
+  // apple/deeplabv3-mobilevit-small (PASCAL VOC's 21 labels, output stride 16, 512 pixels).
+  json seg = example;
+  seg["num_labels"] = 21;
+  seg["output_stride"] = 16;
+  seg["image_size"] = 512;
+  seg["aspp_out_channels"] = 256;
+  seg["atrous_rates"] = {6, 12, 18};
+  seg["aspp_dropout_prob"] = 0.1;
+  seg["semantic_loss_ignore_index"] = 255;
+  return {{{"MobileViTModel", "mobilevit", "image-feature-extraction"},
+           WithArchitecture(base, "MobileViTModel"),
+           ScaleMobileVit,
+           BuildMobileVit(MobileVitHead::kModel)},
+          {{"MobileViTForImageClassification", "mobilevit", "image-classification"},
+           WithArchitecture(example, "MobileViTForImageClassification"),
+           ScaleMobileVit,
+           BuildMobileVit(MobileVitHead::kClassification)},
+          {{"MobileViTForSemanticSegmentation", "mobilevit", "image-segmentation"},
+           WithArchitecture(seg, "MobileViTForSemanticSegmentation"),
+           ScaleMobileVit,
+           BuildMobileVit(MobileVitHead::kSegmentation)}};
+}
+
+}  // namespace
+
+TS_ZOO_REGISTER_FAMILY(MobileVit, MobileVitArchs);
+
+}  // namespace ts::zoo::internal

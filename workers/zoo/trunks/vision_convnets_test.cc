@@ -1,0 +1,268 @@
+// Convolutional vision families against references written in double from transformers'
+// sources (not from the zoo's trunks): BiT (modeling_bit.py: WeightStandardizedConv2d,
+// DynamicPad2d, BitGroupNormActivation, BitMaxPool2d, the preactivation and bottleneck layers);
+// MobileViT (modeling_mobilevit.py: MobileViTConvLayer, MobileViTInvertedResidual,
+// MobileViTLayer's unfolding / folding, MobileViTDeepLabV3).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "workers/zoo/family_test_util.h"
+#include "workers/zoo/model.h"
+#include "workers/zoo/state_dict.h"
+#include "workers/zoo/trunks/vision_formula_test_util.h"
+
+namespace ts::zoo {
+namespace {
+
+using json = nlohmann::json;
+using testing::Ran;
+using testing::RunClass;
+
+// DynamicPad2d(k, stride, dilation 1).
+at::Tensor RefDynamicPad(const at::Tensor& x, int64_t k, int64_t s) {
+  auto pad = [&](int64_t n) { return std::max<int64_t>(((n + s - 1) / s - 1) * s + k - n, 0); };
+  const int64_t ph = pad(x.size(2)), pw = pad(x.size(3));
+  return at::constant_pad_nd(x, {pw / 2, pw - pw / 2, ph / 2, ph - ph / 2}, 0);
+}
+
+// WeightStandardizedConv2d (eps 1e-8, bias-free) with get_padding_value's padding rule.
+at::Tensor RefWsConv(const WeightMap& w, const std::string& name, const at::Tensor& x,
+                     int64_t stride, bool same) {
+  const at::Tensor& weight = w.at(name);
+  const int64_t k = weight.size(2);
+  at::Tensor std_w = at::batch_norm(weight.reshape({1, weight.size(0), -1}), {}, {}, {}, {},
+                                    /*training=*/true, 0.0, 1e-8, false)
+                         .reshape_as(weight);
+  int64_t pad = ((stride - 1) + (k - 1)) / 2;
+  at::Tensor in = x;
+  if (same) {
+    if (stride == 1 && (k - 1) % 2 == 0) {
+      pad = (k - 1) / 2;
+    } else {
+      pad = 0;
+      in = RefDynamicPad(x, k, stride);
+    }
+  }
+  return at::conv2d(in, std_w, {}, stride, pad);
+}
+
+// BitGroupNormActivation (relu).
+at::Tensor RefGn(const WeightMap& w, const std::string& p, const at::Tensor& x, int64_t groups,
+                 bool act = true) {
+  at::Tensor y = at::group_norm(x, groups, w.at(p + "weight"), w.at(p + "bias"), 1e-5);
+  return act ? at::relu(y) : y;
+}
+
+// BitModel's encoder output (before `norm`) for the tiny config `c`.
+at::Tensor RefBitEncoder(const WeightMap& w, const std::string& p, const json& c,
+                         const at::Tensor& px) {
+  const bool preact = c.value("layer_type", "preactivation") == "preactivation";
+  const bool same = c.contains("global_padding") && c["global_padding"].is_string();
+  const int64_t g = c.at("num_groups");
+  at::Tensor x = RefWsConv(w, p + "embedder.convolution.weight", px, 2, same);
+  if (!same) x = at::constant_pad_nd(x, {1, 1, 1, 1}, 0);
+  if (!preact) x = RefGn(w, p + "embedder.norm.", x, g);
+  if (c.value("embedding_dynamic_padding", false)) x = RefDynamicPad(x, 3, 2);
+  x = at::max_pool2d(x, {3, 3}, {2, 2});
+  const auto depths = c.at("depths").get<std::vector<int64_t>>();
+  for (size_t s = 0; s < depths.size(); ++s) {
+    for (int64_t l = 0; l < depths[s]; ++l) {
+      const std::string lp =
+          p + "encoder.stages." + std::to_string(s) + ".layers." + std::to_string(l) + ".";
+      const int64_t stride = (l == 0 && s > 0) ? 2 : 1;
+      if (preact) {  // BitPreActivationBottleneckLayer
+        at::Tensor pre = RefGn(w, lp + "norm1.", x, g);
+        at::Tensor shortcut =
+            l == 0 ? RefWsConv(w, lp + "downsample.conv.weight", pre, stride, same) : x;
+        at::Tensor h = RefWsConv(w, lp + "conv1.weight", pre, 1, same);
+        h = RefWsConv(w, lp + "conv2.weight", RefGn(w, lp + "norm2.", h, g), stride, same);
+        h = RefWsConv(w, lp + "conv3.weight", RefGn(w, lp + "norm3.", h, g), 1, same);
+        x = h + shortcut;
+      } else {  // BitBottleneckLayer
+        at::Tensor shortcut = x;
+        if (l == 0) {
+          shortcut = RefGn(w, lp + "downsample.norm.",
+                           RefWsConv(w, lp + "downsample.conv.weight", x, stride, same), g, false);
+        }
+        at::Tensor h = RefGn(w, lp + "norm1.", RefWsConv(w, lp + "conv1.weight", x, 1, same), g);
+        h = RefGn(w, lp + "norm2.", RefWsConv(w, lp + "conv2.weight", h, stride, same), g);
+        h = RefGn(w, lp + "norm3.", RefWsConv(w, lp + "conv3.weight", h, 1, same), g, false);
+        x = at::relu(h + shortcut);
+      }
+    }
+  }
+  return x;
+}
+
+TEST(BitTest, PreactivationModelAndClassifierAsTransformers) {
+  Ran base = RunClass("BitModel");
+  ASSERT_TRUE(base.m);
+  const json& c = base.m->spec().tiny_config;
+  EXPECT_EQ(c.at("depths"), json({2, 2, 2, 2}));
+  at::Tensor last =
+      RefGn(base.w, "norm.", RefBitEncoder(base.w, "", c, base.pixels), c.at("num_groups"));
+  EXPECT_LT(testing::MaxAbs(base.out[0], last), 1e-10);
+  EXPECT_LT(testing::MaxAbs(base.out[1], at::adaptive_avg_pool2d(last, {1, 1})), 1e-10);
+
+  Ran r = RunClass("BitForImageClassification");
+  ASSERT_TRUE(r.m);
+  at::Tensor feats =
+      RefGn(r.w, "bit.norm.", RefBitEncoder(r.w, "bit.", c, r.pixels), c.at("num_groups"));
+  at::Tensor logits =
+      testing::Lin(r.w, "classifier.1", at::adaptive_avg_pool2d(feats, {1, 1}).flatten(1));
+  EXPECT_LT(testing::MaxAbs(r.out[0], logits), 1e-10);
+  testing::ExpectConfigError("BitModel", "global_padding", "valid", "global_padding");
+  testing::ExpectConfigError("BitModel", "output_stride", 16, "output_stride");
+  testing::ExpectConfigError("BitModel", "num_groups", 24, "num_groups");
+  testing::ExpectConfigError("BitModel", "layer_type", "basic", "layer_type");
+}
+
+TEST(BitTest, BottleneckBackboneWithSamePaddingAsTransformers) {
+  Ran r = RunClass("BitBackbone");
+  ASSERT_TRUE(r.m);
+  const json& c = r.m->spec().tiny_config;
+  EXPECT_EQ(c.at("layer_type"), "bottleneck");
+  at::Tensor map = RefBitEncoder(r.w, "bit.", c, r.pixels);
+  EXPECT_LT(testing::MaxAbs(r.out[0], map), 1e-10);
+  EXPECT_GT(map.size(2), 0);
+  // Built and never read: BitModel's norm only exists for preactivation layers.
+  json pre = *ExampleConfig("BitBackbone");
+  pre["layer_type"] = "preactivation";
+  auto m = testing::Build("BitBackbone", pre);
+  ASSERT_TRUE(m);
+  bool norm = false;
+  for (const auto& e : StateDictShapes(*m)) norm = norm || e.name == "bit.norm.weight";
+  EXPECT_TRUE(norm);
+  EXPECT_FALSE(testing::HasWeight(*m, "bit.norm.weight"));
+}
+
+// MobileViTConvLayer at `p`: conv (dilated, grouped, no bias), BatchNorm, silu / relu / none.
+at::Tensor RefMvConv(const WeightMap& w, const std::string& p, const at::Tensor& x, int64_t stride,
+                     int64_t groups, int64_t dilation, const char* act) {
+  const at::Tensor& k = w.at(p + "convolution.weight");
+  const int64_t pad = (k.size(2) - 1) / 2 * dilation;
+  at::Tensor y = at::conv2d(x, k, {}, stride, pad, dilation, groups);
+  if (w.count(p + "normalization.weight")) {
+    const std::string n = p + "normalization.";
+    y = at::batch_norm(y, w.at(n + "weight"), w.at(n + "bias"), w.at(n + "running_mean"),
+                       w.at(n + "running_var"), false, 0.1, 1e-5, false);
+  }
+  if (std::string(act) == "silu") return at::silu(y);
+  if (std::string(act) == "relu") return at::relu(y);
+  return y;
+}
+
+at::Tensor RefMvInverted(const WeightMap& w, const std::string& p, const at::Tensor& x,
+                         int64_t stride, int64_t dilation) {
+  at::Tensor h = RefMvConv(w, p + "expand_1x1.", x, 1, 1, 1, "silu");
+  h = RefMvConv(w, p + "conv_3x3.", h, stride, h.size(1), dilation, "silu");
+  h = RefMvConv(w, p + "reduce_1x1.", h, 1, 1, 1, "none");
+  return stride == 1 && h.sizes().equals(x.sizes()) ? x + h : h;
+}
+
+// MobileViTLayer at `p` with `layers` transformer layers (heads, patch size from `c`).
+at::Tensor RefMvBlock(const WeightMap& w, const std::string& p, const json& c, const at::Tensor& in,
+                      int layers, int64_t dilation) {
+  at::Tensor x = RefMvInverted(w, p + "downsampling_layer.", in, dilation == 1 ? 2 : 1,
+                               dilation > 1 ? dilation / 2 : 1);
+  at::Tensor residual = x;
+  x = RefMvConv(w, p + "conv_kxk.", x, 1, 1, 1, "silu");
+  x = RefMvConv(w, p + "conv_1x1.", x, 1, 1, 1, "none");
+  const int64_t ps = c.at("patch_size"), area = ps * ps, b = x.size(0), ch = x.size(1);
+  const int64_t nph = x.size(2) / ps, npw = x.size(3) / ps, n = nph * npw;
+  at::Tensor t = x.reshape({b * ch * nph, ps, npw, ps}).transpose(1, 2);
+  t = t.reshape({b, ch, n, area}).transpose(1, 3).reshape({b * area, n, -1});
+  const int64_t heads = c.at("num_attention_heads"), d = ch / heads;
+  for (int j = 0; j < layers; ++j) {
+    const std::string l = p + "transformer.layer." + std::to_string(j) + ".";
+    at::Tensor y = testing::Ln(w, l + "layernorm_before", t, 1e-5);
+    auto split = [&](const at::Tensor& z) {
+      return z.view({z.size(0), n, heads, d}).permute({0, 2, 1, 3});
+    };
+    at::Tensor q = split(testing::Lin(w, l + "attention.attention.query", y));
+    at::Tensor k = split(testing::Lin(w, l + "attention.attention.key", y));
+    at::Tensor v = split(testing::Lin(w, l + "attention.attention.value", y));
+    at::Tensor probs = at::softmax(at::matmul(q, k.transpose(-1, -2)) / std::sqrt(1.0 * d), -1);
+    at::Tensor ctx = at::matmul(probs, v).permute({0, 2, 1, 3}).reshape({t.size(0), n, ch});
+    t = testing::Lin(w, l + "attention.output.dense", ctx) + t;
+    y = at::silu(
+        testing::Lin(w, l + "intermediate.dense", testing::Ln(w, l + "layernorm_after", t, 1e-5)));
+    t = testing::Lin(w, l + "output.dense", y) + t;
+  }
+  t = testing::Ln(w, p + "layernorm", t, 1e-5);
+  x = t.contiguous().view({b, area, n, -1}).transpose(1, 3);
+  x = x.reshape({b * ch * nph, npw, ps, ps}).transpose(1, 2).reshape({b, ch, nph * ps, npw * ps});
+  x = RefMvConv(w, p + "conv_projection.", x, 1, 1, 1, "silu");
+  return RefMvConv(w, p + "fusion.", at::cat({residual, x}, 1), 1, 1, 1, "silu");
+}
+
+// MobileViTModel's encoder output (before conv_1x1_exp).
+at::Tensor RefMvEncoder(const WeightMap& w, const std::string& p, const json& c,
+                        const at::Tensor& px) {
+  const int64_t os = c.at("output_stride");
+  at::Tensor x = RefMvConv(w, p + "conv_stem.", px, 2, 1, 1, "silu");
+  x = RefMvInverted(w, p + "encoder.layer.0.layer.0.", x, 1, 1);
+  for (int i = 0; i < 3; ++i)
+    x = RefMvInverted(w, p + "encoder.layer.1.layer." + std::to_string(i) + ".", x, i == 0 ? 2 : 1,
+                      1);
+  x = RefMvBlock(w, p + "encoder.layer.2.", c, x, 2, 1);
+  const int64_t d4 = os == 8 ? 2 : 1, d5 = d4 * (os <= 16 ? 2 : 1);
+  x = RefMvBlock(w, p + "encoder.layer.3.", c, x, 4, d4);
+  return RefMvBlock(w, p + "encoder.layer.4.", c, x, 3, d5);
+}
+
+TEST(MobileVitTest, ModelAndClassifierAsTransformers) {
+  Ran base = RunClass("MobileViTModel");
+  ASSERT_TRUE(base.m);
+  const json& c = base.m->spec().tiny_config;
+  at::Tensor last =
+      RefMvConv(base.w, "conv_1x1_exp.", RefMvEncoder(base.w, "", c, base.pixels), 1, 1, 1, "silu");
+  EXPECT_EQ(last.size(2), 2);
+  EXPECT_LT(testing::MaxAbs(base.out[0], last), 1e-10);
+  EXPECT_LT(testing::MaxAbs(base.out[1], last.mean({-2, -1})), 1e-10);
+  Ran r = RunClass("MobileViTForImageClassification");
+  ASSERT_TRUE(r.m);
+  at::Tensor feats = RefMvConv(r.w, "mobilevit.conv_1x1_exp.",
+                               RefMvEncoder(r.w, "mobilevit.", c, r.pixels), 1, 1, 1, "silu");
+  EXPECT_LT(testing::MaxAbs(r.out[0], testing::Lin(r.w, "classifier", feats.mean({-2, -1}))),
+            1e-10);
+  testing::ExpectConfigError("MobileViTModel", "output_stride", 4, "output_stride");
+  testing::ExpectConfigError("MobileViTModel", "neck_hidden_sizes", json({16, 32}),
+                             "neck_hidden_sizes");
+}
+
+TEST(MobileVitTest, DeepLabV3SegmentationWithDilatedLastBlockAsTransformers) {
+  Ran r = RunClass("MobileViTForSemanticSegmentation");
+  ASSERT_TRUE(r.m);
+  const json& c = r.m->spec().tiny_config;
+  EXPECT_EQ(c.at("output_stride"), 16);
+  at::Tensor x = RefMvEncoder(r.w, "mobilevit.", c, r.pixels);
+  EXPECT_EQ(x.size(2), 4);
+  const std::string a = "segmentation_head.aspp.";
+  std::vector<at::Tensor> pyramid = {RefMvConv(r.w, a + "convs.0.", x, 1, 1, 1, "relu")};
+  const auto rates = c.at("atrous_rates").get<std::vector<int64_t>>();
+  for (int i = 0; i < 3; ++i)
+    pyramid.push_back(
+        RefMvConv(r.w, a + "convs." + std::to_string(i + 1) + ".", x, 1, 1, rates[i], "relu"));
+  at::Tensor pooled =
+      RefMvConv(r.w, a + "convs.4.conv_1x1.", at::adaptive_avg_pool2d(x, {1, 1}), 1, 1, 1, "relu");
+  pyramid.push_back(at::upsample_bilinear2d(pooled, {x.size(2), x.size(3)}, false));
+  at::Tensor y = RefMvConv(r.w, a + "project.", at::cat(pyramid, 1), 1, 1, 1, "relu");
+  at::Tensor logits = at::conv2d(y, r.w.at("segmentation_head.classifier.convolution.weight"),
+                                 r.w.at("segmentation_head.classifier.convolution.bias"));
+  EXPECT_LT(testing::MaxAbs(r.out[0], logits), 1e-10);
+  auto batch = r.m->MakeBatch(4, 2);
+  const at::Tensor& labels = batch.labels.at("labels");
+  at::Tensor up = at::upsample_bilinear2d(logits, {labels.size(1), labels.size(2)}, false);
+  at::Tensor loss = at::cross_entropy_loss(up, labels, {}, at::Reduction::Mean, 255);
+  for (auto& [k, v] : batch.inputs) v = v.to(at::kDouble);
+  EXPECT_NEAR(r.m->Loss(r.w, batch).item<double>(), loss.item<double>(), 1e-10);
+  testing::ExpectConfigError("MobileViTForSemanticSegmentation", "num_labels", 1, "num_labels");
+}
+
+}  // namespace
+}  // namespace ts::zoo
