@@ -322,6 +322,8 @@ const std::set<std::string> kNotYetInTable = {
     "VideoMAEForPreTraining",
     "VideoMAEForVideoClassification",
     "VideoMAEModel",
+    "VipLlavaForConditionalGeneration",
+    "VipLlavaModel",
     "VivitForVideoClassification",
     "VivitModel",
     "Wav2Vec2ForAudioFrameClassification",

@@ -3,6 +3,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -28,7 +29,12 @@ class VisionLanguageModel : public Model {
       if (VisionTowerReads(r_, n)) shapes_.emplace_back(n, s);
     }
     proj_ = r_.base + "multi_modal_projector.";
-    const int64_t hv = r_.vision.hidden, ht = r_.text.hidden;
+    const int64_t hv = r_.vision.hidden * static_cast<int64_t>(r_.FeatureIndices().size());
+    const int64_t ht = r_.text.hidden;
+    if (r_.projector_norm) {
+      shapes_.emplace_back(proj_ + "projector_layernorm.weight", std::vector<int64_t>{hv});
+      shapes_.emplace_back(proj_ + "projector_layernorm.bias", std::vector<int64_t>{hv});
+    }
     shapes_.emplace_back(proj_ + "linear_1.weight", std::vector<int64_t>{ht, hv});
     if (r_.projector_bias) shapes_.emplace_back(proj_ + "linear_1.bias", std::vector<int64_t>{ht});
     shapes_.emplace_back(proj_ + "linear_2.weight", std::vector<int64_t>{ht, ht});
@@ -101,13 +107,28 @@ class VisionLanguageModel : public Model {
   // the cls token under "default", through the projector (linear_1, act, linear_2); one row per
   // image token, [B * tokens, text hidden] flattened as masked_scatter reads them.
   at::Tensor ImageFeatures(const WeightMap& w, const at::Tensor& pixels) const {
-    at::Tensor f = vision_->HiddenState(w, pixels, r_.feature_layer);
-    if (r_.drop_cls) f = f.narrow(1, 1, f.size(1) - 1);
+    at::Tensor f = TowerFeatures(w, pixels);
+    if (r_.projector_norm) {
+      f = nn::LayerNorm(f, GetWeight(w, proj_ + "projector_layernorm.weight"),
+                        GetWeight(w, proj_ + "projector_layernorm.bias"), r_.projector_norm_eps);
+    }
     f = nn::Linear(f, GetWeight(w, proj_ + "linear_1.weight"),
                    GetOptionalWeight(w, r_.projector_bias ? proj_ + "linear_1.bias" : ""));
     f = nn::Activate(f, r_.projector_act);
     return nn::Linear(f, GetWeight(w, proj_ + "linear_2.weight"),
                       GetOptionalWeight(w, r_.projector_bias ? proj_ + "linear_2.bias" : ""));
+  }
+
+  // The selected hidden state(s) without the cls token under "default"; VipLLaVA's several
+  // layers concatenated on the feature axis, the tower run once.
+  at::Tensor TowerFeatures(const WeightMap& w, const at::Tensor& pixels) const {
+    auto cut = [&](at::Tensor f) { return r_.drop_cls ? f.narrow(1, 1, f.size(1) - 1) : f; };
+    if (r_.feature_layers.empty()) return cut(vision_->HiddenState(w, pixels, r_.feature_layer));
+    const std::vector<at::Tensor> states =
+        vision_->HiddenStates(w, pixels, r_.TowerLayersRun());
+    std::vector<at::Tensor> picked;
+    for (int64_t i : r_.FeatureIndices()) picked.push_back(cut(states[static_cast<size_t>(i)]));
+    return at::cat(picked, -1);
   }
 
   static TensorMap WithImage(const TensorMap& inputs, const at::Tensor& image) {
@@ -129,8 +150,16 @@ class VisionLanguageModel : public Model {
 
 }  // namespace
 
+std::vector<int64_t> VisionLanguageRecipe::FeatureIndices() const {
+  std::vector<int64_t> out;
+  for (int64_t l : feature_layers.empty() ? std::vector<int64_t>{feature_layer} : feature_layers)
+    out.push_back(l < 0 ? vision.layers + 1 + l : l);
+  return out;
+}
+
 int64_t VisionLanguageRecipe::TowerLayersRun() const {
-  return feature_layer < 0 ? vision.layers + 1 + feature_layer : feature_layer;
+  const std::vector<int64_t> indices = FeatureIndices();
+  return *std::max_element(indices.begin(), indices.end());
 }
 
 bool VisionTowerReads(const VisionLanguageRecipe& r, const std::string& name) {
