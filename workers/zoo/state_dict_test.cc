@@ -227,6 +227,8 @@ const std::set<std::string> kNotYetInTable = {
     "MvpForQuestionAnswering",
     "MvpForSequenceClassification",
     "MvpModel",
+    "NanoChatForCausalLM",
+    "NanoChatModel",
     "Olmo3ForCausalLM",
     "Olmo3Model",
     "OlmoeForCausalLM",

@@ -1,0 +1,101 @@
+// The decoder families added for issue 33 (nanochat, ...) against references
+// in double written from the transformers sources each test names (not from the zoo's trunks).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "workers/zoo/family_test_util.h"
+#include "workers/zoo/model.h"
+
+namespace ts::zoo {
+namespace {
+
+using json = nlohmann::json;
+
+// Llama4TextL2Norm: x * rsqrt(mean(x^2) + eps), no weight.
+at::Tensor L2Norm(const at::Tensor& x, double eps) {
+  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
+}
+
+// cos / sin [S, d] of the llama rotary at arange(S).
+std::pair<at::Tensor, at::Tensor> CosSin(int64_t s, int64_t d, double theta) {
+  at::Tensor inv = 1.0 / at::pow(theta, at::arange(0, d, 2, at::kDouble) / static_cast<double>(d));
+  at::Tensor f = at::outer(at::arange(s, at::kDouble), inv);
+  at::Tensor emb = at::cat({f, f}, -1);
+  return {emb.cos(), emb.sin()};
+}
+
+// modular_nanochat.py: the weight-free norm on the embeddings and around every block, Qwen3's
+// biased projections, the rotary with rotate_half (x2, -x1), weight-free q / k norms after it,
+// CLIPMLP's fc1 / relu2 / fc2, and Gemma2ForCausalLM's softcapped lm_head.
+TEST(DecoderVariantsTest, NanoChatNormsAfterTheFlippedRotaryAndSoftcapsTheLogits) {
+  const int64_t heads = 2, kv = 1, d = 4, hid = 8, s = 7, layers = 2;
+  const double eps = 1e-6, theta = 100.0, cap = 3.0;
+  json cfg = {{"architectures", {"NanoChatForCausalLM"}},
+              {"model_type", "nanochat"},
+              {"hidden_size", hid},
+              {"intermediate_size", 12},
+              {"num_attention_heads", heads},
+              {"num_key_value_heads", kv},
+              {"num_hidden_layers", layers},
+              {"vocab_size", 32},
+              {"max_position_embeddings", 64},
+              {"rms_norm_eps", eps},
+              {"rope_theta", theta},
+              {"attention_bias", true},
+              {"final_logit_softcapping", cap}};
+  auto m = testing::BuildFull(cfg);
+  ASSERT_TRUE(m);
+  // No norm has a weight; o_proj has a bias with attention_bias.
+  EXPECT_FALSE(testing::HasWeight(*m, "model.layers.0.input_layernorm.weight"));
+  EXPECT_FALSE(testing::HasWeight(*m, "model.norm.weight"));
+  EXPECT_FALSE(testing::HasWeight(*m, "model.layers.0.self_attn.q_norm.weight"));
+  EXPECT_TRUE(testing::HasWeight(*m, "model.layers.1.self_attn.o_proj.bias"));
+  EXPECT_EQ(testing::WeightShape(*m, "model.layers.0.mlp.fc1.weight"),
+            (std::vector<int64_t>{12, hid}));
+  const WeightMap w = m->InitWeights(3, at::kDouble);
+  const at::Tensor ids = at::arange(3, 3 + s, at::kLong).view({1, s});
+  auto [cos, sin] = CosSin(s, d, theta);
+  auto rope = [&](const at::Tensor& t) {
+    at::Tensor t1 = t.narrow(-1, 0, d / 2), t2 = t.narrow(-1, d / 2, d / 2);
+    return t * cos + at::cat({t2, -t1}, -1) * sin;
+  };
+  at::Tensor x = L2Norm(at::embedding(w.at("model.embed_tokens.weight"), ids), eps);
+  for (int64_t i = 0; i < layers; ++i) {
+    const std::string l = "model.layers." + std::to_string(i) + ".";
+    at::Tensor h = L2Norm(x, eps);
+    auto proj = [&](const char* n, int64_t nh) {
+      const std::string p = l + "self_attn." + n;
+      return at::linear(h, w.at(p + ".weight"), w.at(p + ".bias"))
+          .view({1, s, nh, d})
+          .transpose(1, 2);
+    };
+    at::Tensor q = L2Norm(rope(proj("q_proj", heads)), eps);
+    at::Tensor k = L2Norm(rope(proj("k_proj", kv)), eps).repeat_interleave(heads / kv, 1);
+    at::Tensor v = proj("v_proj", kv).repeat_interleave(heads / kv, 1);
+    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
+    scores = scores.masked_fill(at::ones({s, s}, at::kBool).triu(1),
+                                -std::numeric_limits<double>::infinity());
+    at::Tensor a = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({1, s, hid});
+    x = x + at::linear(a, w.at(l + "self_attn.o_proj.weight"), w.at(l + "self_attn.o_proj.bias"));
+    at::Tensor u = at::relu(at::linear(L2Norm(x, eps), w.at(l + "mlp.fc1.weight")));
+    x = x + at::linear(u * u, w.at(l + "mlp.fc2.weight"));
+  }
+  at::Tensor logits = at::linear(L2Norm(x, eps), w.at("lm_head.weight"));
+  logits = cap * at::tanh(logits / cap);
+  const at::Tensor got = m->Forward(w, {{"input_ids", ids}})[0];
+  EXPECT_LT(testing::MaxAbs(got, logits), 1e-10);
+  // The softcap bounds every logit.
+  EXPECT_LT(got.abs().max().item<double>(), cap);
+  testing::ExpectConfigError("NanoChatForCausalLM", "final_logit_softcapping", -1.0,
+                             "final_logit_softcapping");
+  auto base = testing::BuildSibling(*m, "NanoChatModel");
+  ASSERT_TRUE(base);
+  EXPECT_TRUE(testing::HasWeight(*base, "layers.0.mlp.fc2.weight"));
+}
+
+}  // namespace
+}  // namespace ts::zoo
