@@ -142,6 +142,8 @@ const std::set<std::string> kNotYetInTable = {
     "ErnieForPreTraining",
     "ExaoneMoeForCausalLM",
     "ExaoneMoeModel",
+    "GPTNeoXJapaneseForCausalLM",
+    "GPTNeoXJapaneseModel",
     "FNetForMaskedLM",
     "FNetForMultipleChoice",
     "FNetForNextSentencePrediction",

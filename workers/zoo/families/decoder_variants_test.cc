@@ -1,4 +1,4 @@
-// The decoder families added for issue 33 (nanochat, ...) against references
+// The decoder families added for issue 33 (nanochat, gpt_neox_japanese, ...) against references
 // in double written from the transformers sources each test names (not from the zoo's trunks).
 #include <gtest/gtest.h>
 
@@ -95,6 +95,76 @@ TEST(DecoderVariantsTest, NanoChatNormsAfterTheFlippedRotaryAndSoftcapsTheLogits
   auto base = testing::BuildSibling(*m, "NanoChatModel");
   ASSERT_TRUE(base);
   EXPECT_TRUE(testing::HasWeight(*base, "layers.0.mlp.fc2.weight"));
+}
+
+// modeling_gpt_neox_japanese.py: query_key_value viewed [B, S, heads, 3 * head] and narrowed,
+// the rotary on the first rotary_pct of each head, softmax(q k^T / sqrt(head)), `dense` without
+// a bias but for the last layer's `dense_bias`, x + attn, then + mlp(ln2(.)) with gelu over
+// int(hidden * intermediate_multiple_size), final_layer_norm, embed_out tied to embed_in.
+TEST(DecoderVariantsTest, GptNeoXJapaneseBiasesOnlyTheLastAttentionOutput) {
+  const int64_t heads = 2, d = 4, hid = 8, s = 6, layers = 2, rot = 2;
+  const double eps = 1e-5, theta = 50.0;
+  json cfg = {{"architectures", {"GPTNeoXJapaneseForCausalLM"}},
+              {"model_type", "gpt_neox_japanese"},
+              {"hidden_size", hid},
+              {"num_attention_heads", heads},
+              {"num_hidden_layers", layers},
+              {"vocab_size", 32},
+              {"intermediate_multiple_size", 3},
+              {"rotary_pct", 0.5},
+              {"rotary_emb_base", theta},
+              {"max_position_embeddings", 64},
+              {"layer_norm_eps", eps}};
+  auto m = testing::BuildFull(cfg);
+  ASSERT_TRUE(m);
+  const std::string b = "gpt_neox_japanese.layers.";
+  EXPECT_FALSE(testing::HasWeight(*m, b + "0.attention.dense_bias"));
+  EXPECT_TRUE(testing::HasWeight(*m, b + "1.attention.dense_bias"));
+  EXPECT_FALSE(testing::HasWeight(*m, b + "0.attention.query_key_value.bias"));
+  EXPECT_FALSE(testing::HasWeight(*m, "embed_out.weight"));  // tied to embed_in
+  EXPECT_EQ(testing::WeightShape(*m, b + "0.mlp.dense_h_to_4h.weight"),
+            (std::vector<int64_t>{3 * hid, hid}));
+  const WeightMap w = m->InitWeights(3, at::kDouble);
+  const at::Tensor ids = at::arange(2, 2 + s, at::kLong).view({1, s});
+  auto [cos, sin] = CosSin(s, rot, theta);
+  auto rope = [&](const at::Tensor& t) {
+    at::Tensor r = t.narrow(-1, 0, rot), pass = t.narrow(-1, rot, d - rot);
+    at::Tensor r1 = r.narrow(-1, 0, rot / 2), r2 = r.narrow(-1, rot / 2, rot / 2);
+    return at::cat({r * cos + at::cat({-r2, r1}, -1) * sin, pass}, -1);
+  };
+  auto ln = [&](const at::Tensor& x, const std::string& n) {
+    return at::layer_norm(x, {hid}, w.at(n + ".weight"), w.at(n + ".bias"), eps);
+  };
+  at::Tensor x = at::embedding(w.at("gpt_neox_japanese.embed_in.weight"), ids);
+  for (int64_t i = 0; i < layers; ++i) {
+    const std::string l = b + std::to_string(i) + ".";
+    at::Tensor qkv =
+        at::linear(ln(x, l + "input_layernorm"), w.at(l + "attention.query_key_value.weight"))
+            .view({1, s, heads, 3 * d});
+    at::Tensor q = rope(qkv.narrow(-1, 0, d).permute({0, 2, 1, 3}));
+    at::Tensor k = rope(qkv.narrow(-1, d, d).permute({0, 2, 1, 3}));
+    at::Tensor v = qkv.narrow(-1, 2 * d, d).permute({0, 2, 1, 3});
+    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
+    scores = scores.masked_fill(at::ones({s, s}, at::kBool).triu(1),
+                                -std::numeric_limits<double>::infinity());
+    at::Tensor a =
+        at::matmul(at::softmax(scores, -1), v).permute({0, 2, 1, 3}).reshape({1, s, hid});
+    a = at::linear(a, w.at(l + "attention.dense.weight"));
+    if (i == layers - 1) a = a + w.at(l + "attention.dense_bias");
+    x = x + a;
+    at::Tensor u = at::gelu(
+        at::linear(ln(x, l + "post_attention_layernorm"), w.at(l + "mlp.dense_h_to_4h.weight")));
+    x = x + at::linear(u, w.at(l + "mlp.dense_4h_to_h.weight"));
+  }
+  const at::Tensor logits = at::linear(ln(x, "gpt_neox_japanese.final_layer_norm"),
+                                       w.at("gpt_neox_japanese.embed_in.weight"));
+  EXPECT_LT(testing::MaxAbs(m->Forward(w, {{"input_ids", ids}})[0], logits), 1e-10);
+  auto tiny = testing::Build("GPTNeoXJapaneseForCausalLM");
+  ASSERT_TRUE(tiny);
+  EXPECT_EQ(tiny->spec().tiny_config.at("num_hidden_layers"), 2);
+  auto base = testing::BuildSibling(*m, "GPTNeoXJapaneseModel");
+  ASSERT_TRUE(base);
+  EXPECT_TRUE(testing::HasWeight(*base, "layers.1.attention.dense_bias"));
 }
 
 }  // namespace
