@@ -199,6 +199,8 @@ const std::set<std::string> kNotYetInTable = {
     "LayoutLMForSequenceClassification",
     "LayoutLMForTokenClassification",
     "LayoutLMModel",
+    "Lfm2ForCausalLM",
+    "Lfm2Model",
     "LlavaForConditionalGeneration",
     "LlavaModel",
     "M2M100ForConditionalGeneration",

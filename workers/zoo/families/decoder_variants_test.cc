@@ -1,4 +1,4 @@
-// The decoder families added for issue 33 (nanochat, gpt_neox_japanese, ...) against references
+// The decoder families added for issue 33 (nanochat, gpt_neox_japanese, lfm2) against references
 // in double written from the transformers sources each test names (not from the zoo's trunks).
 #include <gtest/gtest.h>
 
@@ -165,6 +165,106 @@ TEST(DecoderVariantsTest, GptNeoXJapaneseBiasesOnlyTheLastAttentionOutput) {
   auto base = testing::BuildSibling(*m, "GPTNeoXJapaneseModel");
   ASSERT_TRUE(base);
   EXPECT_TRUE(testing::HasWeight(*base, "layers.1.attention.dense_bias"));
+}
+
+// modular_lfm2.py: a conv layer (Lfm2ShortConv.slow_forward: padded positions zeroed, in_proj
+// chunked into B, C, x over the channels, C * conv1d(B * x, padding kernel - 1)[..., :S],
+// out_proj) and an attention layer (q_layernorm / k_layernorm per head before the rotary,
+// out_proj), operator_norm / ffn_norm pre-norm blocks, the SwiGLU feed_forward (w1, w3, w2) of
+// the adjusted width, embedding_norm, the tied head; two rows, the second right-padded.
+TEST(DecoderVariantsTest, Lfm2ShortConvAndAttentionLayersAsTransformers) {
+  const int64_t heads = 2, kv = 1, d = 4, hid = 8, s = 6, kernel = 3;
+  const double eps = 1e-5, theta = 100.0;
+  json cfg = {{"architectures", {"Lfm2ForCausalLM"}},
+              {"model_type", "lfm2"},
+              {"hidden_size", hid},
+              {"intermediate_size", 36},
+              {"num_attention_heads", heads},
+              {"num_key_value_heads", kv},
+              {"num_hidden_layers", 2},
+              {"vocab_size", 32},
+              {"max_position_embeddings", 64},
+              {"norm_eps", eps},
+              {"theta", theta},
+              {"conv_bias", true},
+              {"conv_L_cache", kernel},
+              {"block_multiple_of", 8},
+              {"block_ffn_dim_multiplier", 1.0},
+              {"full_attn_idxs", {1}}};
+  auto m = testing::BuildFull(cfg);
+  ASSERT_TRUE(m);
+  // int(2 * 36 / 3) = 24, rounded up to a multiple of 8: 24.
+  EXPECT_EQ(testing::WeightShape(*m, "model.layers.0.feed_forward.w1.weight"),
+            (std::vector<int64_t>{24, hid}));
+  EXPECT_EQ(testing::WeightShape(*m, "model.layers.0.conv.conv.weight"),
+            (std::vector<int64_t>{hid, 1, kernel}));
+  EXPECT_FALSE(testing::HasWeight(*m, "model.layers.0.self_attn.q_proj.weight"));
+  EXPECT_FALSE(testing::HasWeight(*m, "model.layers.1.conv.in_proj.weight"));
+  EXPECT_FALSE(testing::HasWeight(*m, "lm_head.weight"));  // tie_word_embeddings
+  const WeightMap w = m->InitWeights(3, at::kDouble);
+  const at::Tensor ids = at::arange(2, 2 + 2 * s, at::kLong).view({2, s});
+  at::Tensor mask = at::ones({2, s}, at::kLong);
+  mask[1].narrow(0, s - 2, 2).fill_(0);
+  auto rms = [&](const at::Tensor& x, const std::string& n) {
+    return x * at::rsqrt(x.pow(2).mean(-1, true) + eps) * w.at(n + ".weight");
+  };
+  auto lin = [&](const at::Tensor& x, const std::string& n, bool bias) {
+    return bias ? at::linear(x, w.at(n + ".weight"), w.at(n + ".bias"))
+                : at::linear(x, w.at(n + ".weight"));
+  };
+  auto mlp = [&](const at::Tensor& x, const std::string& l) {
+    const std::string f = l + "feed_forward.";
+    return lin(at::silu(lin(x, f + "w1", false)) * lin(x, f + "w3", false), f + "w2", false);
+  };
+  at::Tensor x = at::embedding(w.at("model.embed_tokens.weight"), ids);
+  {  // layer 0: conv
+    const std::string l = "model.layers.0.", c = l + "conv.";
+    at::Tensor h = rms(x, l + "operator_norm") * mask.unsqueeze(-1).to(at::kDouble);
+    at::Tensor bcx = lin(h, c + "in_proj", true).transpose(-1, -2);
+    auto parts = bcx.chunk(3, -2);
+    at::Tensor conv = at::conv1d(parts[0] * parts[2], w.at(c + "conv.weight"),
+                                 w.at(c + "conv.bias"), 1, kernel - 1, 1, hid);
+    at::Tensor y = (parts[1] * conv.narrow(-1, 0, s)).transpose(-1, -2);
+    x = x + lin(y, c + "out_proj", true);
+    x = x + mlp(rms(x, l + "ffn_norm"), l);
+  }
+  {  // layer 1: attention
+    const std::string l = "model.layers.1.", a = l + "self_attn.";
+    at::Tensor h = rms(x, l + "operator_norm");
+    auto [cos, sin] = CosSin(s, d, theta);
+    auto rope = [&](const at::Tensor& t) {
+      at::Tensor t1 = t.narrow(-1, 0, d / 2), t2 = t.narrow(-1, d / 2, d / 2);
+      return t * cos + at::cat({-t2, t1}, -1) * sin;
+    };
+    at::Tensor q = rope(
+        rms(lin(h, a + "q_proj", false).view({2, s, heads, d}), a + "q_layernorm").transpose(1, 2));
+    at::Tensor k =
+        rope(
+            rms(lin(h, a + "k_proj", false).view({2, s, kv, d}), a + "k_layernorm").transpose(1, 2))
+            .repeat_interleave(heads / kv, 1);
+    at::Tensor v =
+        lin(h, a + "v_proj", false).view({2, s, kv, d}).transpose(1, 2).repeat_interleave(2, 1);
+    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
+    at::Tensor blocked =
+        at::ones({s, s}, at::kBool).triu(1).view({1, 1, s, s}) | mask.eq(0).view({2, 1, 1, s});
+    scores = scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
+    at::Tensor o = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({2, s, hid});
+    x = x + lin(o, a + "out_proj", false);
+    x = x + mlp(rms(x, l + "ffn_norm"), l);
+  }
+  const at::Tensor logits =
+      at::linear(rms(x, "model.embedding_norm"), w.at("model.embed_tokens.weight"));
+  const at::Tensor got = m->Forward(w, {{"input_ids", ids}, {"attention_mask", mask}})[0];
+  const at::Tensor attended = mask.unsqueeze(-1).to(at::kBool);
+  EXPECT_LT(testing::MaxAbs(got.masked_select(attended), logits.masked_select(attended)), 1e-10);
+  auto tiny = testing::Build("Lfm2ForCausalLM");
+  ASSERT_TRUE(tiny);
+  EXPECT_EQ(tiny->spec().tiny_config.at("layer_types"), json({"conv", "full_attention"}));
+  testing::ExpectConfigError("Lfm2ForCausalLM", "layer_types", json{"conv", "mamba"},
+                             "layer_types");
+  auto base = testing::BuildSibling(*m, "Lfm2Model");
+  ASSERT_TRUE(base);
+  EXPECT_TRUE(testing::HasWeight(*base, "layers.0.conv.out_proj.bias"));
 }
 
 }  // namespace
