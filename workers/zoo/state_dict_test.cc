@@ -203,6 +203,8 @@ const std::set<std::string> kNotYetInTable = {
     "Lfm2Model",
     "LlavaForConditionalGeneration",
     "LlavaModel",
+    "LlavaNextForConditionalGeneration",
+    "LlavaNextModel",
     "M2M100ForConditionalGeneration",
     "M2M100Model",
     "MPNetForMaskedLM",

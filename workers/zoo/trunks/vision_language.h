@@ -41,10 +41,16 @@ struct VisionLanguageRecipe {
   Activation projector_act = Activation::kGeluErf;  // projector_hidden_act
   bool projector_bias = true;                       // multimodal_projector_bias
   int64_t image_token = 0;                          // image_token_index
+  // LLaVA-NeXT's anyres (families/llava_next.cc): grid_h x grid_w tiles of the tower's image
+  // size after each image's base view (pixel_values [B, 1 + tiles, C, S, S]), packed with the
+  // `image_newline` parameter after each row of tile features; image_h x image_w is the size
+  // the batches' image_sizes carry. 0: one view per image (LLaVA).
+  int64_t grid_h = 0, grid_w = 0, image_h = 0, image_w = 0;
   decoder::Recipe text;                             // names set by the model
   TextHeadKind head = TextHeadKind::kCausalLM;      // kCausalLM or kBase
 
-  // Image tokens per image (the tower's patches, plus the cls token under "full").
+  // Image tokens per image (the tower's patches, plus the cls token under "full"; anyres: the
+  // base view's, then grid rows of tile tokens each with its newline).
   int64_t ImageTokens() const;
   // The tower layers hidden_states[feature_layer] (every feature layer) runs through.
   int64_t TowerLayersRun() const;

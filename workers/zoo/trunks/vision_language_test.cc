@@ -187,5 +187,73 @@ TEST(VisionLanguageTest, VipLlavaConcatenatesFeatureLayersThroughTheNormedProjec
                              "projector_layernorm_eps");
 }
 
+// LLaVA-NeXT (modeling_llava_next.py get_image_features, pack_image_features): every view of
+// pixel_values [B, 1 + tiles, C, S, S] through the tower and projector, then per image the base
+// view's features and the tiles' laid out as [D, grid_h * side, grid_w * side] with image_newline
+// appended to each row, spliced at the image token into the (mistral) language model.
+TEST(VisionLanguageTest, LlavaNextPacksTheTileGridWithNewlinesAfterTheBaseView) {
+  auto m = testing::Build("LlavaNextForConditionalGeneration");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->spec().task, "image-text-to-text");
+  const json& c = m->spec().tiny_config;
+  ASSERT_EQ(c.at("image_grid_pinpoints").at(0), json({32, 64}));  // [336, 672] at 32 pixels
+  const int64_t image_token = c.at("image_token_index");
+  const WeightMap w = m->InitWeights(3, at::kDouble);
+  Batch batch = m->MakeBatch(5, 2);
+  const at::Tensor px = batch.inputs.at("pixel_values").to(at::kDouble);
+  ASSERT_EQ(px.sizes(), (std::vector<int64_t>{2, 3, 3, 32, 32}));  // base view + 1 x 2 tiles
+  const at::Tensor sizes = batch.inputs.at("image_sizes");
+  EXPECT_TRUE(sizes.eq(at::tensor({32, 64}).view({1, 2})).all().item<bool>());
+  const at::Tensor& ids = batch.inputs.at("input_ids");
+  const int64_t side = 2, tokens = side * side + side * (2 * side + 1);  // 4 + 2 x 5
+  EXPECT_EQ(ids.eq(image_token).sum().item<int64_t>(), 2 * tokens);
+
+  json tower = c.at("vision_config");
+  tower["num_hidden_layers"] = c.at("vision_config").at("num_hidden_layers").get<int64_t>() - 1;
+  tower["architectures"] = {"CLIPVisionModel"};
+  auto clip = testing::BuildFull(tower);
+  ASSERT_TRUE(clip);
+  WeightMap tower_w = clip->InitWeights(1, at::kDouble);
+  for (const auto& [n, t] : testing::Unprefixed(w, "model.vision_tower.")) {
+    if (tower_w.count(n)) tower_w[n] = t;
+  }
+  const at::Tensor hs = clip->Forward(tower_w, {{"pixel_values", px.flatten(0, 1)}})[0];
+  const std::string p = "model.multi_modal_projector.";
+  const at::Tensor f =
+      at::linear(at::gelu(at::linear(hs.narrow(1, 1, hs.size(1) - 1), w.at(p + "linear_1.weight"),
+                                     w.at(p + "linear_1.bias"))),
+                 w.at(p + "linear_2.weight"), w.at(p + "linear_2.bias"));  // [6, 4, D]
+  const int64_t d = f.size(-1);
+  std::vector<at::Tensor> packed;
+  for (int64_t i = 0; i < 2; ++i) {
+    at::Tensor views = f.narrow(0, 3 * i, 3);
+    at::Tensor g = views.narrow(0, 1, 2).view({1, 2, side, side, d}).permute({4, 0, 2, 1, 3});
+    g = g.flatten(1, 2).flatten(2, 3);  // [D, 2, 4]
+    g = at::cat({g, w.at("model.image_newline").view({d, 1, 1}).expand({d, side, 1})}, -1);
+    packed.push_back(at::cat({views[0], g.flatten(1, 2).transpose(0, 1)}, 0));
+  }
+  const at::Tensor feats = at::cat(packed, 0);
+  at::Tensor x = at::embedding(w.at("model.language_model.embed_tokens.weight"), ids);
+  x = x.masked_scatter(ids.eq(image_token).unsqueeze(-1).expand_as(x), feats);
+  const at::Tensor want = LlamaLogits(w, "model.language_model.", x,
+                                      batch.inputs.at("attention_mask"), c.at("text_config"));
+  TensorMap in = batch.inputs;
+  in["pixel_values"] = px;
+  const auto out = m->Forward(w, in);
+  ASSERT_EQ(out.size(), 2u);
+  const at::Tensor attended = batch.inputs.at("attention_mask").unsqueeze(-1).to(at::kBool);
+  EXPECT_LT(testing::MaxAbs(out[0].masked_select(attended), want.masked_select(attended)), 1e-9);
+  EXPECT_LT(testing::MaxAbs(out[1], feats), 1e-10);
+
+  auto base = testing::BuildSibling(*m, "LlavaNextModel");
+  ASSERT_TRUE(base);
+  EXPECT_TRUE(testing::HasWeight(*base, "image_newline"));
+  testing::ExpectConfigError("LlavaNextForConditionalGeneration",
+                             "vision_feature_select_strategy", "full",
+                             "vision_feature_select_strategy");
+  testing::ExpectConfigError("LlavaNextForConditionalGeneration", "image_grid_pinpoints",
+                             json{{336, 500}}, "image_grid_pinpoints");
+}
+
 }  // namespace
 }  // namespace ts::zoo
