@@ -205,6 +205,8 @@ const std::set<std::string> kNotYetInTable = {
     "LlavaModel",
     "LlavaNextForConditionalGeneration",
     "LlavaNextModel",
+    "LlavaNextVideoForConditionalGeneration",
+    "LlavaNextVideoModel",
     "M2M100ForConditionalGeneration",
     "M2M100Model",
     "MPNetForMaskedLM",

@@ -39,6 +39,11 @@ StatusOr<nlohmann::json> ScaleLlavaLike(const nlohmann::json& config, const VlmP
 // The registry entry of `arch` (`model_type`) built by `parse`; the tower's modules the
 // features never reach (the layers after the last feature layer, post_layernorm) are
 // state_dict entries, not weights.
+// llava_next.cc (llava_next_video derives from it): LLaVA-NeXT's config (the anyres grid of the
+// first image_grid_pinpoints entry) and its tiny tower and pinpoints.
+StatusOr<VisionLanguageRecipe> ParseLlavaNext(const nlohmann::json& config, TextHeadKind head);
+void ScaleLlavaNextTower(const VisionLanguageRecipe& v, nlohmann::json& t);
+
 ArchEntry LlavaLikeEntry(const std::string& arch, const std::string& model_type, TextHeadKind head,
                          const char* task, const nlohmann::json& example, VlmParseFn parse,
                          VlmScaleFn extra);

@@ -53,6 +53,8 @@ Status ReadNextGrid(const ConfigReader& r, const json& config, VisionLanguageRec
   return OkStatus();
 }
 
+}  // namespace
+
 StatusOr<VisionLanguageRecipe> ParseLlavaNext(const json& config, TextHeadKind head) {
   TS_ASSIGN_OR_RETURN(VisionLanguageRecipe v, ParseLlavaBase(config, head, true));
   ConfigReader r(config);
@@ -91,6 +93,8 @@ void ScaleLlavaNextTower(const VisionLanguageRecipe& v, json& t) {
   }
   t["image_grid_pinpoints"] = pins;
 }
+
+namespace {
 
 std::vector<ArchEntry> LlavaNextArchs() {
   // modelled on llava-hf/llava-v1.6-mistral-7b-hf

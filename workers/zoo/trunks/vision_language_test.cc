@@ -255,5 +255,25 @@ TEST(VisionLanguageTest, LlavaNextPacksTheTileGridWithNewlinesAfterTheBaseView) 
                              json{{336, 500}}, "image_grid_pinpoints");
 }
 
+// LLaVA-NeXT-Video (modular_llava_next_video.py): its image path is LLaVA-NeXT's
+// (get_image_features, pack_image_features); the same weights give the same outputs.
+TEST(VisionLanguageTest, LlavaNextVideoRunsLlavaNextsImagePath) {
+  auto m = testing::Build("LlavaNextVideoForConditionalGeneration");
+  ASSERT_TRUE(m);
+  json c = m->spec().tiny_config;
+  EXPECT_NE(c.at("video_token_index"), c.at("image_token_index"));
+  c["model_type"] = "llava_next";
+  auto next = testing::BuildSibling(*m, "LlavaNextForConditionalGeneration", c);
+  ASSERT_TRUE(next);
+  const WeightMap w = m->InitWeights(3, at::kDouble);
+  Batch batch = m->MakeBatch(5, 2);
+  batch.inputs["pixel_values"] = batch.inputs.at("pixel_values").to(at::kDouble);
+  const auto got = m->Forward(w, batch.inputs), want = next->Forward(w, batch.inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::equal(got[i], want[i])) << i;
+  testing::ExpectConfigError("LlavaNextVideoForConditionalGeneration", "spatial_pool_mode", "conv",
+                             "spatial_pool_mode");
+}
+
 }  // namespace
 }  // namespace ts::zoo
