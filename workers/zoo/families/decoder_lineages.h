@@ -104,6 +104,7 @@ DecoderFamily Granite();     // granite.cc: granitemoe
 DecoderFamily GraniteMoe();  // granitemoe.cc: granitemoeshared
 DecoderFamily Gpt2();    // gpt2.cc: gpt_bigcode
 DecoderFamily LlamaLm();  // llama.cc: llava's language model
+DecoderFamily MistralLm();  // mistral.cc: the LLaVA lineage's mistral language model
 DecoderFamily Gptj();    // gptj.cc: codegen
 DecoderFamily HunYuanDenseV1();  // hunyuan_v1_dense.cc: hunyuan_v1_moe
 DecoderFamily Olmo2();   // olmo2.cc: flex_olmo

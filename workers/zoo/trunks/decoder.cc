@@ -78,7 +78,7 @@ std::string DecoderModel::Add(const std::string& name, std::vector<int64_t> shap
 
 void DecoderModel::AddNorm(const std::string& prefix, int64_t width, std::string& w,
                            std::string& b, Norm kind) {
-  if (kind == Norm::kNonParam) return;
+  if (kind == Norm::kNonParam || kind == Norm::kRmsNoWeight) return;
   w = Add(prefix + ".weight", {width});
   if (!c_.classic) {  // classic norms are initialised by name (Model::InitWeight)
     (kind == Norm::kGemmaRms || kind == Norm::kLayerNorm1P ? zeros_ : ones_).push_back(w);
@@ -128,6 +128,8 @@ void DecoderModel::AddAttention(const std::string& a, LayerW& l) {
     case QkNorm::kFullRms:
       l.qnw = Add(a + n.qn + ".weight", {q_out});
       l.knw = Add(a + n.kn + ".weight", {kv_out});
+      break;
+    case QkNorm::kPerHeadRmsNoWeight:
       break;
   }
   lin(n.o, h, q_out, c_.o_bias, l.o, l.ob);
@@ -183,7 +185,13 @@ void DecoderModel::AddLayer(const std::string& p, size_t index) {
   const Names& n = c_.n;
   LayerW l;
   if (!n.ln1.empty()) AddNorm(p + n.ln1, h, l.n1w, l.n1b, c_.norm);
-  AddAttention(p + n.attn, l);
+  if (!c_.conv_layers.empty() && c_.conv_layers[index]) {
+    AddShortConv(p + "conv.", l);
+  } else {
+    AddAttention(p + n.attn, l);
+  }
+  if (c_.o_bias_last_layer && static_cast<int64_t>(index) == c_.layers - 1)
+    l.ob = Add(p + n.attn + "dense_bias", {h});
   const bool post = c_.block == Block::kPost || c_.block == Block::kSandwich;
   if (post && c_.sandwich_post_first) AddNorm(p + n.post1, h, l.p1w, l.p1b, c_.norm);
   if (c_.block == Block::kPre || c_.block == Block::kParallel2 || c_.block == Block::kSandwich ||
@@ -241,6 +249,7 @@ at::Tensor DecoderModel::Block(const WeightMap& w, const LayerW& l, const at::Te
   const at::Tensor& lc = l.rope_local ? ctx.cos_local : ctx.cos;
   const at::Tensor& ls = l.rope_local ? ctx.sin_local : ctx.sin;
   auto attn = [&](const at::Tensor& t) {
+    if (l.conv) return ShortConv(w, l, t, ctx.mask);
     return Attn(w, l, t, lc, ls, ctx.alibi, blocked, ctx.b, ctx.s);
   };
   at::Tensor x = in;
@@ -311,6 +320,7 @@ std::vector<at::Tensor> DecoderModel::Forward(const WeightMap& w, const TensorMa
                            image.to(x.scalar_type()));
     }
   }
+  if (c_.embed_norm) x = NormOpt(w, x, final_w_, final_b_);
   const at::ScalarType dt = x.scalar_type();
   if (c_.pos == Pos::kRotary && c_.longrope.on) {
     std::tie(ctx.cos, ctx.sin) = LongRopeTables(pos, ctx.s, dt);
@@ -321,6 +331,7 @@ std::vector<at::Tensor> DecoderModel::Forward(const WeightMap& w, const TensorMa
         std::tie(ctx.cos_local, ctx.sin_local) = Tables(c_.rope_local, pos, dt);
   }
   ctx.alibi = AlibiBias(mask, ctx.b, ctx.s, dev, dt);
+  ctx.mask = mask;
   // One mask per distinct window, shared across layers.
   at::Tensor blocked_full, blocked_window;
   for (const LayerW& l : layers_) {
@@ -379,6 +390,7 @@ at::Tensor DecoderModel::NormAs(Norm kind, const WeightMap& w, const at::Tensor&
                                 const std::string& wn, const std::string& bn,
                                 int64_t width) const {
   if (kind == Norm::kNonParam) return at::layer_norm(x, {width}, {}, {}, c_.eps);
+  if (kind == Norm::kRmsNoWeight) return x * at::rsqrt(x.pow(2).mean(-1, true) + c_.eps);
   if (wn.empty()) return x;
   switch (kind) {
     case Norm::kRms:
@@ -393,6 +405,7 @@ at::Tensor DecoderModel::NormAs(Norm kind, const WeightMap& w, const at::Tensor&
     case Norm::kLayerNorm1P:
       return nn::LayerNorm(x, GetWeight(w, wn) + 1.0, GetOptionalWeight(w, bn), c_.eps);
     case Norm::kNonParam:
+    case Norm::kRmsNoWeight:
       break;
   }
   return x;

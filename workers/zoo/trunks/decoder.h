@@ -19,8 +19,25 @@
 
 namespace ts::zoo::internal::decoder {
 
-enum class Norm { kRms, kGemmaRms, kLayerNorm, kLayerNormNoBias, kLayerNorm1P, kNonParam };
-enum class QkNorm { kNone, kPerHeadRms, kPerHeadGemma, kPerHeadLayerNorm, kFullRms };
+// kRmsNoWeight: x * rsqrt(mean(x^2) + eps) without a weight (Llama4TextL2Norm; nanochat).
+enum class Norm {
+  kRms,
+  kGemmaRms,
+  kLayerNorm,
+  kLayerNormNoBias,
+  kLayerNorm1P,
+  kNonParam,
+  kRmsNoWeight
+};
+// kPerHeadRmsNoWeight: per head, Norm::kRmsNoWeight (nanochat, after the rotary).
+enum class QkNorm {
+  kNone,
+  kPerHeadRms,
+  kPerHeadGemma,
+  kPerHeadLayerNorm,
+  kFullRms,
+  kPerHeadRmsNoWeight
+};
 enum class Pos { kNone, kRotary, kLearned, kSinusoidal };
 enum class Alibi { kNone, kBloom, kMpt, kFalcon };
 enum class Qkv {
@@ -153,6 +170,10 @@ struct Recipe {
   Pos pos = Pos::kRotary;
   RopeConfig rope, rope_local;  // rope_local: sliding layers (gemma3)
   bool interleaved = false;     // rotate_every_two (GPT-J, Cohere, GLM) vs rotate_half
+  // NanoChat's rotate_half (x2, -x1), the negation of llama's (-x2, x1): the rotation by -theta.
+  bool rotate_half_negated = false;
+  // NanoChatModel: the final norm (weight-free) also applied to the embeddings before the layers.
+  bool embed_norm = false;
   int64_t rotary_dim = 0;
   int64_t pos_offset = 0;      // learned / sinusoidal table offset (OPT, BioGPT, XGLM: 2)
   // Pos::kSinusoidal in CTRL's positional_encoding layout: angle pos / 10000^(2 (i // 2) / d),
@@ -181,6 +202,15 @@ struct Recipe {
   bool attn_sinks = false;
   double clip_qkv = 0.0;
   bool q_bias = false, k_bias = false, v_bias = false, o_bias = false, mlp_bias = false;
+  // GPTNeoXJapaneseAttention: the last layer's attention output gets the bias parameter
+  // `<attn>dense_bias` [hidden] (use_bias = layer_number == num_hidden_layers - 1).
+  bool o_bias_last_layer = false;
+  // LFM2's short-convolution layers (Lfm2ShortConv; decoder_conv.cc) where conv_layers[i], in
+  // place of the attention: `conv.in_proj` (hidden -> 3 hidden) into B, C, x, y = C * the causal
+  // depthwise `conv.conv` (kernel conv_kernel) of B * x, `conv.out_proj`; biases with conv_bias.
+  std::vector<bool> conv_layers;  // empty: every layer attends
+  int64_t conv_kernel = 3;
+  bool conv_bias = false;
   bool lm_head_bias = false, seq_cls_bias = false, token_cls_bias = true;
   Qkv qkv = Qkv::kSeparate;
   Mlp mlp = Mlp::kGated;

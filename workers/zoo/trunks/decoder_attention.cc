@@ -38,7 +38,7 @@ at::Tensor DecoderModel::Rotate(const at::Tensor& x, const at::Tensor& cos,
     at::Tensor r2 = at::stack({-x2, x1}, -1).flatten(-2);
     out = rot * cos + r2 * sin;
   } else {
-    out = nn::ApplyRotary(rot, cos, sin);
+    out = nn::ApplyRotary(rot, cos, c_.rotate_half_negated ? -sin : sin);
   }
   if (rd == hd) return out;
   return at::cat({out, x.narrow(-1, rd, hd - rd)}, -1);
@@ -199,8 +199,9 @@ at::Tensor DecoderModel::Attn(const WeightMap& w, const LayerW& l, const at::Ten
     k = Rotate(k, cos, sin);
   }
   if (c_.qk_norm_after_rope) {  // HunYuanDenseV1Attention: query_layernorm / key_layernorm
-    q = NormAs(Norm::kRms, w, q, l.qnw, "", hd);
-    k = NormAs(Norm::kRms, w, k, l.knw, "", hd);
+    const Norm kind = c_.qk_norm == QkNorm::kPerHeadRmsNoWeight ? Norm::kRmsNoWeight : Norm::kRms;
+    q = NormAs(kind, w, q, l.qnw, "", hd);
+    k = NormAs(kind, w, k, l.knw, "", hd);
   }
   if (c_.q_pos_scale_beta != 0.0) {
     const at::Tensor pos = at::arange(s, q.options());

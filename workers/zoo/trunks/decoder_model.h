@@ -49,11 +49,15 @@ struct LayerW {
   std::optional<int64_t> window;
   bool rope = true, rope_local = false;
   double attn_div = 1.0;  // the scores' extra divisor (Recipe::attn_scale_by_layer: index + 1)
+  // Recipe::conv_layers: the short conv's weights in place of the attention's.
+  bool conv = false;
+  std::string conv_w, conv_b, conv_in, conv_in_b, conv_out, conv_out_b;
 };
 
 // Per-forward tensors every layer shares.
 struct LayerContext {
   at::Tensor cos, sin, cos_local, sin_local, alibi;
+  at::Tensor mask;  // the batch's attention_mask (undefined: none)
   int64_t b = 0, s = 0;
 };
 
@@ -83,6 +87,9 @@ class DecoderModel : public Model {
   void AddMlp(const std::string& m, LayerW& l);
   void AddMoe(const std::string& p, LayerW& l);  // decoder_moe.cc
   void AddMla(const std::string& a, LayerW& l);  // decoder_mla.cc
+  void AddShortConv(const std::string& p, LayerW& l);  // decoder_conv.cc
+  at::Tensor ShortConv(const WeightMap& w, const LayerW& l, const at::Tensor& x,
+                       const at::Tensor& mask) const;
   at::Tensor MlaAttn(const WeightMap& w, const LayerW& l, const at::Tensor& x,
                      const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& blocked,
                      int64_t b, int64_t s) const;

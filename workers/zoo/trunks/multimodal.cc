@@ -65,6 +65,11 @@ at::Tensor ClipVisionTrunk::HiddenState(const WeightMap& w, const at::Tensor& px
   return encoder_->Forward(w, Embed(w, px), at::Tensor(), layers);
 }
 
+std::vector<at::Tensor> ClipVisionTrunk::HiddenStates(const WeightMap& w, const at::Tensor& px,
+                                                      int64_t layers) const {
+  return encoder_->HiddenStates(w, Embed(w, px), at::Tensor(), layers);
+}
+
 VisionFeatures ClipVisionTrunk::Forward(const WeightMap& w, const at::Tensor& px) const {
   const std::string& p = r_.prefix;
   at::Tensor x = encoder_->Forward(w, Embed(w, px), at::Tensor());

@@ -59,6 +59,9 @@ class ClipVisionTrunk : public VisionTrunk {
   // hidden_states[index] of output_hidden_states (0: the embeddings after pre_layrnorm, i: after
   // layer i; negative counts from the end, -1 the last layer's output) [B, 1 + patches, hidden].
   at::Tensor HiddenState(const WeightMap& w, const at::Tensor& pixel_values, int64_t index) const;
+  // hidden_states[0 .. layers] (layers + 1 tensors), the tower run once through `layers` layers.
+  std::vector<at::Tensor> HiddenStates(const WeightMap& w, const at::Tensor& pixel_values,
+                                       int64_t layers) const;
   const ClipTowerRecipe& recipe() const { return r_; }
 
  private:

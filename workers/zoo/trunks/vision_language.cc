@@ -3,6 +3,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -28,11 +29,20 @@ class VisionLanguageModel : public Model {
       if (VisionTowerReads(r_, n)) shapes_.emplace_back(n, s);
     }
     proj_ = r_.base + "multi_modal_projector.";
-    const int64_t hv = r_.vision.hidden, ht = r_.text.hidden;
+    const int64_t hv = r_.vision.hidden * static_cast<int64_t>(r_.FeatureIndices().size());
+    const int64_t ht = r_.text.hidden;
+    if (r_.projector_norm) {
+      shapes_.emplace_back(proj_ + "projector_layernorm.weight", std::vector<int64_t>{hv});
+      shapes_.emplace_back(proj_ + "projector_layernorm.bias", std::vector<int64_t>{hv});
+    }
     shapes_.emplace_back(proj_ + "linear_1.weight", std::vector<int64_t>{ht, hv});
     if (r_.projector_bias) shapes_.emplace_back(proj_ + "linear_1.bias", std::vector<int64_t>{ht});
     shapes_.emplace_back(proj_ + "linear_2.weight", std::vector<int64_t>{ht, ht});
     if (r_.projector_bias) shapes_.emplace_back(proj_ + "linear_2.bias", std::vector<int64_t>{ht});
+    if (r_.grid_h > 0) {
+      newline_ = r_.base + "image_newline";
+      shapes_.emplace_back(newline_, std::vector<int64_t>{ht});
+    }
     decoder::Recipe text = r_.text;
     text.n.head_base = r_.base + "language_model.";
     text.n.model_base = "language_model.";
@@ -54,7 +64,9 @@ class VisionLanguageModel : public Model {
   }
 
   std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
-    const at::Tensor image = ImageFeatures(w, GetInput(inputs, "pixel_values"));
+    at::Tensor image = ImageFeatures(w, GetInput(inputs, "pixel_values"));
+    // LLaVA-NeXT's image_hidden_states: the packed features of every image, concatenated.
+    if (r_.grid_h > 0) image = image.reshape({-1, image.size(-1)});
     std::vector<at::Tensor> out = lm_->Forward(w, WithImage(inputs, image));
     out.push_back(image);
     return out;
@@ -80,16 +92,25 @@ class VisionLanguageModel : public Model {
     if (labels != batch.labels.end() && labels->second.dim() == 2)
       labels->second.narrow(1, 1, n).fill_(-100);
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed ^ 0x1a9e5ull);
-    batch.inputs["pixel_values"] =
-        at::randn({b, r_.vision.channels, r_.vision.image, r_.vision.image}, gen,
-                  at::TensorOptions().dtype(at::kFloat));
+    const auto fopts = at::TensorOptions().dtype(at::kFloat);
+    if (r_.grid_h == 0) {
+      batch.inputs["pixel_values"] =
+          at::randn({b, r_.vision.channels, r_.vision.image, r_.vision.image}, gen, fopts);
+      return batch;
+    }
+    batch.inputs["pixel_values"] = at::randn(
+        {b, 1 + r_.grid_h * r_.grid_w, r_.vision.channels, r_.vision.image, r_.vision.image}, gen,
+        fopts);
+    batch.inputs["image_sizes"] =
+        at::tensor({r_.image_h, r_.image_w}, at::TensorOptions().dtype(at::kLong)).repeat({b, 1});
     return batch;
   }
 
  protected:
   void InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const override {
     if (vision_->InitWeight(name, t, gen)) return;
-    if (name.rfind(r_.base + "vision_tower.", 0) == 0 || name.rfind(proj_, 0) == 0) {
+    if (name.rfind(r_.base + "vision_tower.", 0) == 0 || name.rfind(proj_, 0) == 0 ||
+        name == newline_) {
       Model::InitWeight(name, t, gen);
       return;
     }
@@ -101,13 +122,50 @@ class VisionLanguageModel : public Model {
   // the cls token under "default", through the projector (linear_1, act, linear_2); one row per
   // image token, [B * tokens, text hidden] flattened as masked_scatter reads them.
   at::Tensor ImageFeatures(const WeightMap& w, const at::Tensor& pixels) const {
-    at::Tensor f = vision_->HiddenState(w, pixels, r_.feature_layer);
-    if (r_.drop_cls) f = f.narrow(1, 1, f.size(1) - 1);
+    if (r_.grid_h > 0) return Pack(w, Project(w, TowerFeatures(w, pixels.flatten(0, 1))),
+                                   pixels.size(0));
+    return Project(w, TowerFeatures(w, pixels));
+  }
+
+  // LlavaNextModel.pack_image_features over f [B * (1 + tiles), N, D] (unpad_image a no-op at
+  // the batches' image size): per image the base view's N rows, then the tiles' features as
+  // [D, grid_h * side, grid_w * side] with image_newline appended to each row, row-major.
+  at::Tensor Pack(const WeightMap& w, const at::Tensor& f, int64_t b) const {
+    const int64_t side = r_.vision.image / r_.vision.patch, d = f.size(-1);
+    const int64_t tiles = r_.grid_h * r_.grid_w, rows = r_.grid_h * side;
+    const at::Tensor all = f.reshape({b, 1 + tiles, side * side, d});
+    at::Tensor grid = all.narrow(1, 1, tiles)
+                          .reshape({b, r_.grid_h, r_.grid_w, side, side, d})
+                          .permute({0, 5, 1, 3, 2, 4})
+                          .reshape({b, d, rows, r_.grid_w * side});
+    const at::Tensor nl = GetWeight(w, newline_).view({1, d, 1, 1}).expand({b, d, rows, 1});
+    grid = at::cat({grid, nl.to(grid.scalar_type())}, -1);
+    return at::cat({all.select(1, 0), grid.flatten(2).transpose(1, 2)}, 1);
+  }
+
+  // The projector over the tower's features (projector_layernorm first under VipLLaVA).
+  at::Tensor Project(const WeightMap& w, at::Tensor f) const {
+    if (r_.projector_norm) {
+      f = nn::LayerNorm(f, GetWeight(w, proj_ + "projector_layernorm.weight"),
+                        GetWeight(w, proj_ + "projector_layernorm.bias"), r_.projector_norm_eps);
+    }
     f = nn::Linear(f, GetWeight(w, proj_ + "linear_1.weight"),
                    GetOptionalWeight(w, r_.projector_bias ? proj_ + "linear_1.bias" : ""));
     f = nn::Activate(f, r_.projector_act);
     return nn::Linear(f, GetWeight(w, proj_ + "linear_2.weight"),
                       GetOptionalWeight(w, r_.projector_bias ? proj_ + "linear_2.bias" : ""));
+  }
+
+  // The selected hidden state(s) without the cls token under "default"; VipLLaVA's several
+  // layers concatenated on the feature axis, the tower run once.
+  at::Tensor TowerFeatures(const WeightMap& w, const at::Tensor& pixels) const {
+    auto cut = [&](at::Tensor f) { return r_.drop_cls ? f.narrow(1, 1, f.size(1) - 1) : f; };
+    if (r_.feature_layers.empty()) return cut(vision_->HiddenState(w, pixels, r_.feature_layer));
+    const std::vector<at::Tensor> states =
+        vision_->HiddenStates(w, pixels, r_.TowerLayersRun());
+    std::vector<at::Tensor> picked;
+    for (int64_t i : r_.FeatureIndices()) picked.push_back(cut(states[static_cast<size_t>(i)]));
+    return at::cat(picked, -1);
   }
 
   static TensorMap WithImage(const TensorMap& inputs, const at::Tensor& image) {
@@ -122,15 +180,23 @@ class VisionLanguageModel : public Model {
 
   VisionLanguageRecipe r_;
   std::optional<ClipVisionTrunk> vision_;
-  std::string proj_;
+  std::string proj_, newline_;
   std::unique_ptr<decoder::DecoderModel> lm_;
   WeightShapeList shapes_;
 };
 
 }  // namespace
 
+std::vector<int64_t> VisionLanguageRecipe::FeatureIndices() const {
+  std::vector<int64_t> out;
+  for (int64_t l : feature_layers.empty() ? std::vector<int64_t>{feature_layer} : feature_layers)
+    out.push_back(l < 0 ? vision.layers + 1 + l : l);
+  return out;
+}
+
 int64_t VisionLanguageRecipe::TowerLayersRun() const {
-  return feature_layer < 0 ? vision.layers + 1 + feature_layer : feature_layer;
+  const std::vector<int64_t> indices = FeatureIndices();
+  return *std::max_element(indices.begin(), indices.end());
 }
 
 bool VisionTowerReads(const VisionLanguageRecipe& r, const std::string& name) {
@@ -144,8 +210,10 @@ bool VisionTowerReads(const VisionLanguageRecipe& r, const std::string& name) {
 }
 
 int64_t VisionLanguageRecipe::ImageTokens() const {
-  const int64_t grid = vision.image / vision.patch;
-  return grid * grid + (drop_cls ? 0 : 1);
+  const int64_t side = vision.image / vision.patch;
+  const int64_t view = side * side + (drop_cls ? 0 : 1);
+  if (grid_h == 0) return view;
+  return view + grid_h * side * (grid_w * side + 1);
 }
 
 StatusOr<std::unique_ptr<Model>> BuildVisionLanguageModel(ModelSpec spec,

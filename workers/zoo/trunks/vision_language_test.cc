@@ -123,5 +123,157 @@ TEST(VisionLanguageTest, LlavaSplicesProjectedTowerFeaturesAtTheImageToken) {
                              "pooled", "vision_feature_select_strategy");
 }
 
+// VipLLaVA (modeling_vipllava.py get_image_features, VipLlavaMultiModalProjector): the tower's
+// hidden_states at each of vision_feature_layers without the cls token, concatenated, then
+// projector_layernorm, linear_1, gelu, linear_2, spliced at the image token into llama.
+TEST(VisionLanguageTest, VipLlavaConcatenatesFeatureLayersThroughTheNormedProjector) {
+  auto m = testing::Build("VipLlavaForConditionalGeneration");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->spec().task, "image-text-to-text");
+  const json& c = m->spec().tiny_config;
+  // The real [-2, -5, -8, -11, 6] of a 24-layer tower at the same depths of the 4-layer tiny one.
+  ASSERT_EQ(c.at("vision_config").at("num_hidden_layers"), 4);
+  ASSERT_EQ(c.at("vision_feature_layers"), json({-1, -2, -2, -3, 1}));
+  const int64_t image_token = c.at("image_token_index");
+  const WeightMap w = m->InitWeights(3, at::kDouble);
+  Batch batch = m->MakeBatch(5, 2);
+  batch.inputs["pixel_values"] = batch.inputs.at("pixel_values").to(at::kDouble);
+  const at::Tensor& ids = batch.inputs.at("input_ids");
+
+  // hidden_states[i] = the last_hidden_state of the same tower cut to i layers.
+  std::vector<at::Tensor> picked;
+  for (int64_t layers : {4, 3, 3, 2, 1}) {
+    json tower = c.at("vision_config");
+    tower["num_hidden_layers"] = layers;
+    tower["architectures"] = {"CLIPVisionModel"};
+    auto clip = testing::BuildFull(tower);
+    ASSERT_TRUE(clip);
+    WeightMap tower_w = clip->InitWeights(1, at::kDouble);
+    for (auto& [n, t] : testing::Unprefixed(w, "model.vision_tower.")) {
+      if (tower_w.count(n)) tower_w[n] = t;
+    }
+    const at::Tensor hs = clip->Forward(tower_w, batch.inputs)[0];
+    picked.push_back(hs.narrow(1, 1, hs.size(1) - 1));
+  }
+  at::Tensor f = at::cat(picked, -1);
+  const std::string p = "model.multi_modal_projector.";
+  const int64_t width = f.size(-1);
+  EXPECT_EQ(width, 5 * c.at("vision_config").at("hidden_size").get<int64_t>());
+  f = at::layer_norm(f, {width}, w.at(p + "projector_layernorm.weight"),
+                     w.at(p + "projector_layernorm.bias"), c.value("projector_layernorm_eps", 1e-5));
+  at::Tensor feats = at::linear(at::gelu(at::linear(f, w.at(p + "linear_1.weight"),
+                                                    w.at(p + "linear_1.bias"))),
+                                w.at(p + "linear_2.weight"), w.at(p + "linear_2.bias"));
+  at::Tensor x = at::embedding(w.at("model.language_model.embed_tokens.weight"), ids);
+  x = x.masked_scatter(ids.eq(image_token).unsqueeze(-1).expand_as(x), feats);
+  const at::Tensor want = LlamaLogits(w, "model.language_model.", x,
+                                      batch.inputs.at("attention_mask"), c.at("text_config"));
+  const auto out = m->Forward(w, batch.inputs);
+  ASSERT_EQ(out.size(), 2u);
+  const at::Tensor attended = batch.inputs.at("attention_mask").unsqueeze(-1).to(at::kBool);
+  EXPECT_LT(testing::MaxAbs(out[0].masked_select(attended), want.masked_select(attended)), 1e-9);
+  EXPECT_LT(testing::MaxAbs(out[1], feats), 1e-10);
+
+  auto base = testing::BuildSibling(*m, "VipLlavaModel");
+  ASSERT_TRUE(base);
+  EXPECT_TRUE(testing::HasWeight(*base, "multi_modal_projector.projector_layernorm.bias"));
+  EXPECT_TRUE(testing::HasWeight(*base, "vision_tower.encoder.layers.3.mlp.fc1.weight"));
+  EXPECT_FALSE(testing::HasWeight(*base, "vision_tower.post_layernorm.weight"));
+  testing::ExpectConfigError("VipLlavaForConditionalGeneration", "vision_feature_layers",
+                             json{-2, 30}, "vision_feature_layers");
+  testing::ExpectConfigError("VipLlavaForConditionalGeneration", "vision_feature_layers", "all",
+                             "vision_feature_layers");
+  testing::ExpectConfigError("VipLlavaForConditionalGeneration", "projector_layernorm_eps", 0,
+                             "projector_layernorm_eps");
+}
+
+// LLaVA-NeXT (modeling_llava_next.py get_image_features, pack_image_features): every view of
+// pixel_values [B, 1 + tiles, C, S, S] through the tower and projector, then per image the base
+// view's features and the tiles' laid out as [D, grid_h * side, grid_w * side] with image_newline
+// appended to each row, spliced at the image token into the (mistral) language model.
+TEST(VisionLanguageTest, LlavaNextPacksTheTileGridWithNewlinesAfterTheBaseView) {
+  auto m = testing::Build("LlavaNextForConditionalGeneration");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->spec().task, "image-text-to-text");
+  const json& c = m->spec().tiny_config;
+  ASSERT_EQ(c.at("image_grid_pinpoints").at(0), json({32, 64}));  // [336, 672] at 32 pixels
+  const int64_t image_token = c.at("image_token_index");
+  const WeightMap w = m->InitWeights(3, at::kDouble);
+  Batch batch = m->MakeBatch(5, 2);
+  const at::Tensor px = batch.inputs.at("pixel_values").to(at::kDouble);
+  ASSERT_EQ(px.sizes(), (std::vector<int64_t>{2, 3, 3, 32, 32}));  // base view + 1 x 2 tiles
+  const at::Tensor sizes = batch.inputs.at("image_sizes");
+  EXPECT_TRUE(sizes.eq(at::tensor({32, 64}).view({1, 2})).all().item<bool>());
+  const at::Tensor& ids = batch.inputs.at("input_ids");
+  const int64_t side = 2, tokens = side * side + side * (2 * side + 1);  // 4 + 2 x 5
+  EXPECT_EQ(ids.eq(image_token).sum().item<int64_t>(), 2 * tokens);
+
+  json tower = c.at("vision_config");
+  tower["num_hidden_layers"] = c.at("vision_config").at("num_hidden_layers").get<int64_t>() - 1;
+  tower["architectures"] = {"CLIPVisionModel"};
+  auto clip = testing::BuildFull(tower);
+  ASSERT_TRUE(clip);
+  WeightMap tower_w = clip->InitWeights(1, at::kDouble);
+  for (const auto& [n, t] : testing::Unprefixed(w, "model.vision_tower.")) {
+    if (tower_w.count(n)) tower_w[n] = t;
+  }
+  const at::Tensor hs = clip->Forward(tower_w, {{"pixel_values", px.flatten(0, 1)}})[0];
+  const std::string p = "model.multi_modal_projector.";
+  const at::Tensor f =
+      at::linear(at::gelu(at::linear(hs.narrow(1, 1, hs.size(1) - 1), w.at(p + "linear_1.weight"),
+                                     w.at(p + "linear_1.bias"))),
+                 w.at(p + "linear_2.weight"), w.at(p + "linear_2.bias"));  // [6, 4, D]
+  const int64_t d = f.size(-1);
+  std::vector<at::Tensor> packed;
+  for (int64_t i = 0; i < 2; ++i) {
+    at::Tensor views = f.narrow(0, 3 * i, 3);
+    at::Tensor g = views.narrow(0, 1, 2).view({1, 2, side, side, d}).permute({4, 0, 2, 1, 3});
+    g = g.flatten(1, 2).flatten(2, 3);  // [D, 2, 4]
+    g = at::cat({g, w.at("model.image_newline").view({d, 1, 1}).expand({d, side, 1})}, -1);
+    packed.push_back(at::cat({views[0], g.flatten(1, 2).transpose(0, 1)}, 0));
+  }
+  const at::Tensor feats = at::cat(packed, 0);
+  at::Tensor x = at::embedding(w.at("model.language_model.embed_tokens.weight"), ids);
+  x = x.masked_scatter(ids.eq(image_token).unsqueeze(-1).expand_as(x), feats);
+  const at::Tensor want = LlamaLogits(w, "model.language_model.", x,
+                                      batch.inputs.at("attention_mask"), c.at("text_config"));
+  TensorMap in = batch.inputs;
+  in["pixel_values"] = px;
+  const auto out = m->Forward(w, in);
+  ASSERT_EQ(out.size(), 2u);
+  const at::Tensor attended = batch.inputs.at("attention_mask").unsqueeze(-1).to(at::kBool);
+  EXPECT_LT(testing::MaxAbs(out[0].masked_select(attended), want.masked_select(attended)), 1e-9);
+  EXPECT_LT(testing::MaxAbs(out[1], feats), 1e-10);
+
+  auto base = testing::BuildSibling(*m, "LlavaNextModel");
+  ASSERT_TRUE(base);
+  EXPECT_TRUE(testing::HasWeight(*base, "image_newline"));
+  testing::ExpectConfigError("LlavaNextForConditionalGeneration",
+                             "vision_feature_select_strategy", "full",
+                             "vision_feature_select_strategy");
+  testing::ExpectConfigError("LlavaNextForConditionalGeneration", "image_grid_pinpoints",
+                             json{{336, 500}}, "image_grid_pinpoints");
+}
+
+// LLaVA-NeXT-Video (modular_llava_next_video.py): its image path is LLaVA-NeXT's
+// (get_image_features, pack_image_features); the same weights give the same outputs.
+TEST(VisionLanguageTest, LlavaNextVideoRunsLlavaNextsImagePath) {
+  auto m = testing::Build("LlavaNextVideoForConditionalGeneration");
+  ASSERT_TRUE(m);
+  json c = m->spec().tiny_config;
+  EXPECT_NE(c.at("video_token_index"), c.at("image_token_index"));
+  c["model_type"] = "llava_next";
+  auto next = testing::BuildSibling(*m, "LlavaNextForConditionalGeneration", c);
+  ASSERT_TRUE(next);
+  const WeightMap w = m->InitWeights(3, at::kDouble);
+  Batch batch = m->MakeBatch(5, 2);
+  batch.inputs["pixel_values"] = batch.inputs.at("pixel_values").to(at::kDouble);
+  const auto got = m->Forward(w, batch.inputs), want = next->Forward(w, batch.inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::equal(got[i], want[i])) << i;
+  testing::ExpectConfigError("LlavaNextVideoForConditionalGeneration", "spatial_pool_mode", "conv",
+                             "spatial_pool_mode");
+}
+
 }  // namespace
 }  // namespace ts::zoo

@@ -57,32 +57,48 @@ PreLnEncoder::PreLnEncoder(PreLnEncoderRecipe recipe, const std::string& prefix,
 
 at::Tensor PreLnEncoder::Forward(const WeightMap& w, at::Tensor x, const at::Tensor& blocked,
                                  int64_t layers) const {
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    if (layers >= 0 && static_cast<int64_t>(li) >= layers) break;
+    x = Layer(w, x, blocked, li);
+  }
+  return x;
+}
+
+std::vector<at::Tensor> PreLnEncoder::HiddenStates(const WeightMap& w, at::Tensor x,
+                                                   const at::Tensor& blocked,
+                                                   int64_t layers) const {
+  std::vector<at::Tensor> states = {x};
+  for (size_t li = 0; li < layers_.size() && static_cast<int64_t>(li) < layers; ++li) {
+    x = Layer(w, x, blocked, li);
+    states.push_back(x);
+  }
+  return states;
+}
+
+at::Tensor PreLnEncoder::Layer(const WeightMap& w, at::Tensor x, const at::Tensor& blocked,
+                               size_t li) const {
   const int64_t b = x.size(0), s = x.size(1), hid = r_.hidden, nh = r_.heads;
   const int64_t hd = hid / nh;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   auto heads = [&](const at::Tensor& t) { return t.view({b, s, nh, hd}).transpose(1, 2); };
-  for (size_t li = 0; li < layers_.size(); ++li) {
-    if (layers >= 0 && static_cast<int64_t>(li) >= layers) break;
-    const Names& l = layers_[li];
-    auto lin = [&](const at::Tensor& y, EncoderSlot slot) {
-      const auto i = static_cast<size_t>(slot);
-      return nn::Linear(y, GetWeight(w, l.weight[i]), GetOptionalWeight(w, l.bias[i]));
-    };
-    auto ln = [&](const at::Tensor& y, EncoderSlot slot) {
-      const auto i = static_cast<size_t>(slot);
-      return nn::LayerNorm(y, GetWeight(w, l.weight[i]), GetWeight(w, l.bias[i]), r_.eps);
-    };
-    at::Tensor y = ln(x, EncoderSlot::kNorm1);
-    at::Tensor q = heads(lin(y, EncoderSlot::kQuery));
-    at::Tensor k = heads(lin(y, EncoderSlot::kKey));
-    at::Tensor v = heads(lin(y, EncoderSlot::kValue));
-    at::Tensor ctx = nn::Attention(q, k, v, blocked, scale).transpose(1, 2).reshape({b, s, hid});
-    x = x + lin(ctx, EncoderSlot::kOut);
-    y = ln(x, EncoderSlot::kNorm2);
-    y = nn::Activate(lin(y, EncoderSlot::kFc1), r_.act);
-    x = x + lin(y, EncoderSlot::kFc2);
-  }
-  return x;
+  const Names& l = layers_[li];
+  auto lin = [&](const at::Tensor& y, EncoderSlot slot) {
+    const auto i = static_cast<size_t>(slot);
+    return nn::Linear(y, GetWeight(w, l.weight[i]), GetOptionalWeight(w, l.bias[i]));
+  };
+  auto ln = [&](const at::Tensor& y, EncoderSlot slot) {
+    const auto i = static_cast<size_t>(slot);
+    return nn::LayerNorm(y, GetWeight(w, l.weight[i]), GetWeight(w, l.bias[i]), r_.eps);
+  };
+  at::Tensor y = ln(x, EncoderSlot::kNorm1);
+  at::Tensor q = heads(lin(y, EncoderSlot::kQuery));
+  at::Tensor k = heads(lin(y, EncoderSlot::kKey));
+  at::Tensor v = heads(lin(y, EncoderSlot::kValue));
+  at::Tensor ctx = nn::Attention(q, k, v, blocked, scale).transpose(1, 2).reshape({b, s, hid});
+  x = x + lin(ctx, EncoderSlot::kOut);
+  y = ln(x, EncoderSlot::kNorm2);
+  y = nn::Activate(lin(y, EncoderSlot::kFc1), r_.act);
+  return x + lin(y, EncoderSlot::kFc2);
 }
 
 VitTrunk::VitTrunk(VitRecipe recipe)

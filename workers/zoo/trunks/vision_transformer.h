@@ -50,9 +50,15 @@ class PreLnEncoder {
   // first that many layers (hidden_states[layers] of transformers' output_hidden_states).
   at::Tensor Forward(const WeightMap& w, at::Tensor x, const at::Tensor& blocked,
                      int64_t layers = -1) const;
+  // transformers' output_hidden_states up to hidden_states[layers]: x, then each of the first
+  // `layers` layers' outputs (layers + 1 tensors).
+  std::vector<at::Tensor> HiddenStates(const WeightMap& w, at::Tensor x, const at::Tensor& blocked,
+                                       int64_t layers) const;
   const PreLnEncoderRecipe& recipe() const { return r_; }
 
  private:
+  at::Tensor Layer(const WeightMap& w, at::Tensor x, const at::Tensor& blocked, size_t li) const;
+
   struct Names {
     std::array<std::string, kEncoderSlots> weight, bias;  // bias empty: none
   };
