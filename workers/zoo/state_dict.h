@@ -34,6 +34,9 @@ struct StateDictEntry {
   std::string tied_to;                // the WeightShapes() name this entry copies; "" otherwise
   // A constant buffer (XIELUActivation's beta / eps): every element this value.
   std::optional<double> fill = std::nullopt;
+  // A computed buffer (Wav2Vec2ConformerRotaryPositionalEmbedding's inv_freq): its values in
+  // order, in `dtype`; empty otherwise.
+  std::vector<double> values = {};
 };
 
 // WeightShapes() in order, then the extra entries.
