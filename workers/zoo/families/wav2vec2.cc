@@ -99,13 +99,14 @@ Status ParseSew(const ConfigReader& r, Wav2Vec2Recipe& c) {
   return OkStatus();
 }
 
-// Wav2Vec2ConformerConfig's conformer fields; an even depthwise kernel is refused as
-// Wav2Vec2ConformerConvolutionModule refuses it (its same padding needs an odd one).
-Status ParseConformer(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c) {
+// Wav2Vec2ConformerConfig's (`bert`: Wav2Vec2BertConfig's) conformer fields; an even depthwise
+// kernel is refused as Wav2Vec2ConformerConvolutionModule refuses it (its same padding needs an
+// odd one).
+Status ParseConformer(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c, bool bert) {
   c.conformer = true;
   auto it = config.find("position_embeddings_type");
   if (it == config.end()) {
-    c.conformer_pos = ConformerPos::kRelative;
+    c.conformer_pos = bert ? ConformerPos::kRelativeKey : ConformerPos::kRelative;
   } else if (it->is_null()) {
     c.conformer_pos = ConformerPos::kNone;
   } else {
@@ -114,6 +115,8 @@ Status ParseConformer(const json& config, const ConfigReader& r, Wav2Vec2Recipe&
       c.conformer_pos = ConformerPos::kRotary;
     } else if (type == "relative") {
       c.conformer_pos = ConformerPos::kRelative;
+    } else if (type == "relative_key" && bert) {
+      c.conformer_pos = ConformerPos::kRelativeKey;
     } else {
       return r.Error("position_embeddings_type", "unknown '" + type + "'");
     }
@@ -127,6 +130,43 @@ Status ParseConformer(const json& config, const ConfigReader& r, Wav2Vec2Recipe&
   if (c.depthwise_kernel % 2 == 0) {
     return r.Error("conv_depthwise_kernel_size", "must be odd (same padding)");
   }
+  if (c.conformer_pos == ConformerPos::kRelativeKey) {
+    TS_ASSIGN_OR_RETURN(c.left_max, r.Int("left_max_position_embeddings", 64));
+    TS_ASSIGN_OR_RETURN(c.right_max, r.Int("right_max_position_embeddings", 8));
+    if (c.left_max < 0) return r.Error("left_max_position_embeddings", "must not be negative");
+    if (c.right_max < 0) return r.Error("right_max_position_embeddings", "must not be negative");
+  }
+  return OkStatus();
+}
+
+// The conv feature encoder's activation and the positional conv(s): wav2vec2's one weight-normed
+// conv, or data2vec-audio's stacked ones.
+Status ParsePositionalConv(const ConfigReader& r, const Wav2Vec2Family& fam, Wav2Vec2Recipe& c) {
+  TS_ASSIGN_OR_RETURN(std::string fa, r.String("feat_extract_activation", "gelu"));
+  TS_ASSIGN_OR_RETURN(c.feat_act, ParseActivation(fa, "feat_extract_activation"));
+  if (fam.stacked_pos_conv) {
+    TS_ASSIGN_OR_RETURN(c.pos_conv_layers, PositiveField(r, "num_conv_pos_embeddings", 5));
+    TS_ASSIGN_OR_RETURN(c.pos_kernel, PositiveField(r, "conv_pos_kernel_size", 19));
+  } else {
+    TS_ASSIGN_OR_RETURN(c.pos_kernel, PositiveField(r, "num_conv_pos_embeddings", 128));
+  }
+  TS_ASSIGN_OR_RETURN(c.pos_groups, PositiveField(r, "num_conv_pos_embedding_groups", 16));
+  if (c.hidden % c.pos_groups != 0) {
+    return r.Error("num_conv_pos_embedding_groups", "must divide hidden_size");
+  }
+  return OkStatus();
+}
+
+// Wav2Vec2BertConfig's input and what the zoo does not build: the adapter (and the intermediate
+// FFN before it), and one label (its heads' loss is cross entropy whatever num_labels says, so a
+// single label would train on a constant).
+Status ParseBert(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c) {
+  TS_ASSIGN_OR_RETURN(c.feature_input_dim, PositiveField(r, "feature_projection_input_dim", 160));
+  TS_ASSIGN_OR_RETURN(bool ffn, r.Bool("use_intermediate_ffn_before_adapter", false));
+  if (ffn)
+    return r.Error("use_intermediate_ffn_before_adapter", "true is not supported by the zoo");
+  TS_ASSIGN_OR_RETURN(int64_t labels, ParseNumLabels(config));
+  if (labels == 1) return r.Error("num_labels", "1: Wav2Vec2Bert's heads take cross entropy");
   return OkStatus();
 }
 
@@ -152,28 +192,21 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family&
   }
   TS_ASSIGN_OR_RETURN(c.intermediate, PositiveField(r, "intermediate_size"));
   TS_ASSIGN_OR_RETURN(c.vocab, PositiveField(r, "vocab_size", 32));
-  TS_RETURN_IF_ERROR(ParseFeatureEncoder(config, r, c, !fam.stacked_pos_conv));
+  if (fam.bert) {
+    TS_RETURN_IF_ERROR(ParseBert(config, r, c));
+  } else {
+    TS_RETURN_IF_ERROR(ParseFeatureEncoder(config, r, c, !fam.stacked_pos_conv));
+  }
   if (fam.sew) TS_RETURN_IF_ERROR(ParseSew(r, c));
-  if (fam.conformer) TS_RETURN_IF_ERROR(ParseConformer(config, r, c));
-  // Data2VecAudioConfig, SEWConfig (read by no module) and Wav2Vec2ConformerConfig: no
-  // do_stable_layer_norm.
+  if (fam.conformer) TS_RETURN_IF_ERROR(ParseConformer(config, r, c, fam.bert));
+  // Data2VecAudioConfig, SEWConfig (read by no module), Wav2Vec2ConformerConfig and
+  // Wav2Vec2BertConfig: no do_stable_layer_norm.
   if (!fam.stacked_pos_conv && !fam.sew && !fam.conformer) {
     TS_ASSIGN_OR_RETURN(c.stable_layer_norm, r.Bool("do_stable_layer_norm", false));
   }
-  TS_ASSIGN_OR_RETURN(std::string fa, r.String("feat_extract_activation", "gelu"));
-  TS_ASSIGN_OR_RETURN(c.feat_act, ParseActivation(fa, "feat_extract_activation"));
-  TS_ASSIGN_OR_RETURN(std::string ha, r.String("hidden_act", "gelu"));
+  if (!fam.bert) TS_RETURN_IF_ERROR(ParsePositionalConv(r, fam, c));
+  TS_ASSIGN_OR_RETURN(std::string ha, r.String("hidden_act", fam.bert ? "swish" : "gelu"));
   TS_ASSIGN_OR_RETURN(c.act, ParseActivation(ha, "hidden_act"));
-  if (fam.stacked_pos_conv) {
-    TS_ASSIGN_OR_RETURN(c.pos_conv_layers, PositiveField(r, "num_conv_pos_embeddings", 5));
-    TS_ASSIGN_OR_RETURN(c.pos_kernel, PositiveField(r, "conv_pos_kernel_size", 19));
-  } else {
-    TS_ASSIGN_OR_RETURN(c.pos_kernel, PositiveField(r, "num_conv_pos_embeddings", 128));
-  }
-  TS_ASSIGN_OR_RETURN(c.pos_groups, PositiveField(r, "num_conv_pos_embedding_groups", 16));
-  if (c.hidden % c.pos_groups != 0) {
-    return r.Error("num_conv_pos_embedding_groups", "must divide hidden_size");
-  }
   TS_ASSIGN_OR_RETURN(c.pad, r.Int("pad_token_id", 0));
   if (c.pad < 0 || c.pad >= c.vocab) {
     return r.Error("pad_token_id", "must be below vocab_size (CTC blank)");
@@ -199,10 +232,8 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family&
   return c;
 }
 
-StatusOr<json> ScaleWav2Vec2(const json& config, const Wav2Vec2Family& fam, bool xvector) {
-  TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(config, fam, xvector));
-  json t = config;
-  const int64_t h = ScaleEncoderWidth(t, c.heads, c.hidden, c.intermediate, c.layers);
+// The tiny conv feature encoder and positional conv(s) of the lineage's waveform families.
+void ScaleFeatureEncoder(const Wav2Vec2Recipe& c, const Wav2Vec2Family& fam, int64_t h, json& t) {
   std::vector<int64_t> dims;
   for (int64_t d : c.conv_dim) dims.push_back(ScaleRatio(d, c.conv_dim.back(), 32, 8));
   if (fam.sew && c.conv_dim.back() == c.hidden) {  // SEWModel without a feature_projection
@@ -221,6 +252,29 @@ StatusOr<json> ScaleWav2Vec2(const json& config, const Wav2Vec2Family& fam, bool
   } else {
     t["num_conv_pos_embeddings"] = std::min<int64_t>(c.pos_kernel, 8);
   }
+  t["num_conv_pos_embedding_groups"] = std::gcd(std::min<int64_t>(c.pos_groups, 16), h);
+}
+
+// wav2vec2-bert: a narrower fbank stack, the depthwise kernel as the conformer's, the distance
+// clamps below the run's 16 frames so that the clamped rows stay exercised.
+void ScaleBert(const Wav2Vec2Recipe& c, json& t) {
+  t["feature_projection_input_dim"] = std::min<int64_t>(c.feature_input_dim, 32);
+  t["conv_depthwise_kernel_size"] = std::min<int64_t>(c.depthwise_kernel, 7);
+  if (c.conformer_pos == ConformerPos::kRelativeKey) {
+    t["left_max_position_embeddings"] = std::min<int64_t>(c.left_max, 8);
+    t["right_max_position_embeddings"] = std::min<int64_t>(c.right_max, 4);
+  }
+}
+
+StatusOr<json> ScaleWav2Vec2(const json& config, const Wav2Vec2Family& fam, bool xvector) {
+  TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(config, fam, xvector));
+  json t = config;
+  const int64_t h = ScaleEncoderWidth(t, c.heads, c.hidden, c.intermediate, c.layers);
+  if (fam.bert) {
+    ScaleBert(c, t);
+  } else {
+    ScaleFeatureEncoder(c, fam, h, t);
+  }
   if (xvector) {
     std::vector<int64_t> tdnn;
     for (int64_t d : c.tdnn_dim) tdnn.push_back(ScaleRatio(d, c.hidden, h, 8));
@@ -229,7 +283,6 @@ StatusOr<json> ScaleWav2Vec2(const json& config, const Wav2Vec2Family& fam, bool
     t["tdnn_dilation"] = c.tdnn_dilation;
     t["xvector_output_dim"] = ScaleRatio(c.xvector_dim, c.hidden, h, 8);
   }
-  t["num_conv_pos_embedding_groups"] = std::gcd(std::min<int64_t>(c.pos_groups, 16), h);
   t["classifier_proj_size"] = std::min<int64_t>(c.proj_size, 32);
   const int64_t vocab = std::min(c.vocab, P::kVocab);
   t["vocab_size"] = vocab;

@@ -39,6 +39,9 @@ struct Wav2Vec2Family {
   // rotary_embedding_base and conv_depthwise_kernel_size read; the unused positional conv and the
   // rotary inv_freq buffer are state_dict entries.
   bool conformer = false;
+  // wav2vec2-bert (with `conformer`): input_features through Wav2Vec2BertFeatureProjection, no
+  // conv feature encoder and no positional conv; relative_key positions (the default).
+  bool bert = false;
 };
 
 // The entry of `arch` of `family` serving `task`, built by `make` from the config's

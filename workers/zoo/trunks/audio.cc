@@ -108,10 +108,11 @@ Wav2Vec2Trunk::Wav2Vec2Trunk(ModelSpec spec, Wav2Vec2Recipe r, std::string prefi
     return;
   }
   const int64_t h = r_.hidden;
+  if (r_.Bert()) in = r_.feature_input_dim;
   if (r_.feat_proj_layer_norm) AddLn(pre_ + "feature_projection.layer_norm", in);
   AddLinear(pre_ + "feature_projection.projection", h, in);
   if (r_.conformer) {
-    AddLn(pre_ + "encoder.layer_norm", h);
+    if (!r_.Bert()) AddLn(pre_ + "encoder.layer_norm", h);
     AddConformerLayers();
     return;
   }
@@ -310,6 +311,12 @@ at::Tensor Wav2Vec2Trunk::EncoderLayer(const WeightMap& w, int64_t i, const at::
 std::pair<at::Tensor, at::Tensor> Wav2Vec2Trunk::Encode(const WeightMap& w,
                                                         const TensorMap& inputs,
                                                         std::vector<at::Tensor>* all) const {
+  if (r_.Bert()) {  // Wav2Vec2BertFeatureProjection over input_features
+    at::Tensor feats =
+        Ln(w, pre_ + "feature_projection.layer_norm", GetInput(inputs, "input_features"), r_.eps);
+    at::Tensor hs = Lin(w, pre_ + "feature_projection.projection", feats);
+    return {ConformerEncode(w, hs, all), feats};
+  }
   at::Tensor x = FeatureEncoder(w, GetInput(inputs, "input_values"));
   if (r_.squeeze > 0) return SewEncode(w, x, all);
   at::Tensor feats = x.transpose(1, 2);
@@ -356,6 +363,10 @@ std::pair<at::Tensor, at::Tensor> Wav2Vec2Trunk::SewEncode(const WeightMap& w,
 }
 
 at::Tensor Wav2Vec2Trunk::InputValues(at::Generator& gen, int64_t batch_size) const {
+  if (r_.Bert()) {
+    return at::randn({batch_size, kW2vFrames, r_.feature_input_dim}, gen,
+                     at::TensorOptions().dtype(at::kFloat));
+  }
   int64_t len = kW2vFrames;
   for (size_t i = r_.conv_dim.size(); i-- > 0;) {
     len = (len - 1) * r_.conv_stride[i] + r_.conv_kernel[i];

@@ -45,7 +45,9 @@ at::Tensor WhisperStem(const WeightMap& w, const std::string& prefix, const at::
 
 // Wav2Vec2ConformerConfig.position_embeddings_type: "rotary", "relative" (Transformer-XL's
 // sinusoid with linear_pos and pos_bias_u / pos_bias_v) or null (none).
-enum class ConformerPos { kNone, kRotary, kRelative };
+// Wav2Vec2BertConfig adds "relative_key" (Shaw-style: distance_embedding of the key - query
+// distance clamped to [-left_max_position_embeddings, right_max_position_embeddings]).
+enum class ConformerPos { kNone, kRotary, kRelative, kRelativeKey };
 
 // wav2vec2 as its config describes it (families/wav2vec2.cc parses it).
 struct Wav2Vec2Recipe {
@@ -88,6 +90,14 @@ struct Wav2Vec2Recipe {
   ConformerPos conformer_pos = ConformerPos::kRelative;
   int64_t depthwise_kernel = 31;
   double rotary_base = 10000.0;
+  // wav2vec2-bert (modular_wav2vec2_bert.py): feature_input_dim > 0 replaces the conv feature
+  // encoder by input_features [B, frames, feature_projection_input_dim] (the feature projection's
+  // layer_norm and projection over it); its conformer blocks' LayerNorms read layer_norm_eps, the
+  // convolution module pads the depthwise conv causally and norms it with depthwise_layer_norm
+  // (no BatchNorm), and the encoder has no final layer_norm.
+  int64_t feature_input_dim = 0;
+  int64_t left_max = 64, right_max = 8;
+  bool Bert() const { return feature_input_dim > 0; }
 };
 
 // Output frames of the tiny wav2vec2 run (its input length is derived from it).
@@ -112,8 +122,10 @@ class Wav2Vec2Trunk : public Model {
   // encoder's last entry is after its final norm).
   std::pair<at::Tensor, at::Tensor> Encode(const WeightMap& w, const TensorMap& inputs,
                                            std::vector<at::Tensor>* all = nullptr) const;
-  // The input_values of a batch: randn [B, L] with L giving kW2vFrames frames.
+  // The input_values of a batch: randn [B, L] with L giving kW2vFrames frames (wav2vec2-bert:
+  // input_features randn [B, kW2vFrames, feature_projection_input_dim]), under InputName().
   at::Tensor InputValues(at::Generator& gen, int64_t batch_size) const;
+  const char* InputName() const { return r_.Bert() ? "input_features" : "input_values"; }
 
   Wav2Vec2Recipe r_;
 

@@ -81,12 +81,19 @@ void Wav2Vec2Trunk::AddConformerLayers() {
       Add(lp + "self_attn.pos_bias_u", {r_.heads, hd});
       Add(lp + "self_attn.pos_bias_v", {r_.heads, hd});
     }
+    if (r_.conformer_pos == ConformerPos::kRelativeKey) {
+      Add(lp + "self_attn.distance_embedding.weight", {r_.left_max + r_.right_max + 1, hd});
+    }
     const std::string cm = lp + "conv_module.";
     AddLn(cm + "layer_norm", h);
     Add(cm + "pointwise_conv1.weight", {2 * h, h, 1});
     Add(cm + "depthwise_conv.weight", {h, 1, r_.depthwise_kernel});
-    for (const char* n : {"weight", "bias", "running_mean", "running_var"}) {
-      Add(cm + "batch_norm." + n, {h});
+    if (r_.Bert()) {
+      AddLn(cm + "depthwise_layer_norm", h);
+    } else {
+      for (const char* n : {"weight", "bias", "running_mean", "running_var"}) {
+        Add(cm + "batch_norm." + n, {h});
+      }
     }
     Add(cm + "pointwise_conv2.weight", {h, h, 1});
     AddLn(lp + "ffn2_layer_norm", h);
@@ -108,7 +115,7 @@ at::Tensor Wav2Vec2Trunk::ConformerEncode(const WeightMap& w, at::Tensor hs,
     if (all) all->push_back(hs);
     hs = ConformerLayer(w, pre_ + "encoder.layers." + std::to_string(i) + ".", hs, pos);
   }
-  hs = ConformerLn(w, pre_ + "encoder.layer_norm", hs, r_.eps);
+  if (!r_.Bert()) hs = ConformerLn(w, pre_ + "encoder.layer_norm", hs, r_.eps);
   if (all) all->push_back(hs);
   return hs;
 }
@@ -120,15 +127,15 @@ at::Tensor Wav2Vec2Trunk::ConformerLayer(const WeightMap& w, const std::string& 
     return ConformerLin(w, p + ".output_dense",
                         nn::Activate(ConformerLin(w, p + ".intermediate_dense", y), r_.act));
   };
-  at::Tensor hs =
-      ffn(lp + "ffn1", ConformerLn(w, lp + "ffn1_layer_norm", x, kConformerBlockEps)) * 0.5 + x;
-  hs =
-      ConformerAttention(w, lp + "self_attn.",
-                         ConformerLn(w, lp + "self_attn_layer_norm", hs, kConformerBlockEps), pos) +
-      hs;
+  // wav2vec2-bert's blocks read layer_norm_eps; the conformer's are at nn.LayerNorm's default.
+  const double eps = r_.Bert() ? r_.eps : kConformerBlockEps;
+  at::Tensor hs = ffn(lp + "ffn1", ConformerLn(w, lp + "ffn1_layer_norm", x, eps)) * 0.5 + x;
+  hs = ConformerAttention(w, lp + "self_attn.",
+                          ConformerLn(w, lp + "self_attn_layer_norm", hs, eps), pos) +
+       hs;
   hs = hs + ConformerConvModule(w, lp + "conv_module.", hs);
-  hs = ffn(lp + "ffn2", ConformerLn(w, lp + "ffn2_layer_norm", hs, kConformerBlockEps)) * 0.5 + hs;
-  return ConformerLn(w, lp + "final_layer_norm", hs, kConformerBlockEps);
+  hs = ffn(lp + "ffn2", ConformerLn(w, lp + "ffn2_layer_norm", hs, eps)) * 0.5 + hs;
+  return ConformerLn(w, lp + "final_layer_norm", hs, eps);
 }
 
 // Wav2Vec2ConformerSelfAttention: rotary on the (normed) input before linear_q / linear_k; or
@@ -161,6 +168,18 @@ at::Tensor Wav2Vec2Trunk::ConformerAttention(const WeightMap& w, const std::stri
   } else {
     scores = nn::Matmul(q, k.transpose(-1, -2)) * scale;
   }
+  if (r_.conformer_pos == ConformerPos::kRelativeKey) {
+    // einsum("bhld,lrd->bhlr", q, distance_embedding[clamp(r - l) + left_max]) / sqrt(d): per
+    // query position l, its head vectors against the T distance embeddings of its row.
+    const auto opts = at::TensorOptions().dtype(at::kLong).device(x.device());
+    at::Tensor ids = at::arange(t, opts);
+    at::Tensor dist = (ids.unsqueeze(0) - ids.unsqueeze(1)).clamp(-r_.left_max, r_.right_max);
+    at::Tensor table =
+        at::embedding(GetWeight(w, p + "distance_embedding.weight"), dist + r_.left_max);
+    at::Tensor ql = q.permute({2, 0, 1, 3}).reshape({t, b * heads, hd});         // [l, B H, d]
+    at::Tensor rel = nn::Matmul(ql, table.to(q.scalar_type()).transpose(1, 2));  // [l, B H, r]
+    scores = scores + rel.view({t, b, heads, t}).permute({1, 2, 0, 3}) * scale;
+  }
   at::Tensor ctx = nn::Matmul(at::softmax(scores, -1), v);
   return ConformerLin(w, p + "linear_out", ctx.transpose(1, 2).reshape({b, t, h}));
 }
@@ -169,13 +188,19 @@ at::Tensor Wav2Vec2Trunk::ConformerAttention(const WeightMap& w, const std::stri
 at::Tensor Wav2Vec2Trunk::ConformerConvModule(const WeightMap& w, const std::string& p,
                                               const at::Tensor& x) const {
   const int64_t h = r_.hidden;
-  at::Tensor y = ConformerLn(w, p + "layer_norm", x, kConformerBlockEps);
+  at::Tensor y = ConformerLn(w, p + "layer_norm", x, r_.Bert() ? r_.eps : kConformerBlockEps);
   y = nn::Linear(y, GetWeight(w, p + "pointwise_conv1.weight").squeeze(-1), at::Tensor());
   y = y.narrow(2, 0, h) * at::sigmoid(y.narrow(2, h, h));  // GLU over the channels
-  y = UnfoldConv1d(y.transpose(1, 2), GetWeight(w, p + "depthwise_conv.weight"), at::Tensor(), 1,
-                   (r_.depthwise_kernel - 1) / 2, h);
-  auto bn = [&](const char* n) { return GetWeight(w, p + "batch_norm." + n).view({1, -1, 1}); };
-  y = (y - bn("running_mean")) / at::sqrt(bn("running_var") + 1e-5) * bn("weight") + bn("bias");
+  if (r_.Bert()) {  // causal: the whole kernel's padding on the left, then depthwise_layer_norm
+    y = UnfoldConv1d(at::constant_pad_nd(y.transpose(1, 2), {r_.depthwise_kernel - 1, 0}),
+                     GetWeight(w, p + "depthwise_conv.weight"), at::Tensor(), 1, 0, h);
+    y = ConformerLn(w, p + "depthwise_layer_norm", y.transpose(1, 2), r_.eps).transpose(1, 2);
+  } else {
+    y = UnfoldConv1d(y.transpose(1, 2), GetWeight(w, p + "depthwise_conv.weight"), at::Tensor(), 1,
+                     (r_.depthwise_kernel - 1) / 2, h);
+    auto bn = [&](const char* n) { return GetWeight(w, p + "batch_norm." + n).view({1, -1, 1}); };
+    y = (y - bn("running_mean")) / at::sqrt(bn("running_var") + 1e-5) * bn("weight") + bn("bias");
+  }
   y = nn::Activate(y, r_.act).transpose(1, 2);
   return nn::Linear(y, GetWeight(w, p + "pointwise_conv2.weight").squeeze(-1), at::Tensor());
 }
