@@ -150,6 +150,9 @@ TensorMap StateDict(const Model& model, const WeightMap& weights, uint64_t seed)
     auto it = weights.find(e.tied_to.empty() ? e.name : e.tied_to);
     if (it != weights.end()) {
       out[e.name] = it->second;
+    } else if (!e.values.empty()) {
+      out[e.name] =
+          at::tensor(e.values, at::TensorOptions().dtype(at::kDouble)).to(e.dtype).view(e.shape);
     } else if (e.fill) {
       out[e.name] = at::full(e.shape, *e.fill, at::TensorOptions().dtype(e.dtype));
     } else if (!e.values.empty()) {

@@ -35,6 +35,8 @@ struct StateDictEntry {
   // A constant buffer (XIELUActivation's beta / eps): every element this value.
   std::optional<double> fill = std::nullopt;
   // A buffer with these values, row-major (ESM's rotary `inv_freq`); empty otherwise.
+  // A computed buffer (Wav2Vec2ConformerRotaryPositionalEmbedding's inv_freq): its values in
+  // order, in `dtype`; empty otherwise.
   std::vector<double> values = {};
 };
 

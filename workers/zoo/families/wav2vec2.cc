@@ -86,6 +86,90 @@ Status ParseXVector(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c
   return OkStatus();
 }
 
+// SEWConfig's squeeze_factor (SEWUpsampling reshapes hidden_size * squeeze_factor channels into
+// squeeze_factor frames of hidden_size) and whether SEWModel projects its features.
+Status ParseSew(const ConfigReader& r, Wav2Vec2Recipe& c) {
+  TS_ASSIGN_OR_RETURN(c.squeeze, PositiveField(r, "squeeze_factor", 2));
+  if (c.squeeze > kW2vFrames) {
+    return r.Error("squeeze_factor", "above the run's " + std::to_string(kW2vFrames) + " frames");
+  }
+  if (c.hidden % c.squeeze != 0) return r.Error("squeeze_factor", "must divide hidden_size");
+  c.sew_projection = c.conv_dim.back() != c.hidden;
+  c.feat_proj_layer_norm = false;
+  return OkStatus();
+}
+
+// Wav2Vec2ConformerConfig's (`bert`: Wav2Vec2BertConfig's) conformer fields; an even depthwise
+// kernel is refused as Wav2Vec2ConformerConvolutionModule refuses it (its same padding needs an
+// odd one).
+Status ParseConformer(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c, bool bert) {
+  c.conformer = true;
+  auto it = config.find("position_embeddings_type");
+  if (it == config.end()) {
+    c.conformer_pos = bert ? ConformerPos::kRelativeKey : ConformerPos::kRelative;
+  } else if (it->is_null()) {
+    c.conformer_pos = ConformerPos::kNone;
+  } else {
+    TS_ASSIGN_OR_RETURN(std::string type, r.String("position_embeddings_type", "relative"));
+    if (type == "rotary") {
+      c.conformer_pos = ConformerPos::kRotary;
+    } else if (type == "relative") {
+      c.conformer_pos = ConformerPos::kRelative;
+    } else if (type == "relative_key" && bert) {
+      c.conformer_pos = ConformerPos::kRelativeKey;
+    } else {
+      return r.Error("position_embeddings_type", "unknown '" + type + "'");
+    }
+  }
+  if (c.conformer_pos == ConformerPos::kRotary && (c.hidden / c.heads) % 2 != 0) {
+    return r.Error("num_attention_heads", "the rotary needs an even head size");
+  }
+  TS_ASSIGN_OR_RETURN(c.rotary_base, r.Double("rotary_embedding_base", 10000.0));
+  if (c.rotary_base <= 0) return r.Error("rotary_embedding_base", "must be positive");
+  TS_ASSIGN_OR_RETURN(c.depthwise_kernel, PositiveField(r, "conv_depthwise_kernel_size", 31));
+  if (c.depthwise_kernel % 2 == 0) {
+    return r.Error("conv_depthwise_kernel_size", "must be odd (same padding)");
+  }
+  if (c.conformer_pos == ConformerPos::kRelativeKey) {
+    TS_ASSIGN_OR_RETURN(c.left_max, r.Int("left_max_position_embeddings", 64));
+    TS_ASSIGN_OR_RETURN(c.right_max, r.Int("right_max_position_embeddings", 8));
+    if (c.left_max < 0) return r.Error("left_max_position_embeddings", "must not be negative");
+    if (c.right_max < 0) return r.Error("right_max_position_embeddings", "must not be negative");
+  }
+  return OkStatus();
+}
+
+// The conv feature encoder's activation and the positional conv(s): wav2vec2's one weight-normed
+// conv, or data2vec-audio's stacked ones.
+Status ParsePositionalConv(const ConfigReader& r, const Wav2Vec2Family& fam, Wav2Vec2Recipe& c) {
+  TS_ASSIGN_OR_RETURN(std::string fa, r.String("feat_extract_activation", "gelu"));
+  TS_ASSIGN_OR_RETURN(c.feat_act, ParseActivation(fa, "feat_extract_activation"));
+  if (fam.stacked_pos_conv) {
+    TS_ASSIGN_OR_RETURN(c.pos_conv_layers, PositiveField(r, "num_conv_pos_embeddings", 5));
+    TS_ASSIGN_OR_RETURN(c.pos_kernel, PositiveField(r, "conv_pos_kernel_size", 19));
+  } else {
+    TS_ASSIGN_OR_RETURN(c.pos_kernel, PositiveField(r, "num_conv_pos_embeddings", 128));
+  }
+  TS_ASSIGN_OR_RETURN(c.pos_groups, PositiveField(r, "num_conv_pos_embedding_groups", 16));
+  if (c.hidden % c.pos_groups != 0) {
+    return r.Error("num_conv_pos_embedding_groups", "must divide hidden_size");
+  }
+  return OkStatus();
+}
+
+// Wav2Vec2BertConfig's input and what the zoo does not build: the adapter (and the intermediate
+// FFN before it), and one label (its heads' loss is cross entropy whatever num_labels says, so a
+// single label would train on a constant).
+Status ParseBert(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c) {
+  TS_ASSIGN_OR_RETURN(c.feature_input_dim, PositiveField(r, "feature_projection_input_dim", 160));
+  TS_ASSIGN_OR_RETURN(bool ffn, r.Bool("use_intermediate_ffn_before_adapter", false));
+  if (ffn)
+    return r.Error("use_intermediate_ffn_before_adapter", "true is not supported by the zoo");
+  TS_ASSIGN_OR_RETURN(int64_t labels, ParseNumLabels(config));
+  if (labels == 1) return r.Error("num_labels", "1: Wav2Vec2Bert's heads take cross entropy");
+  return OkStatus();
+}
+
 // `xvector`: the class is a *ForXVector (its TDNN and x-vector sizes are read and checked).
 StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family& fam,
                                        bool xvector) {
@@ -108,24 +192,21 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family&
   }
   TS_ASSIGN_OR_RETURN(c.intermediate, PositiveField(r, "intermediate_size"));
   TS_ASSIGN_OR_RETURN(c.vocab, PositiveField(r, "vocab_size", 32));
-  TS_RETURN_IF_ERROR(ParseFeatureEncoder(config, r, c, !fam.stacked_pos_conv));
-  if (!fam.stacked_pos_conv) {  // Data2VecAudioConfig has no do_stable_layer_norm
+  if (fam.bert) {
+    TS_RETURN_IF_ERROR(ParseBert(config, r, c));
+  } else {
+    TS_RETURN_IF_ERROR(ParseFeatureEncoder(config, r, c, !fam.stacked_pos_conv));
+  }
+  if (fam.sew) TS_RETURN_IF_ERROR(ParseSew(r, c));
+  if (fam.conformer) TS_RETURN_IF_ERROR(ParseConformer(config, r, c, fam.bert));
+  // Data2VecAudioConfig, SEWConfig (read by no module), Wav2Vec2ConformerConfig and
+  // Wav2Vec2BertConfig: no do_stable_layer_norm.
+  if (!fam.stacked_pos_conv && !fam.sew && !fam.conformer) {
     TS_ASSIGN_OR_RETURN(c.stable_layer_norm, r.Bool("do_stable_layer_norm", false));
   }
-  TS_ASSIGN_OR_RETURN(std::string fa, r.String("feat_extract_activation", "gelu"));
-  TS_ASSIGN_OR_RETURN(c.feat_act, ParseActivation(fa, "feat_extract_activation"));
-  TS_ASSIGN_OR_RETURN(std::string ha, r.String("hidden_act", "gelu"));
+  if (!fam.bert) TS_RETURN_IF_ERROR(ParsePositionalConv(r, fam, c));
+  TS_ASSIGN_OR_RETURN(std::string ha, r.String("hidden_act", fam.bert ? "swish" : "gelu"));
   TS_ASSIGN_OR_RETURN(c.act, ParseActivation(ha, "hidden_act"));
-  if (fam.stacked_pos_conv) {
-    TS_ASSIGN_OR_RETURN(c.pos_conv_layers, PositiveField(r, "num_conv_pos_embeddings", 5));
-    TS_ASSIGN_OR_RETURN(c.pos_kernel, PositiveField(r, "conv_pos_kernel_size", 19));
-  } else {
-    TS_ASSIGN_OR_RETURN(c.pos_kernel, PositiveField(r, "num_conv_pos_embeddings", 128));
-  }
-  TS_ASSIGN_OR_RETURN(c.pos_groups, PositiveField(r, "num_conv_pos_embedding_groups", 16));
-  if (c.hidden % c.pos_groups != 0) {
-    return r.Error("num_conv_pos_embedding_groups", "must divide hidden_size");
-  }
   TS_ASSIGN_OR_RETURN(c.pad, r.Int("pad_token_id", 0));
   if (c.pad < 0 || c.pad >= c.vocab) {
     return r.Error("pad_token_id", "must be below vocab_size (CTC blank)");
@@ -151,18 +232,48 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family&
   return c;
 }
 
-StatusOr<json> ScaleWav2Vec2(const json& config, const Wav2Vec2Family& fam, bool xvector) {
-  TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(config, fam, xvector));
-  json t = config;
-  const int64_t h = ScaleEncoderWidth(t, c.heads, c.hidden, c.intermediate, c.layers);
+// The tiny conv feature encoder and positional conv(s) of the lineage's waveform families.
+void ScaleFeatureEncoder(const Wav2Vec2Recipe& c, const Wav2Vec2Family& fam, int64_t h, json& t) {
   std::vector<int64_t> dims;
   for (int64_t d : c.conv_dim) dims.push_back(ScaleRatio(d, c.conv_dim.back(), 32, 8));
+  if (fam.sew && c.conv_dim.back() == c.hidden) {  // SEWModel without a feature_projection
+    dims.clear();
+    for (int64_t d : c.conv_dim) dims.push_back(ScaleRatio(d, c.conv_dim.back(), h, 8));
+  }
   t["conv_dim"] = dims;
-  if (c.pos_conv_layers > 0) {  // data2vec-audio: two of the stacked convs, a kernel of parity kept
+  if (fam.conformer) t["conv_depthwise_kernel_size"] = std::min<int64_t>(c.depthwise_kernel, 7);
+  if (fam.sew) {  // a kernel of the same parity; at most 4 frames squeezed into one
+    t["num_conv_pos_embeddings"] = std::min<int64_t>(c.pos_kernel, c.pos_kernel % 2 == 0 ? 8 : 7);
+    t["squeeze_factor"] = std::min<int64_t>(c.squeeze, 4);
+  } else if (c.pos_conv_layers > 0) {
+    // data2vec-audio: two of the stacked convs, a kernel of parity kept
     t["num_conv_pos_embeddings"] = std::min<int64_t>(c.pos_conv_layers, 2);
     t["conv_pos_kernel_size"] = std::min<int64_t>(c.pos_kernel, c.pos_kernel % 2 == 0 ? 8 : 7);
   } else {
     t["num_conv_pos_embeddings"] = std::min<int64_t>(c.pos_kernel, 8);
+  }
+  t["num_conv_pos_embedding_groups"] = std::gcd(std::min<int64_t>(c.pos_groups, 16), h);
+}
+
+// wav2vec2-bert: a narrower fbank stack, the depthwise kernel as the conformer's, the distance
+// clamps below the run's 16 frames so that the clamped rows stay exercised.
+void ScaleBert(const Wav2Vec2Recipe& c, json& t) {
+  t["feature_projection_input_dim"] = std::min<int64_t>(c.feature_input_dim, 32);
+  t["conv_depthwise_kernel_size"] = std::min<int64_t>(c.depthwise_kernel, 7);
+  if (c.conformer_pos == ConformerPos::kRelativeKey) {
+    t["left_max_position_embeddings"] = std::min<int64_t>(c.left_max, 8);
+    t["right_max_position_embeddings"] = std::min<int64_t>(c.right_max, 4);
+  }
+}
+
+StatusOr<json> ScaleWav2Vec2(const json& config, const Wav2Vec2Family& fam, bool xvector) {
+  TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(config, fam, xvector));
+  json t = config;
+  const int64_t h = ScaleEncoderWidth(t, c.heads, c.hidden, c.intermediate, c.layers);
+  if (fam.bert) {
+    ScaleBert(c, t);
+  } else {
+    ScaleFeatureEncoder(c, fam, h, t);
   }
   if (xvector) {
     std::vector<int64_t> tdnn;
@@ -172,7 +283,6 @@ StatusOr<json> ScaleWav2Vec2(const json& config, const Wav2Vec2Family& fam, bool
     t["tdnn_dilation"] = c.tdnn_dilation;
     t["xvector_output_dim"] = ScaleRatio(c.xvector_dim, c.hidden, h, 8);
   }
-  t["num_conv_pos_embedding_groups"] = std::gcd(std::min<int64_t>(c.pos_groups, 16), h);
   t["classifier_proj_size"] = std::min<int64_t>(c.proj_size, 32);
   const int64_t vocab = std::min(c.vocab, P::kVocab);
   t["vocab_size"] = vocab;
@@ -184,8 +294,9 @@ StatusOr<json> ScaleWav2Vec2(const json& config, const Wav2Vec2Family& fam, bool
 
 // masked_spec_embed [hidden] under the base model's prefix: a parameter only the training-time
 // masking reads, built when mask_time_prob or mask_feature_prob is positive (Wav2Vec2Config
-// defaults 0.05 and 0), or always (`always`: UniSpeechSatModel, modular_unispeech_sat.py).
-void AddMaskedSpecEmbed(bool always, StateDictBuilder& sd) {
+// defaults 0.05 and 0), or always (`always`: UniSpeechSatModel, modular_unispeech_sat.py). The
+// prefix and the width are those of the weight named `proj` ([hidden, ...] under the prefix).
+void AddMaskedSpecEmbed(bool always, const std::string& proj, StateDictBuilder& sd) {
   const json& cfg = sd.model().spec().tiny_config;
   auto prob = [&](const char* field, double def) {
     if (!cfg.is_object() || !cfg.contains(field) || !cfg[field].is_number()) return def;
@@ -193,11 +304,10 @@ void AddMaskedSpecEmbed(bool always, StateDictBuilder& sd) {
   };
   const bool built =
       always || prob("mask_time_prob", 0.05) > 0.0 || prob("mask_feature_prob", 0.0) > 0.0;
-  const std::string proj = "feature_projection.projection.weight";
   std::vector<StateDictEntry> entries;
   for (const auto& [n, s] : sd.weights()) {
     if (!built || n.size() < proj.size() ||
-        n.compare(n.size() - proj.size(), proj.size(), proj) != 0 || s.size() != 2)
+        n.compare(n.size() - proj.size(), proj.size(), proj) != 0 || s.empty())
       continue;
     entries.push_back(
         {n.substr(0, n.size() - proj.size()) + "masked_spec_embed", {s[0]}, at::kFloat, ""});
@@ -220,11 +330,15 @@ ArchEntry Wav2Vec2Entry(const Wav2Vec2Family& family, const std::string& arch, c
     return ScaleWav2Vec2(config, family, xvector);
   };
   const bool always = family.always_masked_spec_embed;
-  return {{arch, family.model_type, task},
-          std::move(example),
-          scale,
-          build,
-          {.extra = [always](StateDictBuilder& sd) { AddMaskedSpecEmbed(always, sd); }}};
+  // SEWModel may have no feature_projection: its encoder's layer_norm gives the prefix.
+  const std::string proj =
+      family.sew ? "encoder.layer_norm.weight" : "feature_projection.projection.weight";
+  return {
+      {arch, family.model_type, task},
+      std::move(example),
+      scale,
+      build,
+      {.extra = [always, proj](StateDictBuilder& sd) { AddMaskedSpecEmbed(always, proj, sd); }}};
 }
 
 const Wav2Vec2Family& Wav2Vec2Lineage() {

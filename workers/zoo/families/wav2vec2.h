@@ -32,6 +32,16 @@ struct Wav2Vec2Family {
   bool wavlm = false;
   // masked_spec_embed in the state_dict whatever the masking probabilities (UniSpeechSatModel).
   bool always_masked_spec_embed = false;
+  // SEW: squeeze_factor read, SEWModel's feature layer_norm / optional feature_projection and
+  // SEWEncoder (trunks/audio.h Wav2Vec2Recipe::squeeze); do_stable_layer_norm not read.
+  bool sew = false;
+  // wav2vec2-conformer: conformer blocks (Wav2Vec2Recipe::conformer), position_embeddings_type,
+  // rotary_embedding_base and conv_depthwise_kernel_size read; the unused positional conv and the
+  // rotary inv_freq buffer are state_dict entries.
+  bool conformer = false;
+  // wav2vec2-bert (with `conformer`): input_features through Wav2Vec2BertFeatureProjection, no
+  // conv feature encoder and no positional conv; relative_key positions (the default).
+  bool bert = false;
 };
 
 // The entry of `arch` of `family` serving `task`, built by `make` from the config's

@@ -37,7 +37,7 @@ class Wav2Vec2Base : public Wav2Vec2Trunk {
     if (batch_size <= 0) batch_size = RunBatchSize(spec().tiny_config);
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     Batch batch;
-    batch.inputs["input_values"] = InputValues(gen, batch_size);
+    batch.inputs[InputName()] = InputValues(gen, batch_size);
     batch.labels["target"] =
         at::randn({batch_size, kW2vFrames, r_.hidden}, gen, at::TensorOptions().dtype(at::kFloat));
     return batch;

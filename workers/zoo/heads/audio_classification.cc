@@ -79,7 +79,7 @@ class Wav2Vec2SequenceClassification : public Wav2Vec2Classifier {
     if (batch_size <= 0) batch_size = RunBatchSize(spec().tiny_config);
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     Batch batch;
-    batch.inputs["input_values"] = InputValues(gen, batch_size);
+    batch.inputs[InputName()] = InputValues(gen, batch_size);
     batch.labels["labels"] =
         r_.num_labels == 1 ? at::randn({batch_size}, gen, at::TensorOptions().dtype(at::kFloat))
                            : at::randint(0, r_.num_labels, {batch_size}, gen,
@@ -115,7 +115,7 @@ class Wav2Vec2FrameClassification : public Wav2Vec2Classifier {
     if (batch_size <= 0) batch_size = RunBatchSize(spec().tiny_config);
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     Batch batch;
-    batch.inputs["input_values"] = InputValues(gen, batch_size);
+    batch.inputs[InputName()] = InputValues(gen, batch_size);
     batch.labels["labels"] = at::randint(0, r_.num_labels, {batch_size, kW2vFrames}, gen,
                                          at::TensorOptions().dtype(at::kLong));
     return batch;

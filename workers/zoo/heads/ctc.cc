@@ -41,7 +41,7 @@ class Wav2Vec2Ctc : public Wav2Vec2Trunk {
     if (batch_size <= 0) batch_size = RunBatchSize(spec().tiny_config);
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     Batch batch;
-    batch.inputs["input_values"] = InputValues(gen, batch_size);
+    batch.inputs[InputName()] = InputValues(gen, batch_size);
     const int64_t l = kW2vFrames / 4;
     at::Tensor labels =
         at::randint(0, r_.vocab - 1, {batch_size, l}, gen, at::TensorOptions().dtype(at::kLong));

@@ -62,7 +62,7 @@ class Wav2Vec2XVector : public Wav2Vec2Classifier {
     if (batch_size <= 0) batch_size = RunBatchSize(spec().tiny_config);
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     Batch batch;
-    batch.inputs["input_values"] = InputValues(gen, batch_size);
+    batch.inputs[InputName()] = InputValues(gen, batch_size);
     batch.labels["labels"] =
         at::randint(0, r_.num_labels, {batch_size}, gen, at::TensorOptions().dtype(at::kLong));
     return batch;

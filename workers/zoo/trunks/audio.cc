@@ -2,6 +2,7 @@
 // and encoder. The op order is the one the audio families had before the trunk existed.
 #include "workers/zoo/trunks/audio.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "workers/zoo/families_internal.h"
@@ -102,9 +103,19 @@ Wav2Vec2Trunk::Wav2Vec2Trunk(ModelSpec spec, Wav2Vec2Recipe r, std::string prefi
     if (!r_.group_norm || i == 0) AddLn(lp + "layer_norm", r_.conv_dim[i]);
     in = r_.conv_dim[i];
   }
+  if (r_.squeeze > 0) {
+    AddSewWeights(in);
+    return;
+  }
   const int64_t h = r_.hidden;
+  if (r_.Bert()) in = r_.feature_input_dim;
   if (r_.feat_proj_layer_norm) AddLn(pre_ + "feature_projection.layer_norm", in);
   AddLinear(pre_ + "feature_projection.projection", h, in);
+  if (r_.conformer) {
+    if (!r_.Bert()) AddLn(pre_ + "encoder.layer_norm", h);
+    AddConformerLayers();
+    return;
+  }
   if (r_.pos_conv_layers > 0) {
     for (int64_t i = 0; i < r_.pos_conv_layers; ++i) {
       const std::string pc = pre_ + "encoder.pos_conv_embed.layers." + std::to_string(i) + ".conv.";
@@ -118,6 +129,11 @@ Wav2Vec2Trunk::Wav2Vec2Trunk(ModelSpec spec, Wav2Vec2Recipe r, std::string prefi
     Add(pc + "parametrizations.weight.original1", {h, h / r_.pos_groups, r_.pos_kernel});
   }
   AddLn(pre_ + "encoder.layer_norm", h);
+  AddLayers();
+}
+
+void Wav2Vec2Trunk::AddLayers() {
+  const int64_t h = r_.hidden;
   for (int64_t i = 0; i < r_.layers; ++i) {
     const std::string lp = pre_ + "encoder.layers." + std::to_string(i) + ".";
     for (const char* n : {"k_proj", "v_proj", "q_proj", "out_proj"}) {
@@ -133,6 +149,21 @@ Wav2Vec2Trunk::Wav2Vec2Trunk(ModelSpec spec, Wav2Vec2Recipe r, std::string prefi
     AddLinear(lp + "feed_forward.output_dense", h, r_.intermediate);
     AddLn(lp + "final_layer_norm", h);
   }
+}
+
+// SEWModel's registration order: layer_norm, feature_projection, then SEWEncoder's pos_conv_embed,
+// layer_norm, layers and upsample.
+void Wav2Vec2Trunk::AddSewWeights(int64_t conv_out) {
+  const int64_t h = r_.hidden;
+  AddLn(pre_ + "layer_norm", conv_out);
+  if (r_.sew_projection) AddLinear(pre_ + "feature_projection", h, conv_out);
+  const std::string pc = pre_ + "encoder.pos_conv_embed.conv.";
+  Add(pc + "bias", {h});
+  Add(pc + "parametrizations.weight.original0", {1, 1, r_.pos_kernel});
+  Add(pc + "parametrizations.weight.original1", {h, h / r_.pos_groups, r_.pos_kernel});
+  AddLn(pre_ + "encoder.layer_norm", h);
+  AddLayers();
+  AddLinear(pre_ + "encoder.upsample.projection", h * r_.squeeze, h);
 }
 
 void Wav2Vec2Trunk::Add(const std::string& name, std::vector<int64_t> shape) {
@@ -154,6 +185,14 @@ void Wav2Vec2Trunk::InitWeight(const std::string& name, at::Tensor& t, at::Gener
   if (name.find("parametrizations.weight.original0") != std::string::npos ||
       name.find("gru_rel_pos_const") != std::string::npos) {
     t.uniform_(0.5, 1.5, gen);
+    return;
+  }
+  if (name.find("running_var") != std::string::npos) {  // the conformer's BatchNorm1d
+    t.uniform_(0.5, 1.5, gen);
+    return;
+  }
+  if (name.find("running_mean") != std::string::npos) {
+    t.normal_(0.0, 0.1, gen);
     return;
   }
   if (InitConvWeight(name, t, gen)) return;
@@ -179,12 +218,13 @@ at::Tensor Wav2Vec2Trunk::FeatureEncoder(const WeightMap& w, const at::Tensor& v
 }
 
 // Positional conv embedding (weight norm over dim 2, same padding, grouped), then `feat_act`.
-at::Tensor Wav2Vec2Trunk::PositionalConv(const WeightMap& w, const at::Tensor& hs) const {
+at::Tensor Wav2Vec2Trunk::PositionalConv(const WeightMap& w, const at::Tensor& hs,
+                                         int64_t stride) const {
   const std::string pc = pre_ + "encoder.pos_conv_embed.conv.";
   const at::Tensor& g = GetWeight(w, pc + "parametrizations.weight.original0");
   const at::Tensor& v = GetWeight(w, pc + "parametrizations.weight.original1");
   at::Tensor weight = g * v / v.pow(2).sum(at::IntArrayRef{0, 1}, /*keepdim=*/true).sqrt();
-  at::Tensor pos = UnfoldConv1d(hs.transpose(1, 2), weight, GetWeight(w, pc + "bias"), 1,
+  at::Tensor pos = UnfoldConv1d(hs.transpose(1, 2), weight, GetWeight(w, pc + "bias"), stride,
                                 r_.pos_kernel / 2, r_.pos_groups);
   if (r_.pos_kernel % 2 == 0) pos = pos.narrow(2, 0, pos.size(2) - 1);
   return nn::Activate(pos, r_.feat_act).transpose(1, 2);
@@ -271,10 +311,18 @@ at::Tensor Wav2Vec2Trunk::EncoderLayer(const WeightMap& w, int64_t i, const at::
 std::pair<at::Tensor, at::Tensor> Wav2Vec2Trunk::Encode(const WeightMap& w,
                                                         const TensorMap& inputs,
                                                         std::vector<at::Tensor>* all) const {
+  if (r_.Bert()) {  // Wav2Vec2BertFeatureProjection over input_features
+    at::Tensor feats =
+        Ln(w, pre_ + "feature_projection.layer_norm", GetInput(inputs, "input_features"), r_.eps);
+    at::Tensor hs = Lin(w, pre_ + "feature_projection.projection", feats);
+    return {ConformerEncode(w, hs, all), feats};
+  }
   at::Tensor x = FeatureEncoder(w, GetInput(inputs, "input_values"));
+  if (r_.squeeze > 0) return SewEncode(w, x, all);
   at::Tensor feats = x.transpose(1, 2);
   if (r_.feat_proj_layer_norm) feats = Ln(w, pre_ + "feature_projection.layer_norm", feats, r_.eps);
   at::Tensor hs = Lin(w, pre_ + "feature_projection.projection", feats);
+  if (r_.conformer) return {ConformerEncode(w, hs, all), feats};
   hs = hs + (r_.pos_conv_layers > 0 ? StackedPositionalConv(w, hs) : PositionalConv(w, hs));
   if (!r_.stable_layer_norm) hs = Ln(w, pre_ + "encoder.layer_norm", hs, r_.eps);
   const at::Tensor bias = r_.rel_buckets > 0 ? RelativePositionBias(w, hs.size(1)) : at::Tensor();
@@ -287,7 +335,38 @@ std::pair<at::Tensor, at::Tensor> Wav2Vec2Trunk::Encode(const WeightMap& w,
   return {hs, feats};
 }
 
+// SEWModel.forward and SEWEncoder.forward without a mask: the features layer-normed (and
+// projected), the positional conv of stride squeeze_factor added to AvgPool1d(squeeze) of the
+// states (both cut to the shorter), encoder.layer_norm, the post-LN layers (SEWEncoderLayer is
+// Wav2Vec2EncoderLayer: do_stable_layer_norm is not read), then SEWUpsampling: the projection to
+// squeeze x hidden, feat_act, each frame's channels unfolded into squeeze frames, zero-padded to
+// the input's frame count. The hidden states (`all`) are at the pooled rate, as transformers'.
+std::pair<at::Tensor, at::Tensor> Wav2Vec2Trunk::SewEncode(const WeightMap& w,
+                                                           const at::Tensor& conv_out,
+                                                           std::vector<at::Tensor>* all) const {
+  at::Tensor feats = Ln(w, pre_ + "layer_norm", conv_out.transpose(1, 2), r_.eps);
+  at::Tensor hs = r_.sew_projection ? Lin(w, pre_ + "feature_projection", feats) : feats;
+  const int64_t b = hs.size(0), frames = hs.size(1), h = hs.size(2), sq = r_.squeeze;
+  at::Tensor pos = PositionalConv(w, hs, sq);
+  at::Tensor pooled = hs.narrow(1, 0, frames / sq * sq).reshape({b, frames / sq, sq, h}).mean(2);
+  const int64_t len = std::min(pos.size(1), pooled.size(1));
+  hs = Ln(w, pre_ + "encoder.layer_norm", pooled.narrow(1, 0, len) + pos.narrow(1, 0, len), r_.eps);
+  for (int64_t i = 0; i < r_.layers; ++i) {
+    if (all) all->push_back(hs);
+    hs = EncoderLayer(w, i, hs, at::Tensor());
+  }
+  if (all) all->push_back(hs);
+  hs = nn::Activate(Lin(w, pre_ + "encoder.upsample.projection", hs), r_.feat_act);
+  hs = hs.reshape({b, len * sq, h});
+  if (hs.size(1) < frames) hs = at::constant_pad_nd(hs, {0, 0, 0, frames - hs.size(1)});
+  return {hs, feats};
+}
+
 at::Tensor Wav2Vec2Trunk::InputValues(at::Generator& gen, int64_t batch_size) const {
+  if (r_.Bert()) {
+    return at::randn({batch_size, kW2vFrames, r_.feature_input_dim}, gen,
+                     at::TensorOptions().dtype(at::kFloat));
+  }
   int64_t len = kW2vFrames;
   for (size_t i = r_.conv_dim.size(); i-- > 0;) {
     len = (len - 1) * r_.conv_stride[i] + r_.conv_kernel[i];

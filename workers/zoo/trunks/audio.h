@@ -43,6 +43,12 @@ using AddWeightFn = std::function<void(const std::string&, std::vector<int64_t>)
 void AddWhisperStem(const std::string& prefix, int64_t d, int64_t mel, const AddWeightFn& add);
 at::Tensor WhisperStem(const WeightMap& w, const std::string& prefix, const at::Tensor& features);
 
+// Wav2Vec2ConformerConfig.position_embeddings_type: "rotary", "relative" (Transformer-XL's
+// sinusoid with linear_pos and pos_bias_u / pos_bias_v) or null (none).
+// Wav2Vec2BertConfig adds "relative_key" (Shaw-style: distance_embedding of the key - query
+// distance clamped to [-left_max_position_embeddings, right_max_position_embeddings]).
+enum class ConformerPos { kNone, kRotary, kRelative, kRelativeKey };
+
 // wav2vec2 as its config describes it (families/wav2vec2.cc parses it).
 struct Wav2Vec2Recipe {
   int64_t hidden = 0, layers = 0, heads = 0, intermediate = 0, vocab = 32;
@@ -71,6 +77,27 @@ struct Wav2Vec2Recipe {
   // The x-vector head (Wav2Vec2ForXVector): TDNN widths, kernels, dilations, embedding width.
   std::vector<int64_t> tdnn_dim, tdnn_kernel, tdnn_dilation;
   int64_t xvector_dim = 512;
+  // SEW (modular_sew.py): squeeze_factor > 0 turns on SEWModel's layout (`layer_norm` over the
+  // features, a bare `feature_projection` Linear only when conv_dim[-1] != hidden_size) and
+  // SEWEncoder's squeeze: the strided positional conv beside an average pool of squeeze frames,
+  // post-LN layers at the pooled rate, `encoder.upsample.projection` back to the input's frames.
+  int64_t squeeze = 0;
+  bool sew_projection = true;
+  // wav2vec2-conformer (modular_wav2vec2_conformer.py): conformer blocks in place of the encoder
+  // layers (trunks/audio_conformer.cc), no positional conv (transformers builds it and never
+  // calls it) and no layer norm before the blocks, `encoder.layer_norm` after them.
+  bool conformer = false;
+  ConformerPos conformer_pos = ConformerPos::kRelative;
+  int64_t depthwise_kernel = 31;
+  double rotary_base = 10000.0;
+  // wav2vec2-bert (modular_wav2vec2_bert.py): feature_input_dim > 0 replaces the conv feature
+  // encoder by input_features [B, frames, feature_projection_input_dim] (the feature projection's
+  // layer_norm and projection over it); its conformer blocks' LayerNorms read layer_norm_eps, the
+  // convolution module pads the depthwise conv causally and norms it with depthwise_layer_norm
+  // (no BatchNorm), and the encoder has no final layer_norm.
+  int64_t feature_input_dim = 0;
+  int64_t left_max = 64, right_max = 8;
+  bool Bert() const { return feature_input_dim > 0; }
 };
 
 // Output frames of the tiny wav2vec2 run (its input length is derived from it).
@@ -95,15 +122,23 @@ class Wav2Vec2Trunk : public Model {
   // encoder's last entry is after its final norm).
   std::pair<at::Tensor, at::Tensor> Encode(const WeightMap& w, const TensorMap& inputs,
                                            std::vector<at::Tensor>* all = nullptr) const;
-  // The input_values of a batch: randn [B, L] with L giving kW2vFrames frames.
+  // The input_values of a batch: randn [B, L] with L giving kW2vFrames frames (wav2vec2-bert:
+  // input_features randn [B, kW2vFrames, feature_projection_input_dim]), under InputName().
   at::Tensor InputValues(at::Generator& gen, int64_t batch_size) const;
+  const char* InputName() const { return r_.Bert() ? "input_features" : "input_values"; }
 
   Wav2Vec2Recipe r_;
 
  private:
   void AddLn(const std::string& p, int64_t n);
+  void AddLayers();
   at::Tensor FeatureEncoder(const WeightMap& w, const at::Tensor& values) const;
-  at::Tensor PositionalConv(const WeightMap& w, const at::Tensor& hs) const;
+  // `stride`: SEW's squeeze_factor (the conv's stride); 1 elsewhere.
+  at::Tensor PositionalConv(const WeightMap& w, const at::Tensor& hs, int64_t stride = 1) const;
+  // SEW: the weights after the feature encoder, and the encoding from its output.
+  void AddSewWeights(int64_t conv_out);
+  std::pair<at::Tensor, at::Tensor> SewEncode(const WeightMap& w, const at::Tensor& conv_out,
+                                              std::vector<at::Tensor>* all) const;
   at::Tensor StackedPositionalConv(const WeightMap& w, const at::Tensor& hs) const;
   // `bias`: WavLM's relative position bias [heads, T, T] (undefined: none).
   at::Tensor EncoderLayer(const WeightMap& w, int64_t i, const at::Tensor& hs,
@@ -113,6 +148,17 @@ class Wav2Vec2Trunk : public Model {
   // Self-attention under `p` with WavLM's gate over `bias` when defined.
   at::Tensor Attention(const WeightMap& w, const std::string& p, const at::Tensor& x,
                        const at::Tensor& bias) const;
+
+  // The conformer blocks (audio_conformer.cc): weights in Wav2Vec2ConformerEncoderLayer's
+  // order, and the encoder from the projected features.
+  void AddConformerLayers();
+  at::Tensor ConformerEncode(const WeightMap& w, at::Tensor hs, std::vector<at::Tensor>* all) const;
+  at::Tensor ConformerLayer(const WeightMap& w, const std::string& lp, const at::Tensor& x,
+                            const at::Tensor& pos) const;
+  at::Tensor ConformerAttention(const WeightMap& w, const std::string& p, const at::Tensor& x,
+                                const at::Tensor& pos) const;
+  at::Tensor ConformerConvModule(const WeightMap& w, const std::string& p,
+                                 const at::Tensor& x) const;
 
   std::string pre_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes_;
