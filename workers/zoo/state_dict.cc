@@ -155,10 +155,6 @@ TensorMap StateDict(const Model& model, const WeightMap& weights, uint64_t seed)
           at::tensor(e.values, at::TensorOptions().dtype(at::kDouble)).to(e.dtype).view(e.shape);
     } else if (e.fill) {
       out[e.name] = at::full(e.shape, *e.fill, at::TensorOptions().dtype(e.dtype));
-    } else if (!e.values.empty()) {
-      out[e.name] = at::tensor(e.values, at::TensorOptions().dtype(at::kDouble))
-                        .view(e.shape)
-                        .to(e.dtype);
     } else if (e.dtype == at::kLong) {
       out[e.name] = at::zeros(e.shape, at::TensorOptions().dtype(at::kLong));
     } else {

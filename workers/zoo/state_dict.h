@@ -34,9 +34,8 @@ struct StateDictEntry {
   std::string tied_to;                // the WeightShapes() name this entry copies; "" otherwise
   // A constant buffer (XIELUActivation's beta / eps): every element this value.
   std::optional<double> fill = std::nullopt;
-  // A buffer with these values, row-major (ESM's rotary `inv_freq`); empty otherwise.
-  // A computed buffer (Wav2Vec2ConformerRotaryPositionalEmbedding's inv_freq): its values in
-  // order, in `dtype`; empty otherwise.
+  // A computed buffer with these values, row-major, in `dtype` (the rotary `inv_freq` of ESM and
+  // Wav2Vec2Conformer); empty otherwise.
   std::vector<double> values = {};
 };
 
