@@ -157,7 +157,8 @@ class SplinterStack : public Stack {
     return at::cat({at::gather(h, 1, index), h}, 1);
   }
 
-  std::unique_ptr<TextHead> QaHead(const TextHeadSpec& spec) const override {
+  std::unique_ptr<TextHead> FamilyHead(Head kind, const TextHeadSpec& spec) const override {
+    if (kind != Head::kQA) return nullptr;
     return std::make_unique<SpanSelectionHead>(spec);
   }
 

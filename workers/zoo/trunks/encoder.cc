@@ -65,8 +65,8 @@ EncoderModel::EncoderModel(ModelSpec spec, Recipe r, const HeadNames& names, Hea
     pair.name = names.pair_head;
     pair.num_labels = 2;
     head_ = MakePreTrainingHead(HeadSpec(names, Head::kMaskedLM), std::move(pair), names.pair);
-  } else if (head_kind_ == Head::kQA && stack_) {
-    head_ = stack_->QaHead(HeadSpec(names, head_kind_));
+  } else if (stack_) {
+    head_ = stack_->FamilyHead(head_kind_, HeadSpec(names, head_kind_));
     if (!head_) head_ = MakeTextHead(HeadSpec(names, head_kind_));
   } else {
     head_ = MakeTextHead(HeadSpec(names, head_kind_));

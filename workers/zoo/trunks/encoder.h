@@ -64,6 +64,7 @@ enum class Projection {
 enum class Lineage { kBert, kGeneric };
 
 struct Recipe;
+enum class Head;
 
 // A family's own embeddings and layers under the trunk's heads and batches (MobileBERT, ESM,
 // ModernBERT: layers no Layout describes), defined in its family file. Immutable once its
@@ -114,9 +115,10 @@ class Stack {
     (void)mask;
     return h;
   }
-  // The family's own question-answering head over HeadInput's output (Splinter's span selection),
-  // built from the trunk's spec; null: the trunk's.
-  virtual std::unique_ptr<TextHead> QaHead(const TextHeadSpec& spec) const {
+  // The family's own head of kind `kind` over HeadInput's output (Splinter's span selection,
+  // XLNet's unshifted LM loss), built from the trunk's spec; null: the trunk's.
+  virtual std::unique_ptr<TextHead> FamilyHead(Head kind, const TextHeadSpec& spec) const {
+    (void)kind;
     (void)spec;
     return nullptr;
   }
