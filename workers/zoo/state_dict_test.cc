@@ -311,6 +311,7 @@ const std::set<std::string> kNotYetInTable = {
     "SegformerModel",
     "SolarOpenForCausalLM",
     "SolarOpenModel",
+    "SplinterForPreTraining",
     "SplinterForQuestionAnswering",
     "SplinterModel",
     "SqueezeBertForMaskedLM",
