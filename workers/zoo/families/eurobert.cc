@@ -83,7 +83,8 @@ class EuroBertStack : public Stack {
   // averaged ("late": the classifier after it is affine, so averaging its input averages its
   // logits).
   at::Tensor HeadInput(const WeightMap& w, bool sequence_level, bool, const at::Tensor&,
-                       const at::Tensor& h, const at::Tensor& mask) const override {
+                       const TensorMap&, const at::Tensor& h,
+                       const at::Tensor& mask) const override {
     if (!sequence_level) return h;
     auto dense = [&](const at::Tensor& t) {
       return at::gelu(

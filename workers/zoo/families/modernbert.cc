@@ -90,7 +90,8 @@ class ModernBertStack : public Stack {
   }
 
   at::Tensor HeadInput(const WeightMap& w, bool sequence_level, bool base, const at::Tensor&,
-                       const at::Tensor& h, const at::Tensor& mask) const override {
+                       const TensorMap&, const at::Tensor& h,
+                       const at::Tensor& mask) const override {
     if (base) return h;
     at::Tensor x = h;
     if (sequence_level && m_.mean_pool) {  // (h * mask).sum(1) / mask.sum(1)

@@ -6,10 +6,11 @@
 // every token through start_transform / end_transform (each SplinterFullyConnectedLayer: dense,
 // GELU whatever hidden_act says, LayerNorm at its default eps 1e-5), start_logits =
 // start_classifier(query start) . start token reps (end alike), padded positions pushed down by
-// the dtype's lowest value; the mean of the two cross entropies. Its batches carry no padding
-// (Recipe::unpadded_batches): the padded logits at finfo.min would swamp the output comparison.
-// SplinterForPreTraining is not registered (FIDELITY.md). A relative position_embedding_type is
-// refused naming the field. tau/splinter-base-qass.
+// the dtype's lowest value; the mean of the two cross entropies. SplinterForPreTraining: the same
+// head over the batch's question_positions [N, 2] (two question tokens placed in each row),
+// logits [N, 2, S]. The batches carry no padding (Recipe::unpadded_batches): the padded logits
+// at finfo.min would swamp the output comparison. A relative position_embedding_type is refused
+// naming the field. tau/splinter-base-qass.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -24,6 +25,9 @@
 
 namespace ts::zoo::internal::encoder {
 namespace {
+
+// Question tokens per row in SplinterForPreTraining's batches.
+constexpr int64_t kQuestions = 2;
 
 struct SplinterLayerW {
   std::string q, k, v, o, o_norm, inter, out, out_norm;
@@ -47,7 +51,10 @@ double Lowest(at::ScalarType t) {
 // the tokens'.
 class SpanSelectionHead : public TextHead {
  public:
-  explicit SpanSelectionHead(TextHeadSpec spec) : TextHead(std::move(spec)) {}
+  // `questions`: 0 for SplinterForQuestionAnswering (one question, logits [N, S]), else the
+  // question_positions per row (SplinterForPreTraining, logits [N, Q, S]).
+  SpanSelectionHead(TextHeadSpec spec, int64_t questions)
+      : TextHead(std::move(spec)), questions_(questions) {}
 
   WeightShapeList Weights() const override {
     const int64_t h = spec_.hidden;
@@ -68,37 +75,50 @@ class SpanSelectionHead : public TextHead {
 
   std::vector<at::Tensor> Forward(const WeightMap& w, const at::Tensor& x,
                                   const at::Tensor& mask) const override {
-    const at::Tensor question = x.narrow(1, 0, 1), tokens = x.narrow(1, 1, x.size(1) - 1);
+    const int64_t qn = std::max<int64_t>(questions_, 1);
+    const at::Tensor question = x.narrow(1, 0, qn), tokens = x.narrow(1, qn, x.size(1) - qn);
     auto logits = [&](const char* query, const char* token, const char* classifier) {
       const at::Tensor q =
           nn::Linear(Fc(w, question, query), GetWeight(w, std::string(kPrefix) + classifier));
-      at::Tensor l = nn::Matmul(q, Fc(w, tokens, token).transpose(1, 2)).squeeze(1);
-      if (mask.defined()) l = l + (1 - mask).to(l.scalar_type()) * Lowest(l.scalar_type());
+      at::Tensor l = nn::Matmul(q, Fc(w, tokens, token).transpose(1, 2));  // [N, Q, S]
+      if (questions_ == 0) l = l.squeeze(1);
+      if (mask.defined()) {
+        const at::Tensor pad = (1 - mask).to(l.scalar_type());
+        l = l + (questions_ == 0 ? pad : pad.unsqueeze(1)) * Lowest(l.scalar_type());
+      }
       return l;
     };
     return {logits("query_start_transform", "start_transform", "start_classifier.weight"),
             logits("query_end_transform", "end_transform", "end_classifier.weight")};
   }
 
+  // QA: positions clamped to [0, S] (S ignored); pre-training: clamped to [0, S - 1] over
+  // [N * Q, S] (transformers ignores pad_token_id there; the labels drawn here are never it).
   at::Tensor Loss(const std::vector<at::Tensor>& out, const TensorMap& labels) const override {
-    const int64_t s = out[0].size(1);
-    const at::Tensor sp = GetInput(labels, "start_positions").clamp(0, s);
-    const at::Tensor ep = GetInput(labels, "end_positions").clamp(0, s);
-    return (CrossEntropy(out[0], sp) + CrossEntropy(out[1], ep)) / 2;
+    const int64_t s = out[0].size(-1);
+    const int64_t hi = questions_ == 0 ? s : s - 1;
+    const at::Tensor sp = GetInput(labels, "start_positions").clamp(0, hi).reshape({-1});
+    const at::Tensor ep = GetInput(labels, "end_positions").clamp(0, hi).reshape({-1});
+    return (CrossEntropy(out[0].reshape({-1, s}), sp) + CrossEntropy(out[1].reshape({-1, s}), ep)) /
+           2;
   }
 
-  // A start in the first half, an end up to a quarter of the sequence after it (attended).
+  // A start in the first half (past token 0, the pad id), an end up to a quarter of the
+  // sequence after it, per question.
   void AddLabels(at::Generator& gen, const at::Tensor& ids, const at::Tensor&,
                  TensorMap& labels) const override {
     const int64_t b = ids.size(0), s = ids.size(1);
     const auto lopts = at::TensorOptions().dtype(at::kLong);
-    const at::Tensor start = at::randint(0, s / 2, {b}, gen, lopts);
+    const std::vector<int64_t> shape =
+        questions_ == 0 ? std::vector<int64_t>{b} : std::vector<int64_t>{b, questions_};
+    const at::Tensor start = at::randint(1, s / 2, shape, gen, lopts);
     labels["start_positions"] = start;
-    labels["end_positions"] = start + at::randint(0, s / 4, {b}, gen, lopts);
+    labels["end_positions"] = start + at::randint(0, s / 4, shape, gen, lopts);
   }
 
  private:
   static constexpr const char* kPrefix = "splinter_qass.";
+  int64_t questions_ = 0;
 
   // SplinterFullyConnectedLayer: LayerNorm(gelu(dense(x))), nn.LayerNorm's default eps.
   at::Tensor Fc(const WeightMap& w, const at::Tensor& x, const char* name) const {
@@ -149,16 +169,40 @@ class SplinterStack : public Stack {
   }
 
   // The QA head's input: the first question token's features ahead of the tokens'.
+  // The question tokens' features ahead of the tokens': inputs' question_positions [N, Q]
+  // (SplinterForPreTraining), else the first question token of each row.
   at::Tensor HeadInput(const WeightMap&, bool, bool base, const at::Tensor& ids,
-                       const at::Tensor& h, const at::Tensor&) const override {
+                       const TensorMap& inputs, const at::Tensor& h,
+                       const at::Tensor&) const override {
     if (base) return h;
-    const at::Tensor pos = ids.eq(question_id_).to(at::kInt).argmax(-1);  // [N]
-    const at::Tensor index = pos.view({-1, 1, 1}).expand({h.size(0), 1, h.size(2)});
+    at::Tensor pos = GetOptionalInput(inputs, "question_positions");
+    if (!pos.defined()) pos = ids.eq(question_id_).to(at::kInt).argmax(-1).unsqueeze(1);
+    const at::Tensor index = pos.unsqueeze(-1).expand({h.size(0), pos.size(1), h.size(2)});
     return at::cat({at::gather(h, 1, index), h}, 1);
   }
 
-  std::unique_ptr<TextHead> QaHead(const TextHeadSpec& spec) const override {
-    return std::make_unique<SpanSelectionHead>(spec);
+  // SplinterForPreTraining's batches: kQuestions question tokens per row at distinct positions
+  // past token 0 (the recurring spans' replacements), their positions as question_positions.
+  void AddInputs(Head kind, at::Generator& gen, at::Tensor& ids, const at::Tensor& mask,
+                 TensorMap& inputs) const override {
+    if (kind != Head::kPreTraining) return;
+    const int64_t n = ids.size(0), s = ids.size(1);
+    const auto lopts = at::TensorOptions().dtype(at::kLong);
+    ids = ids.masked_fill(ids.eq(question_id_), (question_id_ + 1) % r_.vocab);
+    // Positions 1 .. s / 2 - 1 and s / 2 .. s - 1 halves, one question in each (attended: the
+    // family's batches carry no padding).
+    const at::Tensor first = at::randint(1, s / 2, {n, 1}, gen, lopts);
+    const at::Tensor second = at::randint(s / 2, s, {n, 1}, gen, lopts);
+    const at::Tensor pos = at::cat({first, second}, 1);
+    ids.scatter_(1, pos, question_id_);
+    inputs["question_positions"] = pos;
+    (void)mask;
+  }
+
+  std::unique_ptr<TextHead> FamilyHead(Head kind, const TextHeadSpec& spec) const override {
+    if (kind == Head::kQA) return std::make_unique<SpanSelectionHead>(spec, 0);
+    if (kind == Head::kPreTraining) return std::make_unique<SpanSelectionHead>(spec, kQuestions);
+    return nullptr;
   }
 
  private:
@@ -225,7 +269,9 @@ EncoderFamily Splinter() {
       .absolute_positions = true,
       .parse = ParseSplinter,
       .scale_extra = ScaleSplinter,
-      .classes = {.base = "SplinterModel", .qa = "SplinterForQuestionAnswering"},
+      .classes = {.base = "SplinterModel",
+                  .qa = "SplinterForQuestionAnswering",
+                  .pretraining = "SplinterForPreTraining"},
       .example = example,
   };
 }

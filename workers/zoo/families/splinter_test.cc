@@ -140,5 +140,37 @@ TEST(SplinterTest, QaBatchesAreUnpadded) {
   ASSERT_TRUE(b.labels.count("start_positions"));
 }
 
+// SplinterForPreTraining: the span selection head over question_positions [N, Q]: logits
+// [N, Q, S], + (1 - mask) * finfo.min per question; the loss over [N * Q, S].
+TEST(SplinterTest, PreTrainingOverQuestionPositions) {
+  at::Tensor ids, mask, types;
+  Inputs(ids, mask, types);
+  const at::Tensor qpos = at::tensor({1, 4, 2, 3}, at::kLong).view({2, 2});
+  auto m = BuildFull(SplinterSmall("SplinterForPreTraining"));
+  ASSERT_NE(m, nullptr);
+  const WeightMap w = m->InitWeights(24, at::kDouble);
+  const SplinterRef r{w};
+  const at::Tensor h = r.Model("splinter.", ids, mask, types);
+  const at::Tensor g = at::gather(h, 1, qpos.unsqueeze(-1).expand({2, 2, kHid}));  // [2, Q, H]
+  const at::Tensor q = at::matmul(r.Fc(g, "query_start_transform"),
+                                  w.at("splinter_qass.start_classifier.weight").t());
+  const at::Tensor start = at::matmul(q, r.Fc(h, "start_transform").transpose(1, 2));
+  const auto out = m->Forward(w, {{"input_ids", ids},
+                                  {"attention_mask", mask},
+                                  {"token_type_ids", types},
+                                  {"question_positions", qpos}});
+  ASSERT_EQ(out[0].sizes(), (std::vector<int64_t>{2, 2, kSeq}));
+  const at::Tensor m3 = mask.to(at::kDouble).unsqueeze(1);
+  EXPECT_LT(MaxAbs(out[0] * m3, start * m3), 1e-10);
+  EXPECT_LT(out[0][1][0][kSeq - 1].item<double>(), -1e38);
+  // The zoo's batch: two question tokens per row, at its question_positions.
+  const Batch b = m->MakeBatch(5, 2);
+  const at::Tensor pos = b.inputs.at("question_positions");
+  ASSERT_EQ(pos.sizes(), (std::vector<int64_t>{2, 2}));
+  EXPECT_TRUE(at::gather(b.inputs.at("input_ids"), 1, pos).eq(kQuestion).all().item<bool>());
+  EXPECT_EQ(b.inputs.at("input_ids").eq(kQuestion).sum().item<int64_t>(), 4);
+  EXPECT_EQ(b.labels.at("start_positions").sizes(), pos.sizes());
+}
+
 }  // namespace
 }  // namespace ts::zoo

@@ -55,7 +55,10 @@ EncoderModel::EncoderModel(ModelSpec spec, Recipe r, const HeadNames& names, Hea
     final_ln_ = Add(p + r_.final_norm + ".weight", {r_.hidden});
     final_lnb_ = Add(p + r_.final_norm + ".bias", {r_.hidden});
   }
-  if (head_kind_ == Head::kPreTraining && names.pretraining_discriminator) {
+  if (stack_) head_ = stack_->FamilyHead(head_kind_, HeadSpec(names, head_kind_));
+  if (head_) {
+    // The family's own head (Stack::FamilyHead).
+  } else if (head_kind_ == Head::kPreTraining && names.pretraining_discriminator) {
     TextHeadSpec d = HeadSpec(names, Head::kTokenCls);
     d.name = "discriminator_predictions";
     d.dense_act = r_.act;
@@ -65,9 +68,6 @@ EncoderModel::EncoderModel(ModelSpec spec, Recipe r, const HeadNames& names, Hea
     pair.name = names.pair_head;
     pair.num_labels = 2;
     head_ = MakePreTrainingHead(HeadSpec(names, Head::kMaskedLM), std::move(pair), names.pair);
-  } else if (head_kind_ == Head::kQA && stack_) {
-    head_ = stack_->QaHead(HeadSpec(names, head_kind_));
-    if (!head_) head_ = MakeTextHead(HeadSpec(names, head_kind_));
   } else {
     head_ = MakeTextHead(HeadSpec(names, head_kind_));
   }
@@ -295,7 +295,8 @@ std::vector<at::Tensor> EncoderModel::Forward(const WeightMap& w, const TensorMa
   }
   at::Tensor h = Encode(w, ids, mask, types, extra);
   if (stack_) {
-    h = stack_->HeadInput(w, SequenceLevel(head_kind_), head_kind_ == Head::kBase, ids, h, mask);
+    h = stack_->HeadInput(w, SequenceLevel(head_kind_), head_kind_ == Head::kBase, ids, inputs, h,
+                          mask);
   }
   // The generic lineage viewed token 0 before every head; heads that pool it take the view.
   const TextHeadSpec& hs = head_->spec();
@@ -334,6 +335,8 @@ Batch EncoderModel::MakeBatch(uint64_t seed, int64_t batch_size) const {
     ids.select(1, kQuestionSep).fill_(qa_sep_);
   }
   if (r_.pad) ids = ids.masked_fill(mask.eq(0), *r_.pad);
+  TensorMap stack_inputs;
+  if (stack_) stack_->AddInputs(head_kind_, gen, ids, mask, stack_inputs);
   at::Tensor types = at::zeros({rows, s}, lopts);
   if (r_.type_vocab >= 2) types.narrow(1, s / 2, s - s / 2).fill_(1);
   auto shaped = [&](const at::Tensor& t) {
@@ -357,6 +360,7 @@ Batch EncoderModel::MakeBatch(uint64_t seed, int64_t batch_size) const {
     at::Tensor box = at::cat({lo, lo + at::randint(0, half, {rows, s, 2}, gen, lopts)}, -1);
     batch.inputs["bbox"] = box.masked_fill(mask.eq(0).unsqueeze(-1), 0);  // no choice heads
   }
+  for (auto& [name, t] : stack_inputs) batch.inputs[name] = std::move(t);
   head_->AddLabels(gen, shaped(ids), shaped(mask), batch.labels);
   return batch;
 }

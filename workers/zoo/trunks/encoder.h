@@ -64,6 +64,7 @@ enum class Projection {
 enum class Lineage { kBert, kGeneric };
 
 struct Recipe;
+enum class Head;
 
 // A family's own embeddings and layers under the trunk's heads and batches (MobileBERT, ESM,
 // ModernBERT: layers no Layout describes), defined in its family file. Immutable once its
@@ -103,20 +104,33 @@ class Stack {
     (void)base;
     (void)add;
   }
-  // `ids` are the rows' input ids (Splinter gathers its question token's features).
+  // `ids` are the rows' input ids and `inputs` the model's (Splinter gathers its question tokens'
+  // features at argmax(ids == question_token_id) or at inputs' question_positions).
   virtual at::Tensor HeadInput(const WeightMap& w, bool sequence_level, bool base,
-                               const at::Tensor& ids, const at::Tensor& h,
+                               const at::Tensor& ids, const TensorMap& inputs, const at::Tensor& h,
                                const at::Tensor& mask) const {
     (void)w;
     (void)sequence_level;
     (void)base;
     (void)ids;
+    (void)inputs;
     (void)mask;
     return h;
   }
-  // The family's own question-answering head over HeadInput's output (Splinter's span selection),
-  // built from the trunk's spec; null: the trunk's.
-  virtual std::unique_ptr<TextHead> QaHead(const TextHeadSpec& spec) const {
+  // Batch inputs beside the trunk's (Splinter's question_positions), drawn after the ids (which
+  // it may edit to place tokens) and the mask, before the head's labels.
+  virtual void AddInputs(Head kind, at::Generator& gen, at::Tensor& ids, const at::Tensor& mask,
+                         TensorMap& inputs) const {
+    (void)kind;
+    (void)gen;
+    (void)ids;
+    (void)mask;
+    (void)inputs;
+  }
+  // The family's own head of kind `kind` over HeadInput's output (Splinter's span selection,
+  // XLNet's unshifted LM loss), built from the trunk's spec; null: the trunk's.
+  virtual std::unique_ptr<TextHead> FamilyHead(Head kind, const TextHeadSpec& spec) const {
+    (void)kind;
     (void)spec;
     return nullptr;
   }
