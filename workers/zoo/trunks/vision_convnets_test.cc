@@ -2,7 +2,8 @@
 // sources (not from the zoo's trunks): BiT (modeling_bit.py: WeightStandardizedConv2d,
 // DynamicPad2d, BitGroupNormActivation, BitMaxPool2d, the preactivation and bottleneck layers);
 // MobileViT (modeling_mobilevit.py: MobileViTConvLayer, MobileViTInvertedResidual,
-// MobileViTLayer's unfolding / folding, MobileViTDeepLabV3).
+// MobileViTLayer's unfolding / folding, MobileViTDeepLabV3); MobileViTV2 (modeling_mobilevitv2.py:
+// the linear self-attention, GroupNorm(1) layer norms, F.unfold / F.fold).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -262,6 +263,72 @@ TEST(MobileVitTest, DeepLabV3SegmentationWithDilatedLastBlockAsTransformers) {
   for (auto& [k, v] : batch.inputs) v = v.to(at::kDouble);
   EXPECT_NEAR(r.m->Loss(r.w, batch).item<double>(), loss.item<double>(), 1e-10);
   testing::ExpectConfigError("MobileViTForSemanticSegmentation", "num_labels", 1, "num_labels");
+}
+
+// MobileViTV2ConvLayer at `p` (bias when the weights have one).
+at::Tensor RefV2Conv(const WeightMap& w, const std::string& p, const at::Tensor& x, int64_t stride,
+                     int64_t groups, bool act) {
+  const at::Tensor& k = w.at(p + "convolution.weight");
+  const std::string b = p + "convolution.bias";
+  at::Tensor y =
+      at::conv2d(x, k, w.count(b) ? w.at(b) : at::Tensor(), stride, (k.size(2) - 1) / 2, 1, groups);
+  if (w.count(p + "normalization.weight")) {
+    const std::string n = p + "normalization.";
+    y = at::batch_norm(y, w.at(n + "weight"), w.at(n + "bias"), w.at(n + "running_mean"),
+                       w.at(n + "running_var"), false, 0.1, 1e-5, false);
+  }
+  return act ? at::silu(y) : y;
+}
+
+at::Tensor RefV2Block(const WeightMap& w, const std::string& p, const at::Tensor& in, int layers) {
+  at::Tensor x = RefMvInverted(w, p + "downsampling_layer.", in, 2, 1);
+  x = RefV2Conv(w, p + "conv_kxk.", x, 1, x.size(1), true);
+  x = RefV2Conv(w, p + "conv_1x1.", x, 1, 1, false);
+  const int64_t b = x.size(0), ch = x.size(1), h = x.size(2), wd = x.size(3);
+  at::Tensor t = at::im2col(x, {2, 2}, {1, 1}, {0, 0}, {2, 2}).reshape({b, ch, 4, -1});
+  auto gn = [&](const std::string& n, const at::Tensor& z) {
+    return at::group_norm(z, 1, w.at(n + "weight"), w.at(n + "bias"), 1e-5);
+  };
+  for (int j = 0; j < layers; ++j) {
+    const std::string l = p + "transformer.layer." + std::to_string(j) + ".";
+    at::Tensor qkv =
+        RefV2Conv(w, l + "attention.qkv_proj.", gn(l + "layernorm_before.", t), 1, 1, false);
+    auto parts = at::split_with_sizes(qkv, {1, ch, ch}, 1);
+    at::Tensor ctx = (parts[1] * at::softmax(parts[0], -1)).sum(-1, true);
+    t = RefV2Conv(w, l + "attention.out_proj.", at::relu(parts[2]) * ctx.expand_as(parts[2]), 1, 1,
+                  false) +
+        t;
+    at::Tensor y = RefV2Conv(w, l + "ffn.conv1.", gn(l + "layernorm_after.", t), 1, 1, true);
+    t = RefV2Conv(w, l + "ffn.conv2.", y, 1, 1, false) + t;
+  }
+  t = gn(p + "layernorm.", t);
+  x = at::col2im(t.reshape({b, ch * 4, -1}), {h, wd}, {2, 2}, {1, 1}, {0, 0}, {2, 2});
+  return RefV2Conv(w, p + "conv_projection.", x, 1, 1, false);
+}
+
+TEST(MobileVitV2Test, LinearAttentionBlocksModelAndClassifierAsTransformers) {
+  Ran r = RunClass("MobileViTV2ForImageClassification");
+  ASSERT_TRUE(r.m);
+  const json& c = r.m->spec().tiny_config;
+  EXPECT_EQ(c.at("width_multiplier"), 0.25);
+  const std::string p = "mobilevitv2.";
+  at::Tensor x = RefV2Conv(r.w, p + "conv_stem.", r.pixels, 2, 1, true);
+  x = RefMvInverted(r.w, p + "encoder.layer.0.layer.0.", x, 1, 1);
+  x = RefMvInverted(r.w, p + "encoder.layer.1.layer.0.", x, 2, 1);
+  x = RefMvInverted(r.w, p + "encoder.layer.1.layer.1.", x, 1, 1);
+  const auto blocks = c.at("n_attn_blocks").get<std::vector<int>>();
+  for (int b = 0; b < 3; ++b)
+    x = RefV2Block(r.w, p + "encoder.layer." + std::to_string(b + 2) + ".", x, blocks[b]);
+  EXPECT_EQ(x.size(1), 128);
+  at::Tensor logits = testing::Lin(r.w, "classifier", x.mean({-2, -1}));
+  EXPECT_LT(testing::MaxAbs(r.out[0], logits), 1e-10);
+  Ran base = RunClass("MobileViTV2Model");
+  ASSERT_TRUE(base.m);
+  WeightMap unprefixed = testing::Unprefixed(r.w, p);
+  auto out = base.m->Forward(unprefixed, {{"pixel_values", r.pixels}});
+  EXPECT_LT(testing::MaxAbs(out[0], x), 1e-10);
+  testing::ExpectConfigError("MobileViTV2Model", "n_attn_blocks", json({2, 4}), "n_attn_blocks");
+  testing::ExpectConfigError("MobileViTV2ForSemanticSegmentation", "num_labels", 1, "num_labels");
 }
 
 }  // namespace
