@@ -303,6 +303,8 @@ const std::set<std::string> kNotYetInTable = {
     "SqueezeBertForSequenceClassification",
     "SqueezeBertForTokenClassification",
     "SqueezeBertModel",
+    "SwiftFormerForImageClassification",
+    "SwiftFormerModel",
     "SwinForMaskedImageModeling",
     "Swinv2Backbone",
     "Swinv2ForImageClassification",

@@ -3,7 +3,9 @@
 // DynamicPad2d, BitGroupNormActivation, BitMaxPool2d, the preactivation and bottleneck layers);
 // MobileViT (modeling_mobilevit.py: MobileViTConvLayer, MobileViTInvertedResidual,
 // MobileViTLayer's unfolding / folding, MobileViTDeepLabV3); MobileViTV2 (modeling_mobilevitv2.py:
-// the linear self-attention, GroupNorm(1) layer norms, F.unfold / F.fold).
+// the linear self-attention, GroupNorm(1) layer norms, F.unfold / F.fold); SwiftFormer
+// (modeling_swiftformer.py: the conv encoders, the efficient additive attention, the
+// distillation-averaged classifier).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -329,6 +331,83 @@ TEST(MobileVitV2Test, LinearAttentionBlocksModelAndClassifierAsTransformers) {
   EXPECT_LT(testing::MaxAbs(out[0], x), 1e-10);
   testing::ExpectConfigError("MobileViTV2Model", "n_attn_blocks", json({2, 4}), "n_attn_blocks");
   testing::ExpectConfigError("MobileViTV2ForSemanticSegmentation", "num_labels", 1, "num_labels");
+}
+
+at::Tensor RefBn(const WeightMap& w, const std::string& p, const at::Tensor& x) {
+  return at::batch_norm(x, w.at(p + "weight"), w.at(p + "bias"), w.at(p + "running_mean"),
+                        w.at(p + "running_var"), false, 0.1, 1e-5, false);
+}
+
+at::Tensor RefConv(const WeightMap& w, const std::string& p, const at::Tensor& x, int64_t stride,
+                   int64_t pad, int64_t groups = 1) {
+  return at::conv2d(x, w.at(p + "weight"), w.at(p + "bias"), stride, pad, 1, groups);
+}
+
+// SwiftFormerConvEncoder / SwiftFormerLocalRepresentation.
+at::Tensor RefSfMixer(const WeightMap& w, const std::string& p, const at::Tensor& in) {
+  at::Tensor x = RefBn(w, p + "norm.", RefConv(w, p + "depth_wise_conv.", in, 1, 1, in.size(1)));
+  x = RefConv(w, p + "point_wise_conv2.", at::gelu(RefConv(w, p + "point_wise_conv1.", x, 1, 0)), 1,
+              0);
+  return in + w.at(p + "layer_scale") * x;
+}
+
+// SwiftFormerModel's last_hidden_state for the tiny config `c`.
+at::Tensor RefSwiftFormer(const WeightMap& w, const std::string& p, const json& c,
+                          const at::Tensor& px) {
+  const std::string pe = p + "patch_embed.patch_embedding.";
+  at::Tensor x = at::relu(RefBn(w, pe + "1.", RefConv(w, pe + "0.", px, 2, 1)));
+  x = at::relu(RefBn(w, pe + "4.", RefConv(w, pe + "3.", x, 2, 1)));
+  const auto depths = c.at("depths").get<std::vector<int64_t>>();
+  int net = 0;
+  for (size_t s = 0; s < depths.size(); ++s) {
+    const std::string st = p + "encoder.network." + std::to_string(net++) + ".blocks.";
+    for (int64_t j = 0; j < depths[s]; ++j) {
+      const std::string b = st + std::to_string(j) + ".";
+      if (j + 1 < depths[s]) {
+        x = RefSfMixer(w, b, x);
+        continue;
+      }
+      x = RefSfMixer(w, b + "local_representation.", x);
+      const int64_t bs = x.size(0), ch = x.size(1), h = x.size(2), wd = x.size(3);
+      at::Tensor t = x.permute({0, 2, 3, 1}).reshape({bs, h * wd, ch});
+      const std::string a = b + "attn.";
+      // torch.nn.functional.normalize(x, dim=-1) as torch defines it.
+      auto normalize = [](const at::Tensor& z) {
+        return z / z.norm(2, {-1}, true).clamp_min(1e-12).expand_as(z);
+      };
+      at::Tensor q = normalize(testing::Lin(w, a + "to_query", t));
+      at::Tensor k = normalize(testing::Lin(w, a + "to_key", t));
+      at::Tensor qw = at::softmax(at::matmul(q, w.at(a + "w_g")) * std::pow(ch, -0.5), -1);
+      at::Tensor g = (qw * q).sum(1).unsqueeze(1).repeat({1, k.size(1), 1});
+      at::Tensor out = testing::Lin(w, a + "final", testing::Lin(w, a + "proj", g * k) + q);
+      x = x + w.at(b + "layer_scale_1") * out.reshape({bs, h, wd, ch}).permute({0, 3, 1, 2});
+      at::Tensor y =
+          at::gelu(RefConv(w, b + "linear.fc1.", RefBn(w, b + "linear.norm1.", x), 1, 0));
+      x = x + w.at(b + "layer_scale_2") * RefConv(w, b + "linear.fc2.", y, 1, 0);
+    }
+    if (s + 1 < depths.size()) {
+      const std::string e = p + "encoder.network." + std::to_string(net++) + ".";
+      x = RefBn(w, e + "norm.", RefConv(w, e + "proj.", x, 2, 1));
+    }
+  }
+  return x;
+}
+
+TEST(SwiftFormerTest, ModelAndDistilledClassifierAsTransformers) {
+  Ran base = RunClass("SwiftFormerModel");
+  ASSERT_TRUE(base.m);
+  const json& c = base.m->spec().tiny_config;
+  EXPECT_EQ(c.at("depths"), json({2, 2, 2, 2}));
+  at::Tensor last = RefSwiftFormer(base.w, "", c, base.pixels);
+  EXPECT_EQ(last.size(2), 2);
+  EXPECT_LT(testing::MaxAbs(base.out[0], last), 1e-10);
+  Ran r = RunClass("SwiftFormerForImageClassification");
+  ASSERT_TRUE(r.m);
+  at::Tensor x = RefBn(r.w, "norm.", RefSwiftFormer(r.w, "swiftformer.", c, r.pixels));
+  x = x.flatten(2).mean(-1);
+  at::Tensor logits = (testing::Lin(r.w, "head", x) + testing::Lin(r.w, "dist_head", x)) / 2;
+  EXPECT_LT(testing::MaxAbs(r.out[0], logits), 1e-10);
+  testing::ExpectConfigError("SwiftFormerModel", "embed_dims", json({48, 56}), "embed_dims");
 }
 
 }  // namespace
