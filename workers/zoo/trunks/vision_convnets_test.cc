@@ -5,7 +5,8 @@
 // MobileViTLayer's unfolding / folding, MobileViTDeepLabV3); MobileViTV2 (modeling_mobilevitv2.py:
 // the linear self-attention, GroupNorm(1) layer norms, F.unfold / F.fold); SwiftFormer
 // (modeling_swiftformer.py: the conv encoders, the efficient additive attention, the
-// distillation-averaged classifier).
+// distillation-averaged classifier); TextNet (modeling_textnet.py: the stem and the
+// TextNetRepConvLayer branches).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -408,6 +409,52 @@ TEST(SwiftFormerTest, ModelAndDistilledClassifierAsTransformers) {
   at::Tensor logits = (testing::Lin(r.w, "head", x) + testing::Lin(r.w, "dist_head", x)) / 2;
   EXPECT_LT(testing::MaxAbs(r.out[0], logits), 1e-10);
   testing::ExpectConfigError("SwiftFormerModel", "embed_dims", json({48, 56}), "embed_dims");
+}
+
+// TextNetModel's last_hidden_state for the tiny config `c`.
+at::Tensor RefTextNet(const WeightMap& w, const std::string& p, const json& c,
+                      const at::Tensor& px) {
+  const int64_t k = c.at("stem_kernel_size");
+  at::Tensor x =
+      at::conv2d(px, w.at(p + "stem.conv.weight"), {}, c.at("stem_stride").get<int64_t>(), k / 2);
+  x = at::relu(RefBn(w, p + "stem.batch_norm.", x));
+  const json& kernels = c.at("conv_layer_kernel_sizes");
+  const json& strides = c.at("conv_layer_strides");
+  for (size_t s = 0; s < kernels.size(); ++s) {
+    for (size_t l = 0; l < kernels[s].size(); ++l) {
+      const std::string q =
+          p + "encoder.stages." + std::to_string(s) + ".stage." + std::to_string(l) + ".";
+      const int64_t kh = kernels[s][l][0], kw = kernels[s][l][1], st = strides[s][l];
+      auto branch = [&](const std::string& conv, const std::string& bn, int64_t ph, int64_t pw) {
+        return RefBn(w, q + bn + ".", at::conv2d(x, w.at(q + conv + ".weight"), {}, st, {ph, pw}));
+      };
+      at::Tensor y = branch("main_conv", "main_batch_norm", (kh - 1) / 2, (kw - 1) / 2);
+      if (kw != 1) y = y + branch("vertical_conv", "vertical_batch_norm", (kh - 1) / 2, 0);
+      if (kh != 1) y = y + branch("horizontal_conv", "horizontal_batch_norm", 0, (kw - 1) / 2);
+      if (w.count(q + "rbr_identity.weight")) y = y + RefBn(w, q + "rbr_identity.", x);
+      x = at::relu(y);
+    }
+  }
+  return x;
+}
+
+TEST(TextNetTest, RepConvBranchesModelClassifierAndBackboneAsTransformers) {
+  Ran base = RunClass("TextNetModel");
+  ASSERT_TRUE(base.m);
+  const json& c = base.m->spec().tiny_config;
+  at::Tensor last = RefTextNet(base.w, "", c, base.pixels);
+  EXPECT_LT(testing::MaxAbs(base.out[0], last), 1e-10);
+  EXPECT_LT(testing::MaxAbs(base.out[1], at::adaptive_avg_pool2d(last, {2, 2})), 1e-10);
+  Ran r = RunClass("TextNetForImageClassification");
+  ASSERT_TRUE(r.m);
+  at::Tensor feats = at::adaptive_avg_pool2d(RefTextNet(r.w, "textnet.", c, r.pixels), {1, 1});
+  EXPECT_LT(testing::MaxAbs(r.out[0], testing::Lin(r.w, "fc", feats.flatten(1))), 1e-10);
+  Ran b = RunClass("TextNetBackbone");
+  ASSERT_TRUE(b.m);
+  EXPECT_LT(testing::MaxAbs(b.out[0], RefTextNet(b.w, "textnet.", c, b.pixels)), 1e-10);
+  testing::ExpectConfigError("TextNetModel", "conv_layer_kernel_sizes", json({{{2, 3}}}),
+                             "conv_layer_kernel_sizes");
+  testing::ExpectConfigError("TextNetModel", "hidden_sizes", json({64, 64}), "hidden_sizes");
 }
 
 }  // namespace
