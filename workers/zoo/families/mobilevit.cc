@@ -2,10 +2,8 @@
 // (last_hidden_state: conv_1x1_exp over the last stage; pooler_output its spatial mean),
 // MobileViTForImageClassification (`classifier` on the pooler output) and
 // MobileViTForSemanticSegmentation (the model without conv_1x1_exp under `mobilevit.`, then
-// MobileViTDeepLabV3 over the last stage: ASPP of a 1x1 conv, three atrous 3x3 convs and the
-// pooling branch (global mean, 1x1 conv, bilinear resize back), `project`, `classifier`; cross
-// entropy on the logits resized to the labels, ignoring semantic_loss_ignore_index). The trunk
-// and the head live here (no other family uses them): conv_stem, two MobileNetV2 layers of
+// MobileViTDeepLabV3 over the last stage, heads/deeplab_v3.h). The trunk lives here (no other
+// family uses it): conv_stem, two MobileNetV2 layers of
 // inverted residuals, three MobileViT blocks (a downsampling inverted residual, conv_kxk, a
 // bias-free conv_1x1, unfold into patch_size x patch_size patches, transformer layers (pre-LN
 // ViT layers), layernorm, fold, conv_projection, fusion over cat(residual, x)). Every
@@ -19,9 +17,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 
 #include "workers/zoo/families_internal.h"
+#include "workers/zoo/heads/deeplab_v3.h"
 #include "workers/zoo/heads/image_head.h"
 #include "workers/zoo/nn.h"
 #include "workers/zoo/nn_convolutions.h"
@@ -304,75 +302,6 @@ class MobileVitTrunk : public VisionTrunk {
   int64_t side_ = 1;
 };
 
-// MobileViTDeepLabV3 over the last stage's map (VisionFeatures::stages[0]).
-class MobileVitDeepLab : public ImageHead {
- public:
-  MobileVitDeepLab(const MobileVitConfig& c, int64_t in) : c_(c) {
-    const int64_t o = c_.aspp_out;
-    const std::string a = "segmentation_head.aspp.";
-    ConvBn(a + "convs.0.", in, o, 1);
-    for (int i = 0; i < 3; ++i) ConvBn(a + "convs." + std::to_string(i + 1) + ".", in, o, 3);
-    ConvBn(a + "convs.4.conv_1x1.", in, o, 1);
-    ConvBn(a + "project.", 5 * o, o, 1);
-    Add("segmentation_head.classifier.convolution.weight", {c_.num_labels, o, 1, 1});
-    Add("segmentation_head.classifier.convolution.bias", {c_.num_labels});
-  }
-
-  std::vector<std::string> OutputNames() const override { return {"logits"}; }
-
-  bool InitWeight(const std::string& name, at::Tensor& t, at::Generator& /*gen*/) const override {
-    if (!bn_weights_.count(name)) return false;
-    t.fill_(1.0);
-    return true;
-  }
-
-  std::vector<at::Tensor> Forward(const WeightMap& w, const VisionFeatures& f) const override {
-    const at::Tensor& x = f.stages.back();
-    const std::string a = "segmentation_head.aspp.";
-    std::vector<at::Tensor> pyramid = {Relu(w, a + "convs.0.", x, 1)};
-    for (int i = 0; i < 3; ++i)
-      pyramid.push_back(Relu(w, a + "convs." + std::to_string(i + 1) + ".", x, c_.atrous_rates[i]));
-    at::Tensor pooled = Relu(w, a + "convs.4.conv_1x1.", at::adaptive_avg_pool2d(x, {1, 1}), 1);
-    pyramid.push_back(at::upsample_bilinear2d(pooled, {x.size(2), x.size(3)}, false));
-    at::Tensor y = Relu(w, a + "project.", at::cat(pyramid, 1), 1);
-    return {nn::Conv2d(y, GetWeight(w, "segmentation_head.classifier.convolution.weight"),
-                       GetWeight(w, "segmentation_head.classifier.convolution.bias"), 1)};
-  }
-
-  at::Tensor Loss(const std::vector<at::Tensor>& out, const TensorMap& labels) const override {
-    const at::Tensor& y = GetInput(labels, "labels");
-    at::Tensor up = at::upsample_bilinear2d(out[0], {y.size(1), y.size(2)}, false);
-    return at::cross_entropy_loss(up, y, /*weight=*/{}, at::Reduction::Mean, c_.ignore_index);
-  }
-
-  void AddLabels(at::Generator& gen, int64_t batch_size, TensorMap& labels) const override {
-    at::Tensor y = at::randint(0, c_.num_labels, {batch_size, c_.image_size, c_.image_size}, gen,
-                               at::TensorOptions().dtype(at::kLong));
-    y[0][0].fill_(c_.ignore_index);
-    labels["labels"] = y;
-  }
-
- private:
-  void ConvBn(const std::string& p, int64_t in, int64_t out, int64_t k) {
-    Add(p + "convolution.weight", {out, in, k, k});
-    bn_weights_.insert(p + "normalization.weight");
-    for (const char* s : {"weight", "bias", "running_mean", "running_var"})
-      Add(p + "normalization." + s, {out});
-  }
-
-  // A MobileViTConvLayer with relu: (k - 1) / 2 * dilation padding.
-  at::Tensor Relu(const WeightMap& w, const std::string& p, const at::Tensor& x,
-                  int64_t dilation) const {
-    const at::Tensor& weight = GetWeight(w, p + "convolution.weight");
-    const int64_t pad = (weight.size(2) - 1) / 2 * dilation;
-    at::Tensor y = nn::DilatedConv2d(x, weight, at::Tensor(), 1, pad, dilation);
-    return at::relu(BatchNorm2d(w, p + "normalization.", y, 1e-5));
-  }
-
-  MobileVitConfig c_;
-  std::set<std::string> bn_weights_;
-};
-
 enum class MobileVitHead { kModel, kClassification, kSegmentation };
 
 decltype(ArchEntry::build) BuildMobileVit(MobileVitHead head) {
@@ -385,7 +314,12 @@ decltype(ArchEntry::build) BuildMobileVit(MobileVitHead head) {
     auto trunk = std::make_unique<MobileVitTrunk>(c, base ? "" : "mobilevit.", !seg);
     std::unique_ptr<ImageHead> h;
     if (seg) {
-      h = std::make_unique<MobileVitDeepLab>(c, c.neck[5]);
+      h = DeepLabV3Head({.in_channels = c.neck[5],
+                         .aspp_out = c.aspp_out,
+                         .atrous_rates = c.atrous_rates,
+                         .num_labels = c.num_labels,
+                         .ignore_index = c.ignore_index,
+                         .image_size = c.image_size});
     } else {
       h = PooledImageHead(base, *trunk, c.num_labels);
     }

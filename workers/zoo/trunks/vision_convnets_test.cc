@@ -2,7 +2,11 @@
 // sources (not from the zoo's trunks): BiT (modeling_bit.py: WeightStandardizedConv2d,
 // DynamicPad2d, BitGroupNormActivation, BitMaxPool2d, the preactivation and bottleneck layers);
 // MobileViT (modeling_mobilevit.py: MobileViTConvLayer, MobileViTInvertedResidual,
-// MobileViTLayer's unfolding / folding, MobileViTDeepLabV3).
+// MobileViTLayer's unfolding / folding, MobileViTDeepLabV3); MobileViTV2 (modeling_mobilevitv2.py:
+// the linear self-attention, GroupNorm(1) layer norms, F.unfold / F.fold); SwiftFormer
+// (modeling_swiftformer.py: the conv encoders, the efficient additive attention, the
+// distillation-averaged classifier); TextNet (modeling_textnet.py: the stem and the
+// TextNetRepConvLayer branches).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -262,6 +266,195 @@ TEST(MobileVitTest, DeepLabV3SegmentationWithDilatedLastBlockAsTransformers) {
   for (auto& [k, v] : batch.inputs) v = v.to(at::kDouble);
   EXPECT_NEAR(r.m->Loss(r.w, batch).item<double>(), loss.item<double>(), 1e-10);
   testing::ExpectConfigError("MobileViTForSemanticSegmentation", "num_labels", 1, "num_labels");
+}
+
+// MobileViTV2ConvLayer at `p` (bias when the weights have one).
+at::Tensor RefV2Conv(const WeightMap& w, const std::string& p, const at::Tensor& x, int64_t stride,
+                     int64_t groups, bool act) {
+  const at::Tensor& k = w.at(p + "convolution.weight");
+  const std::string b = p + "convolution.bias";
+  at::Tensor y =
+      at::conv2d(x, k, w.count(b) ? w.at(b) : at::Tensor(), stride, (k.size(2) - 1) / 2, 1, groups);
+  if (w.count(p + "normalization.weight")) {
+    const std::string n = p + "normalization.";
+    y = at::batch_norm(y, w.at(n + "weight"), w.at(n + "bias"), w.at(n + "running_mean"),
+                       w.at(n + "running_var"), false, 0.1, 1e-5, false);
+  }
+  return act ? at::silu(y) : y;
+}
+
+at::Tensor RefV2Block(const WeightMap& w, const std::string& p, const at::Tensor& in, int layers) {
+  at::Tensor x = RefMvInverted(w, p + "downsampling_layer.", in, 2, 1);
+  x = RefV2Conv(w, p + "conv_kxk.", x, 1, x.size(1), true);
+  x = RefV2Conv(w, p + "conv_1x1.", x, 1, 1, false);
+  const int64_t b = x.size(0), ch = x.size(1), h = x.size(2), wd = x.size(3);
+  at::Tensor t = at::im2col(x, {2, 2}, {1, 1}, {0, 0}, {2, 2}).reshape({b, ch, 4, -1});
+  auto gn = [&](const std::string& n, const at::Tensor& z) {
+    return at::group_norm(z, 1, w.at(n + "weight"), w.at(n + "bias"), 1e-5);
+  };
+  for (int j = 0; j < layers; ++j) {
+    const std::string l = p + "transformer.layer." + std::to_string(j) + ".";
+    at::Tensor qkv =
+        RefV2Conv(w, l + "attention.qkv_proj.", gn(l + "layernorm_before.", t), 1, 1, false);
+    auto parts = at::split_with_sizes(qkv, {1, ch, ch}, 1);
+    at::Tensor ctx = (parts[1] * at::softmax(parts[0], -1)).sum(-1, true);
+    t = RefV2Conv(w, l + "attention.out_proj.", at::relu(parts[2]) * ctx.expand_as(parts[2]), 1, 1,
+                  false) +
+        t;
+    at::Tensor y = RefV2Conv(w, l + "ffn.conv1.", gn(l + "layernorm_after.", t), 1, 1, true);
+    t = RefV2Conv(w, l + "ffn.conv2.", y, 1, 1, false) + t;
+  }
+  t = gn(p + "layernorm.", t);
+  x = at::col2im(t.reshape({b, ch * 4, -1}), {h, wd}, {2, 2}, {1, 1}, {0, 0}, {2, 2});
+  return RefV2Conv(w, p + "conv_projection.", x, 1, 1, false);
+}
+
+TEST(MobileVitV2Test, LinearAttentionBlocksModelAndClassifierAsTransformers) {
+  Ran r = RunClass("MobileViTV2ForImageClassification");
+  ASSERT_TRUE(r.m);
+  const json& c = r.m->spec().tiny_config;
+  EXPECT_EQ(c.at("width_multiplier"), 0.25);
+  const std::string p = "mobilevitv2.";
+  at::Tensor x = RefV2Conv(r.w, p + "conv_stem.", r.pixels, 2, 1, true);
+  x = RefMvInverted(r.w, p + "encoder.layer.0.layer.0.", x, 1, 1);
+  x = RefMvInverted(r.w, p + "encoder.layer.1.layer.0.", x, 2, 1);
+  x = RefMvInverted(r.w, p + "encoder.layer.1.layer.1.", x, 1, 1);
+  const auto blocks = c.at("n_attn_blocks").get<std::vector<int>>();
+  for (int b = 0; b < 3; ++b)
+    x = RefV2Block(r.w, p + "encoder.layer." + std::to_string(b + 2) + ".", x, blocks[b]);
+  EXPECT_EQ(x.size(1), 128);
+  at::Tensor logits = testing::Lin(r.w, "classifier", x.mean({-2, -1}));
+  EXPECT_LT(testing::MaxAbs(r.out[0], logits), 1e-10);
+  Ran base = RunClass("MobileViTV2Model");
+  ASSERT_TRUE(base.m);
+  WeightMap unprefixed = testing::Unprefixed(r.w, p);
+  auto out = base.m->Forward(unprefixed, {{"pixel_values", r.pixels}});
+  EXPECT_LT(testing::MaxAbs(out[0], x), 1e-10);
+  testing::ExpectConfigError("MobileViTV2Model", "n_attn_blocks", json({2, 4}), "n_attn_blocks");
+  testing::ExpectConfigError("MobileViTV2ForSemanticSegmentation", "num_labels", 1, "num_labels");
+}
+
+at::Tensor RefBn(const WeightMap& w, const std::string& p, const at::Tensor& x) {
+  return at::batch_norm(x, w.at(p + "weight"), w.at(p + "bias"), w.at(p + "running_mean"),
+                        w.at(p + "running_var"), false, 0.1, 1e-5, false);
+}
+
+at::Tensor RefConv(const WeightMap& w, const std::string& p, const at::Tensor& x, int64_t stride,
+                   int64_t pad, int64_t groups = 1) {
+  return at::conv2d(x, w.at(p + "weight"), w.at(p + "bias"), stride, pad, 1, groups);
+}
+
+// SwiftFormerConvEncoder / SwiftFormerLocalRepresentation.
+at::Tensor RefSfMixer(const WeightMap& w, const std::string& p, const at::Tensor& in) {
+  at::Tensor x = RefBn(w, p + "norm.", RefConv(w, p + "depth_wise_conv.", in, 1, 1, in.size(1)));
+  x = RefConv(w, p + "point_wise_conv2.", at::gelu(RefConv(w, p + "point_wise_conv1.", x, 1, 0)), 1,
+              0);
+  return in + w.at(p + "layer_scale") * x;
+}
+
+// SwiftFormerModel's last_hidden_state for the tiny config `c`.
+at::Tensor RefSwiftFormer(const WeightMap& w, const std::string& p, const json& c,
+                          const at::Tensor& px) {
+  const std::string pe = p + "patch_embed.patch_embedding.";
+  at::Tensor x = at::relu(RefBn(w, pe + "1.", RefConv(w, pe + "0.", px, 2, 1)));
+  x = at::relu(RefBn(w, pe + "4.", RefConv(w, pe + "3.", x, 2, 1)));
+  const auto depths = c.at("depths").get<std::vector<int64_t>>();
+  int net = 0;
+  for (size_t s = 0; s < depths.size(); ++s) {
+    const std::string st = p + "encoder.network." + std::to_string(net++) + ".blocks.";
+    for (int64_t j = 0; j < depths[s]; ++j) {
+      const std::string b = st + std::to_string(j) + ".";
+      if (j + 1 < depths[s]) {
+        x = RefSfMixer(w, b, x);
+        continue;
+      }
+      x = RefSfMixer(w, b + "local_representation.", x);
+      const int64_t bs = x.size(0), ch = x.size(1), h = x.size(2), wd = x.size(3);
+      at::Tensor t = x.permute({0, 2, 3, 1}).reshape({bs, h * wd, ch});
+      const std::string a = b + "attn.";
+      // torch.nn.functional.normalize(x, dim=-1) as torch defines it.
+      auto normalize = [](const at::Tensor& z) {
+        return z / z.norm(2, {-1}, true).clamp_min(1e-12).expand_as(z);
+      };
+      at::Tensor q = normalize(testing::Lin(w, a + "to_query", t));
+      at::Tensor k = normalize(testing::Lin(w, a + "to_key", t));
+      at::Tensor qw = at::softmax(at::matmul(q, w.at(a + "w_g")) * std::pow(ch, -0.5), -1);
+      at::Tensor g = (qw * q).sum(1).unsqueeze(1).repeat({1, k.size(1), 1});
+      at::Tensor out = testing::Lin(w, a + "final", testing::Lin(w, a + "proj", g * k) + q);
+      x = x + w.at(b + "layer_scale_1") * out.reshape({bs, h, wd, ch}).permute({0, 3, 1, 2});
+      at::Tensor y =
+          at::gelu(RefConv(w, b + "linear.fc1.", RefBn(w, b + "linear.norm1.", x), 1, 0));
+      x = x + w.at(b + "layer_scale_2") * RefConv(w, b + "linear.fc2.", y, 1, 0);
+    }
+    if (s + 1 < depths.size()) {
+      const std::string e = p + "encoder.network." + std::to_string(net++) + ".";
+      x = RefBn(w, e + "norm.", RefConv(w, e + "proj.", x, 2, 1));
+    }
+  }
+  return x;
+}
+
+TEST(SwiftFormerTest, ModelAndDistilledClassifierAsTransformers) {
+  Ran base = RunClass("SwiftFormerModel");
+  ASSERT_TRUE(base.m);
+  const json& c = base.m->spec().tiny_config;
+  EXPECT_EQ(c.at("depths"), json({2, 2, 2, 2}));
+  at::Tensor last = RefSwiftFormer(base.w, "", c, base.pixels);
+  EXPECT_EQ(last.size(2), 2);
+  EXPECT_LT(testing::MaxAbs(base.out[0], last), 1e-10);
+  Ran r = RunClass("SwiftFormerForImageClassification");
+  ASSERT_TRUE(r.m);
+  at::Tensor x = RefBn(r.w, "norm.", RefSwiftFormer(r.w, "swiftformer.", c, r.pixels));
+  x = x.flatten(2).mean(-1);
+  at::Tensor logits = (testing::Lin(r.w, "head", x) + testing::Lin(r.w, "dist_head", x)) / 2;
+  EXPECT_LT(testing::MaxAbs(r.out[0], logits), 1e-10);
+  testing::ExpectConfigError("SwiftFormerModel", "embed_dims", json({48, 56}), "embed_dims");
+}
+
+// TextNetModel's last_hidden_state for the tiny config `c`.
+at::Tensor RefTextNet(const WeightMap& w, const std::string& p, const json& c,
+                      const at::Tensor& px) {
+  const int64_t k = c.at("stem_kernel_size");
+  at::Tensor x =
+      at::conv2d(px, w.at(p + "stem.conv.weight"), {}, c.at("stem_stride").get<int64_t>(), k / 2);
+  x = at::relu(RefBn(w, p + "stem.batch_norm.", x));
+  const json& kernels = c.at("conv_layer_kernel_sizes");
+  const json& strides = c.at("conv_layer_strides");
+  for (size_t s = 0; s < kernels.size(); ++s) {
+    for (size_t l = 0; l < kernels[s].size(); ++l) {
+      const std::string q =
+          p + "encoder.stages." + std::to_string(s) + ".stage." + std::to_string(l) + ".";
+      const int64_t kh = kernels[s][l][0], kw = kernels[s][l][1], st = strides[s][l];
+      auto branch = [&](const std::string& conv, const std::string& bn, int64_t ph, int64_t pw) {
+        return RefBn(w, q + bn + ".", at::conv2d(x, w.at(q + conv + ".weight"), {}, st, {ph, pw}));
+      };
+      at::Tensor y = branch("main_conv", "main_batch_norm", (kh - 1) / 2, (kw - 1) / 2);
+      if (kw != 1) y = y + branch("vertical_conv", "vertical_batch_norm", (kh - 1) / 2, 0);
+      if (kh != 1) y = y + branch("horizontal_conv", "horizontal_batch_norm", 0, (kw - 1) / 2);
+      if (w.count(q + "rbr_identity.weight")) y = y + RefBn(w, q + "rbr_identity.", x);
+      x = at::relu(y);
+    }
+  }
+  return x;
+}
+
+TEST(TextNetTest, RepConvBranchesModelClassifierAndBackboneAsTransformers) {
+  Ran base = RunClass("TextNetModel");
+  ASSERT_TRUE(base.m);
+  const json& c = base.m->spec().tiny_config;
+  at::Tensor last = RefTextNet(base.w, "", c, base.pixels);
+  EXPECT_LT(testing::MaxAbs(base.out[0], last), 1e-10);
+  EXPECT_LT(testing::MaxAbs(base.out[1], at::adaptive_avg_pool2d(last, {2, 2})), 1e-10);
+  Ran r = RunClass("TextNetForImageClassification");
+  ASSERT_TRUE(r.m);
+  at::Tensor feats = at::adaptive_avg_pool2d(RefTextNet(r.w, "textnet.", c, r.pixels), {1, 1});
+  EXPECT_LT(testing::MaxAbs(r.out[0], testing::Lin(r.w, "fc", feats.flatten(1))), 1e-10);
+  Ran b = RunClass("TextNetBackbone");
+  ASSERT_TRUE(b.m);
+  EXPECT_LT(testing::MaxAbs(b.out[0], RefTextNet(b.w, "textnet.", c, b.pixels)), 1e-10);
+  testing::ExpectConfigError("TextNetModel", "conv_layer_kernel_sizes", json({{{2, 3}}}),
+                             "conv_layer_kernel_sizes");
+  testing::ExpectConfigError("TextNetModel", "hidden_sizes", json({64, 64}), "hidden_sizes");
 }
 
 }  // namespace
