@@ -306,6 +306,8 @@ const std::set<std::string> kNotYetInTable = {
     "Swinv2ForImageClassification",
     "Swinv2ForMaskedImageModeling",
     "Swinv2Model",
+    "SwitchTransformersForConditionalGeneration",
+    "SwitchTransformersModel",
     "T5ForQuestionAnswering",
     "T5ForSequenceClassification",
     "TimesformerForVideoClassification",
