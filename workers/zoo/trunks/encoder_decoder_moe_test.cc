@@ -102,6 +102,38 @@ TEST(EncDecMoeTest, SwitchTransformersIsT5WithSparseLayersEveryStep) {
   EXPECT_GT(RelDiff(sw->Forward(moved, b.inputs)[0], sw->Forward(live, b.inputs)[0]), 1e-9);
 }
 
+// SwitchTransformersConfig: without encoder_sparse_step / decoder_sparse_step the steps are
+// num_layers // num_sparse_*_layers; SwitchTransformersStack makes layer i sparse when
+// i % step == 1, or every layer for step 1.
+TEST(EncDecMoeTest, SwitchTransformersSparseLayersFollowTheConfigsStep) {
+  nlohmann::json cfg = *ExampleConfig("SwitchTransformersModel");
+  cfg.erase("encoder_sparse_step");
+  cfg.erase("decoder_sparse_step");
+  cfg["num_layers"] = 7;
+  cfg["num_sparse_encoder_layers"] = 2;  // step 3: layers 1 and 4
+  cfg["num_decoder_layers"] = 3;
+  cfg["num_sparse_decoder_layers"] = 3;  // step 1: every layer
+  cfg["d_model"] = 16;
+  cfg["d_kv"] = 4;
+  cfg["d_ff"] = 8;
+  cfg["num_heads"] = 4;
+  cfg["num_experts"] = 2;
+  cfg["vocab_size"] = 64;
+  cfg["expert_capacity"] = 128;  // a full-size run has 128 tokens
+  auto m = testing::BuildFull(cfg);
+  ASSERT_TRUE(m);
+  for (int i = 0; i < 7; ++i) {
+    const std::string p = "encoder.block." + std::to_string(i) + ".layer.1.mlp.";
+    const bool sparse = i == 1 || i == 4;
+    EXPECT_EQ(HasWeight(*m, p + "router.classifier.weight"), sparse) << i;
+    EXPECT_EQ(HasWeight(*m, p + "wi.weight"), !sparse) << i;
+  }
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(HasWeight(
+        *m, "decoder.block." + std::to_string(i) + ".layer.2.mlp.experts.expert_1.wi.weight"))
+        << i;
+}
+
 TEST(EncDecMoeTest, SwitchTransformersRefusesWhatItDoesNotRun) {
   const std::string a = "SwitchTransformersModel";
   ExpectConfigError(a, "router_dtype", "bfloat16", "router_dtype");
