@@ -1,7 +1,8 @@
-// The LLaVA lineage (llava.cc; vipllava.cc derives from it as modular_vipllava.py derives from
-// LLaVA): a CLIP vision tower, a projector and a decoder language model on the vision-language
-// kind (trunks/vision_language.h). What the derived families share: the text model chosen by
-// text_config.model_type, the tower, the image token, the tiny scaling and the registry entry.
+// The LLaVA lineage (llava.cc; vipllava.cc, llava_next.cc and llava_next_video.cc derive from it
+// as transformers' modular files derive them from LLaVA): a CLIP vision tower, a projector and a
+// decoder language model on the vision-language kind (trunks/vision_language.h). What the derived
+// families share: the text model chosen by text_config.model_type, the tower, the image token,
+// the tiny scaling and the registry entry.
 // Private to the zoo.
 #pragma once
 

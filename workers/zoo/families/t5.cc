@@ -17,17 +17,6 @@ namespace {
 
 using json = nlohmann::json;
 
-struct T5Cfg {
-  int64_t vocab = 0, d_model = 0, d_kv = 0, d_ff = 0, layers = 0, dec_layers = 0, heads = 0;
-  int64_t buckets = 32, max_distance = 128;
-  double eps = 1e-6;
-  bool gated = false;
-  Activation act = Activation::kRelu;
-  bool tie = true;
-  int64_t pad = 0, eos = 1, start = 0;
-  int64_t num_labels = 2;
-};
-
 Status Positive(const ConfigReader& r, const std::string& f, int64_t v) {
   if (v <= 0) return r.Error(f, "must be positive (got " + std::to_string(v) + ")");
   return OkStatus();
@@ -69,7 +58,9 @@ Status ParseT5Sizes(const ConfigReader& r, T5Cfg& c) {
   return OkStatus();
 }
 
-StatusOr<T5Cfg> ParseT5(const json& config) {
+}  // namespace
+
+StatusOr<T5Cfg> ParseT5Base(const json& config) {
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
   ConfigReader r(config);
   T5Cfg c;
@@ -78,6 +69,16 @@ StatusOr<T5Cfg> ParseT5(const json& config) {
   if (!(c.eps > 0.0) || !std::isfinite(c.eps)) {
     return r.Error("layer_norm_epsilon", "must be positive");
   }
+  TS_RETURN_IF_ERROR(ReadSeq2SeqTokens(r, /*pad_def=*/0, /*eos_def=*/1, /*start_is_eos=*/false, c));
+  TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
+  return c;
+}
+
+namespace {
+
+StatusOr<T5Cfg> ParseT5(const json& config) {
+  TS_ASSIGN_OR_RETURN(T5Cfg c, ParseT5Base(config));
+  ConfigReader r(config);
   TS_ASSIGN_OR_RETURN(std::string ff, r.String("feed_forward_proj", "relu"));
   std::string act = ff;
   if (ff.rfind("gated-", 0) == 0) {
@@ -92,15 +93,15 @@ StatusOr<T5Cfg> ParseT5(const json& config) {
   auto parsed = ParseActivation(act, r.Name("feed_forward_proj"));
   if (!parsed.ok()) return r.Error("feed_forward_proj", "unknown '" + ff + "'");
   c.act = *parsed;
-  TS_RETURN_IF_ERROR(ReadSeq2SeqTokens(r, /*pad_def=*/0, /*eos_def=*/1, /*start_is_eos=*/false, c));
-  TS_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(config));
   return c;
 }
+
+}  // namespace
 
 // umt5 keeps two layers per stack at tiny size, so that block 1's own relative bias is in play.
 StatusOr<json> ScaleT5(const json& config, const std::string& family) {
   using P = TinyProfile;
-  TS_ASSIGN_OR_RETURN(T5Cfg c, ParseT5(config));
+  TS_ASSIGN_OR_RETURN(T5Cfg c, ParseT5Base(config));
   json t = config;
   for (const char* a : {"hidden_size", "num_attention_heads", "num_hidden_layers"}) t.erase(a);
   const int64_t heads = std::min(c.heads, P::kHeads);
@@ -162,6 +163,8 @@ EncDecRecipe T5Recipe(const T5Cfg& c, Seq2SeqHead head, const std::string& famil
   return r;
 }
 
+namespace {
+
 json T5SmallExample() {  // t5-small
   return json{{"model_type", "t5"},
               {"d_ff", 2048},
@@ -204,21 +207,27 @@ json T5V11Example() {  // google/t5-v1_1-base
 
 }  // namespace
 
+std::string T5PipelineTag(Seq2SeqHead head) {
+  return head == Seq2SeqHead::kConditionalGeneration    ? "text2text-generation"
+         : head == Seq2SeqHead::kTokenClassification    ? "token-classification"
+         : head == Seq2SeqHead::kSequenceClassification ? "text-classification"
+         : head == Seq2SeqHead::kQuestionAnswering      ? "question-answering"
+                                                        : "feature-extraction";
+}
+
 ArchEntry T5Entry(const std::string& arch, const std::string& family, Seq2SeqHead head,
                   json example) {
   ArchEntry e;
-  e.info = {arch, family,
-            head == Seq2SeqHead::kConditionalGeneration    ? "text2text-generation"
-            : head == Seq2SeqHead::kTokenClassification    ? "token-classification"
-            : head == Seq2SeqHead::kSequenceClassification ? "text-classification"
-            : head == Seq2SeqHead::kQuestionAnswering      ? "question-answering"
-                                                           : "feature-extraction"};
+  e.info = {arch, family, T5PipelineTag(head)};
   example["architectures"] = {arch};
   if (head == Seq2SeqHead::kTokenClassification || head == Seq2SeqHead::kSequenceClassification ||
       head == Seq2SeqHead::kQuestionAnswering)
     example["num_labels"] = 2;
   e.example_config = std::move(example);
-  e.scale = [family](const json& c) { return ScaleT5(c, family); };
+  e.scale = [family](const json& c) -> StatusOr<json> {
+    TS_RETURN_IF_ERROR(ParseT5(c).status());  // feed_forward_proj refused before scaling
+    return ScaleT5(c, family);
+  };
   e.build = [head, family](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
     TS_ASSIGN_OR_RETURN(T5Cfg c, ParseT5(spec.tiny_config));
     EncDecRecipe r = T5Recipe(c, head, family);

@@ -84,7 +84,7 @@ EncoderDecoderModel::LayerNames EncoderDecoderModel::Names(const EncDecStack& s,
     const std::string ffp = s.cross ? bp + "2." : bp + "1.";
     return {{bp + "0.SelfAttention", bp + "0.layer_norm"},
             {bp + "1.EncDecAttention", bp + "1.layer_norm"},
-            {ffp + "DenseReluDense", ffp + "layer_norm"}};
+            {ffp + r_.t5_ffn, ffp + "layer_norm"}};
   }
   const std::string lp = s.prefix + ".layers." + std::to_string(i);
   return {{lp + ".self_attn", lp + ".self_attn_layer_norm"},
@@ -125,15 +125,22 @@ void EncoderDecoderModel::AddStack(const EncDecStack& s) {
       AddAttention(n.cross.module, s.heads * hd);
       AddNorm(n.cross.norm);
     }
-    if (t5 && r_.gated_ffn) {
+    if (t5 && s.Sparse(i)) {
+      AddLinear(n.ffn.module + ".router.classifier", r_.num_experts, d, r_.router_bias);
+      for (int64_t e = 0; e < r_.num_experts; ++e) {
+        const std::string ep = n.ffn.module + ".experts.expert_" + std::to_string(e);
+        Add(ep + ".wi.weight", {s.ffn, d});
+        Add(ep + ".wo.weight", {d, s.ffn});
+      }
+    } else if (t5 && r_.gated_ffn) {
       Add(n.ffn.module + ".wi_0.weight", {s.ffn, d});
       Add(n.ffn.module + ".wi_1.weight", {s.ffn, d});
     } else if (t5) {
       Add(n.ffn.module + ".wi.weight", {s.ffn, d});
     }
-    if (t5) {
+    if (t5 && !s.Sparse(i)) {
       Add(n.ffn.module + ".wo.weight", {d, s.ffn});
-    } else {
+    } else if (!t5) {
       AddLinear(n.ffn.module + ".fc1", s.ffn, d, r_.bias);
       AddLinear(n.ffn.module + ".fc2", d, s.ffn, r_.bias);
     }
@@ -265,6 +272,21 @@ at::Tensor EncoderDecoderModel::Layer(const WeightMap& w, const EncDecStack& s, 
   if (s.cross) {
     y = Residual(w, n.cross.norm, y, [&](const at::Tensor& z) {
       return Attend(w, n.cross.module, z, enc, s.heads, at::Tensor(), enc_blocked);
+    });
+  }
+  if (s.Sparse(i)) {
+    return Residual(w, n.ffn.norm, y, [&](const at::Tensor& z) {
+      const std::string& p = n.ffn.module;
+      std::vector<at::Tensor> wi, wo;
+      for (int64_t e = 0; e < r_.num_experts; ++e) {
+        const std::string ep = p + ".experts.expert_" + std::to_string(e);
+        wi.push_back(GetWeight(w, ep + ".wi.weight"));
+        wo.push_back(GetWeight(w, ep + ".wo.weight"));
+      }
+      return SwitchSparseMlp(
+          z, GetWeight(w, p + ".router.classifier.weight"),
+          r_.router_bias ? GetWeight(w, p + ".router.classifier.bias") : at::Tensor(), wi, wo,
+          r_.act);
     });
   }
   return Residual(w, n.ffn.norm, y, [&](const at::Tensor& z) { return Ffn(w, n.ffn.module, z); });

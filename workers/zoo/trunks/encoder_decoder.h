@@ -40,6 +40,13 @@ struct EncDecStack {
   int64_t positions = 0;       // rows of the learned position table (0: none)
   // A decoder whose padding mask comes from `decoder_attention_mask` (T5 ignores it).
   bool decoder_mask = false;
+  // Switch Transformers: layer i's feed-forward is the sparse MLP when i % sparse_step == 1 or
+  // sparse_step == 1 (0: every layer dense).
+  int64_t sparse_step = 0;
+
+  bool Sparse(int64_t i) const {
+    return sparse_step > 0 && (sparse_step == 1 || i % sparse_step == 1);
+  }
 
   // An encoder-like stack (no causal mask, no cross-attention); set the flags for a decoder.
   static EncDecStack Of(std::string prefix, int64_t layers, int64_t heads, int64_t ffn) {
@@ -78,6 +85,11 @@ struct EncDecRecipe {
   int64_t rel_buckets = 0, rel_max_distance = 0;
   // UMT5: every self-attention layer owns its relative_attention_bias (T5: block 0's, shared).
   bool rel_per_layer = false;
+  // The T5 layout's feed-forward module: "DenseReluDense" (T5), "mlp" (Switch Transformers).
+  std::string t5_ffn = "DenseReluDense";
+  // The sparse layers' experts (EncDecStack::sparse_step) and their router's bias.
+  int64_t num_experts = 0;
+  bool router_bias = false;
   Positions positions = Positions::kNone;
   bool embedding_norm = false;   // BART `layernorm_embedding`
   bool scale_embedding = false;  // * sqrt(d_model)
@@ -165,6 +177,13 @@ class EncoderDecoderModel : public Model {
   WeightList shapes_;
   int64_t seq_len_ = 32;
 };
+
+// SwitchTransformersSparseMLP over x [..., d]: the router `router_w` [E, d] (+ `router_b`) in
+// float32 (double for a double run; router_dtype), softmax, the top-1 expert per token, its
+// probability times that expert's wo(act(wi x)) (encoder_decoder_moe.cc).
+at::Tensor SwitchSparseMlp(const at::Tensor& x, const at::Tensor& router_w,
+                           const at::Tensor& router_b, const std::vector<at::Tensor>& wi,
+                           const std::vector<at::Tensor>& wo, Activation act);
 
 // HF T5Attention._relative_position_bucket for relative_position = key - query: [Sq, Sk] int64,
 // built with tensor ops on `dev` (traceable; no host constants).
