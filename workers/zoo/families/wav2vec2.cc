@@ -170,6 +170,36 @@ Status ParseBert(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c) {
   return OkStatus();
 }
 
+// SEWDConfig's DeBERTa-v2 fields. pos_att_type is a list (SEWDConfig keeps list(pos_att_type): a
+// string would become its characters); norm_rel_ebd "|"-separated; a ConvLayer
+// (conv_kernel_size > 0) is refused.
+Status ParseSewD(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c) {
+  c.sew_d = true;
+  TS_ASSIGN_OR_RETURN(c.relative, r.Bool("relative_attention", true));
+  TS_ASSIGN_OR_RETURN(c.share_att_key, r.Bool("share_att_key", true));
+  c.c2p = c.p2c = true;
+  if (auto it = config.find("pos_att_type"); it != config.end() && !it->is_null()) {
+    if (!it->is_array()) return r.Error("pos_att_type", "expected an array of \"c2p\" / \"p2c\"");
+    c.c2p = c.p2c = false;
+    for (const json& k : *it) {
+      const std::string kind = k.is_string() ? k.get<std::string>() : "";
+      if (kind != "c2p" && kind != "p2c") return r.Error("pos_att_type", "unknown entry");
+      (kind == "c2p" ? c.c2p : c.p2c) = true;
+    }
+  }
+  TS_ASSIGN_OR_RETURN(std::string norm, r.String("norm_rel_ebd", "layer_norm"));
+  c.norm_rel = norm.find("layer_norm") != std::string::npos;
+  TS_ASSIGN_OR_RETURN(c.buckets, r.Int("position_buckets", 256));
+  TS_ASSIGN_OR_RETURN(int64_t max_pos, PositiveField(r, "max_position_embeddings", 512));
+  TS_ASSIGN_OR_RETURN(c.max_rel, r.Int("max_relative_positions", -1));
+  if (c.max_rel < 1) c.max_rel = max_pos;
+  if (c.buckets > 0 && c.buckets < 2) return r.Error("position_buckets", "must be at least 2");
+  TS_ASSIGN_OR_RETURN(c.feature_eps, r.Double("feature_layer_norm_eps", 1e-5));
+  TS_ASSIGN_OR_RETURN(int64_t conv, r.Int("conv_kernel_size", 0));
+  if (conv > 0) return r.Error("conv_kernel_size", "the ConvLayer is not supported by the zoo");
+  return OkStatus();
+}
+
 // `xvector`: the class is a *ForXVector (its TDNN and x-vector sizes are read and checked).
 StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family& fam,
                                        bool xvector) {
@@ -198,6 +228,7 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family&
     TS_RETURN_IF_ERROR(ParseFeatureEncoder(config, r, c, !fam.stacked_pos_conv));
   }
   if (fam.sew) TS_RETURN_IF_ERROR(ParseSew(r, c));
+  if (fam.sew_d) TS_RETURN_IF_ERROR(ParseSewD(config, r, c));
   if (fam.conformer) TS_RETURN_IF_ERROR(ParseConformer(config, r, c, fam.bert));
   // Data2VecAudioConfig, SEWConfig (read by no module), Wav2Vec2ConformerConfig and
   // Wav2Vec2BertConfig: no do_stable_layer_norm.
@@ -205,14 +236,16 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family&
     TS_ASSIGN_OR_RETURN(c.stable_layer_norm, r.Bool("do_stable_layer_norm", false));
   }
   if (!fam.bert) TS_RETURN_IF_ERROR(ParsePositionalConv(r, fam, c));
-  TS_ASSIGN_OR_RETURN(std::string ha, r.String("hidden_act", fam.bert ? "swish" : "gelu"));
-  TS_ASSIGN_OR_RETURN(c.act, ParseActivation(ha, "hidden_act"));
+  const char* act = fam.bert ? "swish" : fam.sew_d ? "gelu_python" : "gelu";
+  TS_ASSIGN_OR_RETURN(std::string ha, r.String("hidden_act", act));
+  // gelu_python: transformers' GELUActivation in Python, the exact erf GELU.
+  TS_ASSIGN_OR_RETURN(c.act, ParseActivation(ha == "gelu_python" ? "gelu" : ha, "hidden_act"));
   TS_ASSIGN_OR_RETURN(c.pad, r.Int("pad_token_id", 0));
   if (c.pad < 0 || c.pad >= c.vocab) {
     return r.Error("pad_token_id", "must be below vocab_size (CTC blank)");
   }
   TS_ASSIGN_OR_RETURN(c.proj_size, PositiveField(r, "classifier_proj_size", 256));
-  TS_ASSIGN_OR_RETURN(c.eps, r.Double("layer_norm_eps", 1e-5));
+  TS_ASSIGN_OR_RETURN(c.eps, r.Double("layer_norm_eps", fam.sew_d ? 1e-7 : 1e-5));
   TS_ASSIGN_OR_RETURN(std::string red, r.String("ctc_loss_reduction", fam.ctc_reduction));
   if (red != "sum" && red != "mean") return r.Error("ctc_loss_reduction", "unknown '" + red + "'");
   c.ctc_sum = red == "sum";
@@ -245,6 +278,8 @@ void ScaleFeatureEncoder(const Wav2Vec2Recipe& c, const Wav2Vec2Family& fam, int
   if (fam.sew) {  // a kernel of the same parity; at most 4 frames squeezed into one
     t["num_conv_pos_embeddings"] = std::min<int64_t>(c.pos_kernel, c.pos_kernel % 2 == 0 ? 8 : 7);
     t["squeeze_factor"] = std::min<int64_t>(c.squeeze, 4);
+    // SEW-D: 4 buckets, so that the log buckets are reached over the 8 pooled frames.
+    if (c.sew_d && c.buckets > 0) t["position_buckets"] = std::min<int64_t>(c.buckets, 4);
   } else if (c.pos_conv_layers > 0) {
     // data2vec-audio: two of the stacked convs, a kernel of parity kept
     t["num_conv_pos_embeddings"] = std::min<int64_t>(c.pos_conv_layers, 2);
@@ -331,8 +366,9 @@ ArchEntry Wav2Vec2Entry(const Wav2Vec2Family& family, const std::string& arch, c
   };
   const bool always = family.always_masked_spec_embed;
   // SEWModel may have no feature_projection: its encoder's layer_norm gives the prefix.
-  const std::string proj =
-      family.sew ? "encoder.layer_norm.weight" : "feature_projection.projection.weight";
+  const std::string proj = family.sew_d ? "encoder.encoder.layer.0.attention.output.dense.bias"
+                           : family.sew ? "encoder.layer_norm.weight"
+                                        : "feature_projection.projection.weight";
   return {
       {arch, family.model_type, task},
       std::move(example),
