@@ -114,6 +114,7 @@ Wav2Vec2Trunk::Wav2Vec2Trunk(ModelSpec spec, Wav2Vec2Recipe r, std::string prefi
   if (r_.conformer) {
     if (!r_.Bert()) AddLn(pre_ + "encoder.layer_norm", h);
     AddConformerLayers();
+    if (r_.Bert()) AddBertAdapter();
     return;
   }
   if (r_.pos_conv_layers > 0) {
@@ -319,7 +320,7 @@ std::pair<at::Tensor, at::Tensor> Wav2Vec2Trunk::Encode(const WeightMap& w,
     at::Tensor feats =
         Ln(w, pre_ + "feature_projection.layer_norm", GetInput(inputs, "input_features"), r_.eps);
     at::Tensor hs = Lin(w, pre_ + "feature_projection.projection", feats);
-    return {ConformerEncode(w, hs, all), feats};
+    return {BertAdapter(w, ConformerEncode(w, hs, all)), feats};
   }
   at::Tensor x = FeatureEncoder(w, GetInput(inputs, "input_values"));
   if (r_.squeeze > 0) return SewEncode(w, x, all);
