@@ -157,22 +157,80 @@ Status ParsePositionalConv(const ConfigReader& r, const Wav2Vec2Family& fam, Wav
   return OkStatus();
 }
 
-// Wav2Vec2BertConfig's input and what the zoo does not build: the adapter (and the intermediate
-// FFN before it), and one label (its heads' loss is cross entropy whatever num_labels says, so a
-// single label would train on a constant).
-Status ParseBert(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c) {
+// Wav2Vec2BertConfig's adapter (`adapter_ok`: the class is the Model or ForCTC; transformers'
+// sequence and frame classifiers refuse an adapter, and the x-vector head is not built over one).
+Status ParseBertAdapter(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c,
+                        bool adapter_ok) {
+  TS_ASSIGN_OR_RETURN(c.adapter, r.Bool("add_adapter", false));
+  TS_ASSIGN_OR_RETURN(c.intermediate_ffn, r.Bool("use_intermediate_ffn_before_adapter", false));
+  if (c.intermediate_ffn && !c.adapter) {
+    return r.Error("use_intermediate_ffn_before_adapter",
+                   "true needs add_adapter (as transformers)");
+  }
+  if (!c.adapter) return OkStatus();
+  if (!adapter_ok) return r.Error("add_adapter", "true is not supported by this head");
+  c.out_hidden = c.hidden;
+  if (auto it = config.find("output_hidden_size"); it != config.end() && !it->is_null()) {
+    TS_ASSIGN_OR_RETURN(c.out_hidden, PositiveField(r, "output_hidden_size", c.hidden));
+  }
+  if (c.out_hidden % c.heads != 0) {
+    return r.Error("output_hidden_size", "must be a multiple of num_attention_heads");
+  }
+  TS_ASSIGN_OR_RETURN(c.adapter_kernel, PositiveField(r, "adapter_kernel_size", 3));
+  TS_ASSIGN_OR_RETURN(c.adapter_stride, PositiveField(r, "adapter_stride", 2));
+  TS_ASSIGN_OR_RETURN(c.adapter_layers, PositiveField(r, "num_adapter_layers", 1));
+  TS_ASSIGN_OR_RETURN(std::string act, r.String("adapter_act", "relu"));
+  TS_ASSIGN_OR_RETURN(c.adapter_act, ParseActivation(act, "adapter_act"));
+  if (c.OutFrames(kW2vFrames) < kW2vFrames / 4) {
+    return r.Error("num_adapter_layers", "leaves fewer frames than the run's CTC labels");
+  }
+  return OkStatus();
+}
+
+// Wav2Vec2BertConfig's input and one label (its heads' loss is cross entropy whatever num_labels
+// says, so a single label would train on a constant).
+Status ParseBert(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c, bool adapter_ok) {
   TS_ASSIGN_OR_RETURN(c.feature_input_dim, PositiveField(r, "feature_projection_input_dim", 160));
-  TS_ASSIGN_OR_RETURN(bool ffn, r.Bool("use_intermediate_ffn_before_adapter", false));
-  if (ffn)
-    return r.Error("use_intermediate_ffn_before_adapter", "true is not supported by the zoo");
+  TS_RETURN_IF_ERROR(ParseBertAdapter(config, r, c, adapter_ok));
   TS_ASSIGN_OR_RETURN(int64_t labels, ParseNumLabels(config));
   if (labels == 1) return r.Error("num_labels", "1: Wav2Vec2Bert's heads take cross entropy");
   return OkStatus();
 }
 
-// `xvector`: the class is a *ForXVector (its TDNN and x-vector sizes are read and checked).
-StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family& fam,
-                                       bool xvector) {
+// SEWDConfig's DeBERTa-v2 fields. pos_att_type is a list (SEWDConfig keeps list(pos_att_type): a
+// string would become its characters); norm_rel_ebd "|"-separated; a ConvLayer
+// (conv_kernel_size > 0) is refused.
+Status ParseSewD(const json& config, const ConfigReader& r, Wav2Vec2Recipe& c) {
+  c.sew_d = true;
+  TS_ASSIGN_OR_RETURN(c.relative, r.Bool("relative_attention", true));
+  TS_ASSIGN_OR_RETURN(c.share_att_key, r.Bool("share_att_key", true));
+  c.c2p = c.p2c = true;
+  if (auto it = config.find("pos_att_type"); it != config.end() && !it->is_null()) {
+    if (!it->is_array()) return r.Error("pos_att_type", "expected an array of \"c2p\" / \"p2c\"");
+    c.c2p = c.p2c = false;
+    for (const json& k : *it) {
+      const std::string kind = k.is_string() ? k.get<std::string>() : "";
+      if (kind != "c2p" && kind != "p2c") return r.Error("pos_att_type", "unknown entry");
+      (kind == "c2p" ? c.c2p : c.p2c) = true;
+    }
+  }
+  TS_ASSIGN_OR_RETURN(std::string norm, r.String("norm_rel_ebd", "layer_norm"));
+  c.norm_rel = norm.find("layer_norm") != std::string::npos;
+  TS_ASSIGN_OR_RETURN(c.buckets, r.Int("position_buckets", 256));
+  TS_ASSIGN_OR_RETURN(int64_t max_pos, PositiveField(r, "max_position_embeddings", 512));
+  TS_ASSIGN_OR_RETURN(c.max_rel, r.Int("max_relative_positions", -1));
+  if (c.max_rel < 1) c.max_rel = max_pos;
+  if (c.buckets > 0 && c.buckets < 2) return r.Error("position_buckets", "must be at least 2");
+  TS_ASSIGN_OR_RETURN(c.feature_eps, r.Double("feature_layer_norm_eps", 1e-5));
+  TS_ASSIGN_OR_RETURN(int64_t conv, r.Int("conv_kernel_size", 0));
+  if (conv > 0) return r.Error("conv_kernel_size", "the ConvLayer is not supported by the zoo");
+  return OkStatus();
+}
+
+// `xvector`: the class is a *ForXVector (its TDNN and x-vector sizes are read and checked);
+// `adapter_ok`: it may run wav2vec2-bert's adapter.
+StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family& fam, bool xvector,
+                                       bool adapter_ok) {
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
   ConfigReader r(config);
   Wav2Vec2Recipe c;
@@ -193,11 +251,12 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family&
   TS_ASSIGN_OR_RETURN(c.intermediate, PositiveField(r, "intermediate_size"));
   TS_ASSIGN_OR_RETURN(c.vocab, PositiveField(r, "vocab_size", 32));
   if (fam.bert) {
-    TS_RETURN_IF_ERROR(ParseBert(config, r, c));
+    TS_RETURN_IF_ERROR(ParseBert(config, r, c, adapter_ok));
   } else {
     TS_RETURN_IF_ERROR(ParseFeatureEncoder(config, r, c, !fam.stacked_pos_conv));
   }
   if (fam.sew) TS_RETURN_IF_ERROR(ParseSew(r, c));
+  if (fam.sew_d) TS_RETURN_IF_ERROR(ParseSewD(config, r, c));
   if (fam.conformer) TS_RETURN_IF_ERROR(ParseConformer(config, r, c, fam.bert));
   // Data2VecAudioConfig, SEWConfig (read by no module), Wav2Vec2ConformerConfig and
   // Wav2Vec2BertConfig: no do_stable_layer_norm.
@@ -205,14 +264,16 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family&
     TS_ASSIGN_OR_RETURN(c.stable_layer_norm, r.Bool("do_stable_layer_norm", false));
   }
   if (!fam.bert) TS_RETURN_IF_ERROR(ParsePositionalConv(r, fam, c));
-  TS_ASSIGN_OR_RETURN(std::string ha, r.String("hidden_act", fam.bert ? "swish" : "gelu"));
-  TS_ASSIGN_OR_RETURN(c.act, ParseActivation(ha, "hidden_act"));
+  const char* act = fam.bert ? "swish" : fam.sew_d ? "gelu_python" : "gelu";
+  TS_ASSIGN_OR_RETURN(std::string ha, r.String("hidden_act", act));
+  // gelu_python: transformers' GELUActivation in Python, the exact erf GELU.
+  TS_ASSIGN_OR_RETURN(c.act, ParseActivation(ha == "gelu_python" ? "gelu" : ha, "hidden_act"));
   TS_ASSIGN_OR_RETURN(c.pad, r.Int("pad_token_id", 0));
   if (c.pad < 0 || c.pad >= c.vocab) {
     return r.Error("pad_token_id", "must be below vocab_size (CTC blank)");
   }
   TS_ASSIGN_OR_RETURN(c.proj_size, PositiveField(r, "classifier_proj_size", 256));
-  TS_ASSIGN_OR_RETURN(c.eps, r.Double("layer_norm_eps", 1e-5));
+  TS_ASSIGN_OR_RETURN(c.eps, r.Double("layer_norm_eps", fam.sew_d ? 1e-7 : 1e-5));
   TS_ASSIGN_OR_RETURN(std::string red, r.String("ctc_loss_reduction", fam.ctc_reduction));
   if (red != "sum" && red != "mean") return r.Error("ctc_loss_reduction", "unknown '" + red + "'");
   c.ctc_sum = red == "sum";
@@ -226,8 +287,10 @@ StatusOr<Wav2Vec2Recipe> ParseWav2Vec2(const json& config, const Wav2Vec2Family&
     if (c.rel_max_distance <= c.rel_buckets / 4)
       return r.Error("max_bucket_distance", "must exceed num_buckets / 4");
   }
-  TS_ASSIGN_OR_RETURN(bool adapter, r.Bool("add_adapter", false));
-  if (adapter) return r.Error("add_adapter", "true is not supported by the zoo");
+  if (!fam.bert) {
+    TS_ASSIGN_OR_RETURN(bool adapter, r.Bool("add_adapter", false));
+    if (adapter) return r.Error("add_adapter", "true is not supported by the zoo");
+  }
   if (xvector) TS_RETURN_IF_ERROR(ParseXVector(config, r, c));
   return c;
 }
@@ -245,6 +308,8 @@ void ScaleFeatureEncoder(const Wav2Vec2Recipe& c, const Wav2Vec2Family& fam, int
   if (fam.sew) {  // a kernel of the same parity; at most 4 frames squeezed into one
     t["num_conv_pos_embeddings"] = std::min<int64_t>(c.pos_kernel, c.pos_kernel % 2 == 0 ? 8 : 7);
     t["squeeze_factor"] = std::min<int64_t>(c.squeeze, 4);
+    // SEW-D: 4 buckets, so that the log buckets are reached over the 8 pooled frames.
+    if (c.sew_d && c.buckets > 0) t["position_buckets"] = std::min<int64_t>(c.buckets, 4);
   } else if (c.pos_conv_layers > 0) {
     // data2vec-audio: two of the stacked convs, a kernel of parity kept
     t["num_conv_pos_embeddings"] = std::min<int64_t>(c.pos_conv_layers, 2);
@@ -257,7 +322,13 @@ void ScaleFeatureEncoder(const Wav2Vec2Recipe& c, const Wav2Vec2Family& fam, int
 
 // wav2vec2-bert: a narrower fbank stack, the depthwise kernel as the conformer's, the distance
 // clamps below the run's 16 frames so that the clamped rows stay exercised.
-void ScaleBert(const Wav2Vec2Recipe& c, json& t) {
+void ScaleBert(const Wav2Vec2Recipe& c, int64_t h, json& t) {
+  if (c.adapter) {  // one adapter layer; the output width scaled with the hidden one
+    const int64_t heads = t["num_attention_heads"].get<int64_t>();
+    const int64_t o = ScaleRatio(c.out_hidden, c.hidden, h, heads) / heads * heads;
+    t["output_hidden_size"] = c.out_hidden == c.hidden ? h : o;
+    t["num_adapter_layers"] = 1;
+  }
   t["feature_projection_input_dim"] = std::min<int64_t>(c.feature_input_dim, 32);
   t["conv_depthwise_kernel_size"] = std::min<int64_t>(c.depthwise_kernel, 7);
   if (c.conformer_pos == ConformerPos::kRelativeKey) {
@@ -266,12 +337,13 @@ void ScaleBert(const Wav2Vec2Recipe& c, json& t) {
   }
 }
 
-StatusOr<json> ScaleWav2Vec2(const json& config, const Wav2Vec2Family& fam, bool xvector) {
-  TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(config, fam, xvector));
+StatusOr<json> ScaleWav2Vec2(const json& config, const Wav2Vec2Family& fam, bool xvector,
+                             bool adapter_ok) {
+  TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(config, fam, xvector, adapter_ok));
   json t = config;
   const int64_t h = ScaleEncoderWidth(t, c.heads, c.hidden, c.intermediate, c.layers);
   if (fam.bert) {
-    ScaleBert(c, t);
+    ScaleBert(c, h, t);
   } else {
     ScaleFeatureEncoder(c, fam, h, t);
   }
@@ -322,17 +394,21 @@ ArchEntry Wav2Vec2Entry(const Wav2Vec2Family& family, const std::string& arch, c
   example["architectures"] = {arch};
   example["model_type"] = family.model_type;
   const bool xvector = make == MakeWav2Vec2XVector;
-  auto build = [make, family, xvector](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
-    TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c, ParseWav2Vec2(spec.tiny_config, family, xvector));
+  const bool adapter_ok = make == MakeWav2Vec2Base || make == MakeWav2Vec2Ctc;
+  auto build = [make, family, xvector,
+                adapter_ok](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
+    TS_ASSIGN_OR_RETURN(Wav2Vec2Recipe c,
+                        ParseWav2Vec2(spec.tiny_config, family, xvector, adapter_ok));
     return make(std::move(spec), std::move(c));
   };
-  auto scale = [family, xvector](const json& config) {
-    return ScaleWav2Vec2(config, family, xvector);
+  auto scale = [family, xvector, adapter_ok](const json& config) {
+    return ScaleWav2Vec2(config, family, xvector, adapter_ok);
   };
   const bool always = family.always_masked_spec_embed;
   // SEWModel may have no feature_projection: its encoder's layer_norm gives the prefix.
-  const std::string proj =
-      family.sew ? "encoder.layer_norm.weight" : "feature_projection.projection.weight";
+  const std::string proj = family.sew_d ? "encoder.encoder.layer.0.attention.output.dense.bias"
+                           : family.sew ? "encoder.layer_norm.weight"
+                                        : "feature_projection.projection.weight";
   return {
       {arch, family.model_type, task},
       std::move(example),

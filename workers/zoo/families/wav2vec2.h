@@ -42,6 +42,10 @@ struct Wav2Vec2Family {
   // wav2vec2-bert (with `conformer`): input_features through Wav2Vec2BertFeatureProjection, no
   // conv feature encoder and no positional conv; relative_key positions (the default).
   bool bert = false;
+  // SEW-D (with `sew`): DeBERTa-v2's encoder between the squeeze and the upsampling
+  // (Wav2Vec2Recipe::sew_d); relative_attention, share_att_key, pos_att_type, norm_rel_ebd,
+  // position_buckets, max_relative_positions and feature_layer_norm_eps read.
+  bool sew_d = false;
 };
 
 // The entry of `arch` of `family` serving `task`, built by `make` from the config's

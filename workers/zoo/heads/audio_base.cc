@@ -38,8 +38,8 @@ class Wav2Vec2Base : public Wav2Vec2Trunk {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     Batch batch;
     batch.inputs[InputName()] = InputValues(gen, batch_size);
-    batch.labels["target"] =
-        at::randn({batch_size, kW2vFrames, r_.hidden}, gen, at::TensorOptions().dtype(at::kFloat));
+    batch.labels["target"] = at::randn({batch_size, r_.OutFrames(kW2vFrames), r_.OutWidth()}, gen,
+                                       at::TensorOptions().dtype(at::kFloat));
     return batch;
   }
 };

@@ -15,7 +15,7 @@ class Wav2Vec2Ctc : public Wav2Vec2Trunk {
  public:
   Wav2Vec2Ctc(ModelSpec spec, Wav2Vec2Recipe recipe)
       : Wav2Vec2Trunk(std::move(spec), recipe, recipe.base) {
-    AddLinear("lm_head", r_.vocab, r_.hidden);
+    AddLinear("lm_head", r_.vocab, r_.OutWidth());
   }
 
   std::vector<std::string> OutputNames() const override { return {"logits"}; }

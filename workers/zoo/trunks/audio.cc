@@ -114,6 +114,7 @@ Wav2Vec2Trunk::Wav2Vec2Trunk(ModelSpec spec, Wav2Vec2Recipe r, std::string prefi
   if (r_.conformer) {
     if (!r_.Bert()) AddLn(pre_ + "encoder.layer_norm", h);
     AddConformerLayers();
+    if (r_.Bert()) AddBertAdapter();
     return;
   }
   if (r_.pos_conv_layers > 0) {
@@ -161,8 +162,12 @@ void Wav2Vec2Trunk::AddSewWeights(int64_t conv_out) {
   Add(pc + "bias", {h});
   Add(pc + "parametrizations.weight.original0", {1, 1, r_.pos_kernel});
   Add(pc + "parametrizations.weight.original1", {h, h / r_.pos_groups, r_.pos_kernel});
-  AddLn(pre_ + "encoder.layer_norm", h);
-  AddLayers();
+  if (r_.sew_d) {
+    AddSewDEncoder();
+  } else {
+    AddLn(pre_ + "encoder.layer_norm", h);
+    AddLayers();
+  }
   AddLinear(pre_ + "encoder.upsample.projection", h * r_.squeeze, h);
 }
 
@@ -315,7 +320,7 @@ std::pair<at::Tensor, at::Tensor> Wav2Vec2Trunk::Encode(const WeightMap& w,
     at::Tensor feats =
         Ln(w, pre_ + "feature_projection.layer_norm", GetInput(inputs, "input_features"), r_.eps);
     at::Tensor hs = Lin(w, pre_ + "feature_projection.projection", feats);
-    return {ConformerEncode(w, hs, all), feats};
+    return {BertAdapter(w, ConformerEncode(w, hs, all)), feats};
   }
   at::Tensor x = FeatureEncoder(w, GetInput(inputs, "input_values"));
   if (r_.squeeze > 0) return SewEncode(w, x, all);
@@ -344,18 +349,24 @@ std::pair<at::Tensor, at::Tensor> Wav2Vec2Trunk::Encode(const WeightMap& w,
 std::pair<at::Tensor, at::Tensor> Wav2Vec2Trunk::SewEncode(const WeightMap& w,
                                                            const at::Tensor& conv_out,
                                                            std::vector<at::Tensor>* all) const {
-  at::Tensor feats = Ln(w, pre_ + "layer_norm", conv_out.transpose(1, 2), r_.eps);
+  at::Tensor feats =
+      Ln(w, pre_ + "layer_norm", conv_out.transpose(1, 2), r_.sew_d ? r_.feature_eps : r_.eps);
   at::Tensor hs = r_.sew_projection ? Lin(w, pre_ + "feature_projection", feats) : feats;
   const int64_t b = hs.size(0), frames = hs.size(1), h = hs.size(2), sq = r_.squeeze;
   at::Tensor pos = PositionalConv(w, hs, sq);
   at::Tensor pooled = hs.narrow(1, 0, frames / sq * sq).reshape({b, frames / sq, sq, h}).mean(2);
   const int64_t len = std::min(pos.size(1), pooled.size(1));
-  hs = Ln(w, pre_ + "encoder.layer_norm", pooled.narrow(1, 0, len) + pos.narrow(1, 0, len), r_.eps);
-  for (int64_t i = 0; i < r_.layers; ++i) {
+  hs = pooled.narrow(1, 0, len) + pos.narrow(1, 0, len);
+  if (r_.sew_d) {
+    hs = SewDEncode(w, hs, all);
+  } else {
+    hs = Ln(w, pre_ + "encoder.layer_norm", hs, r_.eps);
+    for (int64_t i = 0; i < r_.layers; ++i) {
+      if (all) all->push_back(hs);
+      hs = EncoderLayer(w, i, hs, at::Tensor());
+    }
     if (all) all->push_back(hs);
-    hs = EncoderLayer(w, i, hs, at::Tensor());
   }
-  if (all) all->push_back(hs);
   hs = nn::Activate(Lin(w, pre_ + "encoder.upsample.projection", hs), r_.feat_act);
   hs = hs.reshape({b, len * sq, h});
   if (hs.size(1) < frames) hs = at::constant_pad_nd(hs, {0, 0, 0, frames - hs.size(1)});

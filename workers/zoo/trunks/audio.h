@@ -98,6 +98,31 @@ struct Wav2Vec2Recipe {
   int64_t feature_input_dim = 0;
   int64_t left_max = 64, right_max = 8;
   bool Bert() const { return feature_input_dim > 0; }
+  // Wav2Vec2BertModel's add_adapter (trunks/audio_bert_adapter.cc): `adapter.proj` /
+  // `proj_layer_norm` to output_hidden_size when it differs, then adapter layers of strided
+  // GLU convs around an unpositioned self-attention and an FFN of adapter_act; with
+  // use_intermediate_ffn_before_adapter, `intermediate_ffn` (ReLU, half-step) before it.
+  bool adapter = false, intermediate_ffn = false;
+  int64_t out_hidden = 0, adapter_kernel = 3, adapter_stride = 2, adapter_layers = 1;
+  Activation adapter_act = Activation::kRelu;
+  // The base model's output: frames and width (the adapter's stride and output_hidden_size).
+  int64_t OutFrames(int64_t frames) const {
+    for (int64_t i = 0; adapter && i < adapter_layers; ++i) {
+      frames = (frames + 2 * (adapter_stride / 2) - adapter_kernel) / adapter_stride + 1;
+    }
+    return frames;
+  }
+  int64_t OutWidth() const { return adapter ? out_hidden : hidden; }
+  // SEW-D (modular_sew_d.py; with `squeeze`): SEW's squeeze and upsampling around DeBERTa-v2's
+  // encoder (trunks/audio_sew_d.cc): `encoder.encoder.layer.N` with disentangled attention over
+  // `encoder.encoder.rel_embeddings` (LayerNorm-ed with norm_rel_ebd), no encoder.layer_norm; the
+  // feature layer_norm at feature_layer_norm_eps.
+  bool sew_d = false;
+  bool relative = true, share_att_key = true, c2p = true, p2c = true, norm_rel = true;
+  int64_t buckets = 256, max_rel = 512;
+  double feature_eps = 1e-5;
+  int64_t AttSpan() const { return buckets > 0 ? buckets : max_rel; }
+  int64_t AttScaleFactor() const { return 1 + (c2p ? 1 : 0) + (p2c ? 1 : 0); }
 };
 
 // Output frames of the tiny wav2vec2 run (its input length is derived from it).
@@ -159,6 +184,16 @@ class Wav2Vec2Trunk : public Model {
                                 const at::Tensor& pos) const;
   at::Tensor ConformerConvModule(const WeightMap& w, const std::string& p,
                                  const at::Tensor& x) const;
+
+  // SEW-D's DeBERTa-v2 encoder (audio_sew_d.cc): its weights, and the pooled states through it.
+  void AddSewDEncoder();
+  at::Tensor SewDEncode(const WeightMap& w, at::Tensor hs, std::vector<at::Tensor>* all) const;
+  at::Tensor SewDAttention(const WeightMap& w, const std::string& p, const at::Tensor& x,
+                           const at::Tensor& rel, const at::Tensor& rel_pos) const;
+
+  // wav2vec2-bert's intermediate FFN and adapter (audio_bert_adapter.cc).
+  void AddBertAdapter();
+  at::Tensor BertAdapter(const WeightMap& w, at::Tensor hs) const;
 
   std::string pre_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes_;

@@ -112,9 +112,6 @@ TEST(AudioBertTest, ConformerOnInputFeaturesAsTransformers) {
   EXPECT_EQ(testing::WeightShape(*m, "feature_projection.projection.weight")[1], 32);
   EXPECT_FALSE(testing::HasWeight(*m, "encoder.layer_norm.weight"));
   EXPECT_TRUE(testing::HasWeight(*m, "encoder.layers.0.conv_module.depthwise_layer_norm.weight"));
-  testing::ExpectConfigError("Wav2Vec2BertModel", "add_adapter", true, "add_adapter");
-  testing::ExpectConfigError("Wav2Vec2BertModel", "use_intermediate_ffn_before_adapter", true,
-                             "use_intermediate_ffn_before_adapter");
   testing::ExpectConfigError("Wav2Vec2BertForSequenceClassification", "num_labels", 1,
                              "num_labels");
   testing::ExpectConfigError("Wav2Vec2BertModel", "position_embeddings_type", "alibi",
@@ -149,6 +146,72 @@ TEST(AudioBertTest, HeadsAsTransformers) {
   for (const char* arch : {"Wav2Vec2BertForAudioFrameClassification", "Wav2Vec2BertForXVector"}) {
     EXPECT_TRUE(testing::Build(arch)) << arch;
   }
+}
+
+// Wav2Vec2BertModel.forward after the encoder with use_intermediate_ffn_before_adapter and the
+// adapter (Wav2Vec2BertAdapter, Wav2Vec2BertAdapterLayer) as written there.
+at::Tensor RefAdapter(const WeightMap& w, const std::string& p, const json& c, at::Tensor hs) {
+  const double eps = c.value("layer_norm_eps", 1e-5);
+  auto ffn = [&](const std::string& f, const at::Tensor& y) {
+    return Lin(w, f + ".output_dense", at::relu(Lin(w, f + ".intermediate_dense", y)));
+  };
+  hs = hs + 0.5 * ffn(p + "intermediate_ffn", hs);
+  hs = Ln(w, p + "adapter.proj_layer_norm", Lin(w, p + "adapter.proj", hs), eps);
+  const int64_t stride = c.value("adapter_stride", int64_t{2});
+  const int64_t heads = c.at("num_attention_heads").get<int64_t>();
+  auto conv_glu = [&](const std::string& n, const at::Tensor& y) {
+    return at::glu(at::conv1d(y.transpose(1, 2), w.at(n + ".weight"), w.at(n + ".bias"),
+                              at::IntArrayRef{stride}, at::IntArrayRef{stride / 2}),
+                   1)
+        .transpose(1, 2);
+  };
+  const std::string lp = p + "adapter.layers.0.";
+  at::Tensor residual = conv_glu(lp + "residual_conv", Ln(w, lp + "residual_layer_norm", hs, eps));
+  at::Tensor x = conv_glu(lp + "self_attn_conv", Ln(w, lp + "self_attn_layer_norm", hs, eps));
+  const int64_t b = x.size(0), t = x.size(1), o = x.size(2), hd = o / heads;
+  auto split = [&](const at::Tensor& y) { return y.view({b, t, heads, hd}).transpose(1, 2); };
+  at::Tensor q = split(Lin(w, lp + "self_attn.linear_q", x));
+  at::Tensor k = split(Lin(w, lp + "self_attn.linear_k", x));
+  at::Tensor v = split(Lin(w, lp + "self_attn.linear_v", x));
+  at::Tensor probs = at::softmax(at::matmul(q, k.transpose(-2, -1)) / std::sqrt(1.0 * hd), -1);
+  x = Lin(w, lp + "self_attn.linear_out", at::matmul(probs, v).transpose(1, 2).reshape({b, t, o}));
+  x = x + residual;
+  return ffn(lp + "ffn", Ln(w, lp + "ffn_layer_norm", x, eps)) + x;
+}
+
+// The adapter (and the intermediate FFN before it) on the Model and under ForCTC's lm_head; the
+// classifiers refuse it as transformers' do.
+TEST(AudioBertTest, AdapterAsTransformers) {
+  json c = *ExampleConfig("Wav2Vec2BertForCTC");
+  c["add_adapter"] = true;
+  c["use_intermediate_ffn_before_adapter"] = true;
+  c["output_hidden_size"] = 512;
+  c["num_adapter_layers"] = 1;
+  auto ctc = testing::Build("Wav2Vec2BertForCTC", c);
+  ASSERT_TRUE(ctc);
+  const json& t = ctc->spec().tiny_config;
+  const int64_t o = t.at("output_hidden_size").get<int64_t>();
+  EXPECT_LT(o, t.at("hidden_size").get<int64_t>());
+  EXPECT_EQ(testing::WeightShape(*ctc, "lm_head.weight")[1], o);
+  const WeightMap w = ctc->InitWeights(5, at::kDouble);
+  Batch b = ctc->MakeBatch(3, 2);
+  b.inputs["input_features"] = b.inputs.at("input_features").to(at::kDouble);
+  at::Tensor hs = RefBert(w, "wav2vec2_bert.", t, b.inputs.at("input_features"), nullptr)[0];
+  hs = RefAdapter(w, "wav2vec2_bert.", t, hs);
+  EXPECT_EQ(hs.size(1), 8);  // 16 frames at stride 2
+  const at::Tensor got = ctc->Forward(w, b.inputs)[0];
+  EXPECT_EQ(got.size(1), 8);
+  EXPECT_LT(testing::RelDiff(got, Lin(w, "lm_head", hs)), 1e-10);
+  EXPECT_TRUE(std::isfinite(ctc->Loss(w, b).item<double>()));
+  c["architectures"] = {"Wav2Vec2BertModel"};
+  auto base = testing::Build("Wav2Vec2BertModel", c);
+  ASSERT_TRUE(base);
+  Batch bb = base->MakeBatch(1, 2);
+  EXPECT_EQ(bb.labels.at("target").sizes(), (at::IntArrayRef{2, 8, o}));
+  testing::ExpectConfigError("Wav2Vec2BertForSequenceClassification", "add_adapter", true,
+                             "add_adapter");
+  testing::ExpectConfigError("Wav2Vec2BertModel", "use_intermediate_ffn_before_adapter", true,
+                             "use_intermediate_ffn_before_adapter");
 }
 
 }  // namespace
