@@ -6,12 +6,14 @@
 // the linear self-attention, GroupNorm(1) layer norms, F.unfold / F.fold); SwiftFormer
 // (modeling_swiftformer.py: the conv encoders, the efficient additive attention, the
 // distillation-averaged classifier); TextNet (modeling_textnet.py: the stem and the
-// TextNetRepConvLayer branches).
+// TextNetRepConvLayer branches); LeViT (modeling_levit.py: the conv stem, MLPLayerWithBN,
+// LevitAttention and LevitAttentionSubsample with their attention_bias_idxs, the classifiers).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
@@ -455,6 +457,150 @@ TEST(TextNetTest, RepConvBranchesModelClassifierAndBackboneAsTransformers) {
   testing::ExpectConfigError("TextNetModel", "conv_layer_kernel_sizes", json({{{2, 3}}}),
                              "conv_layer_kernel_sizes");
   testing::ExpectConfigError("TextNetModel", "hidden_sizes", json({64, 64}), "hidden_sizes");
+}
+
+// LeViT's attention_bias_idxs as transformers builds it: points of itertools.product, offsets
+// (abs(p1[0] * stride - p2[0]), abs(p1[1] * stride - p2[1])) numbered in a dict's insertion
+// order.
+at::Tensor RefLevitIdxs(int64_t res_in, int64_t res_out, int64_t stride) {
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  std::vector<int64_t> idx;
+  for (int64_t a = 0; a < res_out * res_out; ++a) {
+    for (int64_t b = 0; b < res_in * res_in; ++b) {
+      const std::pair<int64_t, int64_t> o{std::abs(a / res_out * stride - b / res_in),
+                                          std::abs(a % res_out * stride - b % res_in)};
+      auto it = std::find(seen.begin(), seen.end(), o);
+      idx.push_back(it - seen.begin());
+      if (it == seen.end()) seen.push_back(o);
+    }
+  }
+  return at::tensor(idx, at::kLong).view({res_out * res_out, res_in * res_in});
+}
+
+// MLPLayerWithBN: linear, then BatchNorm1d over hidden_state.flatten(0, 1).
+at::Tensor RefLevitLinBn(const WeightMap& w, const std::string& p, const at::Tensor& x) {
+  at::Tensor y = at::linear(x, w.at(p + "linear.weight"));
+  return RefBn(w, p + "batch_norm.", y.flatten(0, 1)).reshape_as(y);
+}
+
+at::Tensor RefHardswish(const at::Tensor& x) { return x * at::relu6(x + 3) / 6; }
+
+// LevitAttention (sub = false) or LevitAttentionSubsample (stride 2).
+at::Tensor RefLevitAttention(const WeightMap& w, const std::string& p, const at::Tensor& x,
+                             int64_t heads, int64_t key_dim, int64_t ratio, int64_t res, bool sub) {
+  const int64_t bs = x.size(0), n = x.size(1);
+  const int64_t res_out = sub ? (res - 1) / 2 + 1 : res;
+  at::Tensor q, k, v;
+  if (!sub) {
+    auto qkv = RefLevitLinBn(w, p + "queries_keys_values.", x)
+                   .view({bs, n, heads, -1})
+                   .split_with_sizes({key_dim, key_dim, ratio * key_dim}, 3);
+    q = qkv[0];
+    k = qkv[1];
+    v = qkv[2];
+  } else {
+    auto kv = RefLevitLinBn(w, p + "keys_values.", x)
+                  .view({bs, n, heads, -1})
+                  .split_with_sizes({key_dim, ratio * key_dim}, 3);
+    k = kv[0];
+    v = kv[1];
+    using at::indexing::None;
+    using at::indexing::Slice;
+    at::Tensor s = x.view({bs, res, res, x.size(2)})
+                       .index({Slice(), Slice(None, None, 2), Slice(None, None, 2)})
+                       .reshape({bs, -1, x.size(2)});
+    q = RefLevitLinBn(w, p + "queries.", s).view({bs, res_out * res_out, heads, key_dim});
+  }
+  q = q.permute({0, 2, 1, 3});
+  k = k.permute({0, 2, 1, 3});
+  v = v.permute({0, 2, 1, 3});
+  at::Tensor bias = w.at(p + "attention_biases")
+                        .index({at::indexing::Slice(), RefLevitIdxs(res, res_out, sub ? 2 : 1)});
+  at::Tensor a = (at::matmul(q, k.transpose(-2, -1)) * std::pow(key_dim, -0.5) + bias).softmax(-1);
+  at::Tensor h = at::matmul(a, v).transpose(1, 2).reshape({bs, res_out * res_out, -1});
+  return RefLevitLinBn(w, p + "projection.", RefHardswish(h));
+}
+
+// LevitModel's last_hidden_state for the tiny config `c` (depths / mlp_ratio as in `c`).
+at::Tensor RefLevit(const WeightMap& w, const std::string& p, const json& c, const at::Tensor& px) {
+  at::Tensor x = px;
+  for (int i = 1; i <= 4; ++i) {
+    const std::string e = p + "patch_embeddings.embedding_layer_" + std::to_string(i) + ".";
+    x = RefBn(w, e + "batch_norm.", at::conv2d(x, w.at(e + "convolution.weight"), {}, 2, 1));
+    if (i < 4) x = at::hardswish(x);
+  }
+  x = x.flatten(2).transpose(1, 2);
+  int64_t res = c.at("image_size").get<int64_t>() / c.at("patch_size").get<int64_t>();
+  const auto hidden = c.at("hidden_sizes").get<std::vector<int64_t>>();
+  const auto key_dim = c.at("key_dim").get<std::vector<int64_t>>();
+  auto mlp = [&](const std::string& q, const at::Tensor& y) {
+    return y + RefLevitLinBn(w, q + "linear_down.",
+                             RefHardswish(RefLevitLinBn(w, q + "linear_up.", y)));
+  };
+  for (int s = 0; s < 3; ++s) {
+    const std::string sp = p + "encoder.stages." + std::to_string(s) + ".layers.";
+    int li = 0;
+    for (int64_t d = 0; d < c.at("depths")[s].get<int64_t>(); ++d) {
+      x = x + RefLevitAttention(w, sp + std::to_string(li++) + ".module.", x,
+                                c.at("num_attention_heads")[s].get<int64_t>(), key_dim[s],
+                                c.at("attention_ratio")[s].get<int64_t>(), res, false);
+      if (c.at("mlp_ratio")[s].get<int64_t>() > 0)
+        x = mlp(sp + std::to_string(li++) + ".module.", x);
+    }
+    if (s == 2) break;
+    x = RefLevitAttention(w, sp + std::to_string(li++) + ".", x, hidden[s] / key_dim[0], key_dim[0],
+                          4, res, true);
+    res = (res - 1) / 2 + 1;
+    x = mlp(sp + std::to_string(li++) + ".module.", x);
+  }
+  return x;
+}
+
+at::Tensor RefLevitClassifier(const WeightMap& w, const std::string& p, const at::Tensor& x) {
+  return testing::Lin(w, p + "linear", RefBn(w, p + "batch_norm.", x));
+}
+
+TEST(LevitTest, AttentionBiasesSubsampleModelAndClassifiersAsTransformers) {
+  // transformers' attention_bias_idxs for a 2 x 2 grid: offsets (0,0) (0,1) (1,0) (1,1).
+  EXPECT_TRUE(at::equal(
+      RefLevitIdxs(2, 2, 1),
+      at::tensor({0, 1, 2, 3, 1, 0, 3, 2, 2, 3, 0, 1, 3, 2, 1, 0}, at::kLong).view({4, 4})));
+  Ran base = RunClass("LevitModel");
+  ASSERT_TRUE(base.m);
+  const json& c = base.m->spec().tiny_config;
+  ASSERT_EQ(c.at("image_size"), 64);
+  at::Tensor last = RefLevit(base.w, "", c, base.pixels);
+  ASSERT_EQ(last.sizes(), base.out[0].sizes());
+  EXPECT_LT(testing::MaxAbs(base.out[0], last), 1e-10);
+  EXPECT_LT(testing::MaxAbs(base.out[1], last.mean(1)), 1e-10);
+  // Two blocks in the first stage and no MLP in the second (unscaled): the layer numbering
+  // follows.
+  json cfg = c;
+  cfg["depths"] = {2, 1, 1};
+  cfg["mlp_ratio"] = {2, 0, 3};
+  auto deep = testing::BuildFull(cfg);
+  ASSERT_TRUE(deep);
+  WeightMap dw = deep->InitWeights(9, at::kDouble);
+  at::Tensor dpx = deep->MakeBatch(4, 2).inputs.at("pixel_values").to(at::kDouble);
+  EXPECT_LT(
+      testing::MaxAbs(deep->Forward(dw, {{"pixel_values", dpx}})[0], RefLevit(dw, "", cfg, dpx)),
+      1e-10);
+  Ran r = RunClass("LevitForImageClassification");
+  ASSERT_TRUE(r.m);
+  at::Tensor pooled = RefLevit(r.w, "levit.", c, r.pixels).mean(1);
+  EXPECT_LT(testing::MaxAbs(r.out[0], RefLevitClassifier(r.w, "classifier.", pooled)), 1e-10);
+  Ran t = RunClass("LevitForImageClassificationWithTeacher");
+  ASSERT_TRUE(t.m);
+  ASSERT_EQ(t.out.size(), 3u);
+  pooled = RefLevit(t.w, "levit.", c, t.pixels).mean(1);
+  at::Tensor cls = RefLevitClassifier(t.w, "classifier.", pooled);
+  at::Tensor dist = RefLevitClassifier(t.w, "classifier_distill.", pooled);
+  EXPECT_LT(testing::MaxAbs(t.out[0], (cls + dist) / 2), 1e-10);
+  EXPECT_LT(testing::MaxAbs(t.out[1], cls), 1e-10);
+  EXPECT_LT(testing::MaxAbs(t.out[2], dist), 1e-10);
+  testing::ExpectConfigError("LevitModel", "depths", json({4, 4}), "depths");
+  testing::ExpectConfigError("LevitModel", "key_dim", json({16, 16}), "key_dim");
+  testing::ExpectConfigError("LevitModel", "patch_size", 8, "patch_size");
 }
 
 }  // namespace
