@@ -179,6 +179,8 @@ const std::set<std::string> kNotYetInTable = {
     "GraniteMoeModel",
     "GraniteMoeSharedForCausalLM",
     "GraniteMoeSharedModel",
+    "HGNetV2Backbone",
+    "HGNetV2ForImageClassification",
     "HubertForCTC",
     "HubertForSequenceClassification",
     "HubertModel",

@@ -7,7 +7,9 @@
 // (modeling_swiftformer.py: the conv encoders, the efficient additive attention, the
 // distillation-averaged classifier); TextNet (modeling_textnet.py: the stem and the
 // TextNetRepConvLayer branches); LeViT (modeling_levit.py: the conv stem, MLPLayerWithBN,
-// LevitAttention and LevitAttentionSubsample with their attention_bias_idxs, the classifiers).
+// LevitAttention and LevitAttentionSubsample with their attention_bias_idxs, the classifiers);
+// HGNetV2 (modeling_hgnet_v2.py: the padded stem with its max pool, HGNetV2BasicLayer's plain and
+// light layers, aggregation and residual, the learnable affine blocks).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -601,6 +603,85 @@ TEST(LevitTest, AttentionBiasesSubsampleModelAndClassifiersAsTransformers) {
   testing::ExpectConfigError("LevitModel", "depths", json({4, 4}), "depths");
   testing::ExpectConfigError("LevitModel", "key_dim", json({16, 16}), "key_dim");
   testing::ExpectConfigError("LevitModel", "patch_size", 8, "patch_size");
+}
+
+// HGNetV2ConvLayer: conv ((k - 1) / 2 padding, no bias), BatchNorm, act (none / relu), lab.
+at::Tensor RefHgConv(const WeightMap& w, const std::string& p, const at::Tensor& x, int64_t stride,
+                     int64_t groups, bool act, bool lab) {
+  const at::Tensor& k = w.at(p + "convolution.weight");
+  at::Tensor y =
+      RefBn(w, p + "normalization.", at::conv2d(x, k, {}, stride, (k.size(2) - 1) / 2, 1, groups));
+  if (!act) return y;
+  y = at::relu(y);
+  return lab ? w.at(p + "lab.scale") * y + w.at(p + "lab.bias") : y;
+}
+
+// HGNetV2Embeddings then HGNetV2Encoder: the last stage's map.
+at::Tensor RefHgnet(const WeightMap& w, const json& c, const at::Tensor& px) {
+  const bool lab = c.value("use_learnable_affine_block", false);
+  auto conv = [&](const std::string& p, const at::Tensor& x, int64_t s, int64_t g, bool act) {
+    return RefHgConv(w, p, x, s, g, act, lab);
+  };
+  at::Tensor e = at::constant_pad_nd(conv("embedder.stem1.", px, 2, 1, true), {0, 1, 0, 1});
+  at::Tensor a = conv("embedder.stem2a.", e, 1, 1, true);
+  a = conv("embedder.stem2b.", at::constant_pad_nd(a, {0, 1, 0, 1}), 1, 1, true);
+  at::Tensor pooled = at::max_pool2d(e, {2, 2}, {1, 1}, {0, 0}, {1, 1}, true);
+  at::Tensor x = conv("embedder.stem3.", at::cat({pooled, a}, 1), 2, 1, true);
+  x = conv("embedder.stem4.", x, 1, 1, true);
+  const size_t stages = c.at("stage_in_channels").size();
+  for (size_t s = 0; s < stages; ++s) {
+    const std::string sp = "encoder.stages." + std::to_string(s) + ".";
+    if (c.at("stage_downsample")[s].get<bool>())
+      x = RefHgConv(w, sp + "downsample.", x, 2, x.size(1), false, false);
+    const int64_t mid = c.at("stage_mid_channels")[s];
+    for (int64_t b = 0; b < c.at("stage_num_blocks")[s].get<int64_t>(); ++b) {
+      const std::string bp = sp + "blocks." + std::to_string(b) + ".";
+      std::vector<at::Tensor> out = {x};
+      at::Tensor h = x;
+      for (int64_t l = 0; l < c.at("stage_numb_of_layers")[s].get<int64_t>(); ++l) {
+        const std::string lp = bp + "layers." + std::to_string(l) + ".";
+        if (c.at("stage_light_block")[s].get<bool>()) {
+          h = RefHgConv(w, lp + "conv1.", h, 1, 1, false, lab);
+          h = conv(lp + "conv2.", h, 1, mid, true);
+        } else {
+          h = conv(lp, h, 1, 1, true);
+        }
+        out.push_back(h);
+      }
+      h = conv(bp + "aggregation.1.", conv(bp + "aggregation.0.", at::cat(out, 1), 1, 1, true), 1,
+               1, true);
+      x = b == 0 ? h : h + x;
+    }
+  }
+  return x;
+}
+
+TEST(HgnetV2Test, StemBasicAndLightLayersBackboneAndClassifierAsTransformers) {
+  Ran bb = RunClass("HGNetV2Backbone");
+  ASSERT_TRUE(bb.m);
+  const json& c = bb.m->spec().tiny_config;
+  at::Tensor last = RefHgnet(bb.w, c, bb.pixels);
+  ASSERT_EQ(last.sizes(), bb.out[0].sizes());
+  EXPECT_LT(testing::MaxAbs(bb.out[0], last), 1e-10);
+  Ran r = RunClass("HGNetV2ForImageClassification");
+  ASSERT_TRUE(r.m);
+  at::Tensor feats = RefHgnet(r.w, c, r.pixels).mean({2, 3});
+  EXPECT_LT(testing::MaxAbs(r.out[0], testing::Lin(r.w, "fc", feats)), 1e-10);
+  // Learnable affine blocks (HGNetV2-B0 .. B6 as D-FINE uses them).
+  json cfg = *ExampleConfig("HGNetV2ForImageClassification");
+  cfg["use_learnable_affine_block"] = true;
+  Ran l = RunClass("HGNetV2ForImageClassification", cfg);
+  ASSERT_TRUE(l.m);
+  ASSERT_TRUE(l.w.count("encoder.stages.3.blocks.0.layers.0.conv2.lab.scale"));
+  EXPECT_FALSE(l.w.count("encoder.stages.3.blocks.0.layers.0.conv1.lab.scale"));
+  feats = RefHgnet(l.w, l.m->spec().tiny_config, l.pixels).mean({2, 3});
+  EXPECT_LT(testing::MaxAbs(l.out[0], testing::Lin(l.w, "fc", feats)), 1e-10);
+  testing::ExpectConfigError("HGNetV2Backbone", "stage_in_channels", json({48, 100, 512, 1024}),
+                             "stage_in_channels");
+  testing::ExpectConfigError("HGNetV2ForImageClassification", "hidden_sizes", json({256, 512}),
+                             "hidden_sizes");
+  testing::ExpectConfigError("HGNetV2Backbone", "stage_light_block", json({false}),
+                             "stage_light_block");
 }
 
 }  // namespace
