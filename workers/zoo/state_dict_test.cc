@@ -344,6 +344,8 @@ const std::set<std::string> kNotYetInTable = {
     "VideoMAEForPreTraining",
     "VideoMAEForVideoClassification",
     "VideoMAEModel",
+    "VitDetBackbone",
+    "VitDetModel",
     "VivitForVideoClassification",
     "VivitModel",
     "Wav2Vec2ForAudioFrameClassification",
