@@ -2,14 +2,15 @@
 // references written from transformers' modular files in double (not from the zoo's trunks).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
-#include "workers/zoo/trunks/vision_formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
+#include "workers/zoo/trunks/vision_formula_test_util.h"
 
 namespace ts::zoo {
 namespace {
@@ -341,6 +342,113 @@ TEST(VisionBackbonesTest, Swinv2CosineAttentionContinuousBiasAndPostNormAsTransf
                              "pretrained_window_sizes");
   testing::ExpectConfigError("Swinv2Backbone", "out_features", json{"stage2", "stage4"},
                              "out_features");
+}
+
+// VitDet (modeling_vitdet.py): get_rel_pos for q_size == k_size (no resize).
+at::Tensor RefVitDetRelPos(const at::Tensor& rel_pos, int64_t size) {
+  at::Tensor q = at::arange(size, at::kDouble).unsqueeze(1);
+  at::Tensor k = at::arange(size, at::kDouble).unsqueeze(0);
+  return rel_pos.index({((q - k) + (size - 1)).to(at::kLong)});
+}
+
+at::Tensor RefVitDetAttention(const WeightMap& w, const std::string& p, const at::Tensor& x,
+                              int64_t heads, bool rel) {
+  const int64_t b = x.size(0), h = x.size(1), wd = x.size(2);
+  at::Tensor qkv = Lin(w, p + "qkv", x).reshape({b, h * wd, 3, heads, -1}).permute({2, 0, 3, 1, 4});
+  auto parts = qkv.reshape({3, b * heads, h * wd, -1}).unbind(0);
+  at::Tensor q = parts[0], k = parts[1], v = parts[2];
+  at::Tensor attn = at::matmul(q * std::pow(q.size(-1), -0.5), k.transpose(-2, -1));
+  if (rel) {
+    at::Tensor rh = RefVitDetRelPos(w.at(p + "rel_pos_h"), h);
+    at::Tensor rw = RefVitDetRelPos(w.at(p + "rel_pos_w"), wd);
+    at::Tensor rq = q.reshape({b * heads, h, wd, -1});
+    at::Tensor relh = at::einsum("bhwc,hkc->bhwk", {rq, rh});
+    at::Tensor relw = at::einsum("bhwc,wkc->bhwk", {rq, rw});
+    attn = (attn.view({b * heads, h, wd, h, wd}) + relh.unsqueeze(4) + relw.unsqueeze(3))
+               .view({b * heads, h * wd, h * wd});
+  }
+  at::Tensor out = at::matmul(attn.softmax(-1), v)
+                       .view({b, heads, h, wd, -1})
+                       .permute({0, 2, 3, 1, 4})
+                       .reshape({b, h, wd, -1});
+  return Lin(w, p + "proj", out);
+}
+
+// VitDetLayerNorm (channels first, eps 1e-6).
+at::Tensor RefVitDetCfLn(const WeightMap& w, const std::string& p, const at::Tensor& x) {
+  at::Tensor u = x.mean(1, true);
+  at::Tensor s = (x - u).pow(2).mean(1, true);
+  return w.at(p + "weight").view({-1, 1, 1}) * ((x - u) / at::sqrt(s + 1e-6)) +
+         w.at(p + "bias").view({-1, 1, 1});
+}
+
+// VitDetModel's last_hidden_state for the tiny config `c`.
+at::Tensor RefVitDet(const WeightMap& w, const json& c, const at::Tensor& px) {
+  const int64_t patch = c.at("patch_size"), heads = c.at("num_attention_heads");
+  at::Tensor x = at::conv2d(px, w.at("embeddings.projection.weight"),
+                            w.at("embeddings.projection.bias"), patch);
+  const int64_t g = x.size(2);
+  x = x.permute({0, 2, 3, 1}) +
+      w.at("embeddings.position_embeddings").slice(1, 1).reshape({1, g, g, -1});
+  const auto windows = c.at("window_block_indices").get<std::vector<int64_t>>();
+  const auto residual = c.at("residual_block_indices").get<std::vector<int64_t>>();
+  const int64_t ws = c.at("window_size");
+  const bool rel = c.at("use_relative_position_embeddings");
+  for (int64_t i = 0; i < c.at("num_hidden_layers").get<int64_t>(); ++i) {
+    const std::string p = "encoder.layer." + std::to_string(i) + ".";
+    at::Tensor h = Ln(w, p + "norm1", x, 1e-6);
+    const bool win = std::count(windows.begin(), windows.end(), i) > 0;
+    if (win) {
+      // window_partition / window_unpartition with the zero padding.
+      const int64_t b = h.size(0), H = h.size(1), W = h.size(2), C = h.size(3);
+      const int64_t ph = (ws - H % ws) % ws, pw = (ws - W % ws) % ws;
+      at::Tensor y = at::constant_pad_nd(h, {0, 0, 0, pw, 0, ph});
+      y = y.view({b, (H + ph) / ws, ws, (W + pw) / ws, ws, C})
+              .permute({0, 1, 3, 2, 4, 5})
+              .contiguous()
+              .view({-1, ws, ws, C});
+      y = RefVitDetAttention(w, p + "attention.", y, heads, rel);
+      h = y.view({b, (H + ph) / ws, (W + pw) / ws, ws, ws, -1})
+              .permute({0, 1, 3, 2, 4, 5})
+              .contiguous()
+              .view({b, H + ph, W + pw, -1})
+              .index({at::indexing::Slice(), at::indexing::Slice(0, H), at::indexing::Slice(0, W)});
+    } else {
+      h = RefVitDetAttention(w, p + "attention.", h, heads, rel);
+    }
+    x = x + h;
+    x = x + Lin(w, p + "mlp.fc2", at::gelu(Lin(w, p + "mlp.fc1", Ln(w, p + "norm2", x, 1e-6))));
+    if (std::count(residual.begin(), residual.end(), i) > 0) {
+      const std::string r = p + "residual.";
+      at::Tensor y = x.permute({0, 3, 1, 2});
+      at::Tensor o =
+          at::gelu(RefVitDetCfLn(w, r + "norm1.", at::conv2d(y, w.at(r + "conv1.weight"))));
+      o = at::gelu(
+          RefVitDetCfLn(w, r + "norm2.", at::conv2d(o, w.at(r + "conv2.weight"), {}, 1, 1)));
+      o = RefVitDetCfLn(w, r + "norm3.", at::conv2d(o, w.at(r + "conv3.weight")));
+      x = (y + o).permute({0, 2, 3, 1});
+    }
+  }
+  return x.permute({0, 3, 1, 2});
+}
+
+TEST(VitDetTest, WindowedRelativePositionsResidualBlocksModelAndBackboneAsTransformers) {
+  Ran m = RunClass("VitDetModel");
+  ASSERT_TRUE(m.m);
+  const json& c = m.m->spec().tiny_config;
+  // The tiny grid 6 x 6 under 4 x 4 windows: the partition pads.
+  ASSERT_EQ(c.at("window_size"), 4);
+  ASSERT_EQ(c.at("window_block_indices"), json({0}));
+  ASSERT_EQ(c.at("residual_block_indices"), json({1}));
+  at::Tensor last = RefVitDet(m.w, c, m.pixels);
+  ASSERT_EQ(last.sizes(), m.out[0].sizes());
+  EXPECT_LT(testing::MaxAbs(m.out[0], last), 1e-10);
+  Ran b = RunClass("VitDetBackbone");
+  ASSERT_TRUE(b.m);
+  EXPECT_LT(testing::MaxAbs(b.out[0], RefVitDet(b.w, b.m->spec().tiny_config, b.pixels)), 1e-10);
+  testing::ExpectConfigError("VitDetModel", "window_block_indices", json({0, 12}),
+                             "window_block_indices");
+  testing::ExpectConfigError("VitDetModel", "num_attention_heads", 5, "hidden_size");
 }
 
 }  // namespace
