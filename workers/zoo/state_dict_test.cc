@@ -75,6 +75,8 @@ const std::set<std::string> kNotYetInTable = {
     "BigBirdForQuestionAnswering",
     "BitNetForCausalLM",
     "BitNetModel",
+    "BrosForTokenClassification",
+    "BrosModel",
     "BlenderbotForCausalLM",
     "BlenderbotForConditionalGeneration",
     "BlenderbotModel",
