@@ -63,6 +63,8 @@ const std::set<std::string> kKnownDifferent = {
 // missing from the table is a decision, not an oversight. Each leaves the list when the table
 // is regenerated (a listed class found in the table fails the test).
 const std::set<std::string> kNotYetInTable = {
+    "AfmoeForCausalLM",
+    "AfmoeModel",
     "AlbertForPreTraining",
     "BeitBackbone",
     "BeitForImageClassification",
