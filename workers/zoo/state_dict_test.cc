@@ -219,6 +219,8 @@ const std::set<std::string> kNotYetInTable = {
     "MPNetModel",
     "MT5ForQuestionAnswering",
     "MT5ForSequenceClassification",
+    "MambaForCausalLM",
+    "MambaModel",
     "MarianForCausalLM",
     "MarianMTModel",
     "MarianModel",
