@@ -154,6 +154,8 @@ const std::set<std::string> kNotYetInTable = {
     "FNetForSequenceClassification",
     "FNetForTokenClassification",
     "FNetModel",
+    "FalconMambaForCausalLM",
+    "FalconMambaModel",
     "FlaubertForMultipleChoice",
     "FlaubertForQuestionAnsweringSimple",
     "FlaubertForSequenceClassification",

@@ -1,8 +1,9 @@
-// mamba against a reference in double written from modeling_mamba.py's slow_forward (not from
-// the zoo's model): MambaBlock's pre-norm residual, the mixer token by token (in_proj, the
-// padded positions zeroed, the causal depthwise conv1d written as a sum over the kernel,
-// x_proj's split, softplus(dt_proj), the scan state = exp(A dt) state + dt B x with
-// y_t = state . C_t, the D skip, the SiLU gate, out_proj), norm_f and the tied lm_head.
+// mamba and falcon_mamba against a reference in double written from modeling_mamba.py's and
+// modeling_falcon_mamba.py's slow_forward (not from the zoo's model): MambaBlock's pre-norm
+// residual, the mixer token by token (in_proj, the padded positions zeroed, the causal depthwise
+// conv1d written as a sum over the kernel, x_proj's split, softplus(dt_proj), the scan
+// state = exp(A dt) state + dt B x with y_t = state . C_t, the D skip, the SiLU gate, out_proj),
+// norm_f and the tied lm_head; FalconMamba's weight-free RMS norms on the time step, B and C.
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
@@ -153,12 +154,17 @@ void CheckFamily(const std::string& prefix, const std::string& model_type, bool 
 
 TEST(MambaTest, SlowForwardAsTransformers) { CheckFamily("Mamba", "mamba", false); }
 
+TEST(MambaTest, FalconMambaNormsTheTimeStepBAndC) {
+  CheckFamily("FalconMamba", "falcon_mamba", true);
+}
+
 TEST(MambaTest, RefusesWhatItDoesNotRun) {
   testing::ExpectConfigError("MambaForCausalLM", "time_step_rank", "half", "time_step_rank");
   testing::ExpectConfigError("MambaForCausalLM", "time_step_init_scheme", "orthogonal",
                              "time_step_init_scheme");
   testing::ExpectConfigError("MambaModel", "conv_kernel", 0, "conv_kernel");
   testing::ExpectConfigError("MambaModel", "hidden_act", "tanhshrink", "hidden_act");
+  testing::ExpectConfigError("FalconMambaForCausalLM", "mixer_rms_eps", 0, "mixer_rms_eps");
 }
 
 }  // namespace
