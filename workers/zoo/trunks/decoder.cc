@@ -138,6 +138,7 @@ void DecoderModel::AddAttention(const std::string& a, LayerW& l) {
     AddNorm(a + n.attn_sub, q_out, l.attn_sub, unused_bias, Norm::kRms);
   }
   if (c_.attn_sinks) l.sinks = Add(a + "sinks", {c_.heads});
+  if (c_.attn_out_gate) l.attn_gate = Add(a + n.attn_gate + ".weight", {q_out, h});
   if (c_.diff_attn) {
     l.lq1 = Add(a + "lambda_q1", {hd});
     l.lk1 = Add(a + "lambda_k1", {hd});

@@ -152,6 +152,8 @@ struct Names {
   // (`attn_sub_norm`, under the attention) and of act(gate) * up before down_proj
   // (`ffn_sub_norm`, under the MLP).
   std::string attn_sub = "", ffn_sub = "";
+  // Recipe::attn_out_gate's projection under the attention (AfmoeAttention `gate_proj`).
+  std::string attn_gate = "gate_proj";
   std::string lm_head = "lm_head", seq_cls = "score", token_cls = "score";
 };
 
@@ -200,6 +202,9 @@ struct Recipe {
   // GPT-OSS attention sinks: per layer `self_attn.sinks` [heads], one extra logit per head and
   // query that takes part in the softmax (after the max is subtracted) and is then dropped.
   bool attn_sinks = false;
+  // AFMoE's gated attention output: the heads' output times sigmoid(`<attn>attn_gate`(x))
+  // [heads * head_dim, hidden] (no bias), x the attention's input, before o_proj.
+  bool attn_out_gate = false;
   double clip_qkv = 0.0;
   bool q_bias = false, k_bias = false, v_bias = false, o_bias = false, mlp_bias = false;
   // GPTNeoXJapaneseAttention: the last layer's attention output gets the bias parameter

@@ -234,6 +234,7 @@ at::Tensor DecoderModel::Attn(const WeightMap& w, const LayerW& l, const at::Ten
   }
   a = a.transpose(1, 2).reshape({b, s, nh * hd});
   if (!l.attn_sub.empty()) a = NormAs(Norm::kRms, w, a, l.attn_sub, "", nh * hd);
+  if (!l.attn_gate.empty()) a = a * at::sigmoid(nn::Linear(x, GetWeight(w, l.attn_gate)));
   return nn::Linear(a, GetWeight(w, l.o), GetOptionalWeight(w, l.ob));
 }
 

@@ -37,6 +37,7 @@ struct LayerW {
   std::string lq1, lk1, lq2, lk2;
   double lambda_init = 0.0;
   std::string sinks;      // Recipe::attn_sinks
+  std::string attn_gate;  // Recipe::attn_out_gate
   std::string router_b;   // Moe::router_bias
   bool moe = false;  // a sparse MoE layer: router, experts and the optional shared expert
   std::string router, shared_gate;
