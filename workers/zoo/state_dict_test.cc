@@ -136,6 +136,8 @@ const std::set<std::string> kNotYetInTable = {
     "Dinov2WithRegistersBackbone",
     "Dinov2WithRegistersForImageClassification",
     "Dinov2WithRegistersModel",
+    "DonutSwinForImageClassification",
+    "DonutSwinModel",
     "Dots1ForCausalLM",
     "Dots1Model",
     "ElectraForPreTraining",
