@@ -54,9 +54,8 @@ void AddRelativePositionIndices(StateDictBuilder& sd) {
       continue;
     }
     const auto side = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(shape[0]))));
-    sd.Add(RelativePositionIndex(name.substr(0, name.size() - table.size()) +
-                                     "relative_position_index",
-                                 (side + 1) / 2));
+    sd.Add(RelativePositionIndex(
+        name.substr(0, name.size() - table.size()) + "relative_position_index", (side + 1) / 2));
   }
 }
 

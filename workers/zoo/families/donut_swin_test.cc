@@ -82,11 +82,11 @@ TEST(DonutSwinTest, SwinWithoutTheFinalNormUnderItsOwnNames) {
   std::vector<at::Tensor> want = swin->Forward(sw, b.inputs);
   ASSERT_EQ(got.size(), 2u);
   const at::Tensor normed =
-      at::layer_norm(got[0], {got[0].size(-1)}, sw.at("layernorm.weight"),
-                     sw.at("layernorm.bias"), c.value("layer_norm_eps", 1e-5));
+      at::layer_norm(got[0], {got[0].size(-1)}, sw.at("layernorm.weight"), sw.at("layernorm.bias"),
+                     c.value("layer_norm_eps", 1e-5));
   EXPECT_LT(testing::RelDiff(normed, want[0]), 1e-10);
   EXPECT_LT(testing::RelDiff(got[1], got[0].mean(1)), 1e-12);  // AdaptiveAvgPool1d(1), flattened
-  EXPECT_GT(testing::RelDiff(got[0], want[0]), 1e-3);           // the norm is really absent
+  EXPECT_GT(testing::RelDiff(got[0], want[0]), 1e-3);          // the norm is really absent
 
   // DonutSwinForImageClassification: `classifier` on the pooler of the model under `donut.`.
   auto cls = testing::Build("DonutSwinForImageClassification");

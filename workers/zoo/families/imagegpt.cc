@@ -127,7 +127,8 @@ class ImageGptModel : public Model {
   std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
     at::Tensor x = Transformer(w, GetInput(inputs, "input_ids"));
     if (head_ == ImageGptHead::kCausal) return {nn::Linear(x, GetWeight(w, "lm_head.weight"))};
-    if (head_ == ImageGptHead::kClassifier) return {nn::Linear(x.mean(1), GetWeight(w, "score.weight"))};
+    if (head_ == ImageGptHead::kClassifier)
+      return {nn::Linear(x.mean(1), GetWeight(w, "score.weight"))};
     return {x};
   }
 
@@ -235,7 +236,8 @@ class ImageGptModel : public Model {
   WeightList shapes_;
 };
 
-ArchEntry ImageGptEntry(const std::string& arch, const char* task, ImageGptHead head, const json& example) {
+ArchEntry ImageGptEntry(const std::string& arch, const char* task, ImageGptHead head,
+                        const json& example) {
   auto build = [head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
     TS_ASSIGN_OR_RETURN(ImageGptConfig c, ParseImageGpt(spec.tiny_config, head));
     return std::unique_ptr<Model>(new ImageGptModel(std::move(spec), c, head));
@@ -260,12 +262,11 @@ std::vector<ArchEntry> ImageGptArchs() {
                         {"scale_attn_by_inverse_layer_idx", false},
                         {"reorder_and_upcast_attn", false},
                         {"tie_word_embeddings", false}};
-  return {
-      ImageGptEntry("ImageGPTForCausalImageModeling", "causal-image-modeling", ImageGptHead::kCausal,
-                    example),
-      ImageGptEntry("ImageGPTForImageClassification", "image-classification", ImageGptHead::kClassifier,
-                    example),
-      ImageGptEntry("ImageGPTModel", "feature-extraction", ImageGptHead::kModel, example)};
+  return {ImageGptEntry("ImageGPTForCausalImageModeling", "causal-image-modeling",
+                        ImageGptHead::kCausal, example),
+          ImageGptEntry("ImageGPTForImageClassification", "image-classification",
+                        ImageGptHead::kClassifier, example),
+          ImageGptEntry("ImageGPTModel", "feature-extraction", ImageGptHead::kModel, example)};
 }
 
 }  // namespace

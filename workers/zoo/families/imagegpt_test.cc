@@ -111,7 +111,8 @@ TEST(ImageGptTest, HeadsAsTransformers) {
   EXPECT_EQ(w.at("lm_head.weight").sizes(), (at::IntArrayRef{512, h}));
   Batch b = lm->MakeBatch(6, 2);
   const at::Tensor ids = b.inputs.at("input_ids");
-  at::Tensor logits = at::matmul(RefImageGpt(w, "transformer.", c, ids), w.at("lm_head.weight").t());
+  at::Tensor logits =
+      at::matmul(RefImageGpt(w, "transformer.", c, ids), w.at("lm_head.weight").t());
   EXPECT_LT(testing::RelDiff(lm->Forward(w, b.inputs)[0], logits), 1e-10);
   const int64_t s = ids.size(1);
   at::Tensor shift = logits.slice(1, 0, s - 1).reshape({-1, 512});
