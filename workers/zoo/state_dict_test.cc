@@ -292,6 +292,8 @@ const std::set<std::string> kNotYetInTable = {
     "SegformerModel",
     "SolarOpenForCausalLM",
     "SolarOpenModel",
+    "Speech2TextForConditionalGeneration",
+    "Speech2TextModel",
     "SqueezeBertForMaskedLM",
     "SqueezeBertForMultipleChoice",
     "SqueezeBertForQuestionAnswering",
