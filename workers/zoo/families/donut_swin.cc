@@ -31,7 +31,7 @@ StatusOr<PooledVisionTrunk> DonutSwinTrunkFor(const json& config, const std::str
 
 // create_relative_position_index over a ws x ws window: for tokens i, j (row-major),
 // (h_i - h_j + ws - 1) * (2 ws - 1) + (w_i - w_j + ws - 1), as int64 [ws^2, ws^2].
-StateDictEntry RelativePositionIndex(const std::string& name, int64_t ws) {
+StateDictEntry DonutRelativePositionIndex(const std::string& name, int64_t ws) {
   const int64_t n = ws * ws;
   StateDictEntry e{name, {n, n}, at::kLong, ""};
   e.values.reserve(static_cast<size_t>(n * n));
@@ -46,7 +46,7 @@ StateDictEntry RelativePositionIndex(const std::string& name, int64_t ws) {
 
 // Each block's index buffer, after the weights; the window is the config's (the table has
 // (2 ws - 1)^2 rows), whatever a small stage attends over.
-void AddRelativePositionIndices(StateDictBuilder& sd) {
+void AddDonutRelativePositionIndices(StateDictBuilder& sd) {
   const std::string table = "relative_position_bias_table";
   for (const auto& [name, shape] : sd.weights()) {
     if (name.size() < table.size() ||
@@ -54,7 +54,7 @@ void AddRelativePositionIndices(StateDictBuilder& sd) {
       continue;
     }
     const auto side = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(shape[0]))));
-    sd.Add(RelativePositionIndex(
+    sd.Add(DonutRelativePositionIndex(
         name.substr(0, name.size() - table.size()) + "relative_position_index", (side + 1) / 2));
   }
 }
@@ -81,7 +81,7 @@ std::vector<ArchEntry> DonutSwinArchs() {
   std::vector<ArchEntry> archs =
       PooledVisionArchs({"DonutSwin", "donut-swin", "donut."}, donut, ScaleSwin, DonutSwinTrunkFor);
   for (ArchEntry& a : archs) {
-    a.state_dict.extra = AddRelativePositionIndices;
+    a.state_dict.extra = AddDonutRelativePositionIndices;
     // transformers' task table has DonutSwinModel under feature-extraction only.
     if (a.info.arch == "DonutSwinModel") a.info.task = "feature-extraction";
   }
