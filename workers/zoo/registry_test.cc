@@ -20,10 +20,12 @@ namespace {
 // pipeline (pipelines/__init__.py: AutoModelForImageSegmentation and
 // AutoModelForSemanticSegmentation; image_segmentation.py checks the instance and universal
 // mappings), which is the Hub's tag for those checkpoints; backbones and masked image modeling
-// have no pipeline, so the task is the mapping's name.
+// have no pipeline, so the task is the mapping's name (causal image modeling, ImageGPT's
+// generation head, likewise).
 const std::map<std::string, std::string> kUntaggedMappingTasks = {
     {"MODEL_FOR_BACKBONE_MAPPING_NAMES", "backbone"},
     {"MODEL_FOR_MASKED_IMAGE_MODELING_MAPPING_NAMES", "masked-image-modeling"},
+    {"MODEL_FOR_CAUSAL_IMAGE_MODELING_MAPPING_NAMES", "causal-image-modeling"},
     {"MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES", "image-segmentation"},
     {"MODEL_FOR_INSTANCE_SEGMENTATION_MAPPING_NAMES", "image-segmentation"},
     {"MODEL_FOR_UNIVERSAL_SEGMENTATION_MAPPING_NAMES", "image-segmentation"},

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <utility>
 
 #include "workers/zoo/families_internal.h"
@@ -50,22 +51,22 @@ SwinTrunk::SwinTrunk(SwinRecipe recipe)
         AddMlp(bp, dim, mlp);
         continue;
       }
-      Add(bp + "attention.relative_position_bias.relative_position_bias_table",
+      Add(bp + Name("attention.relative_position_bias.relative_position_bias_table"),
           {(2 * ws - 1) * (2 * ws - 1), r_.num_heads[s]});
-      // transformers 5 names (4.x: attention.self.query ..., attention.output.dense,
-      // intermediate.dense, output.dense).
+      // transformers 5 names (4.x and DonutSwin: attention.self.query ...,
+      // attention.output.dense, intermediate.dense, output.dense).
       for (const char* n : {"q_proj", "k_proj", "v_proj"}) {
-        Add(bp + "attention." + n + ".weight", {dim, dim});
-        if (r_.qkv_bias) Add(bp + "attention." + n + ".bias", {dim});
+        Add(bp + Name(std::string("attention.") + n) + ".weight", {dim, dim});
+        if (r_.qkv_bias) Add(bp + Name(std::string("attention.") + n) + ".bias", {dim});
       }
-      Add(bp + "attention.o_proj.weight", {dim, dim});
-      Add(bp + "attention.o_proj.bias", {dim});
+      Add(bp + Name("attention.o_proj") + ".weight", {dim, dim});
+      Add(bp + Name("attention.o_proj") + ".bias", {dim});
       Add(bp + "layernorm_after.weight", {dim});
       Add(bp + "layernorm_after.bias", {dim});
-      Add(bp + "mlp.fc1.weight", {mlp, dim});
-      Add(bp + "mlp.fc1.bias", {mlp});
-      Add(bp + "mlp.fc2.weight", {dim, mlp});
-      Add(bp + "mlp.fc2.bias", {dim});
+      Add(bp + Name("mlp.fc1") + ".weight", {mlp, dim});
+      Add(bp + Name("mlp.fc1") + ".bias", {mlp});
+      Add(bp + Name("mlp.fc2") + ".weight", {dim, mlp});
+      Add(bp + Name("mlp.fc2") + ".bias", {dim});
     }
     if (s + 1 < r_.depths.size()) {
       const int64_t norm = r_.v2 ? 2 * dim : 4 * dim;
@@ -186,7 +187,7 @@ at::Tensor SwinTrunk::WindowAttention(const WeightMap& w, const std::string& bp,
   const auto lopts = at::TensorOptions().dtype(at::kLong).device(win.device());
   const int64_t n = ws * ws, bw = win.size(0), hd = dim / heads;
   auto proj = [&](const char* name) {
-    const std::string p = bp + "attention." + name;
+    const std::string p = bp + Name(std::string("attention.") + name);
     const bool bias = r_.qkv_bias && !(r_.v2 && std::string(name) == "k_proj");
     return nn::Linear(win, GetWeight(w, p + ".weight"),
                       bias ? GetWeight(w, p + ".bias") : at::Tensor())
@@ -216,7 +217,7 @@ at::Tensor SwinTrunk::WindowAttention(const WeightMap& w, const std::string& bp,
   at::Tensor rel = (ih.unsqueeze(1) - ih.unsqueeze(0) + (ws - 1)) * (2 * ws - 1) +
                    (iw.unsqueeze(1) - iw.unsqueeze(0) + (ws - 1));
   const at::Tensor& table =
-      GetWeight(w, bp + "attention.relative_position_bias.relative_position_bias_table");
+      GetWeight(w, bp + Name("attention.relative_position_bias.relative_position_bias_table"));
   at::Tensor bias = table.index_select(0, rel.reshape({-1})).view({n, n, heads}).permute({2, 0, 1});
   scores = scores + bias.unsqueeze(0);
   return FinishWindowAttention(w, bp, scores, v, sh);
@@ -271,8 +272,8 @@ at::Tensor SwinTrunk::FinishWindowAttention(const WeightMap& w, const std::strin
                  .view({bw, heads, n, n});
   }
   at::Tensor ctx = nn::Matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({bw, n, dim});
-  return nn::Linear(ctx, GetWeight(w, bp + "attention.o_proj.weight"),
-                    GetWeight(w, bp + "attention.o_proj.bias"));
+  return nn::Linear(ctx, GetWeight(w, bp + Name("attention.o_proj") + ".weight"),
+                    GetWeight(w, bp + Name("attention.o_proj") + ".bias"));
 }
 
 at::Tensor SwinTrunk::Block(const WeightMap& w, const std::string& bp, const at::Tensor& x,
@@ -293,10 +294,24 @@ at::Tensor SwinTrunk::Block(const WeightMap& w, const std::string& bp, const at:
   }
   at::Tensor h = x + merged.reshape({b, res * res, dim});
   at::Tensor m = LnSeq(w, bp + "layernorm_after", h);
-  m = Activate(
-      nn::Linear(m, GetWeight(w, bp + "mlp.fc1.weight"), GetWeight(w, bp + "mlp.fc1.bias")),
-      r_.act);
-  return h + nn::Linear(m, GetWeight(w, bp + "mlp.fc2.weight"), GetWeight(w, bp + "mlp.fc2.bias"));
+  const std::string fc1 = bp + Name("mlp.fc1"), fc2 = bp + Name("mlp.fc2");
+  m = Activate(nn::Linear(m, GetWeight(w, fc1 + ".weight"), GetWeight(w, fc1 + ".bias")), r_.act);
+  return h + nn::Linear(m, GetWeight(w, fc2 + ".weight"), GetWeight(w, fc2 + ".bias"));
+}
+
+std::string SwinTrunk::Name(const std::string& v5) const {
+  if (!r_.donut_names) return v5;
+  static const std::map<std::string, std::string> kDonut = {
+      {"attention.q_proj", "attention.self.query"},
+      {"attention.k_proj", "attention.self.key"},
+      {"attention.v_proj", "attention.self.value"},
+      {"attention.o_proj", "attention.output.dense"},
+      {"attention.relative_position_bias.relative_position_bias_table",
+       "attention.self.relative_position_bias_table"},
+      {"mlp.fc1", "intermediate.dense"},
+      {"mlp.fc2", "output.dense"}};
+  auto it = kDonut.find(v5);
+  return it == kDonut.end() ? v5 : it->second;
 }
 
 }  // namespace ts::zoo::internal

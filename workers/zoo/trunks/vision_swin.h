@@ -31,6 +31,11 @@ struct SwinRecipe {
   std::vector<int64_t> pretrained_window_sizes;
   // False (Swinv2Backbone): no final `layernorm`; last_hidden_state is the last stage's output.
   bool final_norm = true;
+  // DonutSwin's v1 names (modular_donut_swin.py keeps 4.x's Swin layout):
+  // attention.self.{query,key,value,relative_position_bias_table}, attention.output.dense,
+  // intermediate.dense, output.dense, in place of transformers 5 Swin's attention.q_proj ...,
+  // attention.relative_position_bias.relative_position_bias_table, mlp.fc1 / fc2.
+  bool donut_names = false;
 };
 
 class SwinTrunk : public VisionTrunk {
@@ -61,6 +66,8 @@ class SwinTrunk : public VisionTrunk {
   void AddV2Attention(const std::string& bp, int64_t dim, int64_t heads);
   void AddMlp(const std::string& bp, int64_t dim, int64_t mlp);
   at::Tensor LnSeq(const WeightMap& w, const std::string& p, const at::Tensor& x) const;
+  // A v1 block module's name under the recipe's naming (`v5`: transformers 5 Swin's).
+  std::string Name(const std::string& v5) const;
   at::Tensor FinishWindowAttention(const WeightMap& w, const std::string& bp, at::Tensor scores,
                                    const at::Tensor& v, const BlockShape& s) const;
   at::Tensor Block(const WeightMap& w, const std::string& bp, const at::Tensor& x,
