@@ -257,6 +257,8 @@ const std::set<std::string> kNotYetInTable = {
     "MPNetModel",
     "MT5ForQuestionAnswering",
     "MT5ForSequenceClassification",
+    "Mamba2ForCausalLM",
+    "Mamba2Model",
     "MambaForCausalLM",
     "MambaModel",
     "MarianForCausalLM",
