@@ -37,9 +37,11 @@ int Stats(const Connection& c, pb::Scheduler::Stub& stub) {
   pb::ReferenceStatsResponse r;
   grpc::Status st = stub.ReferenceStats(c.Context().get(), pb::ReferenceStatsRequest(), &r);
   if (!st.ok()) return RpcFailed("ReferenceStats", st);
-  std::printf("%lld bundles, %s (%s deflated in the scheduler's database; %lld keys)\n",
-              static_cast<long long>(r.bundles()), Size(r.bytes()).c_str(),
-              Size(r.stored_bytes()).c_str(), static_cast<long long>(r.keys()));
+  std::printf(
+      "%lld bundles, %s (%s in the scheduler's database, deflated where that saves; %lld "
+      "keys)\n",
+      static_cast<long long>(r.bundles()), Size(r.bytes()).c_str(), Size(r.stored_bytes()).c_str(),
+      static_cast<long long>(r.keys()));
   if (r.sweep_id() == 0) {
     std::printf("no sweep recorded a model yet\n");
     return 0;
