@@ -26,6 +26,12 @@ inline at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor&
   return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), eps);
 }
 
+// nn.BatchNorm2d / BatchNorm1d at `p` in eval mode (eps 1e-5).
+inline at::Tensor RefBn(const WeightMap& w, const std::string& p, const at::Tensor& x) {
+  return at::batch_norm(x, w.at(p + "weight"), w.at(p + "bias"), w.at(p + "running_mean"),
+                        w.at(p + "running_var"), false, 0.1, 1e-5, false);
+}
+
 struct Ran {
   std::unique_ptr<Model> m;
   WeightMap w;
