@@ -13,6 +13,9 @@
 #                          is compared with its own time under the other build (the code's cost).
 #                          Unset, each build its own default catalog (the zoo's cost, the sample's
 #                          make-up included): then the walls and each sample's summed time compare.
+#   TS_PAIR_CATALOG_BEFORE, TS_PAIR_CATALOG_AFTER=FILE   a catalog for one side (over
+#                          TS_PAIR_CATALOG): one build on two catalogs measures a zoo's cost
+#                          without the engine's changes (BEFORE_BIN = AFTER_BIN)
 #   TS_PAIR_WARM=1         then a second sweep on each side (reference bundles stored: warm)
 #   TS_PAIR_DIR=DIR        where the cluster, states and dumps go (default a temporary folder)
 #
@@ -41,13 +44,19 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 trap '"${as_pg[@]}" "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null' EXIT
 psql() { "$pgbin/psql" -h 127.0.0.1 -p "$port" -U touchstone -X -q -A -P footer=off -F $'\t' "$@"; }
 
-catalog=()
-if [[ -n ${TS_PAIR_CATALOG:-} ]]; then catalog=(--catalog "$(realpath "$TS_PAIR_CATALOG")"); fi
+catalog_of() {  # side: that side's catalog file, or nothing (the build's own default)
+  local var="TS_PAIR_CATALOG_${1^^}"
+  local file=${!var:-${TS_PAIR_CATALOG:-}}
+  if [[ -n $file ]]; then realpath "$file"; fi
+}
 
 sweep() {  # side bin pass
   local side=$1 bin=$2 pass=$3 t0
   ((pass > 1)) || psql -d postgres -c "CREATE DATABASE $side" >/dev/null
   t0=$(date +%s.%N)
+  local file catalog=()
+  file=$(catalog_of "$side")
+  if [[ -n $file ]]; then catalog=(--catalog "$file"); fi
   "$bin/touchstone" sweep --db "postgresql://touchstone@127.0.0.1:$port/$side" "${catalog[@]}" \
     --sample "$sample" --profile "$profile" --workers "$workers" --state-dir "$work/state_$side" \
     > "$work/$side.$pass.out" 2>&1
