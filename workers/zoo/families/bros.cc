@@ -1,17 +1,18 @@
 // bros: BROS (modeling_bros.py) as a family stack on the encoder trunk (encoder.h Stack): BERT's
-// embeddings (word + token type, then the absolute positions, LayerNorm) and post-LN layers whose
-// attention scores add a relative 2D position term: each token's box (x0, y0, x1, y1), widened to
-// its four corners (x0, y0, x1, y0, x1, y1, x0, y1) and scaled by bbox_scale, is subtracted from
-// every other token's (key box - query box), each of the eight coordinates embedded by the
-// transformer-XL sinusoid [sin | cos] at inv_freq 10000^(-2i / d1) (d1 = hidden_size / 4 / 8),
-// concatenated and projected to the head size by embeddings.bbox_projection (no bias); query i's
-// term for key j is q_i . proj(sinusoid(box_j - box_i)), shared by the heads, added to q k^T
-// before the 1 / sqrt(head size). Heads: the tanh pooler (BrosModel) and the token classifier
-// (BrosForTokenClassification, whose unused pooler is a state_dict entry, as are the sinusoids'
-// persistent inv_freq buffers). Batches carry `bbox` float [B, S, 4] in [0, 1] as BrosProcessor
-// normalises them (padding boxes zero); transformers' BrosModel cannot run without it. dim_bbox
-// other than 8, a hidden_size whose sinusoid widths do not add up (hidden_size / 4 / 8 even) and
-// relative position_embedding_type are refused naming the field. naver-clova-ocr/bros-base-uncased.
+// embeddings (word + token type, then the absolute positions, LayerNorm) under the trunk's BERT
+// post-LN layers (Stack::BertLayers) with BrosSelfAttention, whose scores add a relative 2D
+// position term: each token's box (x0, y0, x1, y1), widened to its four corners (x0, y0, x1, y0,
+// x1, y1, x0, y1) and scaled by bbox_scale, is subtracted from every other token's (key box - query
+// box), each of the eight coordinates embedded by the transformer-XL sinusoid [sin | cos] at
+// inv_freq 10000^(-2i / d1) (d1 = hidden_size / 4 / 8), concatenated and projected to the head size
+// by embeddings.bbox_projection (no bias); query i's term for key j is q_i . proj(sinusoid(box_j -
+// box_i)), shared by the heads, added to q k^T before the 1 / sqrt(head size). Heads: the tanh
+// pooler (BrosModel) and the token classifier (BrosForTokenClassification, whose unused pooler is a
+// state_dict entry, as are the sinusoids' persistent inv_freq buffers). Batches carry `bbox` float
+// [B, S, 4] in [0, 1] as BrosProcessor normalises them (padding boxes zero); transformers'
+// BrosModel cannot run without it. dim_bbox other than 8, a hidden_size whose sinusoid widths do
+// not add up (hidden_size / 4 / 8 even) and relative position_embedding_type are refused naming the
+// field. naver-clova-ocr/bros-base-uncased.
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -29,10 +30,6 @@ namespace {
 
 // Coordinates per box after the corner widening (config dim_bbox, the only value supported).
 constexpr int64_t kDimBbox = 8;
-
-struct BrosLayerW {
-  std::string q, k, v, o, o_norm, inter, out, out_norm;
-};
 
 // BrosPositionalEmbedding1D's inv_freq: 1 / 10000^(arange(0, d1, 2) / d1), float32 values.
 std::vector<double> InvFreq(int64_t d1) {
@@ -53,43 +50,48 @@ class BrosStack : public Stack {
     word_ = add(p + "embeddings.word_embeddings.weight", {r_.vocab, h});
     pos_ = add(p + "embeddings.position_embeddings.weight", {r_.max_pos, h});
     type_ = add(p + "embeddings.token_type_embeddings.weight", {r_.type_vocab, h});
-    emb_norm_ = Norm(add, p + "embeddings.LayerNorm");
+    emb_norm_ = p + "embeddings.LayerNorm";
+    add(emb_norm_ + ".weight", {h});
+    add(emb_norm_ + ".bias", {h});
     proj_ = add(p + "embeddings.bbox_projection.weight", {h / r_.heads, h / 4});
-    for (int64_t i = 0; i < r_.layers; ++i) {
-      const std::string lp = p + "encoder.layer." + std::to_string(i) + ".";
-      BrosLayerW l;
-      l.q = Linear(add, lp + "attention.self.query", h, h);
-      l.k = Linear(add, lp + "attention.self.key", h, h);
-      l.v = Linear(add, lp + "attention.self.value", h, h);
-      l.o = Linear(add, lp + "attention.output.dense", h, h);
-      l.o_norm = Norm(add, lp + "attention.output.LayerNorm");
-      l.inter = Linear(add, lp + "intermediate.dense", r_.inter, h);
-      l.out = Linear(add, lp + "output.dense", h, r_.inter);
-      l.out_norm = Norm(add, lp + "output.LayerNorm");
-      layers_.push_back(std::move(l));
-    }
   }
 
   std::string WordEmbedding() const override { return word_; }
+  bool BertLayers() const override { return true; }
 
-  at::Tensor Encode(const WeightMap&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                    const at::Tensor&) const override {
-    TORCH_CHECK(false, "BrosModel needs bbox (its attention reads the boxes)");
-    return at::Tensor();
-  }
-
-  at::Tensor EncodeBoxes(const WeightMap& w, const at::Tensor& ids, const at::Tensor&,
-                         const at::Tensor& types, const at::Tensor& bbox,
-                         const at::Tensor& blocked) const override {
+  // The embeddings, and for every layer the boxes' projected sinusoids (BoxPositions).
+  Embedded Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor&,
+                 const at::Tensor& types, const TensorMap& inputs) const override {
+    const at::Tensor bbox = GetOptionalInput(inputs, "bbox");
     TORCH_CHECK(bbox.defined(), "BrosModel needs bbox (its attention reads the boxes)");
     const at::Tensor ty = types.defined() ? types : at::zeros_like(ids);
     at::Tensor x = nn::Embedding(GetWeight(w, word_), ids, r_.pad.value_or(-1)) +
                    nn::Embedding(GetWeight(w, type_), ty);
     x = x + nn::Embedding(GetWeight(w, pos_), at::arange(ids.size(1), ids.options()));
-    x = Ln(w, x, emb_norm_);
-    const at::Tensor rel = BoxPositions(w, bbox.to(x.scalar_type()));
-    for (const BrosLayerW& l : layers_) x = Layer(w, l, x, rel, blocked);
-    return x;
+    x = nn::LayerNorm(x, GetWeight(w, emb_norm_ + ".weight"), GetWeight(w, emb_norm_ + ".bias"),
+                      r_.eps);
+    at::Tensor rel = BoxPositions(w, bbox.to(x.scalar_type()));
+    return {std::move(x), std::move(rel)};
+  }
+
+  // BrosSelfAttention: BERT's with the box term q_i . rel_ij in the scores.
+  at::Tensor SelfAttention(const WeightMap& w, const std::string& self, const at::Tensor& x,
+                           const at::Tensor& blocked, const at::Tensor& rel) const override {
+    const int64_t n = x.size(0), s = x.size(1), nh = r_.heads, hd = r_.hidden / nh;
+    auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
+    const at::Tensor q = heads(Lin(w, x, self + "query")), k = heads(Lin(w, x, self + "key"));
+    const at::Tensor v = heads(Lin(w, x, self + "value"));
+    // einsum("bnid,bijd->bnij"): per query row i, [nh, d] x [d, S].
+    const at::Tensor box = nn::Matmul(q.transpose(1, 2), rel.transpose(-1, -2)).transpose(1, 2);
+    at::Tensor scores =
+        (nn::Matmul(q, k.transpose(-1, -2)) + box) / std::sqrt(static_cast<double>(hd));
+    if (blocked.defined()) {
+      const double lowest = scores.scalar_type() == at::kDouble
+                                ? std::numeric_limits<double>::lowest()
+                                : std::numeric_limits<float>::lowest();
+      scores = scores.masked_fill(blocked, lowest);
+    }
+    return nn::Matmul(at::softmax(scores, -1), v);
   }
 
   // Boxes [N, S, 4] in [0, 1], x0 <= x1 and y0 <= y1, zero for padded tokens.
@@ -102,20 +104,7 @@ class BrosStack : public Stack {
   }
 
  private:
-  static std::string Linear(const AddFn& add, const std::string& n, int64_t out, int64_t in) {
-    add(n + ".weight", {out, in});
-    add(n + ".bias", {out});
-    return n;
-  }
-  std::string Norm(const AddFn& add, const std::string& n) const {
-    add(n + ".weight", {r_.hidden});
-    add(n + ".bias", {r_.hidden});
-    return n;
-  }
-  at::Tensor Ln(const WeightMap& w, const at::Tensor& x, const std::string& n) const {
-    return nn::LayerNorm(x, GetWeight(w, n + ".weight"), GetWeight(w, n + ".bias"), r_.eps);
-  }
-  at::Tensor Lin(const WeightMap& w, const at::Tensor& x, const std::string& n) const {
+  static at::Tensor Lin(const WeightMap& w, const at::Tensor& x, const std::string& n) {
     return nn::Linear(x, GetWeight(w, n + ".weight"), GetWeight(w, n + ".bias"));
   }
 
@@ -141,33 +130,9 @@ class BrosStack : public Stack {
     return nn::Linear(at::cat(parts, -1), GetWeight(w, proj_));
   }
 
-  // BrosLayer: BERT's post-LN layer with the box term in the scores.
-  at::Tensor Layer(const WeightMap& w, const BrosLayerW& l, const at::Tensor& x,
-                   const at::Tensor& rel, const at::Tensor& blocked) const {
-    const int64_t n = x.size(0), s = x.size(1), nh = r_.heads, hd = r_.hidden / nh;
-    auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
-    const at::Tensor q = heads(Lin(w, x, l.q)), k = heads(Lin(w, x, l.k));
-    const at::Tensor v = heads(Lin(w, x, l.v));
-    // einsum("bnid,bijd->bnij"): per query row i, [nh, d] x [d, S].
-    const at::Tensor box = nn::Matmul(q.transpose(1, 2), rel.transpose(-1, -2)).transpose(1, 2);
-    at::Tensor scores =
-        (nn::Matmul(q, k.transpose(-1, -2)) + box) / std::sqrt(static_cast<double>(hd));
-    if (blocked.defined()) {
-      const double lowest = scores.scalar_type() == at::kDouble
-                                ? std::numeric_limits<double>::lowest()
-                                : std::numeric_limits<float>::lowest();
-      scores = scores.masked_fill(blocked, lowest);
-    }
-    const at::Tensor ctx = nn::Matmul(at::softmax(scores, -1), v);
-    const at::Tensor a =
-        Ln(w, Lin(w, ctx.transpose(1, 2).reshape({n, s, r_.hidden}), l.o) + x, l.o_norm);
-    return Ln(w, Lin(w, nn::Activate(Lin(w, a, l.inter), r_.act), l.out) + a, l.out_norm);
-  }
-
   Recipe r_;
   double bbox_scale_ = 100.0;
   std::string word_, pos_, type_, emb_norm_, proj_;
-  std::vector<BrosLayerW> layers_;
 };
 
 Status ParseBros(const ConfigReader& r, const json&, Recipe& c) {

@@ -4,9 +4,10 @@
 // exist when visual_embed and are state_dict entries nothing calls). LayoutLMv3TextEmbeddings:
 // word + token type, + RoBERTa's positions after the pad id, + the concatenated x0 / y0 / x1 / y1
 // (coordinate_size) and clipped height / width (shape_size) lookups of the batch's bbox,
-// LayerNorm. Post-LN layers whose scores are (q / sqrt(d)) k^T plus (rel_pos + rel_2d_pos) /
-// sqrt(d): T5-style buckets of key - query over arange positions (rel_pos_bins, max_rel_pos) and
-// over the boxes' x0 and y1 (rel_2d_pos_bins, max_rel_2d_pos), looked up in the transposed
+// LayerNorm. The trunk's BERT post-LN layers (Stack::BertLayers) with LayoutLMv3SelfAttention,
+// whose scores are (q / sqrt(d)) k^T plus (rel_pos + rel_2d_pos) / sqrt(d): T5-style buckets of
+// key - query over arange positions (rel_pos_bins, max_rel_pos) and over the boxes' x0 and y1
+// (rel_2d_pos_bins, max_rel_2d_pos), computed once per forward, looked up in the transposed
 // rel_pos_bias / rel_pos_x_bias / rel_pos_y_bias weights under no_grad (no gradient reaches
 // them), then the extended mask and the CogView softmax (scores / 32 minus their row max, times
 // 32). Heads: LayoutLMv3ClassificationHead (dense, tanh, out_proj) over token 0 for sequence
@@ -39,10 +40,6 @@ struct V3Options {
   int64_t coord = 128, shape = 128;
   bool rel = true, spatial = true;
   int64_t rel_bins = 32, max_rel = 128, rel_2d_bins = 64, max_rel_2d = 256;
-};
-
-struct V3LayerW {
-  std::string q, k, v, o, o_norm, inter, out, out_norm;
 };
 
 // LayoutLMv3Encoder.relative_position_bucket (bidirectional) of key - query offsets.
@@ -101,7 +98,9 @@ class V3Stack : public Stack {
     const int64_t h = r_.hidden;
     word_ = add(p + "embeddings.word_embeddings.weight", {r_.vocab, h});
     type_ = add(p + "embeddings.token_type_embeddings.weight", {r_.type_vocab, h});
-    emb_norm_ = Norm(add, p + "embeddings.LayerNorm");
+    emb_norm_ = p + "embeddings.LayerNorm";
+    add(emb_norm_ + ".weight", {h});
+    add(emb_norm_ + ".bias", {h});
     pos_ = add(p + "embeddings.position_embeddings.weight", {r_.max_pos, h});
     for (const char* t : {"x", "y"})
       box_.push_back(
@@ -109,19 +108,10 @@ class V3Stack : public Stack {
     for (const char* t : {"h", "w"})
       box_.push_back(
           add(p + "embeddings." + t + "_position_embeddings.weight", {r_.max_2d, o_.shape}));
-    for (int64_t i = 0; i < r_.layers; ++i) {
-      const std::string lp = p + "encoder.layer." + std::to_string(i) + ".";
-      V3LayerW l;
-      l.q = Linear(add, lp + "attention.self.query", h, h);
-      l.k = Linear(add, lp + "attention.self.key", h, h);
-      l.v = Linear(add, lp + "attention.self.value", h, h);
-      l.o = Linear(add, lp + "attention.output.dense", h, h);
-      l.o_norm = Norm(add, lp + "attention.output.LayerNorm");
-      l.inter = Linear(add, lp + "intermediate.dense", r_.inter, h);
-      l.out = Linear(add, lp + "output.dense", h, r_.inter);
-      l.out_norm = Norm(add, lp + "output.LayerNorm");
-      layers_.push_back(std::move(l));
-    }
+  }
+
+  // LayoutLMv3Encoder's relative bias tables, registered after its layers.
+  void AddEncoderWeights(const std::string& p, const AddFn& add) override {
     if (o_.rel) rel_ = add(p + "encoder.rel_pos_bias.weight", {r_.heads, o_.rel_bins});
     if (o_.spatial) {
       rel_x_ = add(p + "encoder.rel_pos_x_bias.weight", {r_.heads, o_.rel_2d_bins});
@@ -130,22 +120,19 @@ class V3Stack : public Stack {
   }
 
   std::string WordEmbedding() const override { return word_; }
+  bool BertLayers() const override { return true; }
 
   void InitWeight(const std::string& name, at::Tensor& t) const override {
     if (name == pos_ && r_.pad) t[*r_.pad].zero_();  // padding_idx pad_token_id
   }
 
-  at::Tensor Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
-                    const at::Tensor& types, const at::Tensor& blocked) const override {
-    return EncodeBoxes(w, ids, mask, types, at::Tensor(), blocked);
-  }
-
-  at::Tensor EncodeBoxes(const WeightMap& w, const at::Tensor& ids, const at::Tensor&,
-                         const at::Tensor& types, const at::Tensor& bbox_in,
-                         const at::Tensor& blocked) const override {
+  // The embeddings over the batch's bbox, and the relative bias every layer adds.
+  Embedded Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor&,
+                 const at::Tensor& types, const TensorMap& inputs) const override {
     const int64_t n = ids.size(0), s = ids.size(1);
+    const at::Tensor bbox_in = GetOptionalInput(inputs, "bbox");
     const at::Tensor bbox = bbox_in.defined() ? bbox_in : at::zeros({n, s, 4}, ids.options());
-    at::Tensor x = Embed(w, ids, types, bbox);
+    at::Tensor x = TextEmbeddings(w, ids, types, bbox);
     // (rel_pos [+ rel_2d_pos]) [N or 1, heads, S, S]: LayoutLMv3SelfAttention adds the spatial
     // term only beside the 1D one (has_spatial_attention_bias alone adds nothing).
     at::Tensor bias;
@@ -163,8 +150,27 @@ class V3Stack : public Stack {
         bias = bias + (rel2d(0, rel_x_) + rel2d(3, rel_y_));
       }
     }
-    for (const V3LayerW& l : layers_) x = Layer(w, l, x, bias, blocked);
-    return x;
+    return {std::move(x), std::move(bias)};
+  }
+
+  // LayoutLMv3SelfAttention: (q / sqrt(d)) k^T + bias / sqrt(d), masked, the CogView softmax.
+  at::Tensor SelfAttention(const WeightMap& w, const std::string& self, const at::Tensor& x,
+                           const at::Tensor& blocked, const at::Tensor& bias) const override {
+    const int64_t n = x.size(0), s = x.size(1), nh = r_.heads, hd = r_.hidden / nh;
+    auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
+    const double root = std::sqrt(static_cast<double>(hd));
+    at::Tensor scores = nn::Matmul(heads(Lin(w, x, self + "query")) / root,
+                                   heads(Lin(w, x, self + "key")).transpose(-1, -2));
+    if (bias.defined()) scores = scores + bias / root;
+    if (blocked.defined()) {
+      const double lowest = scores.scalar_type() == at::kDouble
+                                ? std::numeric_limits<double>::lowest()
+                                : std::numeric_limits<float>::lowest();
+      scores = scores.masked_fill(blocked, lowest);
+    }
+    const at::Tensor scaled = scores / kCogviewAlpha;  // cogview_attention
+    const at::Tensor probs = at::softmax((scaled - at::amax(scaled, -1, true)) * kCogviewAlpha, -1);
+    return nn::Matmul(probs, heads(Lin(w, x, self + "value")));
   }
 
   std::unique_ptr<TextHead> FamilyHead(Head kind, const TextHeadSpec& spec) const override {
@@ -175,20 +181,7 @@ class V3Stack : public Stack {
   }
 
  private:
-  static std::string Linear(const AddFn& add, const std::string& n, int64_t out, int64_t in) {
-    add(n + ".weight", {out, in});
-    add(n + ".bias", {out});
-    return n;
-  }
-  std::string Norm(const AddFn& add, const std::string& n) const {
-    add(n + ".weight", {r_.hidden});
-    add(n + ".bias", {r_.hidden});
-    return n;
-  }
-  at::Tensor Ln(const WeightMap& w, const at::Tensor& x, const std::string& n) const {
-    return nn::LayerNorm(x, GetWeight(w, n + ".weight"), GetWeight(w, n + ".bias"), r_.eps);
-  }
-  at::Tensor Lin(const WeightMap& w, const at::Tensor& x, const std::string& n) const {
+  static at::Tensor Lin(const WeightMap& w, const at::Tensor& x, const std::string& n) {
     return nn::Linear(x, GetWeight(w, n + ".weight"), GetWeight(w, n + ".bias"));
   }
 
@@ -198,8 +191,8 @@ class V3Stack : public Stack {
     return nn::Embedding(table, b).permute({0, 3, 1, 2});
   }
 
-  at::Tensor Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor& types,
-                   const at::Tensor& bbox) const {
+  at::Tensor TextEmbeddings(const WeightMap& w, const at::Tensor& ids, const at::Tensor& types,
+                            const at::Tensor& bbox) const {
     const int64_t pad = r_.pad.value_or(-1);
     const at::Tensor keep = ids.ne(pad).to(at::kLong);
     const at::Tensor pos = at::cumsum(keep, 1) * keep + pad;
@@ -214,36 +207,14 @@ class V3Stack : public Stack {
          nn::Embedding(GetWeight(w, box_[2]), at::clamp(col(3) - col(1), 0, 1023)),
          nn::Embedding(GetWeight(w, box_[3]), at::clamp(col(2) - col(0), 0, 1023))},
         -1);
-    return Ln(w, x + spatial, emb_norm_);
-  }
-
-  at::Tensor Layer(const WeightMap& w, const V3LayerW& l, const at::Tensor& x,
-                   const at::Tensor& bias, const at::Tensor& blocked) const {
-    const int64_t n = x.size(0), s = x.size(1), nh = r_.heads, hd = r_.hidden / nh;
-    auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
-    const double root = std::sqrt(static_cast<double>(hd));
-    at::Tensor scores =
-        nn::Matmul(heads(Lin(w, x, l.q)) / root, heads(Lin(w, x, l.k)).transpose(-1, -2));
-    if (bias.defined()) scores = scores + bias / root;
-    if (blocked.defined()) {
-      const double lowest = scores.scalar_type() == at::kDouble
-                                ? std::numeric_limits<double>::lowest()
-                                : std::numeric_limits<float>::lowest();
-      scores = scores.masked_fill(blocked, lowest);
-    }
-    const at::Tensor scaled = scores / kCogviewAlpha;  // cogview_attention
-    const at::Tensor probs = at::softmax((scaled - at::amax(scaled, -1, true)) * kCogviewAlpha, -1);
-    const at::Tensor ctx = nn::Matmul(probs, heads(Lin(w, x, l.v)));
-    const at::Tensor a =
-        Ln(w, Lin(w, ctx.transpose(1, 2).reshape({n, s, r_.hidden}), l.o) + x, l.o_norm);
-    return Ln(w, Lin(w, nn::Activate(Lin(w, a, l.inter), r_.act), l.out) + a, l.out_norm);
+    return nn::LayerNorm(x + spatial, GetWeight(w, emb_norm_ + ".weight"),
+                         GetWeight(w, emb_norm_ + ".bias"), r_.eps);
   }
 
   Recipe r_;
   V3Options o_;
   std::string word_, type_, emb_norm_, pos_, rel_, rel_x_, rel_y_;
   std::vector<std::string> box_;  // x, y, h, w tables
-  std::vector<V3LayerW> layers_;
 };
 
 Status ParseLayoutLmV3(const ConfigReader& r, const json&, Recipe& c) {

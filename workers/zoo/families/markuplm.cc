@@ -3,8 +3,9 @@
 // pad row zero) plus the XPath embeddings: per depth d < max_depth a tag table and a subscript
 // table (xpath_unit_hidden_size wide) over the batch's xpath_tags_seq / xpath_subs_seq
 // [B, S, max_depth], each concatenated over the depths, the two sums through
-// xpath_unitseq2_inner, ReLU, inner2emb; word + position + token type + xpath, LayerNorm. BERT
-// post-LN layers with the extended mask (1 - mask) * -10000 as MarkupLMModel builds it. Heads:
+// xpath_unitseq2_inner, ReLU, inner2emb; word + position + token type + xpath, LayerNorm. The
+// trunk's BERT post-LN layers (Stack::BertLayers) whose self-attention adds the extended mask
+// (1 - mask) * -10000 to the scores, as MarkupLMModel builds it, instead of masking. Heads:
 // the tanh pooler (MarkupLMModel, MarkupLMForSequenceClassification's classifier on it), the token
 // classifier and qa_outputs (no pooler). XPathEmbeddings.xpath_unitseq2_embeddings is built and
 // never called: a state_dict entry. Batches: each token a path of 1 to max_depth tags in
@@ -30,10 +31,6 @@ struct XPathOptions {
   int64_t depth = 50, unit = 32, tags = 256, subs = 1024, tag_pad = 216, subs_pad = 1001;
 };
 
-struct MarkupLayerW {
-  std::string q, k, v, o, o_norm, inter, out, out_norm;
-};
-
 class MarkupStack : public Stack {
  public:
   MarkupStack(const Recipe& r, XPathOptions o) : r_(r), o_(o) {}
@@ -52,42 +49,58 @@ class MarkupStack : public Stack {
       sub_.push_back(add(x + "xpath_subs_sub_embeddings." + std::to_string(d) + ".weight",
                          {o_.subs, o_.unit}));
     type_ = add(p + "embeddings.token_type_embeddings.weight", {r_.type_vocab, h});
-    emb_norm_ = Norm(add, p + "embeddings.LayerNorm");
-    for (int64_t i = 0; i < r_.layers; ++i) {
-      const std::string lp = p + "encoder.layer." + std::to_string(i) + ".";
-      MarkupLayerW l;
-      l.q = Linear(add, lp + "attention.self.query", h, h);
-      l.k = Linear(add, lp + "attention.self.key", h, h);
-      l.v = Linear(add, lp + "attention.self.value", h, h);
-      l.o = Linear(add, lp + "attention.output.dense", h, h);
-      l.o_norm = Norm(add, lp + "attention.output.LayerNorm");
-      l.inter = Linear(add, lp + "intermediate.dense", r_.inter, h);
-      l.out = Linear(add, lp + "output.dense", h, r_.inter);
-      l.out_norm = Norm(add, lp + "output.LayerNorm");
-      layers_.push_back(std::move(l));
-    }
+    emb_norm_ = p + "embeddings.LayerNorm";
+    add(emb_norm_ + ".weight", {h});
+    add(emb_norm_ + ".bias", {h});
   }
 
   std::string WordEmbedding() const override { return word_; }
+  bool BertLayers() const override { return true; }
 
   void InitWeight(const std::string& name, at::Tensor& t) const override {
     if (name == pos_ && r_.pad) t[*r_.pad].zero_();  // padding_idx pad_token_id
   }
 
-  // The trunk passes a stack's Encode the ids, mask and token types only (and LayoutLM's boxes);
-  // the xpaths are batch inputs beyond those, which HeadInput receives: the stack runs there, over
-  // the same ids and mask, and Encode has nothing to do.
-  at::Tensor Encode(const WeightMap&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                    const at::Tensor&) const override {
-    return at::Tensor();
+  // The embeddings over the batch's xpaths, and the extended mask every layer adds.
+  Embedded Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
+                 const at::Tensor& types, const TensorMap& inputs) const override {
+    const int64_t n = ids.size(0), s = ids.size(1);
+    at::Tensor tags = GetOptionalInput(inputs, "xpath_tags_seq");
+    at::Tensor subs = GetOptionalInput(inputs, "xpath_subs_seq");
+    if (!tags.defined()) tags = at::full({n, s, o_.depth}, o_.tag_pad, ids.options());
+    if (!subs.defined()) subs = at::full({n, s, o_.depth}, o_.subs_pad, ids.options());
+    const int64_t pad = r_.pad.value_or(-1);
+    const at::Tensor keep = ids.ne(pad).to(at::kLong);
+    const at::Tensor pos = at::cumsum(keep, 1) * keep + pad;  // create_position_ids_from_input_ids
+    const at::Tensor ty = types.defined() ? types : at::zeros_like(ids);
+    std::vector<at::Tensor> te, se;
+    for (int64_t d = 0; d < o_.depth; ++d) {
+      te.push_back(nn::Embedding(GetWeight(w, tag_[d]), tags.select(2, d)));
+      se.push_back(nn::Embedding(GetWeight(w, sub_[d]), subs.select(2, d)));
+    }
+    const at::Tensor xpath =
+        Lin(w, at::relu(Lin(w, at::cat(te, -1) + at::cat(se, -1), inner_)), inner2emb_);
+    at::Tensor x = nn::Embedding(GetWeight(w, word_), ids, pad) +
+                   nn::Embedding(GetWeight(w, pos_), pos, pad) +
+                   nn::Embedding(GetWeight(w, type_), ty) + xpath;
+    x = nn::LayerNorm(x, GetWeight(w, emb_norm_ + ".weight"), GetWeight(w, emb_norm_ + ".bias"),
+                      r_.eps);
+    at::Tensor ext;
+    if (mask.defined()) ext = (1 - mask.to(x.scalar_type())).view({n, 1, 1, s}) * -10000.0;
+    return {std::move(x), std::move(ext)};
   }
 
-  at::Tensor HeadInput(const WeightMap& w, bool, bool, const at::Tensor& ids,
-                       const TensorMap& inputs, const at::Tensor&,
-                       const at::Tensor& mask) const override {
-    return Run(w, ids, mask, GetOptionalInput(inputs, "token_type_ids"),
-               GetOptionalInput(inputs, "xpath_tags_seq"),
-               GetOptionalInput(inputs, "xpath_subs_seq"));
+  // MarkupLMSelfAttention: the scaled scores plus the extended mask `ext` (the trunk's blocked
+  // keys unused), softmax.
+  at::Tensor SelfAttention(const WeightMap& w, const std::string& self, const at::Tensor& x,
+                           const at::Tensor&, const at::Tensor& ext) const override {
+    const int64_t n = x.size(0), s = x.size(1), nh = r_.heads, hd = r_.hidden / nh;
+    auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
+    at::Tensor scores = nn::Matmul(heads(Lin(w, x, self + "query")),
+                                   heads(Lin(w, x, self + "key")).transpose(-1, -2)) *
+                        (1.0 / std::sqrt(static_cast<double>(hd)));
+    if (ext.defined()) scores = scores + ext;
+    return nn::Matmul(at::softmax(scores, -1), heads(Lin(w, x, self + "value")));
   }
 
   void AddInputs(Head, at::Generator& gen, at::Tensor& ids, const at::Tensor& mask,
@@ -109,62 +122,14 @@ class MarkupStack : public Stack {
     add(n + ".bias", {out});
     return n;
   }
-  std::string Norm(const AddFn& add, const std::string& n) const {
-    add(n + ".weight", {r_.hidden});
-    add(n + ".bias", {r_.hidden});
-    return n;
-  }
-  at::Tensor Ln(const WeightMap& w, const at::Tensor& x, const std::string& n) const {
-    return nn::LayerNorm(x, GetWeight(w, n + ".weight"), GetWeight(w, n + ".bias"), r_.eps);
-  }
-  at::Tensor Lin(const WeightMap& w, const at::Tensor& x, const std::string& n) const {
+  static at::Tensor Lin(const WeightMap& w, const at::Tensor& x, const std::string& n) {
     return nn::Linear(x, GetWeight(w, n + ".weight"), GetWeight(w, n + ".bias"));
-  }
-
-  at::Tensor Run(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
-                 const at::Tensor& types, at::Tensor tags, at::Tensor subs) const {
-    const int64_t n = ids.size(0), s = ids.size(1);
-    if (!tags.defined()) tags = at::full({n, s, o_.depth}, o_.tag_pad, ids.options());
-    if (!subs.defined()) subs = at::full({n, s, o_.depth}, o_.subs_pad, ids.options());
-    const int64_t pad = r_.pad.value_or(-1);
-    const at::Tensor keep = ids.ne(pad).to(at::kLong);
-    const at::Tensor pos = at::cumsum(keep, 1) * keep + pad;  // create_position_ids_from_input_ids
-    const at::Tensor ty = types.defined() ? types : at::zeros_like(ids);
-    std::vector<at::Tensor> te, se;
-    for (int64_t d = 0; d < o_.depth; ++d) {
-      te.push_back(nn::Embedding(GetWeight(w, tag_[d]), tags.select(2, d)));
-      se.push_back(nn::Embedding(GetWeight(w, sub_[d]), subs.select(2, d)));
-    }
-    const at::Tensor xpath =
-        Lin(w, at::relu(Lin(w, at::cat(te, -1) + at::cat(se, -1), inner_)), inner2emb_);
-    at::Tensor x = nn::Embedding(GetWeight(w, word_), ids, pad) +
-                   nn::Embedding(GetWeight(w, pos_), pos, pad) +
-                   nn::Embedding(GetWeight(w, type_), ty) + xpath;
-    x = Ln(w, x, emb_norm_);
-    at::Tensor ext;
-    if (mask.defined()) ext = (1 - mask.to(x.scalar_type())).view({n, 1, 1, s}) * -10000.0;
-    for (const MarkupLayerW& l : layers_) x = Layer(w, l, x, ext);
-    return x;
-  }
-
-  at::Tensor Layer(const WeightMap& w, const MarkupLayerW& l, const at::Tensor& x,
-                   const at::Tensor& ext) const {
-    const int64_t n = x.size(0), s = x.size(1), nh = r_.heads, hd = r_.hidden / nh;
-    auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
-    at::Tensor scores = nn::Matmul(heads(Lin(w, x, l.q)), heads(Lin(w, x, l.k)).transpose(-1, -2)) *
-                        (1.0 / std::sqrt(static_cast<double>(hd)));
-    if (ext.defined()) scores = scores + ext;
-    const at::Tensor ctx = nn::Matmul(at::softmax(scores, -1), heads(Lin(w, x, l.v)));
-    const at::Tensor a =
-        Ln(w, Lin(w, ctx.transpose(1, 2).reshape({n, s, r_.hidden}), l.o) + x, l.o_norm);
-    return Ln(w, Lin(w, nn::Activate(Lin(w, a, l.inter), r_.act), l.out) + a, l.out_norm);
   }
 
   Recipe r_;
   XPathOptions o_;
   std::string word_, pos_, type_, emb_norm_, inner_, inner2emb_;
   std::vector<std::string> tag_, sub_;
-  std::vector<MarkupLayerW> layers_;
 };
 
 Status ParseMarkupLm(const ConfigReader& r, const json&, Recipe& c) {

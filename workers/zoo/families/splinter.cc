@@ -1,5 +1,6 @@
 // splinter: Splinter (modeling_splinter.py) as a family stack on the encoder trunk (encoder.h
-// Stack): BERT's embeddings and post-LN layers without a pooler, and for
+// Stack): BERT's embeddings (word + token type + position, its own sum order) under the trunk's
+// BERT layers (Stack::BertLayers), without a pooler, and for
 // SplinterForQuestionAnswering the question-aware span selection head splinter_qass: the features
 // at each row's first question_token_id (argmax of ids == question_token_id: position 0 when the
 // row has none, as transformers takes it) through query_start_transform / query_end_transform,
@@ -12,7 +13,6 @@
 // at finfo.min would swamp the output comparison. A relative position_embedding_type is refused
 // naming the field. tau/splinter-base-qass.
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <memory>
 #include <string>
@@ -28,10 +28,6 @@ namespace {
 
 // Question tokens per row in SplinterForPreTraining's batches.
 constexpr int64_t kQuestions = 2;
-
-struct SplinterLayerW {
-  std::string q, k, v, o, o_norm, inter, out, out_norm;
-};
 
 // finfo(dtype).min, float32's for float64 (the engine's golden reference runs in float64 and
 // must stay comparable with the float32 runs).
@@ -139,36 +135,25 @@ class SplinterStack : public Stack {
     word_ = add(p + "embeddings.word_embeddings.weight", {r_.vocab, h});
     pos_ = add(p + "embeddings.position_embeddings.weight", {r_.max_pos, h});
     type_ = add(p + "embeddings.token_type_embeddings.weight", {r_.type_vocab, h});
-    emb_norm_ = Norm(add, p + "embeddings.LayerNorm");
-    for (int64_t i = 0; i < r_.layers; ++i) {
-      const std::string lp = p + "encoder.layer." + std::to_string(i) + ".";
-      SplinterLayerW l;
-      l.q = Linear(add, lp + "attention.self.query", h, h);
-      l.k = Linear(add, lp + "attention.self.key", h, h);
-      l.v = Linear(add, lp + "attention.self.value", h, h);
-      l.o = Linear(add, lp + "attention.output.dense", h, h);
-      l.o_norm = Norm(add, lp + "attention.output.LayerNorm");
-      l.inter = Linear(add, lp + "intermediate.dense", r_.inter, h);
-      l.out = Linear(add, lp + "output.dense", h, r_.inter);
-      l.out_norm = Norm(add, lp + "output.LayerNorm");
-      layers_.push_back(std::move(l));
-    }
+    emb_norm_ = p + "embeddings.LayerNorm";
+    add(emb_norm_ + ".weight", {h});
+    add(emb_norm_ + ".bias", {h});
   }
 
   std::string WordEmbedding() const override { return word_; }
+  bool BertLayers() const override { return true; }
 
-  at::Tensor Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor&,
-                    const at::Tensor& types, const at::Tensor& blocked) const override {
+  Embedded Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor&,
+                 const at::Tensor& types, const TensorMap&) const override {
     const at::Tensor ty = types.defined() ? types : at::zeros_like(ids);
-    at::Tensor x = nn::Embedding(GetWeight(w, word_), ids, r_.pad.value_or(-1)) +
-                   nn::Embedding(GetWeight(w, type_), ty) +
-                   nn::Embedding(GetWeight(w, pos_), at::arange(ids.size(1), ids.options()));
-    x = Ln(w, x, emb_norm_);
-    for (const SplinterLayerW& l : layers_) x = Layer(w, l, x, blocked);
-    return x;
+    const at::Tensor x = nn::Embedding(GetWeight(w, word_), ids, r_.pad.value_or(-1)) +
+                         nn::Embedding(GetWeight(w, type_), ty) +
+                         nn::Embedding(GetWeight(w, pos_), at::arange(ids.size(1), ids.options()));
+    return {nn::LayerNorm(x, GetWeight(w, emb_norm_ + ".weight"), GetWeight(w, emb_norm_ + ".bias"),
+                          r_.eps),
+            at::Tensor()};
   }
 
-  // The QA head's input: the first question token's features ahead of the tokens'.
   // The question tokens' features ahead of the tokens': inputs' question_positions [N, Q]
   // (SplinterForPreTraining), else the first question token of each row.
   at::Tensor HeadInput(const WeightMap&, bool, bool base, const at::Tensor& ids,
@@ -206,40 +191,9 @@ class SplinterStack : public Stack {
   }
 
  private:
-  static std::string Linear(const AddFn& add, const std::string& n, int64_t out, int64_t in) {
-    add(n + ".weight", {out, in});
-    add(n + ".bias", {out});
-    return n;
-  }
-  std::string Norm(const AddFn& add, const std::string& n) const {
-    add(n + ".weight", {r_.hidden});
-    add(n + ".bias", {r_.hidden});
-    return n;
-  }
-  at::Tensor Ln(const WeightMap& w, const at::Tensor& x, const std::string& n) const {
-    return nn::LayerNorm(x, GetWeight(w, n + ".weight"), GetWeight(w, n + ".bias"), r_.eps);
-  }
-  at::Tensor Lin(const WeightMap& w, const at::Tensor& x, const std::string& n) const {
-    return nn::Linear(x, GetWeight(w, n + ".weight"), GetWeight(w, n + ".bias"));
-  }
-
-  // BertLayer (post-LN).
-  at::Tensor Layer(const WeightMap& w, const SplinterLayerW& l, const at::Tensor& x,
-                   const at::Tensor& blocked) const {
-    const int64_t n = x.size(0), s = x.size(1), nh = r_.heads, hd = r_.hidden / nh;
-    auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
-    const at::Tensor ctx =
-        nn::Attention(heads(Lin(w, x, l.q)), heads(Lin(w, x, l.k)), heads(Lin(w, x, l.v)), blocked,
-                      1.0 / std::sqrt(static_cast<double>(hd)));
-    const at::Tensor a =
-        Ln(w, Lin(w, ctx.transpose(1, 2).reshape({n, s, r_.hidden}), l.o) + x, l.o_norm);
-    return Ln(w, Lin(w, nn::Activate(Lin(w, a, l.inter), r_.act), l.out) + a, l.out_norm);
-  }
-
   Recipe r_;
   int64_t question_id_ = 104;
   std::string word_, pos_, type_, emb_norm_;
-  std::vector<SplinterLayerW> layers_;
 };
 
 Status ParseSplinter(const ConfigReader& r, const json&, Recipe& c) {

@@ -1,11 +1,11 @@
 // tapas: TAPAS (modeling_tapas.py) as a family stack on the encoder trunk (encoder.h Stack):
-// BERT's post-LN layers under TapasEmbeddings: the word embeddings plus the position embeddings,
-// then the seven token_type_embeddings_i over token_type_ids [B, S, 7] (segment, column, row,
-// prev_labels, column_ranks, inv_column_ranks, numeric_relations; type_vocab_sizes), LayerNorm.
-// With reset_position_index_per_cell (the default) a token's position restarts in its table
-// cell: min(max_position_embeddings - 1, position - the first position of the tokens that share
-// its (column, row) in the row of the batch), transformers' reduce_min / gather over the
-// ProductIndexMap written as a per-row masked min. Heads: TapasModel's tanh pooler,
+// the trunk's BERT post-LN layers (Stack::BertLayers) under TapasEmbeddings: the word embeddings
+// plus the position embeddings, then the seven token_type_embeddings_i over token_type_ids [B, S,
+// 7] (segment, column, row, prev_labels, column_ranks, inv_column_ranks, numeric_relations;
+// type_vocab_sizes), LayerNorm. With reset_position_index_per_cell (the default) a token's position
+// restarts in its table cell: min(max_position_embeddings - 1, position - the first position of the
+// tokens that share its (column, row) in the row of the batch), transformers' reduce_min / gather
+// over the ProductIndexMap written as a per-row masked min. Heads: TapasModel's tanh pooler,
 // TapasForSequenceClassification's classifier on it, TapasForMaskedLM's BERT cls.predictions
 // (decoder tied, no pooler). The batches carry token_type_ids [B, S, 7]: the first quarter a
 // question (all zeros), then table cells of two tokens in row-major order over three columns,
@@ -13,8 +13,6 @@
 // not registered (its cell-selection and aggregation losses are not written). type_vocab_sizes of
 // another length than 7 and relative position_embedding_type are refused naming the field.
 // google/tapas-base.
-#include <cmath>
-#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -32,10 +30,6 @@ const std::vector<int64_t> kTypeVocabs = {3, 256, 256, 2, 256, 256, 10};
 // Tokens per table cell and columns in the batches' tables.
 constexpr int64_t kCellTokens = 2, kColumns = 3;
 
-struct TapasLayerW {
-  std::string q, k, v, o, o_norm, inter, out, out_norm;
-};
-
 class TapasStack : public Stack {
  public:
   TapasStack(const Recipe& r, std::vector<int64_t> vocabs, bool reset)
@@ -49,35 +43,25 @@ class TapasStack : public Stack {
       types_.push_back(add(p + "embeddings.token_type_embeddings_" + std::to_string(i) + ".weight",
                            {vocabs_[i], h}));
     }
-    emb_norm_ = Norm(add, p + "embeddings.LayerNorm");
-    for (int64_t i = 0; i < r_.layers; ++i) {
-      const std::string lp = p + "encoder.layer." + std::to_string(i) + ".";
-      TapasLayerW l;
-      l.q = Linear(add, lp + "attention.self.query", h, h);
-      l.k = Linear(add, lp + "attention.self.key", h, h);
-      l.v = Linear(add, lp + "attention.self.value", h, h);
-      l.o = Linear(add, lp + "attention.output.dense", h, h);
-      l.o_norm = Norm(add, lp + "attention.output.LayerNorm");
-      l.inter = Linear(add, lp + "intermediate.dense", r_.inter, h);
-      l.out = Linear(add, lp + "output.dense", h, r_.inter);
-      l.out_norm = Norm(add, lp + "output.LayerNorm");
-      layers_.push_back(std::move(l));
-    }
+    emb_norm_ = p + "embeddings.LayerNorm";
+    add(emb_norm_ + ".weight", {h});
+    add(emb_norm_ + ".bias", {h});
   }
 
   std::string WordEmbedding() const override { return word_; }
+  bool BertLayers() const override { return true; }
 
-  at::Tensor Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor&,
-                    const at::Tensor& types, const at::Tensor& blocked) const override {
+  Embedded Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor&,
+                 const at::Tensor& types, const TensorMap&) const override {
     const int64_t n = ids.size(0), s = ids.size(1), k = static_cast<int64_t>(vocabs_.size());
     const at::Tensor ty = types.defined() ? types : at::zeros({n, s, k}, ids.options());
     TORCH_CHECK(ty.dim() == 3 && ty.size(2) == k, "TAPAS needs token_type_ids [B, S, ", k, "]");
     at::Tensor x = nn::Embedding(GetWeight(w, word_), ids, r_.pad.value_or(-1)) +
                    nn::Embedding(GetWeight(w, pos_), Positions(ty, s));
     for (int64_t i = 0; i < k; ++i) x = x + nn::Embedding(GetWeight(w, types_[i]), ty.select(2, i));
-    x = Ln(w, x, emb_norm_);
-    for (const TapasLayerW& l : layers_) x = Layer(w, l, x, blocked);
-    return x;
+    return {nn::LayerNorm(x, GetWeight(w, emb_norm_ + ".weight"), GetWeight(w, emb_norm_ + ".bias"),
+                          r_.eps),
+            at::Tensor()};
   }
 
   // token_type_ids [N, S, 7] for tables of kColumns columns after a question of S / 4 tokens.
@@ -100,23 +84,6 @@ class TapasStack : public Stack {
   }
 
  private:
-  static std::string Linear(const AddFn& add, const std::string& n, int64_t out, int64_t in) {
-    add(n + ".weight", {out, in});
-    add(n + ".bias", {out});
-    return n;
-  }
-  std::string Norm(const AddFn& add, const std::string& n) const {
-    add(n + ".weight", {r_.hidden});
-    add(n + ".bias", {r_.hidden});
-    return n;
-  }
-  at::Tensor Ln(const WeightMap& w, const at::Tensor& x, const std::string& n) const {
-    return nn::LayerNorm(x, GetWeight(w, n + ".weight"), GetWeight(w, n + ".bias"), r_.eps);
-  }
-  at::Tensor Lin(const WeightMap& w, const at::Tensor& x, const std::string& n) const {
-    return nn::Linear(x, GetWeight(w, n + ".weight"), GetWeight(w, n + ".bias"));
-  }
-
   // arange(S), or with reset_position_index_per_cell each token's offset from its cell's first
   // token (the cell: same column and row ids in the same batch row), capped at max_pos - 1.
   at::Tensor Positions(const at::Tensor& ty, int64_t s) const {
@@ -128,24 +95,11 @@ class TapasStack : public Stack {
     return at::clamp_max(pos.unsqueeze(0) - first, r_.max_pos - 1);
   }
 
-  at::Tensor Layer(const WeightMap& w, const TapasLayerW& l, const at::Tensor& x,
-                   const at::Tensor& blocked) const {
-    const int64_t n = x.size(0), s = x.size(1), nh = r_.heads, hd = r_.hidden / nh;
-    auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
-    const at::Tensor ctx =
-        nn::Attention(heads(Lin(w, x, l.q)), heads(Lin(w, x, l.k)), heads(Lin(w, x, l.v)), blocked,
-                      1.0 / std::sqrt(static_cast<double>(hd)));
-    const at::Tensor a =
-        Ln(w, Lin(w, ctx.transpose(1, 2).reshape({n, s, r_.hidden}), l.o) + x, l.o_norm);
-    return Ln(w, Lin(w, nn::Activate(Lin(w, a, l.inter), r_.act), l.out) + a, l.out_norm);
-  }
-
   Recipe r_;
   std::vector<int64_t> vocabs_;
   bool reset_ = true;
   std::string word_, pos_, emb_norm_;
   std::vector<std::string> types_;
-  std::vector<TapasLayerW> layers_;
 };
 
 Status ParseTapas(const ConfigReader& r, const json& config, Recipe& c) {

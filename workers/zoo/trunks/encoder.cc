@@ -36,21 +36,24 @@ EncoderModel::EncoderModel(ModelSpec spec, Recipe r, const HeadNames& names, Hea
       head_kind_(head),
       qa_sep_(head == Head::kQA && names.qa_masks_question ? r_.sep : -1) {
   const std::string p = head_kind_ == Head::kBase ? "" : r_.base;
+  const Stack::AddFn add = [this](const std::string& n, std::vector<int64_t> s) {
+    return Add(n, std::move(s));
+  };
   if (r_.stack) {
     stack_ = r_.stack(r_);
-    stack_->AddWeights(
-        p, [this](const std::string& n, std::vector<int64_t> s) { return Add(n, std::move(s)); });
+    stack_->AddWeights(p, add);
     word_ = stack_->WordEmbedding();
-    stack_->AddHeadWeights(
-        SequenceLevel(head_kind_), head_kind_ == Head::kBase,
-        [this](const std::string& n, std::vector<int64_t> s) { return Add(n, std::move(s)); });
   } else {
     AddEmbeddings(p);
   }
-  const int64_t blocks = stack_ ? 0
-                         : r_.layout == Layout::kAlbert ? r_.groups * r_.inner
-                                                        : r_.layers;
+  // A stack's own layers, or BERT's under its embeddings (Stack::BertLayers).
+  int64_t blocks = r_.layout == Layout::kAlbert ? r_.groups * r_.inner : r_.layers;
+  if (stack_ && !stack_->BertLayers()) blocks = 0;
   for (int64_t i = 0; i < blocks; ++i) AddLayer(p, i);
+  if (stack_) {
+    stack_->AddEncoderWeights(p, add);
+    stack_->AddHeadWeights(SequenceLevel(head_kind_), head_kind_ == Head::kBase, add);
+  }
   if (!stack_ && !r_.final_norm.empty()) {
     final_ln_ = Add(p + r_.final_norm + ".weight", {r_.hidden});
     final_lnb_ = Add(p + r_.final_norm + ".bias", {r_.hidden});
@@ -158,10 +161,34 @@ at::Tensor EncoderModel::Layer(const WeightMap& w, const LayerW& l, const at::Te
   }
   if (r_.conv_kernel > 0) return ConvBertLayer(w, l, x, blocked);
   const int64_t n = x.size(0), s = x.size(1);
-  const int64_t nh = r_.heads, hd = r_.hidden / nh;
-  auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
   const at::Tensor a_in =
       l.pre1.empty() ? x : nn::LayerNorm(x, GetWeight(w, l.pre1), GetWeight(w, l.pre1b), r_.eps);
+  at::Tensor ctx =
+      stack_ ? stack_->SelfAttention(w, l.self, a_in, blocked, rt.stack) : at::Tensor();
+  if (!ctx.defined()) ctx = SelfAttention(w, l, a_in, blocked, rt);
+  ctx = ctx.transpose(1, 2).reshape({n, s, r_.hidden});
+  if (!l.pre1.empty()) {
+    // Pre-LN: x + attn(LN(x)), then x + mlp(LN(x)).
+    at::Tensor y = x + nn::Linear(ctx, GetWeight(w, l.o), GetWeight(w, l.ob));
+    at::Tensor f_in = nn::LayerNorm(y, GetWeight(w, l.pre2), GetWeight(w, l.pre2b), r_.eps);
+    at::Tensor f = nn::Activate(nn::Linear(f_in, GetWeight(w, l.fi), GetWeight(w, l.fib)), r_.act);
+    at::Tensor z = y + nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob));
+    return r_.adapter > 0 ? LangAdapter(w, l, z, l.pre2, l.pre2b) : z;
+  }
+  if (r_.layout == Layout::kSqueezeBert) return SqueezeLayer(w, l, x, ctx);
+  at::Tensor y = nn::LayerNorm(nn::Linear(ctx, GetWeight(w, l.o), GetWeight(w, l.ob)) + x,
+                               GetWeight(w, l.ln1), GetWeight(w, l.ln1b), r_.eps);
+  at::Tensor f = nn::Activate(nn::Linear(y, GetWeight(w, l.fi), GetWeight(w, l.fib)), r_.act);
+  at::Tensor z = nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob)) + y;
+  if (r_.adapter > 0) z = LangAdapter(w, l, z, l.ln2, l.ln2b);
+  return nn::LayerNorm(z, GetWeight(w, l.ln2), GetWeight(w, l.ln2b), r_.eps);
+}
+
+at::Tensor EncoderModel::SelfAttention(const WeightMap& w, const LayerW& l, const at::Tensor& a_in,
+                                       const at::Tensor& blocked, const RelativeTables& rt) const {
+  const int64_t n = a_in.size(0), s = a_in.size(1);
+  const int64_t nh = r_.heads, hd = r_.hidden / nh;
+  auto heads = [&](const at::Tensor& t) { return t.view({n, s, nh, hd}).transpose(1, 2); };
   at::Tensor q, k, v;
   if (r_.deberta_v1) {
     // transpose_for_scores(in_proj(x)).chunk(3, -1): head h's rows are its q, k, v in turn.
@@ -186,38 +213,17 @@ at::Tensor EncoderModel::Layer(const WeightMap& w, const LayerW& l, const at::Te
     if (r_.rotary_value) v = Rotate(w, v);
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  at::Tensor ctx;
-  if (r_.layout == Layout::kDeberta) {
-    ctx = DisentangledAttention(w, l, q, k, v, blocked, rt);
-  } else if (rt.bias.defined()) {
-    // MPNetSelfAttention: q k^T / sqrt(d) + position_bias, then the mask, softmax, @ v.
-    at::Tensor scores = nn::Matmul(q, k.transpose(-1, -2)) * scale + rt.bias;
-    if (blocked.defined()) {
-      const double lowest = scores.scalar_type() == at::kDouble
-                                ? std::numeric_limits<double>::lowest()
-                                : std::numeric_limits<float>::lowest();
-      scores = scores.masked_fill(blocked, lowest);
-    }
-    ctx = nn::Matmul(at::softmax(scores, -1), v);
-  } else {
-    ctx = nn::Attention(q, k, v, blocked, scale);
+  if (r_.layout == Layout::kDeberta) return DisentangledAttention(w, l, q, k, v, blocked, rt);
+  if (!rt.bias.defined()) return nn::Attention(q, k, v, blocked, scale);
+  // MPNetSelfAttention: q k^T / sqrt(d) + position_bias, then the mask, softmax, @ v.
+  at::Tensor scores = nn::Matmul(q, k.transpose(-1, -2)) * scale + rt.bias;
+  if (blocked.defined()) {
+    const double lowest = scores.scalar_type() == at::kDouble
+                              ? std::numeric_limits<double>::lowest()
+                              : std::numeric_limits<float>::lowest();
+    scores = scores.masked_fill(blocked, lowest);
   }
-  ctx = ctx.transpose(1, 2).reshape({n, s, r_.hidden});
-  if (!l.pre1.empty()) {
-    // Pre-LN: x + attn(LN(x)), then x + mlp(LN(x)).
-    at::Tensor y = x + nn::Linear(ctx, GetWeight(w, l.o), GetWeight(w, l.ob));
-    at::Tensor f_in = nn::LayerNorm(y, GetWeight(w, l.pre2), GetWeight(w, l.pre2b), r_.eps);
-    at::Tensor f = nn::Activate(nn::Linear(f_in, GetWeight(w, l.fi), GetWeight(w, l.fib)), r_.act);
-    at::Tensor z = y + nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob));
-    return r_.adapter > 0 ? LangAdapter(w, l, z, l.pre2, l.pre2b) : z;
-  }
-  if (r_.layout == Layout::kSqueezeBert) return SqueezeLayer(w, l, x, ctx);
-  at::Tensor y = nn::LayerNorm(nn::Linear(ctx, GetWeight(w, l.o), GetWeight(w, l.ob)) + x,
-                               GetWeight(w, l.ln1), GetWeight(w, l.ln1b), r_.eps);
-  at::Tensor f = nn::Activate(nn::Linear(y, GetWeight(w, l.fi), GetWeight(w, l.fib)), r_.act);
-  at::Tensor z = nn::Linear(f, GetWeight(w, l.fo), GetWeight(w, l.fob)) + y;
-  if (r_.adapter > 0) z = LangAdapter(w, l, z, l.ln2, l.ln2b);
-  return nn::LayerNorm(z, GetWeight(w, l.ln2), GetWeight(w, l.ln2b), r_.eps);
+  return nn::Matmul(at::softmax(scores, -1), v);
 }
 
 // Re(F_S X F_H) with F_m[j, k] = exp(-2 pi i jk / m): C_S X C_H - S_S X S_H, the cosine and sine
@@ -248,19 +254,27 @@ at::Tensor EncoderModel::Rotate(const WeightMap& w, const at::Tensor& t) const {
 }
 
 at::Tensor EncoderModel::Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
-                                at::Tensor types, const ExtraInputs& extra) const {
+                                at::Tensor types, const ExtraInputs& extra,
+                                const TensorMap& inputs) const {
   const int64_t n = ids.size(0), s = ids.size(1);
   const at::Device dev = ids.device();
-  if (stack_) {
-    const bool causal = head_kind_ == Head::kCausalLM || r_.causal;
+  // The CausalLM heads run the encoder as a decoder (is_decoder): causal self-attention.
+  const bool causal = head_kind_ == Head::kCausalLM || r_.causal;
+  at::Tensor x, blocked;
+  RelativeTables rt;
+  if (stack_ && !stack_->BertLayers()) {
     return stack_->EncodeBoxes(w, ids, mask, types, extra.bbox,
                                nn::BlockedKeys(mask, s, causal, std::nullopt, dev));
   }
-  at::Tensor x = Embed(w, ids, mask, std::move(types), extra);
-  // The CausalLM heads run the encoder as a decoder (is_decoder): causal self-attention.
-  at::Tensor blocked = nn::BlockedKeys(mask, s, head_kind_ == Head::kCausalLM || r_.causal,
-                                       std::nullopt, dev);
-  RelativeTables rt;
+  if (stack_) {  // the stack's embeddings, then the layers below (its mask first, as Encode's)
+    blocked = nn::BlockedKeys(mask, s, causal, std::nullopt, dev);
+    Embedded e = stack_->Embed(w, ids, mask, types, inputs);
+    x = std::move(e.x);
+    rt.stack = std::move(e.attn);
+  } else {
+    x = Embed(w, ids, mask, std::move(types), extra);
+    blocked = nn::BlockedKeys(mask, s, causal, std::nullopt, dev);
+  }
   if (r_.layout == Layout::kDeberta) rt = MakeRelativeTables(w, mask, n, s, x.scalar_type(), dev);
   if (r_.layout == Layout::kMpnet) {
     // MPNetEncoder.compute_position_bias: relative_position_bucket(key - query) with its
@@ -293,7 +307,7 @@ std::vector<at::Tensor> EncoderModel::Forward(const WeightMap& w, const TensorMa
     for (at::Tensor* t : {&mask, &types, &extra.shape_ids, &extra.pron_ids})
       if (t->defined()) *t = t->reshape({-1, s});
   }
-  at::Tensor h = Encode(w, ids, mask, types, extra);
+  at::Tensor h = Encode(w, ids, mask, types, extra, inputs);
   if (stack_) {
     h = stack_->HeadInput(w, SequenceLevel(head_kind_), head_kind_ == Head::kBase, ids, inputs, h,
                           mask);
@@ -328,8 +342,8 @@ Batch EncoderModel::MakeBatch(uint64_t seed, int64_t batch_size) const {
   if (r_.pad && r_.lineage == Lineage::kGeneric)  // no stray pads
     ids = ids.masked_fill(ids.eq(*r_.pad), (*r_.pad + 1) % r_.vocab);
   // FNet takes no mask: every position is a token.
-  at::Tensor mask = r_.no_mask || r_.unpadded_batches ? at::ones({rows, s}, lopts)
-                                                      : MakeAttentionMask(rows, s);
+  at::Tensor mask =
+      r_.no_mask || r_.unpadded_batches ? at::ones({rows, s}, lopts) : MakeAttentionMask(rows, s);
   if (qa_sep_ >= 0) {  // one question of kQuestionSep tokens, closed by the row's only sep
     ids = ids.masked_fill(ids.eq(qa_sep_), (qa_sep_ + 1) % r_.vocab);
     ids.select(1, kQuestionSep).fill_(qa_sep_);

@@ -66,9 +66,17 @@ enum class Lineage { kBert, kGeneric };
 struct Recipe;
 enum class Head;
 
+// What an embeddings-only stack hands the trunk's BERT layers (Stack::Embed).
+struct Embedded {
+  at::Tensor x;     // [N, S, H]
+  at::Tensor attn;  // what the stack's SelfAttention reads in every layer (undefined: nothing)
+};
+
 // A family's own embeddings and layers under the trunk's heads and batches (MobileBERT, ESM,
-// ModernBERT: layers no Layout describes), defined in its family file. Immutable once its
-// weights are added; Encode may run concurrently.
+// ModernBERT: layers no Layout describes), defined in its family file; or, where the family's
+// layers are BERT's (BertLayers: Splinter, TAPAS, BROS, MarkupLM, LayoutLMv3), its embeddings
+// only, with its self-attention where that differs. Immutable once its weights are added; Encode
+// and Embed may run concurrently.
 class Stack {
  public:
   // Registers one weight (its HF state_dict name and shape) and returns the name.
@@ -80,9 +88,51 @@ class Stack {
   // The word embedding's name (the tied LM decoder reads it).
   virtual std::string WordEmbedding() const = 0;
   // [N, S] ids with their mask and token types (either may be undefined) -> [N, S, H];
-  // `blocked` is the trunk's [N, 1, S, S]-broadcastable blocked-key mask.
+  // `blocked` is the trunk's [N, 1, S, S]-broadcastable blocked-key mask. Not called when
+  // BertLayers.
   virtual at::Tensor Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
-                            const at::Tensor& types, const at::Tensor& blocked) const = 0;
+                            const at::Tensor& types, const at::Tensor& blocked) const {
+    (void)w;
+    (void)ids;
+    (void)mask;
+    (void)types;
+    (void)blocked;
+    TORCH_CHECK(false, "an embeddings-only stack has no Encode");
+    return at::Tensor();
+  }
+  // True: AddWeights adds the embeddings' weights only; the trunk adds BERT's post-LN layers
+  // after them (Layout::kBert: encoder.layer.i.attention.self.query ... output.LayerNorm) and
+  // runs them over Embed's output, each layer's self-attention SelfAttention's where the stack
+  // has one.
+  virtual bool BertLayers() const { return false; }
+  // BertLayers: the embeddings' output from the ids, mask and token types as Encode has them and
+  // the model's inputs as the batch holds them (the family's own: boxes, xpaths, ...).
+  virtual Embedded Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
+                         const at::Tensor& types, const TensorMap& inputs) const {
+    (void)w;
+    (void)ids;
+    (void)mask;
+    (void)types;
+    (void)inputs;
+    return {};
+  }
+  // BertLayers: weights after the layers' (LayoutLMv3's encoder.rel_pos_bias tables).
+  virtual void AddEncoderWeights(const std::string& p, const AddFn& add) {
+    (void)p;
+    (void)add;
+  }
+  // BertLayers: one layer's self-attention context [N, heads, S, head_dim] over x [N, S, H],
+  // its query / key / value Linears under `self` ("<p>encoder.layer.<i>.attention.self."),
+  // `attn` Embed's; undefined: BERT's (the trunk's).
+  virtual at::Tensor SelfAttention(const WeightMap& w, const std::string& self, const at::Tensor& x,
+                                   const at::Tensor& blocked, const at::Tensor& attn) const {
+    (void)w;
+    (void)self;
+    (void)x;
+    (void)blocked;
+    (void)attn;
+    return at::Tensor();
+  }
   // Encode with the batch's LayoutLM-style boxes [N, S, 4] (undefined when absent; LiLT reads
   // them, the others ignore them).
   virtual at::Tensor EncodeBoxes(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
@@ -165,7 +215,7 @@ struct Recipe {
   // RoFormer: q and k (and v with rotary_value) rotated over interleaved pairs by the frozen
   // sinusoid table encoder.embed_positions.weight [max_pos, head_dim] at arange(S).
   bool rotary = false, rotary_value = false;
-  bool decoder = false;             // is_decoder (read; the CausalLM heads run causally)
+  bool decoder = false;  // is_decoder (read; the CausalLM heads run causally)
   // FNet: the model takes no attention_mask (batches carry none and no padding).
   bool no_mask = false;
   // XLM: lang_embeddings rows (n_langs when above 1 with use_lang_emb; 0: none); Flaubert's

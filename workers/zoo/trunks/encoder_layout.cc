@@ -243,6 +243,7 @@ void EncoderModel::AddLayer(const std::string& p, int64_t i) {
   const LayerNaming n = NamingOf(p, i);
   const std::string& lp = n.prefix;
   LayerW l;
+  if (stack_) l.self = lp + "attention.self.";
   auto norm = [&](const std::string& name, std::string& w, std::string& b) {
     w = Add(lp + name + ".weight", {h});
     b = Add(lp + name + ".bias", {h});

@@ -16,10 +16,11 @@ namespace ts::zoo::internal::encoder {
 // Weight names of one stored layer ("" where the recipe has no such weight).
 struct LayerW {
   std::string q, qb, k, kb, v, vb, o, ob, ln1, ln1b, fi, fib, fo, fob, ln2, ln2b;
-  std::string pk, pkb, pq, pqb;          // deberta without share_att_key
-  std::string pre1, pre1b, pre2, pre2b;  // pre-LN: before attention, before the MLP
+  std::string pk, pkb, pq, pqb;                   // deberta without share_att_key
+  std::string pre1, pre1b, pre2, pre2b;           // pre-LN: before attention, before the MLP
   std::string ad1, ad1b, ad2, ad2b, adln, adlnb;  // X-MOD's adapter and adapter_layer_norm
   std::string dw, pw, sb, ck, ckb, co, cob;  // ConvBERT: depthwise, pointwise, bias, kernel, out
+  std::string self;  // an embeddings-only stack's: "<p>encoder.layer.<i>.attention.self."
 };
 
 // HF module names of one layer per layout: q, k, v, attention output, its LayerNorm, MLP in and
@@ -33,7 +34,8 @@ struct LayerNaming {
 // gather indices [N, heads, S, S] and the padded-query mask [N, 1, S, 1].
 struct RelativeTables {
   at::Tensor rel, c2p_idx, p2c_idx, qmask;
-  at::Tensor bias;  // MPNet's position bias [1, heads, S, S], added to the scaled scores
+  at::Tensor bias;   // MPNet's position bias [1, heads, S, S], added to the scaled scores
+  at::Tensor stack;  // an embeddings-only stack's Embedded::attn
 };
 
 // Inputs beside the ids, mask and token types: LayoutLM's bbox, RoCBert's shape and
@@ -77,9 +79,10 @@ class EncoderModel : public Model {
                      const std::string& bn, int64_t groups) const;
   TextHeadSpec HeadSpec(const HeadNames& names, Head kind) const;
 
-  // [N, S] ids -> [N, S, H] hidden states.
+  // [N, S] ids -> [N, S, H] hidden states; `inputs` the model's (an embeddings-only stack reads
+  // its own there).
   at::Tensor Encode(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
-                    at::Tensor types, const ExtraInputs& extra) const;
+                    at::Tensor types, const ExtraInputs& extra, const TensorMap& inputs) const;
   at::Tensor Embed(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
                    at::Tensor types, const ExtraInputs& extra) const;
   // LayoutLM: the bbox embeddings (left, upper, right, lower, height, width) of [N, S, 4] boxes.
@@ -87,6 +90,9 @@ class EncoderModel : public Model {
   at::Tensor BertEmbed(const WeightMap& w, const at::Tensor& ids, at::Tensor types) const;
   at::Tensor Layer(const WeightMap& w, const LayerW& l, const at::Tensor& x,
                    const at::Tensor& blocked, const RelativeTables& rt) const;
+  // A layer's self-attention context [N, heads, S, hd] over its (normed) input a_in.
+  at::Tensor SelfAttention(const WeightMap& w, const LayerW& l, const at::Tensor& a_in,
+                           const at::Tensor& blocked, const RelativeTables& rt) const;
   // FNet's mixing: fft.fftn(x, dim=(1, 2)).real, as DFT matmuls, on [N, S, H].
   at::Tensor FourierReal(const at::Tensor& x) const;
   // RoFormer's apply_rotary_position_embeddings on [N, heads, S, hd].
@@ -129,9 +135,9 @@ class EncoderModel : public Model {
   std::vector<LayerW> layers_;
   std::string word_, pos_, type_, task_, emb_ln_, emb_lnb_, proj_, projb_, rel_, rel_ln_, rel_lnb_;
   std::string final_ln_, final_lnb_;
-  std::string rotary_;     // RoFormer's sinusoid table
-  std::string mpnet_rel_;  // MPNet's relative_attention_bias
-  std::string lang_;       // XLM's lang_embeddings
+  std::string rotary_;                         // RoFormer's sinusoid table
+  std::string mpnet_rel_;                      // MPNet's relative_attention_bias
+  std::string lang_;                           // XLM's lang_embeddings
   std::string box_x_, box_y_, box_h_, box_w_;  // LayoutLM's 2D position tables
   std::string shape_, pron_, map_, mapb_;      // RoCBert's tables and map_inputs_layer
   std::vector<int64_t> order_;  // stored layers in execution order (albert repeats groups)
