@@ -272,29 +272,17 @@ class MobileVitV2Trunk : public VisionTrunk {
   int64_t width_ = 0, side_ = 1;
 };
 
-enum class MobileVitV2Head { kModel, kClassification, kSegmentation };
-
-decltype(ArchEntry::build) BuildMobileVitV2(MobileVitV2Head head) {
-  return [head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
-    TS_ASSIGN_OR_RETURN(MobileVitV2Config c, ParseMobileVitV2(spec.tiny_config));
-    const bool base = head == MobileVitV2Head::kModel;
-    const bool seg = head == MobileVitV2Head::kSegmentation;
-    if (seg && c.num_labels < 2)
-      return InvalidArgumentError("num_labels: the segmentation loss needs at least 2 labels");
-    auto trunk = std::make_unique<MobileVitV2Trunk>(c, base ? "" : "mobilevitv2.");
-    std::unique_ptr<ImageHead> h;
-    if (seg) {
-      h = DeepLabV3Head({.in_channels = trunk->PooledWidth(),
-                         .aspp_out = c.aspp_out,
-                         .atrous_rates = c.atrous_rates,
-                         .num_labels = c.num_labels,
-                         .ignore_index = c.ignore_index,
-                         .image_size = c.image_size});
-    } else {
-      h = PooledImageHead(base, *trunk, c.num_labels);
-    }
-    return MakeVisionModel(std::move(spec), std::move(trunk), std::move(h));
-  };
+StatusOr<DeepLabV3Trunk> MakeMobileVitV2Trunk(const json& tiny, const std::string& prefix,
+                                              bool /*segmentation*/) {
+  TS_ASSIGN_OR_RETURN(MobileVitV2Config c, ParseMobileVitV2(tiny));
+  DeepLabV3Recipe head{.aspp_out = c.aspp_out,
+                       .atrous_rates = c.atrous_rates,
+                       .num_labels = c.num_labels,
+                       .ignore_index = c.ignore_index,
+                       .image_size = c.image_size};
+  auto trunk = std::make_unique<MobileVitV2Trunk>(std::move(c), prefix);
+  head.in_channels = trunk->PooledWidth();
+  return DeepLabV3Trunk{std::move(trunk), std::move(head)};
 }
 
 std::vector<ArchEntry> MobileVitV2Archs() {
@@ -317,29 +305,9 @@ std::vector<ArchEntry> MobileVitV2Archs() {
                         {"attn_dropout", 0.0},
                         {"ffn_dropout", 0.0},
                         {"num_labels", 1000}};
-  json base = example;
-  base.erase("num_labels");
-  // apple/mobilevitv2-1.0-voc-deeplabv3 (PASCAL VOC's 21 labels, output stride 16, 512 pixels).
-  json seg = example;
-  seg["num_labels"] = 21;
-  seg["output_stride"] = 16;
-  seg["image_size"] = 512;
-  seg["aspp_out_channels"] = 512;
-  seg["atrous_rates"] = {6, 12, 18};
-  seg["aspp_dropout_prob"] = 0.1;
-  seg["semantic_loss_ignore_index"] = 255;
-  return {{{"MobileViTV2Model", "mobilevitv2", "image-feature-extraction"},
-           WithArchitecture(base, "MobileViTV2Model"),
-           ScaleMobileVitV2,
-           BuildMobileVitV2(MobileVitV2Head::kModel)},
-          {{"MobileViTV2ForImageClassification", "mobilevitv2", "image-classification"},
-           WithArchitecture(example, "MobileViTV2ForImageClassification"),
-           ScaleMobileVitV2,
-           BuildMobileVitV2(MobileVitV2Head::kClassification)},
-          {{"MobileViTV2ForSemanticSegmentation", "mobilevitv2", "image-segmentation"},
-           WithArchitecture(seg, "MobileViTV2ForSemanticSegmentation"),
-           ScaleMobileVitV2,
-           BuildMobileVitV2(MobileVitV2Head::kSegmentation)}};
+  // apple/mobilevitv2-1.0-voc-deeplabv3: the segmentation class's example.
+  return DeepLabV3Archs({"MobileViTV2", "mobilevitv2", "mobilevitv2."}, example,
+                        /*aspp_out_channels=*/512, ScaleMobileVitV2, MakeMobileVitV2Trunk);
 }
 
 }  // namespace
