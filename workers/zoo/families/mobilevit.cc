@@ -16,16 +16,14 @@
 // divide; for the segmentation class num_labels 1 (transformers' loss raises).
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <optional>
 
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/heads/deeplab_v3.h"
 #include "workers/zoo/heads/image_head.h"
 #include "workers/zoo/nn.h"
-#include "workers/zoo/nn_convolutions.h"
 #include "workers/zoo/scaling.h"
-#include "workers/zoo/trunks/vision_conv.h"
+#include "workers/zoo/trunks/vision_mobilevit.h"
 #include "workers/zoo/trunks/vision_transformer.h"
 #include "workers/zoo/vision_config.h"
 
@@ -43,13 +41,6 @@ struct MobileVitConfig {
   bool qkv_bias = true;
   VisionActivation act;
 };
-
-// make_divisible(value, 8).
-int64_t MobileVitDivisible(double value) {
-  int64_t v = std::max<int64_t>(8, static_cast<int64_t>(value + 4) / 8 * 8);
-  if (static_cast<double>(v) < 0.9 * value) v += 8;
-  return v;
-}
 
 StatusOr<MobileVitConfig> ParseMobileVit(const json& config) {
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
@@ -111,11 +102,11 @@ StatusOr<json> ScaleMobileVit(const json& config) {
   return t;
 }
 
-class MobileVitTrunk : public VisionTrunk {
+class MobileVitTrunk : public MobileVitConvTrunk {
  public:
   // `expand`: MobileViTModel's conv_1x1_exp (false under the segmentation head).
   MobileVitTrunk(MobileVitConfig c, std::string prefix, bool expand)
-      : VisionTrunk(c.num_channels, c.image_size),
+      : MobileVitConvTrunk(c.num_channels, c.image_size, c.act, c.expand_ratio),
         c_(std::move(c)),
         p_(std::move(prefix)),
         expand_(expand) {
@@ -142,11 +133,11 @@ class MobileVitTrunk : public VisionTrunk {
   }
 
   VisionFeatures Forward(const WeightMap& w, const at::Tensor& pixel_values) const override {
-    at::Tensor x = RunConv(w, convs_.at(p_ + "conv_stem."), pixel_values);
+    at::Tensor x = RunConv(w, p_ + "conv_stem.", pixel_values);
     for (const Inv& l : mobilenet_) x = RunInverted(w, l, x);
     for (const BlockSpec& b : blocks_) x = RunBlock(w, b, x);
     if (!expand_) return {x, at::Tensor(), {x}};
-    x = RunConv(w, convs_.at(p_ + "conv_1x1_exp."), x);
+    x = RunConv(w, p_ + "conv_1x1_exp.", x);
     return {x, x.mean({-2, -1})};
   }
 
@@ -156,41 +147,11 @@ class MobileVitTrunk : public VisionTrunk {
   int64_t PooledWidth() const override { return c_.neck[6]; }
 
  private:
-  // MobileViTConvLayer.
-  struct Conv {
-    std::string p;
-    int64_t k = 1, stride = 1, dilation = 1, groups = 1;
-    bool norm = true, act = true;
-  };
-  struct Inv {
-    Conv expand, depthwise, reduce;
-    bool residual = false;
-  };
   struct BlockSpec {
     std::string p;
     Inv down;
     std::optional<PreLnEncoder> transformer;  // built after conv_1x1 (weight order)
   };
-
-  const Conv& ConvLayer(const std::string& p, int64_t in, int64_t out, int64_t k,
-                        int64_t stride = 1, int64_t groups = 1, int64_t dilation = 1,
-                        bool norm = true, bool act = true) {
-    Add(p + "convolution.weight", {out, in / groups, k, k});
-    if (norm) AddBn(p + "normalization.", out);
-    Conv c{p, k, stride, dilation, groups, norm, act};
-    return convs_[p] = c;
-  }
-
-  Inv MakeInverted(const std::string& p, int64_t in, int64_t out, int64_t stride,
-                   int64_t dilation) {
-    const int64_t mid = MobileVitDivisible(std::round(static_cast<double>(in) * c_.expand_ratio));
-    Inv l;
-    l.expand = ConvLayer(p + "expand_1x1.", in, mid, 1);
-    l.depthwise = ConvLayer(p + "conv_3x3.", mid, mid, 3, stride, mid, dilation);
-    l.reduce = ConvLayer(p + "reduce_1x1.", mid, out, 1, 1, 1, 1, true, false);
-    l.residual = stride == 1 && in == out;
-    return l;
-  }
 
   void Inverted(const std::string& p, int64_t in, int64_t out, int64_t stride, int64_t dilation) {
     mobilenet_.push_back(MakeInverted(p, in, out, stride, dilation));
@@ -228,25 +189,12 @@ class MobileVitTrunk : public VisionTrunk {
     blocks_.push_back(std::move(b));
   }
 
-  at::Tensor RunConv(const WeightMap& w, const Conv& c, const at::Tensor& x) const {
-    const int64_t pad = (c.k - 1) / 2 * c.dilation;
-    at::Tensor y = nn::DilatedConv2d(x, GetWeight(w, c.p + "convolution.weight"), at::Tensor(),
-                                     c.stride, pad, c.dilation, c.groups);
-    if (c.norm) y = BatchNorm2d(w, c.p + "normalization.", y, 1e-5);
-    return c.act ? Activate(y, c_.act) : y;
-  }
-
-  at::Tensor RunInverted(const WeightMap& w, const Inv& l, const at::Tensor& in) const {
-    at::Tensor x = RunConv(w, l.reduce, RunConv(w, l.depthwise, RunConv(w, l.expand, in)));
-    return l.residual ? in + x : x;
-  }
-
   // MobileViTLayer: unfolding, the transformer, folding (transformers' reshapes in order).
   at::Tensor RunBlock(const WeightMap& w, const BlockSpec& blk, const at::Tensor& in) const {
     at::Tensor x = RunInverted(w, blk.down, in);
     const at::Tensor residual = x;
-    x = RunConv(w, convs_.at(blk.p + "conv_kxk."), x);
-    x = RunConv(w, convs_.at(blk.p + "conv_1x1."), x);
+    x = RunConv(w, blk.p + "conv_kxk.", x);
+    x = RunConv(w, blk.p + "conv_1x1.", x);
     const int64_t p = c_.patch_size, area = p * p, b = x.size(0), ch = x.size(1);
     const int64_t h0 = x.size(2), w0 = x.size(3);
     const int64_t h = (h0 + p - 1) / p * p, wd = (w0 + p - 1) / p * p;
@@ -261,14 +209,13 @@ class MobileVitTrunk : public VisionTrunk {
     x = t.contiguous().view({b, area, n, -1}).transpose(1, 3);
     x = x.reshape({b * ch * nph, npw, p, p}).transpose(1, 2).reshape({b, ch, nph * p, npw * p});
     if (resize) x = at::upsample_bilinear2d(x, {h0, w0}, /*align_corners=*/false);
-    x = RunConv(w, convs_.at(blk.p + "conv_projection."), x);
-    return RunConv(w, convs_.at(blk.p + "fusion."), at::cat({residual, x}, 1));
+    x = RunConv(w, blk.p + "conv_projection.", x);
+    return RunConv(w, blk.p + "fusion.", at::cat({residual, x}, 1));
   }
 
   MobileVitConfig c_;
   std::string p_;
   bool expand_;
-  std::map<std::string, Conv> convs_;
   std::vector<Inv> mobilenet_;
   std::vector<BlockSpec> blocks_;
   int64_t side_ = 1;
