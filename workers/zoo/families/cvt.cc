@@ -251,20 +251,12 @@ StatusOr<json> ScaleCvt(const json& config) {
 
 StatusOr<std::unique_ptr<Model>> BuildCvt(ModelSpec spec) {
   TS_ASSIGN_OR_RETURN(CvtConfig c, ParseCvt(spec.tiny_config));
-  const bool classifier = spec.arch == "CvtForImageClassification";
-  const int64_t labels = c.num_labels, width = c.embed_dim.back();
+  const VisionHeadKind kind = VisionHeadKindOf(spec.arch);
+  const bool classifier = kind == VisionHeadKind::kClassification;
+  const int64_t labels = c.num_labels;
   auto trunk = std::make_unique<CvtTrunk>(std::move(c), classifier ? "cvt." : "");
-  std::unique_ptr<ImageHead> head;
-  if (classifier) {
-    trunk->UseClassifierNorm();
-    head = ImageClassificationHead(
-        {.prefix = "classifier.", .num_labels = labels, .width = width, .flatten = false});
-  } else {
-    ImageFeaturesRecipe f{/*tanh_pooler=*/false, width, FeatureLoss::kTargetAndZeroPooled,
-                          trunk->LastHiddenShape()};
-    f.pooler_output = false;
-    head = ImageFeaturesHead(std::move(f));
-  }
+  if (classifier) trunk->UseClassifierNorm();
+  auto head = VisionHeadFor(kind, *trunk, labels);
   return MakeVisionModel(std::move(spec), std::move(trunk), std::move(head));
 }
 

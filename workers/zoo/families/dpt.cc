@@ -3,11 +3,12 @@
 // DPTForDepthEstimation and DPTForSemanticSegmentation (the ViT under `dpt.` without its pooler,
 // the neck and heads of heads/dpt.h over the hidden states of backbone_out_indices). The trunk
 // lives here (no other family uses it): ViT embeddings whose position table is resized
-// bilinearly to the grid on every forward (DPTViTEmbeddings._resize_pos_embed), and DPTViTLayer
-// under transformers' 4.x names (encoder.layer.N.attention.attention.query ...,
-// attention.output.dense, intermediate.dense, output.dense). The heads read the layers' outputs
-// before the final layernorm, which transformers computes and drops: for them `dpt.layernorm` is a
-// state_dict entry, not a weight, as is the fusion stage's never-called layer 0 residual_layer1.
+// bilinearly to the grid on every forward (DPTViTEmbeddings._resize_pos_embed), and DPTViTLayer,
+// the ViT trunk's PreLnEncoder under transformers' 4.x names (encoder.layer.N.attention.attention
+// .query ..., attention.output.dense, intermediate.dense, output.dense: VitV4EncoderNaming). The
+// heads read the layers' outputs before the final layernorm, which transformers computes and drops:
+// for them `dpt.layernorm` is a state_dict entry, not a weight, as is the fusion stage's
+// never-called layer 0 residual_layer1.
 //
 // Refused, naming the field: is_hybrid (the BiT backbone), backbone_config / backbone (an
 // AutoBackbone), add_projection (a fixed 256-channel conv), pooler_act other than tanh,
@@ -18,12 +19,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
+#include <optional>
 
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/heads/image_head.h"
 #include "workers/zoo/nn.h"
 #include "workers/zoo/scaling.h"
+#include "workers/zoo/trunks/vision_transformer.h"
 #include "workers/zoo/vision_config.h"
 
 namespace ts::zoo::internal {
@@ -184,23 +186,17 @@ class DptTrunk : public VisionTrunk {
     Add(p_ + "embeddings.position_embeddings", {1, grid_ * grid_ + 1, h});
     Add(p_ + "embeddings.patch_embeddings.projection.weight", {h, c.vit.num_channels, ps, ps});
     Add(p_ + "embeddings.patch_embeddings.projection.bias", {h});
-    for (int64_t i = 0; i < c.vit.num_hidden_layers; ++i) {
-      const std::string l = Layer(i);
-      Add(l + "layernorm_before.weight", {h});
-      Add(l + "layernorm_before.bias", {h});
-      for (const char* m : {"query", "key", "value"}) {
-        Add(l + "attention.attention." + m + ".weight", {h, h});
-        if (c.vit.qkv_bias) Add(l + "attention.attention." + m + ".bias", {h});
-      }
-      Add(l + "attention.output.dense.weight", {h, h});
-      Add(l + "attention.output.dense.bias", {h});
-      Add(l + "layernorm_after.weight", {h});
-      Add(l + "layernorm_after.bias", {h});
-      Add(l + "intermediate.dense.weight", {im, h});
-      Add(l + "intermediate.dense.bias", {im});
-      Add(l + "output.dense.weight", {h, im});
-      Add(l + "output.dense.bias", {h});
-    }
+    PreLnEncoderRecipe e{.hidden = h,
+                         .intermediate = im,
+                         .layers = c.vit.num_hidden_layers,
+                         .heads = c.vit.num_attention_heads,
+                         .act = c.vit.hidden_act,
+                         .eps = c.vit.layer_norm_eps,
+                         .qkv_bias = c.vit.qkv_bias,
+                         .naming = VitV4EncoderNaming("encoder.layer.")};
+    WeightList layers;
+    encoder_.emplace(std::move(e), p_, layers);
+    for (auto& [name, shape] : layers) Add(name, std::move(shape));
     if (layernorm_) {
       Add(p_ + "layernorm.weight", {h});
       Add(p_ + "layernorm.bias", {h});
@@ -221,12 +217,12 @@ class DptTrunk : public VisionTrunk {
         pixel_values, GetWeight(w, p_ + "embeddings.patch_embeddings.projection.weight"),
         GetWeight(w, p_ + "embeddings.patch_embeddings.projection.bias"), c_.vit.patch_size);
     x = at::cat({GetWeight(w, p_ + "embeddings.cls_token").expand({b, 1, h}), x}, 1) + positions;
-    const std::set<int64_t> out(c_.out_indices.begin(), c_.out_indices.end());
+    // hidden_states[i + 1] is layer i's output (DPTViTLayer: the 4.x ViTLayer).
+    const std::vector<at::Tensor> states =
+        encoder_->HiddenStates(w, x, at::Tensor(), c_.vit.num_hidden_layers);
     VisionFeatures f;
-    for (int64_t i = 0; i < c_.vit.num_hidden_layers; ++i) {
-      x = RunLayer(w, Layer(i), x);
-      if (out.count(i)) f.stages.push_back(x);
-    }
+    for (int64_t i : c_.out_indices) f.stages.push_back(states[static_cast<size_t>(i) + 1]);
+    x = states.back();
     if (layernorm_) {
       x = nn::LayerNorm(x, GetWeight(w, p_ + "layernorm.weight"),
                         GetWeight(w, p_ + "layernorm.bias"), c_.vit.layer_norm_eps);
@@ -242,37 +238,11 @@ class DptTrunk : public VisionTrunk {
   int64_t PooledWidth() const override { return c_.vit.hidden_size; }
 
  private:
-  std::string Layer(int64_t i) const { return p_ + "encoder.layer." + std::to_string(i) + "."; }
-
-  // DPTViTLayer: x + o(attn(LN(x))), then x + out(act(intermediate(LN(x)))).
-  at::Tensor RunLayer(const WeightMap& w, const std::string& l, const at::Tensor& in) const {
-    const int64_t b = in.size(0), s = in.size(1), hid = c_.vit.hidden_size;
-    const int64_t nh = c_.vit.num_attention_heads, hd = hid / nh;
-    auto lin = [&](const std::string& m, const at::Tensor& y) {
-      return nn::Linear(y, GetWeight(w, l + m + ".weight"),
-                        w.count(l + m + ".bias") ? GetWeight(w, l + m + ".bias") : at::Tensor());
-    };
-    auto ln = [&](const std::string& m, const at::Tensor& y) {
-      return nn::LayerNorm(y, GetWeight(w, l + m + ".weight"), GetWeight(w, l + m + ".bias"),
-                           c_.vit.layer_norm_eps);
-    };
-    auto heads = [&](const at::Tensor& t) { return t.view({b, s, nh, hd}).transpose(1, 2); };
-    at::Tensor y = ln("layernorm_before", in);
-    at::Tensor q = heads(lin("attention.attention.query", y));
-    at::Tensor k = heads(lin("attention.attention.key", y));
-    at::Tensor v = heads(lin("attention.attention.value", y));
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    at::Tensor ctx =
-        nn::Attention(q, k, v, at::Tensor(), scale).transpose(1, 2).reshape({b, s, hid});
-    at::Tensor x = lin("attention.output.dense", ctx) + in;
-    y = nn::Activate(lin("intermediate.dense", ln("layernorm_after", x)), c_.vit.hidden_act);
-    return lin("output.dense", y) + x;
-  }
-
   DptConfig c_;
   std::string p_;
   bool layernorm_;
   int64_t grid_;
+  std::optional<PreLnEncoder> encoder_;  // built after the embeddings (weight order)
 };
 
 enum class DptHead { kModel, kDepth, kSegmentation };

@@ -9,15 +9,16 @@
 // head, runs the SSD recurrence, adds `D` x, applies the gated RMS norm `norm`
 // (MambaRMSNormGated: y * silu(gate), then the RMS norm over the intermediate size, times its
 // weight) and `out_proj`. transformers' float32 casts are not mirrored, as in families/mamba.cc.
-#include <ATen/CPUGeneratorImpl.h>
-
+// The skeleton around the mixer (embeddings, the residual blocks, norm_f, the head, batches,
+// config fields, the tiny scaling) is mamba's SsmLm (families/mamba.h).
+#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <utility>
 
 #include "workers/zoo/config.h"
 #include "workers/zoo/families/config_fields.h"
+#include "workers/zoo/families/mamba.h"
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/heads/text_head.h"
 #include "workers/zoo/nn.h"
@@ -28,16 +29,14 @@ namespace {
 
 using json = nlohmann::json;
 
+using mamba::SsmLm;
+using mamba::SsmLmConfig;
+
 struct Mamba2Cfg {
-  int64_t vocab = 32768, hidden = 4096, layers = 64, state = 128, inter = 8192;
-  int64_t heads = 128, head_dim = 64, groups = 8, kernel = 4;
-  double eps = 1e-5;
+  SsmLmConfig lm;
+  int64_t inter = 8192, heads = 128, head_dim = 64, groups = 8;
   double dt_lo = 0.0, dt_hi = std::numeric_limits<double>::infinity();
-  bool use_bias = false, conv_bias = true, tie = true;
-  Activation act = Activation::kSilu;
-  std::optional<int64_t> pad;
-  double dt_min = 0.001, dt_max = 0.1, dt_floor = 1e-4;
-  int64_t ConvDim() const { return inter + 2 * groups * state; }
+  int64_t ConvDim() const { return inter + 2 * groups * lm.state; }
 };
 
 // time_step_limit: a pair [low, high] of numbers (Mamba2Config's default (0.0, inf)); null or
@@ -63,162 +62,62 @@ Status ReadLimit(const ConfigReader& r, const json& config, Mamba2Cfg& c) {
   return OkStatus();
 }
 
-Status ReadInit(const ConfigReader& r, Mamba2Cfg& c) {
-  TS_ASSIGN_OR_RETURN(c.dt_min, r.Double("time_step_min", 0.001));
-  TS_ASSIGN_OR_RETURN(c.dt_max, r.Double("time_step_max", 0.1));
-  TS_ASSIGN_OR_RETURN(c.dt_floor, r.Double("time_step_floor", 1e-4));
-  if (!(c.dt_min > 0)) return r.Error("time_step_min", "must be positive");
-  if (!(c.dt_max >= c.dt_min)) return r.Error("time_step_max", "must be >= time_step_min");
-  if (!(c.dt_floor > 0)) return r.Error("time_step_floor", "must be positive");
-  return OkStatus();
-}
-
 StatusOr<Mamba2Cfg> ParseMamba2(const json& config) {
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
   ConfigReader r(config);
   Mamba2Cfg c;
-  TS_ASSIGN_OR_RETURN(c.vocab, PositiveField(r, "vocab_size", 32768));
-  TS_ASSIGN_OR_RETURN(c.hidden, PositiveField(r, "hidden_size", 4096));
-  TS_ASSIGN_OR_RETURN(c.layers, PositiveField(r, "num_hidden_layers", 64));
-  TS_ASSIGN_OR_RETURN(c.state, PositiveField(r, "state_size", 128));
-  TS_ASSIGN_OR_RETURN(c.kernel, PositiveField(r, "conv_kernel", 4));
+  TS_ASSIGN_OR_RETURN(c.lm, mamba::ReadSsmLmConfig(
+                                r, {.vocab = 32768, .hidden = 4096, .layers = 64, .state = 128}));
   TS_ASSIGN_OR_RETURN(c.heads, PositiveField(r, "num_heads", 128));
   TS_ASSIGN_OR_RETURN(c.head_dim, PositiveField(r, "head_dim", 64));
   TS_ASSIGN_OR_RETURN(c.groups, PositiveField(r, "n_groups", 8));
   TS_ASSIGN_OR_RETURN(double expand, r.Double("expand", 2.0));
   if (!(expand > 0)) return r.Error("expand", "must be positive");
   // Mamba2Mixer takes int(expand * hidden_size), never a stored intermediate_size.
-  c.inter = static_cast<int64_t>(expand * static_cast<double>(c.hidden));
+  c.inter = static_cast<int64_t>(expand * static_cast<double>(c.lm.hidden));
   // torch_forward reshapes the stream into [num_heads, head_dim]; any other product would make
   // d_mlp non-zero, which the pure-torch path does not run.
   if (c.heads * c.head_dim != c.inter)
     return r.Error("num_heads", "num_heads * head_dim must equal int(expand * hidden_size) = " +
                                     std::to_string(c.inter));
   if (c.heads % c.groups != 0) return r.Error("n_groups", "must divide num_heads");
-  TS_ASSIGN_OR_RETURN(c.eps, r.Double("layer_norm_epsilon", 1e-5));
-  if (!(c.eps > 0)) return r.Error("layer_norm_epsilon", "must be positive");
-  TS_ASSIGN_OR_RETURN(c.use_bias, r.Bool("use_bias", false));
-  TS_ASSIGN_OR_RETURN(c.conv_bias, r.Bool("use_conv_bias", true));
-  TS_ASSIGN_OR_RETURN(c.tie, r.Bool("tie_word_embeddings", true));
-  TS_ASSIGN_OR_RETURN(std::string act, r.String("hidden_act", "silu"));
-  TS_ASSIGN_OR_RETURN(c.act, ParseActivation(act, "hidden_act"));
-  if (r.Has("pad_token_id")) {
-    TS_ASSIGN_OR_RETURN(int64_t pad, TokenIdField(r, "pad_token_id", 0, c.vocab));
-    c.pad = pad;
-  }
   TS_RETURN_IF_ERROR(ReadLimit(r, config, c));
-  TS_RETURN_IF_ERROR(ReadInit(r, c));
   return c;
 }
 
-class Mamba2 : public Model {
+class Mamba2 : public SsmLm {
  public:
   Mamba2(ModelSpec spec, Mamba2Cfg c, TextHeadKind head)
-      : Model(std::move(spec)), c_(std::move(c)) {
-    const std::string base = head == TextHeadKind::kBase ? "" : "backbone.";
-    const int64_t h = c_.hidden, in = c_.inter, cd = c_.ConvDim();
-    embed_ = Add(base + "embeddings.weight", {c_.vocab, h});
-    for (int64_t i = 0; i < c_.layers; ++i) {
-      const std::string p = base + "layers." + std::to_string(i) + ".";
+      : SsmLm(std::move(spec), c.lm, ".dt_bias"), c_(std::move(c)) {
+    const int64_t h = c_.lm.hidden, in = c_.inter, cd = c_.ConvDim(), nh = c_.heads;
+    // Mamba2Mixer's parameters in registration order.
+    AddWeights(head, [&](const std::string& m) {
       Layer l;
-      l.norm = Add(p + "norm.weight", {h});
-      // Mamba2Mixer's parameters in registration order.
-      const std::string m = p + "mixer.";
-      l.conv_w = Add(m + "conv1d.weight", {cd, 1, c_.kernel});
-      if (c_.conv_bias) l.conv_b = Add(m + "conv1d.bias", {cd});
-      l.in_w = Add(m + "in_proj.weight", {in + cd + c_.heads, h});
-      if (c_.use_bias) l.in_b = Add(m + "in_proj.bias", {in + cd + c_.heads});
-      l.dt_b = Add(m + "dt_bias", {c_.heads});
-      l.a_log = Add(m + "A_log", {c_.heads});
+      l.conv_w = Add(m + "conv1d.weight", {cd, 1, c_.lm.kernel});
+      if (c_.lm.conv_bias) l.conv_b = Add(m + "conv1d.bias", {cd});
+      l.in_w = Add(m + "in_proj.weight", {in + cd + nh, h});
+      if (c_.lm.use_bias) l.in_b = Add(m + "in_proj.bias", {in + cd + nh});
+      l.dt_b = Add(m + "dt_bias", {nh});
+      l.a_log = Add(m + "A_log", {nh});
       l.gnorm = Add(m + "norm.weight", {in});
-      l.d = Add(m + "D", {c_.heads});
+      l.d = Add(m + "D", {nh});
       l.out_w = Add(m + "out_proj.weight", {h, in});
-      if (c_.use_bias) l.out_b = Add(m + "out_proj.bias", {h});
+      if (c_.lm.use_bias) l.out_b = Add(m + "out_proj.bias", {h});
       layers_.push_back(std::move(l));
-    }
-    norm_f_ = Add(base + "norm_f.weight", {h});
-    TextHeadSpec hs;
-    hs.kind = head;
-    hs.hidden = h;
-    hs.vocab = c_.vocab;
-    if (head == TextHeadKind::kCausalLM) {
-      hs.name = "lm_head";
-      if (c_.tie) hs.tied_weight = embed_;
-    }
-    head_ = MakeTextHead(std::move(hs));
-    for (auto& weight : head_->Weights()) shapes_.push_back(std::move(weight));
-    seq_len_ = RunSeqLen(this->spec().tiny_config);
-  }
-
-  WeightShapeList WeightShapes() const override { return shapes_; }
-  std::vector<std::string> OutputNames() const override { return head_->OutputNames(); }
-
-  std::vector<at::Tensor> Forward(const WeightMap& w, const TensorMap& inputs) const override {
-    const at::Tensor& ids = GetInput(inputs, "input_ids");
-    const at::Tensor mask = GetOptionalInput(inputs, "attention_mask");
-    at::Tensor x = nn::Embedding(GetWeight(w, embed_), ids);
-    for (const Layer& l : layers_)
-      x = x + Mixer(w, l, nn::RmsNorm(x, GetWeight(w, l.norm), c_.eps), mask);
-    x = nn::RmsNorm(x, GetWeight(w, norm_f_), c_.eps);
-    return head_->Forward(w, x, mask);
-  }
-
-  at::Tensor Loss(const WeightMap& w, const Batch& batch) const override {
-    return head_->Loss(Forward(w, batch.inputs), batch.labels);
-  }
-
-  Batch MakeBatch(uint64_t seed, int64_t batch_size) const override {
-    if (batch_size <= 0) batch_size = RunBatchSize(spec().tiny_config);
-    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    at::Tensor ids =
-        at::randint(0, c_.vocab, {batch_size, seq_len_}, gen, at::TensorOptions().dtype(at::kLong));
-    at::Tensor mask = MakeAttentionMask(batch_size, seq_len_);
-    if (c_.pad) ids = ids.masked_fill(mask.eq(0), *c_.pad);
-    Batch batch;
-    batch.inputs["input_ids"] = ids;
-    batch.inputs["attention_mask"] = mask;
-    head_->AddLabels(gen, ids, mask, batch.labels);
-    return batch;
-  }
-
- protected:
-  // Mamba2Mixer.init_mamba2_weights: A_log = log(1..num_heads), D = 1, dt_bias the inverse
-  // softplus of exp(U(log time_step_min, log time_step_max)) clamped to the floor. The rest as
-  // every zoo model (biases seeded so that they matter).
-  void InitWeight(const std::string& name, at::Tensor& t, at::Generator& gen) const override {
-    const auto ends = [&](const std::string& suffix) {
-      return name.size() >= suffix.size() &&
-             name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    };
-    if (ends(".A_log")) {
-      t.copy_(at::log(at::arange(1, c_.heads + 1, t.options())));
-    } else if (ends(".D")) {
-      t.fill_(1.0);
-    } else if (ends(".dt_bias")) {
-      const double lo = std::log(c_.dt_min), hi = std::log(c_.dt_max);
-      at::Tensor dt = at::exp(at::rand(t.sizes(), gen, t.options()) * (hi - lo) + lo);
-      dt = dt.clamp_min(c_.dt_floor);
-      t.copy_(dt + at::log(-at::expm1(-dt)));
-    } else {
-      Model::InitWeight(name, t, gen);
-    }
+    });
   }
 
  private:
   struct Layer {
-    std::string norm, conv_w, conv_b, in_w, in_b, dt_b, a_log, gnorm, d, out_w, out_b;
+    std::string conv_w, conv_b, in_w, in_b, dt_b, a_log, gnorm, d, out_w, out_b;
   };
 
-  std::string Add(const std::string& name, std::vector<int64_t> shape) {
-    shapes_.emplace_back(name, std::move(shape));
-    return name;
-  }
-
   // Mamba2Mixer.torch_forward without a cache: x [B, S, H] -> [B, S, H].
-  at::Tensor Mixer(const WeightMap& w, const Layer& l, const at::Tensor& x,
-                   const at::Tensor& mask) const {
+  at::Tensor Mixer(const WeightMap& w, size_t layer, const at::Tensor& x,
+                   const at::Tensor& mask) const override {
+    const Layer& l = layers_[layer];
     const int64_t b = x.size(0), s = x.size(1), in = c_.inter, cd = c_.ConvDim();
-    const int64_t nh = c_.heads, p = c_.head_dim, n = c_.state, g = c_.groups;
+    const int64_t nh = c_.heads, p = c_.head_dim, n = c_.lm.state, g = c_.groups;
     // apply_mask_to_padding_states acts only on a mask with more than one row and column.
     at::Tensor keep;
     if (mask.defined() && mask.size(0) > 1 && mask.size(1) > 1)
@@ -229,8 +128,8 @@ class Mamba2 : public Model {
     at::Tensor xbc = proj.narrow(-1, in, cd).transpose(1, 2);  // [B, conv_dim, S]
     at::Tensor dt = proj.narrow(-1, in + cd, nh);              // [B, S, nh]
     xbc = nn::Conv1d(xbc, GetWeight(w, l.conv_w), GetOptionalWeight(w, l.conv_b), /*stride=*/1,
-                     /*padding=*/c_.kernel - 1, /*groups=*/cd);
-    xbc = nn::Activate(xbc.narrow(-1, 0, s).transpose(1, 2), c_.act);  // [B, S, conv_dim]
+                     /*padding=*/c_.lm.kernel - 1, /*groups=*/cd);
+    xbc = nn::Activate(xbc.narrow(-1, 0, s).transpose(1, 2), c_.lm.act);  // [B, S, conv_dim]
     if (keep.defined()) xbc = xbc * keep;
     at::Tensor hs = xbc.narrow(-1, 0, in).reshape({b, s, nh, p});
     // B and C: [B, S, g, N], each group shared by nh / g consecutive heads (repeat_interleave).
@@ -258,16 +157,12 @@ class Mamba2 : public Model {
     at::Tensor y = at::stack(ys, 1) + hs * GetWeight(w, l.d).view({1, 1, nh, 1});
     y = y.reshape({b, s, in});
     // MambaRMSNormGated: y * silu(gate), then the RMS norm over the intermediate size.
-    y = nn::RmsNorm(y * nn::Activate(gate, Activation::kSilu), GetWeight(w, l.gnorm), c_.eps);
+    y = nn::RmsNorm(y * nn::Activate(gate, Activation::kSilu), GetWeight(w, l.gnorm), c_.lm.eps);
     return nn::Linear(y, GetWeight(w, l.out_w), GetOptionalWeight(w, l.out_b));
   }
 
   Mamba2Cfg c_;
-  std::unique_ptr<TextHead> head_;
-  WeightShapeList shapes_;
   std::vector<Layer> layers_;
-  std::string embed_, norm_f_;
-  int64_t seq_len_ = 32;
 };
 
 // Tiny: hidden 64 with expand kept, head_dim 16 (fewer when the stream is narrower) and
@@ -276,9 +171,9 @@ class Mamba2 : public Model {
 StatusOr<json> ScaleMamba2(const json& config) {
   TS_ASSIGN_OR_RETURN(Mamba2Cfg c, ParseMamba2(config));
   json t = config;
+  mamba::ScaleSsmLm(c.lm, t);
   const int64_t h = TinyProfile::kHidden;
-  t["hidden_size"] = h;
-  const double expand = static_cast<double>(c.inter) / static_cast<double>(c.hidden);
+  const double expand = static_cast<double>(c.inter) / static_cast<double>(c.lm.hidden);
   t["expand"] = expand;
   const int64_t in = static_cast<int64_t>(expand * static_cast<double>(h));
   int64_t head_dim = std::min<int64_t>(16, in);
@@ -288,11 +183,6 @@ StatusOr<json> ScaleMamba2(const json& config) {
   t["num_heads"] = heads;
   t["n_groups"] = heads % c.groups == 0 ? c.groups : 1;
   t.erase("intermediate_size");
-  t["state_size"] = std::min<int64_t>(c.state, 16);
-  t["num_hidden_layers"] = TinyDepth(c.layers, /*layers_differ=*/false);
-  t["vocab_size"] = TinyProfile::kVocab;
-  for (const char* id : {"pad_token_id", "bos_token_id", "eos_token_id"})
-    MapTokenId(t, id, TinyProfile::kVocab);
   TS_RETURN_IF_ERROR(ParseMamba2(t).status());
   SetTinyRunProfile(t, TinyProfile::kSeqLen);
   return t;
@@ -309,21 +199,11 @@ std::vector<ArchEntry> Mamba2Family() {
       "time_step_rank":256,"time_step_min":0.001,"time_step_max":0.1,"time_step_floor":0.0001,
       "rescale_prenorm_residual":false,"use_cache":true,"rms_norm":true,
       "tie_word_embeddings":false})");
-  const auto build = [](TextHeadKind head) {
-    return [head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
-      TS_ASSIGN_OR_RETURN(Mamba2Cfg c, ParseMamba2(spec.tiny_config));
-      return std::unique_ptr<Model>(new Mamba2(std::move(spec), std::move(c), head));
-    };
+  const auto build = [](ModelSpec spec, TextHeadKind head) -> StatusOr<std::unique_ptr<Model>> {
+    TS_ASSIGN_OR_RETURN(Mamba2Cfg c, ParseMamba2(spec.tiny_config));
+    return std::unique_ptr<Model>(new Mamba2(std::move(spec), std::move(c), head));
   };
-  const std::string lm = "Mamba2ForCausalLM", base = "Mamba2Model";
-  return {{{lm, "mamba2", "text-generation"},
-           WithArchitecture(example, lm),
-           ScaleMamba2,
-           build(TextHeadKind::kCausalLM)},
-          {{base, "mamba2", "feature-extraction"},
-           WithArchitecture(example, base),
-           ScaleMamba2,
-           build(TextHeadKind::kBase)}};
+  return mamba::SsmLmArchs("mamba2", "Mamba2", example, ScaleMamba2, build);
 }
 
 }  // namespace

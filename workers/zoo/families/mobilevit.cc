@@ -5,26 +5,26 @@
 // MobileViTDeepLabV3 over the last stage, heads/deeplab_v3.h). The trunk lives here (no other
 // family uses it): conv_stem, two MobileNetV2 layers of
 // inverted residuals, three MobileViT blocks (a downsampling inverted residual, conv_kxk, a
-// bias-free conv_1x1, unfold into patch_size x patch_size patches, transformer layers (pre-LN
-// ViT layers), layernorm, fold, conv_projection, fusion over cat(residual, x)). Every
-// MobileViTConvLayer is conv (no bias) + eval BatchNorm (eps 1e-5) + act unless said otherwise.
-// output_stride 16 / 8 dilate the last one / two blocks as transformers does (stride 1, the
-// downsampling 3x3 conv's dilation halved).
+// bias-free conv_1x1, unfold into patch_size x patch_size patches, transformer layers (the ViT
+// trunk's PreLnEncoder under the 4.x ViTLayer names), layernorm, fold, conv_projection, fusion over
+// cat(residual, x)). Every MobileViTConvLayer is conv (no bias) + eval BatchNorm (eps 1e-5) + act
+// unless said otherwise. output_stride 16 / 8 dilate the last one / two blocks as transformers does
+// (stride 1, the downsampling 3x3 conv's dilation halved).
 //
 // Refused, naming the field: neck_hidden_sizes without 7 entries, hidden_sizes without 3,
 // atrous_rates without 3, an output_stride other than 8, 16, 32; hidden sizes the heads do not
 // divide; for the segmentation class num_labels 1 (transformers' loss raises).
 #include <algorithm>
 #include <cmath>
-#include <map>
+#include <optional>
 
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/heads/deeplab_v3.h"
 #include "workers/zoo/heads/image_head.h"
 #include "workers/zoo/nn.h"
-#include "workers/zoo/nn_convolutions.h"
 #include "workers/zoo/scaling.h"
-#include "workers/zoo/trunks/vision_conv.h"
+#include "workers/zoo/trunks/vision_mobilevit.h"
+#include "workers/zoo/trunks/vision_transformer.h"
 #include "workers/zoo/vision_config.h"
 
 namespace ts::zoo::internal {
@@ -41,13 +41,6 @@ struct MobileVitConfig {
   bool qkv_bias = true;
   VisionActivation act;
 };
-
-// make_divisible(value, 8).
-int64_t MobileVitDivisible(double value) {
-  int64_t v = std::max<int64_t>(8, static_cast<int64_t>(value + 4) / 8 * 8);
-  if (static_cast<double>(v) < 0.9 * value) v += 8;
-  return v;
-}
 
 StatusOr<MobileVitConfig> ParseMobileVit(const json& config) {
   if (!config.is_object()) return InvalidArgumentError("config: expected object");
@@ -109,11 +102,11 @@ StatusOr<json> ScaleMobileVit(const json& config) {
   return t;
 }
 
-class MobileVitTrunk : public VisionTrunk {
+class MobileVitTrunk : public MobileVitConvTrunk {
  public:
   // `expand`: MobileViTModel's conv_1x1_exp (false under the segmentation head).
   MobileVitTrunk(MobileVitConfig c, std::string prefix, bool expand)
-      : VisionTrunk(c.num_channels, c.image_size),
+      : MobileVitConvTrunk(c.num_channels, c.image_size, c.act, c.expand_ratio),
         c_(std::move(c)),
         p_(std::move(prefix)),
         expand_(expand) {
@@ -140,11 +133,11 @@ class MobileVitTrunk : public VisionTrunk {
   }
 
   VisionFeatures Forward(const WeightMap& w, const at::Tensor& pixel_values) const override {
-    at::Tensor x = RunConv(w, convs_.at(p_ + "conv_stem."), pixel_values);
+    at::Tensor x = RunConv(w, p_ + "conv_stem.", pixel_values);
     for (const Inv& l : mobilenet_) x = RunInverted(w, l, x);
     for (const BlockSpec& b : blocks_) x = RunBlock(w, b, x);
     if (!expand_) return {x, at::Tensor(), {x}};
-    x = RunConv(w, convs_.at(p_ + "conv_1x1_exp."), x);
+    x = RunConv(w, p_ + "conv_1x1_exp.", x);
     return {x, x.mean({-2, -1})};
   }
 
@@ -154,42 +147,11 @@ class MobileVitTrunk : public VisionTrunk {
   int64_t PooledWidth() const override { return c_.neck[6]; }
 
  private:
-  // MobileViTConvLayer.
-  struct Conv {
-    std::string p;
-    int64_t k = 1, stride = 1, dilation = 1, groups = 1;
-    bool norm = true, act = true;
-  };
-  struct Inv {
-    Conv expand, depthwise, reduce;
-    bool residual = false;
-  };
   struct BlockSpec {
     std::string p;
     Inv down;
-    int layers = 0;
-    int64_t hidden = 0;
+    std::optional<PreLnEncoder> transformer;  // built after conv_1x1 (weight order)
   };
-
-  const Conv& ConvLayer(const std::string& p, int64_t in, int64_t out, int64_t k,
-                        int64_t stride = 1, int64_t groups = 1, int64_t dilation = 1,
-                        bool norm = true, bool act = true) {
-    Add(p + "convolution.weight", {out, in / groups, k, k});
-    if (norm) AddBn(p + "normalization.", out);
-    Conv c{p, k, stride, dilation, groups, norm, act};
-    return convs_[p] = c;
-  }
-
-  Inv MakeInverted(const std::string& p, int64_t in, int64_t out, int64_t stride,
-                   int64_t dilation) {
-    const int64_t mid = MobileVitDivisible(std::round(static_cast<double>(in) * c_.expand_ratio));
-    Inv l;
-    l.expand = ConvLayer(p + "expand_1x1.", in, mid, 1);
-    l.depthwise = ConvLayer(p + "conv_3x3.", mid, mid, 3, stride, mid, dilation);
-    l.reduce = ConvLayer(p + "reduce_1x1.", mid, out, 1, 1, 1, 1, true, false);
-    l.residual = stride == 1 && in == out;
-    return l;
-  }
 
   void Inverted(const std::string& p, int64_t in, int64_t out, int64_t stride, int64_t dilation) {
     mobilenet_.push_back(MakeInverted(p, in, out, stride, dilation));
@@ -201,28 +163,25 @@ class MobileVitTrunk : public VisionTrunk {
     b.p = p;
     b.down = MakeInverted(p + "downsampling_layer.", in, out, dilation == 1 ? 2 : 1,
                           dilation > 1 ? dilation / 2 : 1);
-    b.layers = layers;
-    b.hidden = hidden;
     ConvLayer(p + "conv_kxk.", out, out, c_.kernel);
     ConvLayer(p + "conv_1x1.", out, hidden, 1, 1, 1, 1, false, false);
-    const auto inter = static_cast<int64_t>(static_cast<double>(hidden) * c_.mlp_ratio);
-    for (int j = 0; j < layers; ++j) {
-      const std::string l = p + "transformer.layer." + std::to_string(j) + ".";
-      for (const char* m : {"query", "key", "value"}) {
-        Add(l + "attention.attention." + m + ".weight", {hidden, hidden});
-        if (c_.qkv_bias) Add(l + "attention.attention." + m + ".bias", {hidden});
-      }
-      Add(l + "attention.output.dense.weight", {hidden, hidden});
-      Add(l + "attention.output.dense.bias", {hidden});
-      Add(l + "intermediate.dense.weight", {inter, hidden});
-      Add(l + "intermediate.dense.bias", {inter});
-      Add(l + "output.dense.weight", {hidden, inter});
-      Add(l + "output.dense.bias", {hidden});
-      for (const char* n : {"layernorm_before.", "layernorm_after."}) {
-        Add(l + n + "weight", {hidden});
-        Add(l + n + "bias", {hidden});
-      }
-    }
+    // MobileViTTransformerLayer: the 4.x ViTLayer, its norms registered last.
+    using S = EncoderSlot;
+    PreLnEncoderRecipe e{
+        .hidden = hidden,
+        .intermediate = static_cast<int64_t>(static_cast<double>(hidden) * c_.mlp_ratio),
+        .layers = layers,
+        .heads = c_.heads,
+        .act = c_.act.act,
+        .relu6 = c_.act.relu6,
+        .eps = c_.eps,
+        .qkv_bias = c_.qkv_bias,
+        .naming = VitV4EncoderNaming(
+            "transformer.layer.",
+            {S::kQuery, S::kKey, S::kValue, S::kOut, S::kFc1, S::kFc2, S::kNorm1, S::kNorm2})};
+    WeightList weights;
+    b.transformer.emplace(std::move(e), p, weights);
+    for (auto& [name, shape] : weights) Add(name, std::move(shape));
     Add(p + "layernorm.weight", {hidden});
     Add(p + "layernorm.bias", {hidden});
     ConvLayer(p + "conv_projection.", hidden, out, 1);
@@ -230,50 +189,12 @@ class MobileVitTrunk : public VisionTrunk {
     blocks_.push_back(std::move(b));
   }
 
-  at::Tensor RunConv(const WeightMap& w, const Conv& c, const at::Tensor& x) const {
-    const int64_t pad = (c.k - 1) / 2 * c.dilation;
-    at::Tensor y = nn::DilatedConv2d(x, GetWeight(w, c.p + "convolution.weight"), at::Tensor(),
-                                     c.stride, pad, c.dilation, c.groups);
-    if (c.norm) y = BatchNorm2d(w, c.p + "normalization.", y, 1e-5);
-    return c.act ? Activate(y, c_.act) : y;
-  }
-
-  at::Tensor RunInverted(const WeightMap& w, const Inv& l, const at::Tensor& in) const {
-    at::Tensor x = RunConv(w, l.reduce, RunConv(w, l.depthwise, RunConv(w, l.expand, in)));
-    return l.residual ? in + x : x;
-  }
-
-  // MobileViTTransformerLayer over patches [B * area, N, hidden].
-  at::Tensor RunLayer(const WeightMap& w, const std::string& l, const at::Tensor& in,
-                      int64_t hid) const {
-    const int64_t b = in.size(0), s = in.size(1), nh = c_.heads, hd = hid / nh;
-    auto lin = [&](const std::string& m, const at::Tensor& y) {
-      return nn::Linear(y, GetWeight(w, l + m + ".weight"),
-                        w.count(l + m + ".bias") ? GetWeight(w, l + m + ".bias") : at::Tensor());
-    };
-    auto ln = [&](const std::string& m, const at::Tensor& y) {
-      return nn::LayerNorm(y, GetWeight(w, l + m + ".weight"), GetWeight(w, l + m + ".bias"),
-                           c_.eps);
-    };
-    auto heads = [&](const at::Tensor& t) { return t.view({b, s, nh, hd}).transpose(1, 2); };
-    at::Tensor y = ln("layernorm_before", in);
-    at::Tensor q = heads(lin("attention.attention.query", y));
-    at::Tensor k = heads(lin("attention.attention.key", y));
-    at::Tensor v = heads(lin("attention.attention.value", y));
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    at::Tensor ctx =
-        nn::Attention(q, k, v, at::Tensor(), scale).transpose(1, 2).reshape({b, s, hid});
-    at::Tensor x = lin("attention.output.dense", ctx) + in;
-    y = Activate(lin("intermediate.dense", ln("layernorm_after", x)), c_.act);
-    return lin("output.dense", y) + x;
-  }
-
   // MobileViTLayer: unfolding, the transformer, folding (transformers' reshapes in order).
   at::Tensor RunBlock(const WeightMap& w, const BlockSpec& blk, const at::Tensor& in) const {
     at::Tensor x = RunInverted(w, blk.down, in);
     const at::Tensor residual = x;
-    x = RunConv(w, convs_.at(blk.p + "conv_kxk."), x);
-    x = RunConv(w, convs_.at(blk.p + "conv_1x1."), x);
+    x = RunConv(w, blk.p + "conv_kxk.", x);
+    x = RunConv(w, blk.p + "conv_1x1.", x);
     const int64_t p = c_.patch_size, area = p * p, b = x.size(0), ch = x.size(1);
     const int64_t h0 = x.size(2), w0 = x.size(3);
     const int64_t h = (h0 + p - 1) / p * p, wd = (w0 + p - 1) / p * p;
@@ -282,49 +203,36 @@ class MobileVitTrunk : public VisionTrunk {
     const int64_t nph = h / p, npw = wd / p, n = nph * npw;
     at::Tensor t = x.reshape({b * ch * nph, p, npw, p}).transpose(1, 2);
     t = t.reshape({b, ch, n, area}).transpose(1, 3).reshape({b * area, n, -1});
-    for (int j = 0; j < blk.layers; ++j)
-      t = RunLayer(w, blk.p + "transformer.layer." + std::to_string(j) + ".", t, blk.hidden);
+    t = blk.transformer->Forward(w, t, at::Tensor());
     t = nn::LayerNorm(t, GetWeight(w, blk.p + "layernorm.weight"),
                       GetWeight(w, blk.p + "layernorm.bias"), c_.eps);
     x = t.contiguous().view({b, area, n, -1}).transpose(1, 3);
     x = x.reshape({b * ch * nph, npw, p, p}).transpose(1, 2).reshape({b, ch, nph * p, npw * p});
     if (resize) x = at::upsample_bilinear2d(x, {h0, w0}, /*align_corners=*/false);
-    x = RunConv(w, convs_.at(blk.p + "conv_projection."), x);
-    return RunConv(w, convs_.at(blk.p + "fusion."), at::cat({residual, x}, 1));
+    x = RunConv(w, blk.p + "conv_projection.", x);
+    return RunConv(w, blk.p + "fusion.", at::cat({residual, x}, 1));
   }
 
   MobileVitConfig c_;
   std::string p_;
   bool expand_;
-  std::map<std::string, Conv> convs_;
   std::vector<Inv> mobilenet_;
   std::vector<BlockSpec> blocks_;
   int64_t side_ = 1;
 };
 
-enum class MobileVitHead { kModel, kClassification, kSegmentation };
-
-decltype(ArchEntry::build) BuildMobileVit(MobileVitHead head) {
-  return [head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
-    TS_ASSIGN_OR_RETURN(MobileVitConfig c, ParseMobileVit(spec.tiny_config));
-    const bool base = head == MobileVitHead::kModel;
-    const bool seg = head == MobileVitHead::kSegmentation;
-    if (seg && c.num_labels < 2)
-      return InvalidArgumentError("num_labels: the segmentation loss needs at least 2 labels");
-    auto trunk = std::make_unique<MobileVitTrunk>(c, base ? "" : "mobilevit.", !seg);
-    std::unique_ptr<ImageHead> h;
-    if (seg) {
-      h = DeepLabV3Head({.in_channels = c.neck[5],
-                         .aspp_out = c.aspp_out,
-                         .atrous_rates = c.atrous_rates,
-                         .num_labels = c.num_labels,
-                         .ignore_index = c.ignore_index,
-                         .image_size = c.image_size});
-    } else {
-      h = PooledImageHead(base, *trunk, c.num_labels);
-    }
-    return MakeVisionModel(std::move(spec), std::move(trunk), std::move(h));
-  };
+StatusOr<DeepLabV3Trunk> MakeMobileVitTrunk(const json& tiny, const std::string& prefix,
+                                            bool segmentation) {
+  TS_ASSIGN_OR_RETURN(MobileVitConfig c, ParseMobileVit(tiny));
+  DeepLabV3Recipe head{.in_channels = c.neck[5],
+                       .aspp_out = c.aspp_out,
+                       .atrous_rates = c.atrous_rates,
+                       .num_labels = c.num_labels,
+                       .ignore_index = c.ignore_index,
+                       .image_size = c.image_size};
+  // MobileViTForSemanticSegmentation's model has no conv_1x1_exp.
+  return DeepLabV3Trunk{std::make_unique<MobileVitTrunk>(std::move(c), prefix, !segmentation),
+                        std::move(head)};
 }
 
 std::vector<ArchEntry> MobileVitArchs() {
@@ -348,29 +256,9 @@ std::vector<ArchEntry> MobileVitArchs() {
                         {"layer_norm_eps", 1e-5},
                         {"qkv_bias", true},
                         {"num_labels", 1000}};
-  json base = example;
-  base.erase("num_labels");
-  // apple/deeplabv3-mobilevit-small (PASCAL VOC's 21 labels, output stride 16, 512 pixels).
-  json seg = example;
-  seg["num_labels"] = 21;
-  seg["output_stride"] = 16;
-  seg["image_size"] = 512;
-  seg["aspp_out_channels"] = 256;
-  seg["atrous_rates"] = {6, 12, 18};
-  seg["aspp_dropout_prob"] = 0.1;
-  seg["semantic_loss_ignore_index"] = 255;
-  return {{{"MobileViTModel", "mobilevit", "image-feature-extraction"},
-           WithArchitecture(base, "MobileViTModel"),
-           ScaleMobileVit,
-           BuildMobileVit(MobileVitHead::kModel)},
-          {{"MobileViTForImageClassification", "mobilevit", "image-classification"},
-           WithArchitecture(example, "MobileViTForImageClassification"),
-           ScaleMobileVit,
-           BuildMobileVit(MobileVitHead::kClassification)},
-          {{"MobileViTForSemanticSegmentation", "mobilevit", "image-segmentation"},
-           WithArchitecture(seg, "MobileViTForSemanticSegmentation"),
-           ScaleMobileVit,
-           BuildMobileVit(MobileVitHead::kSegmentation)}};
+  // apple/deeplabv3-mobilevit-small: the segmentation class's example.
+  return DeepLabV3Archs({"MobileViT", "mobilevit", "mobilevit."}, example,
+                        /*aspp_out_channels=*/256, ScaleMobileVit, MakeMobileVitTrunk);
 }
 
 }  // namespace

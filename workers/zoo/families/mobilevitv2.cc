@@ -19,15 +19,13 @@
 // for the segmentation class.
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include "workers/zoo/families_internal.h"
 #include "workers/zoo/heads/deeplab_v3.h"
 #include "workers/zoo/heads/image_head.h"
 #include "workers/zoo/nn.h"
-#include "workers/zoo/nn_convolutions.h"
 #include "workers/zoo/scaling.h"
-#include "workers/zoo/trunks/vision_conv.h"
+#include "workers/zoo/trunks/vision_mobilevit.h"
 #include "workers/zoo/vision_config.h"
 
 namespace ts::zoo::internal {
@@ -43,24 +41,14 @@ struct MobileVitV2Config {
   VisionActivation act;
 };
 
-// make_divisible(value, divisor, min_value).
-int64_t MobileVitV2Divisible(double value, int64_t divisor = 8, int64_t min_value = 0) {
-  if (min_value == 0) min_value = divisor;
-  int64_t v =
-      std::max<int64_t>(min_value, static_cast<int64_t>(value + static_cast<double>(divisor) / 2) /
-                                       divisor * divisor);
-  if (static_cast<double>(v) < 0.9 * value) v += divisor;
-  return v;
-}
-
 // layer_0_dim .. layer_5_dim of MobileViTV2Encoder.
 std::vector<int64_t> MobileVitV2Widths(double wm) {
-  return {MobileVitV2Divisible(std::clamp(32 * wm, 16.0, 64.0), 8, 16),
-          MobileVitV2Divisible(64 * wm, 16),
-          MobileVitV2Divisible(128 * wm),
-          MobileVitV2Divisible(256 * wm),
-          MobileVitV2Divisible(384 * wm),
-          MobileVitV2Divisible(512 * wm)};
+  return {MobileVitDivisible(std::clamp(32 * wm, 16.0, 64.0), 8, 16),
+          MobileVitDivisible(64 * wm, 16),
+          MobileVitDivisible(128 * wm),
+          MobileVitDivisible(256 * wm),
+          MobileVitDivisible(384 * wm),
+          MobileVitDivisible(512 * wm)};
 }
 
 StatusOr<MobileVitV2Config> ParseMobileVitV2(const json& config) {
@@ -111,10 +99,12 @@ StatusOr<json> ScaleMobileVitV2(const json& config) {
   return t;
 }
 
-class MobileVitV2Trunk : public VisionTrunk {
+class MobileVitV2Trunk : public MobileVitConvTrunk {
  public:
   MobileVitV2Trunk(MobileVitV2Config c, std::string prefix)
-      : VisionTrunk(c.num_channels, c.image_size), c_(std::move(c)), p_(std::move(prefix)) {
+      : MobileVitConvTrunk(c.num_channels, c.image_size, c.act, c.expand_ratio),
+        c_(std::move(c)),
+        p_(std::move(prefix)) {
     const std::vector<int64_t> d = MobileVitV2Widths(c_.width);
     ConvLayer(p_ + "conv_stem.", channels(), d[0], 3, 2);
     const std::string e = p_ + "encoder.layer.";
@@ -125,7 +115,7 @@ class MobileVitV2Trunk : public VisionTrunk {
     int64_t dilation = 1;
     for (int b = 0; b < 3; ++b) {
       if ((b == 1 && c_.output_stride == 8) || (b == 2 && c_.output_stride <= 16)) dilation *= 2;
-      const int64_t attn = MobileVitV2Divisible(static_cast<double>(c_.attn_dims[b]) * c_.width);
+      const int64_t attn = MobileVitDivisible(static_cast<double>(c_.attn_dims[b]) * c_.width);
       Block(e + std::to_string(b + 2) + ".", d[b + 2], d[b + 3], attn, c_.blocks[b], dilation);
     }
     width_ = d[5];
@@ -138,7 +128,7 @@ class MobileVitV2Trunk : public VisionTrunk {
   }
 
   VisionFeatures Forward(const WeightMap& w, const at::Tensor& pixel_values) const override {
-    at::Tensor x = RunConv(w, convs_.at(p_ + "conv_stem."), pixel_values);
+    at::Tensor x = RunConv(w, p_ + "conv_stem.", pixel_values);
     for (const Inv& l : mobilenet_) x = RunInverted(w, l, x);
     for (const BlockSpec& b : blocks_) x = RunBlock(w, b, x);
     return {x, x.mean({-2, -1}), {x}};
@@ -148,40 +138,11 @@ class MobileVitV2Trunk : public VisionTrunk {
   int64_t PooledWidth() const override { return width_; }
 
  private:
-  struct Conv {  // MobileViTV2ConvLayer
-    std::string p;
-    int64_t k = 1, stride = 1, dilation = 1, groups = 1;
-    bool norm = true, act = true, bias = false;
-  };
-  struct Inv {
-    Conv expand, depthwise, reduce;
-    bool residual = false;
-  };
   struct BlockSpec {
     std::string p;
     Inv down;
     int64_t layers = 0, attn = 0;
   };
-
-  const Conv& ConvLayer(const std::string& p, int64_t in, int64_t out, int64_t k,
-                        int64_t stride = 1, int64_t groups = 1, int64_t dilation = 1,
-                        bool norm = true, bool act = true, bool bias = false) {
-    Add(p + "convolution.weight", {out, in / groups, k, k});
-    if (bias) Add(p + "convolution.bias", {out});
-    if (norm) AddBn(p + "normalization.", out);
-    return convs_[p] = Conv{p, k, stride, dilation, groups, norm, act, bias};
-  }
-
-  Inv MakeInverted(const std::string& p, int64_t in, int64_t out, int64_t stride,
-                   int64_t dilation) {
-    const int64_t mid = MobileVitV2Divisible(std::round(static_cast<double>(in) * c_.expand_ratio));
-    Inv l;
-    l.expand = ConvLayer(p + "expand_1x1.", in, mid, 1);
-    l.depthwise = ConvLayer(p + "conv_3x3.", mid, mid, 3, stride, mid, dilation);
-    l.reduce = ConvLayer(p + "reduce_1x1.", mid, out, 1, 1, 1, 1, true, false);
-    l.residual = stride == 1 && in == out;
-    return l;
-  }
 
   void AddGroupNorm(const std::string& p, int64_t c) {
     Add(p + "weight", {c});
@@ -212,20 +173,6 @@ class MobileVitV2Trunk : public VisionTrunk {
     blocks_.push_back(std::move(b));
   }
 
-  at::Tensor RunConv(const WeightMap& w, const Conv& c, const at::Tensor& x) const {
-    const int64_t pad = (c.k - 1) / 2 * c.dilation;
-    at::Tensor y = nn::DilatedConv2d(x, GetWeight(w, c.p + "convolution.weight"),
-                                     c.bias ? GetWeight(w, c.p + "convolution.bias") : at::Tensor(),
-                                     c.stride, pad, c.dilation, c.groups);
-    if (c.norm) y = BatchNorm2d(w, c.p + "normalization.", y, 1e-5);
-    return c.act ? Activate(y, c_.act) : y;
-  }
-
-  at::Tensor RunInverted(const WeightMap& w, const Inv& l, const at::Tensor& in) const {
-    at::Tensor x = RunConv(w, l.reduce, RunConv(w, l.depthwise, RunConv(w, l.expand, in)));
-    return l.residual ? in + x : x;
-  }
-
   // nn.GroupNorm(1, C) over [B, C, P, N], written out.
   at::Tensor OneGroupNorm(const WeightMap& w, const std::string& p, const at::Tensor& x) const {
     const at::Tensor centred = x - x.mean({1, 2, 3}, /*keepdim=*/true);
@@ -237,23 +184,23 @@ class MobileVitV2Trunk : public VisionTrunk {
   // MobileViTV2TransformerLayer over patches [B, C, area, N].
   at::Tensor RunLayer(const WeightMap& w, const std::string& l, const at::Tensor& in,
                       int64_t attn) const {
-    at::Tensor qkv = RunConv(w, convs_.at(l + "attention.qkv_proj."),
-                             OneGroupNorm(w, l + "layernorm_before.", in));
+    at::Tensor qkv =
+        RunConv(w, l + "attention.qkv_proj.", OneGroupNorm(w, l + "layernorm_before.", in));
     std::vector<at::Tensor> parts = at::split_with_sizes(qkv, {1, attn, attn}, 1);
     at::Tensor scores = at::softmax(parts[0], -1);
     at::Tensor context = (parts[1] * scores).sum({-1}, /*keepdim=*/true);
     at::Tensor out = at::relu(parts[2]) * context.expand_as(parts[2]);
-    at::Tensor x = RunConv(w, convs_.at(l + "attention.out_proj."), out) + in;
+    at::Tensor x = RunConv(w, l + "attention.out_proj.", out) + in;
     at::Tensor y = OneGroupNorm(w, l + "layernorm_after.", x);
-    y = RunConv(w, convs_.at(l + "ffn.conv2."), RunConv(w, convs_.at(l + "ffn.conv1."), y));
+    y = RunConv(w, l + "ffn.conv2.", RunConv(w, l + "ffn.conv1.", y));
     return y + x;
   }
 
   // MobileViTV2Layer: F.unfold / F.fold with kernel = stride = patch_size.
   at::Tensor RunBlock(const WeightMap& w, const BlockSpec& blk, const at::Tensor& in) const {
     at::Tensor x = RunInverted(w, blk.down, in);
-    x = RunConv(w, convs_.at(blk.p + "conv_kxk."), x);
-    x = RunConv(w, convs_.at(blk.p + "conv_1x1."), x);
+    x = RunConv(w, blk.p + "conv_kxk.", x);
+    x = RunConv(w, blk.p + "conv_1x1.", x);
     const int64_t p = c_.patch_size, b = x.size(0), ch = x.size(1);
     const int64_t h = x.size(2), wd = x.size(3);
     at::Tensor t = at::im2col(x, {p, p}, {1, 1}, {0, 0}, {p, p}).reshape({b, ch, p * p, -1});
@@ -261,40 +208,27 @@ class MobileVitV2Trunk : public VisionTrunk {
       t = RunLayer(w, blk.p + "transformer.layer." + std::to_string(j) + ".", t, blk.attn);
     t = OneGroupNorm(w, blk.p + "layernorm.", t);
     x = at::col2im(t.reshape({b, ch * p * p, -1}), {h, wd}, {p, p}, {1, 1}, {0, 0}, {p, p});
-    return RunConv(w, convs_.at(blk.p + "conv_projection."), x);
+    return RunConv(w, blk.p + "conv_projection.", x);
   }
 
   MobileVitV2Config c_;
   std::string p_;
-  std::map<std::string, Conv> convs_;
   std::vector<Inv> mobilenet_;
   std::vector<BlockSpec> blocks_;
   int64_t width_ = 0, side_ = 1;
 };
 
-enum class MobileVitV2Head { kModel, kClassification, kSegmentation };
-
-decltype(ArchEntry::build) BuildMobileVitV2(MobileVitV2Head head) {
-  return [head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
-    TS_ASSIGN_OR_RETURN(MobileVitV2Config c, ParseMobileVitV2(spec.tiny_config));
-    const bool base = head == MobileVitV2Head::kModel;
-    const bool seg = head == MobileVitV2Head::kSegmentation;
-    if (seg && c.num_labels < 2)
-      return InvalidArgumentError("num_labels: the segmentation loss needs at least 2 labels");
-    auto trunk = std::make_unique<MobileVitV2Trunk>(c, base ? "" : "mobilevitv2.");
-    std::unique_ptr<ImageHead> h;
-    if (seg) {
-      h = DeepLabV3Head({.in_channels = trunk->PooledWidth(),
-                         .aspp_out = c.aspp_out,
-                         .atrous_rates = c.atrous_rates,
-                         .num_labels = c.num_labels,
-                         .ignore_index = c.ignore_index,
-                         .image_size = c.image_size});
-    } else {
-      h = PooledImageHead(base, *trunk, c.num_labels);
-    }
-    return MakeVisionModel(std::move(spec), std::move(trunk), std::move(h));
-  };
+StatusOr<DeepLabV3Trunk> MakeMobileVitV2Trunk(const json& tiny, const std::string& prefix,
+                                              bool /*segmentation*/) {
+  TS_ASSIGN_OR_RETURN(MobileVitV2Config c, ParseMobileVitV2(tiny));
+  DeepLabV3Recipe head{.aspp_out = c.aspp_out,
+                       .atrous_rates = c.atrous_rates,
+                       .num_labels = c.num_labels,
+                       .ignore_index = c.ignore_index,
+                       .image_size = c.image_size};
+  auto trunk = std::make_unique<MobileVitV2Trunk>(std::move(c), prefix);
+  head.in_channels = trunk->PooledWidth();
+  return DeepLabV3Trunk{std::move(trunk), std::move(head)};
 }
 
 std::vector<ArchEntry> MobileVitV2Archs() {
@@ -317,29 +251,9 @@ std::vector<ArchEntry> MobileVitV2Archs() {
                         {"attn_dropout", 0.0},
                         {"ffn_dropout", 0.0},
                         {"num_labels", 1000}};
-  json base = example;
-  base.erase("num_labels");
-  // apple/mobilevitv2-1.0-voc-deeplabv3 (PASCAL VOC's 21 labels, output stride 16, 512 pixels).
-  json seg = example;
-  seg["num_labels"] = 21;
-  seg["output_stride"] = 16;
-  seg["image_size"] = 512;
-  seg["aspp_out_channels"] = 512;
-  seg["atrous_rates"] = {6, 12, 18};
-  seg["aspp_dropout_prob"] = 0.1;
-  seg["semantic_loss_ignore_index"] = 255;
-  return {{{"MobileViTV2Model", "mobilevitv2", "image-feature-extraction"},
-           WithArchitecture(base, "MobileViTV2Model"),
-           ScaleMobileVitV2,
-           BuildMobileVitV2(MobileVitV2Head::kModel)},
-          {{"MobileViTV2ForImageClassification", "mobilevitv2", "image-classification"},
-           WithArchitecture(example, "MobileViTV2ForImageClassification"),
-           ScaleMobileVitV2,
-           BuildMobileVitV2(MobileVitV2Head::kClassification)},
-          {{"MobileViTV2ForSemanticSegmentation", "mobilevitv2", "image-segmentation"},
-           WithArchitecture(seg, "MobileViTV2ForSemanticSegmentation"),
-           ScaleMobileVitV2,
-           BuildMobileVitV2(MobileVitV2Head::kSegmentation)}};
+  // apple/mobilevitv2-1.0-voc-deeplabv3: the segmentation class's example.
+  return DeepLabV3Archs({"MobileViTV2", "mobilevitv2", "mobilevitv2."}, example,
+                        /*aspp_out_channels=*/512, ScaleMobileVitV2, MakeMobileVitV2Trunk);
 }
 
 }  // namespace

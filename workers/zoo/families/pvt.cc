@@ -232,19 +232,11 @@ StatusOr<json> ScalePvt(const json& config) {
 
 StatusOr<std::unique_ptr<Model>> BuildPvt(ModelSpec spec) {
   TS_ASSIGN_OR_RETURN(PvtConfig c, ParsePvt(spec.tiny_config));
-  const bool classifier = spec.arch == "PvtForImageClassification";
-  const int64_t labels = c.num_labels, width = c.hidden_sizes.back();
-  auto trunk = std::make_unique<PvtTrunk>(std::move(c), classifier ? "pvt." : "");
-  std::unique_ptr<ImageHead> head;
-  if (classifier) {
-    head = ImageClassificationHead(
-        {.prefix = "classifier.", .num_labels = labels, .width = width, .flatten = false});
-  } else {
-    ImageFeaturesRecipe f{/*tanh_pooler=*/false, width, FeatureLoss::kTargetAndZeroPooled,
-                          trunk->LastHiddenShape()};
-    f.pooler_output = false;
-    head = ImageFeaturesHead(std::move(f));
-  }
+  const VisionHeadKind kind = VisionHeadKindOf(spec.arch);
+  const int64_t labels = c.num_labels;
+  auto trunk = std::make_unique<PvtTrunk>(std::move(c),
+                                          kind == VisionHeadKind::kClassification ? "pvt." : "");
+  auto head = VisionHeadFor(kind, *trunk, labels);
   return MakeVisionModel(std::move(spec), std::move(trunk), std::move(head));
 }
 

@@ -234,26 +234,15 @@ StatusOr<json> ScalePvtV2Backbone(const json& config) {
 
 StatusOr<std::unique_ptr<Model>> BuildPvtV2(ModelSpec spec) {
   TS_ASSIGN_OR_RETURN(PvtV2Config c, ParsePvtV2(spec.tiny_config));
-  const bool classifier = spec.arch == "PvtV2ForImageClassification";
-  const bool backbone = spec.arch == "PvtV2Backbone";
-  if (backbone) {
+  const VisionHeadKind kind = VisionHeadKindOf(spec.arch);
+  if (kind == VisionHeadKind::kBackbone) {
     TS_RETURN_IF_ERROR(
         CheckLastStageBackbone(spec.tiny_config, static_cast<int64_t>(c.depths.size())));
   }
-  const int64_t labels = c.num_labels, width = c.hidden_sizes.back();
-  auto trunk = std::make_unique<PvtV2Trunk>(std::move(c), classifier ? "pvt_v2." : "");
-  std::unique_ptr<ImageHead> head;
-  if (classifier) {
-    head = ImageClassificationHead(
-        {.prefix = "classifier.", .num_labels = labels, .width = width, .flatten = false});
-  } else if (backbone) {
-    head = BackboneHead({.prefix_tokens = -1, .map_shape = trunk->LastHiddenShape()});
-  } else {
-    ImageFeaturesRecipe f{/*tanh_pooler=*/false, width, FeatureLoss::kTargetAndZeroPooled,
-                          trunk->LastHiddenShape()};
-    f.pooler_output = false;
-    head = ImageFeaturesHead(std::move(f));
-  }
+  const int64_t labels = c.num_labels;
+  auto trunk = std::make_unique<PvtV2Trunk>(
+      std::move(c), kind == VisionHeadKind::kClassification ? "pvt_v2." : "");
+  auto head = VisionHeadFor(kind, *trunk, labels);
   return MakeVisionModel(std::move(spec), std::move(trunk), std::move(head));
 }
 

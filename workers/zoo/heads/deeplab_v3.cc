@@ -1,4 +1,5 @@
-// DeepLabV3 (heads/deeplab_v3.h): MobileViTDeepLabV3 / MobileViTV2DeepLabV3.
+// DeepLabV3 (heads/deeplab_v3.h): MobileViTDeepLabV3 / MobileViTV2DeepLabV3, and the classes of
+// the families that use it.
 #include "workers/zoo/heads/deeplab_v3.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -87,6 +88,51 @@ class DeepLabV3 : public ImageHead {
 
 std::unique_ptr<ImageHead> DeepLabV3Head(DeepLabV3Recipe recipe) {
   return std::make_unique<DeepLabV3>(std::move(recipe));
+}
+
+std::vector<ArchEntry> DeepLabV3Archs(const PooledVisionFamily& family,
+                                      const nlohmann::json& example, int64_t aspp_out_channels,
+                                      decltype(ArchEntry::scale) scale,
+                                      MakeDeepLabV3Trunk make_trunk) {
+  enum class Head { kModel, kClassification, kSegmentation };
+  auto build = [family, make_trunk](Head head) -> decltype(ArchEntry::build) {
+    return [family, make_trunk, head](ModelSpec spec) -> StatusOr<std::unique_ptr<Model>> {
+      const bool base = head == Head::kModel, seg = head == Head::kSegmentation;
+      TS_ASSIGN_OR_RETURN(DeepLabV3Trunk t,
+                          make_trunk(spec.tiny_config, base ? "" : family.prefix, seg));
+      if (seg && t.head.num_labels < 2)
+        return InvalidArgumentError("num_labels: the segmentation loss needs at least 2 labels");
+      std::unique_ptr<ImageHead> h =
+          seg ? DeepLabV3Head(t.head)
+              : PooledImageHead(base, *t.trunk, t.head.num_labels, family.classifier);
+      return MakeVisionModel(std::move(spec), std::move(t.trunk), std::move(h));
+    };
+  };
+  nlohmann::json base = example;
+  base.erase("num_labels");
+  nlohmann::json seg = example;
+  seg["num_labels"] = 21;
+  seg["output_stride"] = 16;
+  seg["image_size"] = 512;
+  seg["aspp_out_channels"] = aspp_out_channels;
+  seg["atrous_rates"] = {6, 12, 18};
+  seg["aspp_dropout_prob"] = 0.1;
+  seg["semantic_loss_ignore_index"] = 255;
+  const std::string model = family.name + "Model";
+  const std::string classifier = family.name + "ForImageClassification";
+  const std::string segmentation = family.name + "ForSemanticSegmentation";
+  return {{{model, family.model_type, "image-feature-extraction"},
+           WithArchitecture(base, model),
+           scale,
+           build(Head::kModel)},
+          {{classifier, family.model_type, "image-classification"},
+           WithArchitecture(example, classifier),
+           scale,
+           build(Head::kClassification)},
+          {{segmentation, family.model_type, "image-segmentation"},
+           WithArchitecture(seg, segmentation),
+           scale,
+           build(Head::kSegmentation)}};
 }
 
 }  // namespace ts::zoo::internal

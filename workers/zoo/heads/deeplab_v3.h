@@ -1,12 +1,15 @@
 // DeepLabV3 (MobileViTDeepLabV3, MobileViTV2DeepLabV3 in modeling_mobilevit.py /
 // modeling_mobilevitv2.py) over the last map of a trunk (VisionFeatures::stages.back()).
-// Declared apart from image_head.h so that adding it did not rebuild every vision family.
+// Declared apart from image_head.h so that adding it did not rebuild every vision family. Also
+// the registration of the families that use it (DeepLabV3Archs).
 //
 // Thread-safety: immutable after construction.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "workers/zoo/heads/image_head.h"
@@ -25,5 +28,26 @@ struct DeepLabV3Recipe {
   int64_t num_labels = 2, ignore_index = 255, image_size = 512;
 };
 std::unique_ptr<ImageHead> DeepLabV3Head(DeepLabV3Recipe recipe);
+
+// What a DeepLabV3 family (mobilevit, mobilevitv2) builds from a tiny config: its trunk, with
+// weight names under `prefix` and, when `segmentation`, without what the segmentation model
+// leaves out (MobileViT's conv_1x1_exp), and the DeepLabV3 head's recipe, whose num_labels is
+// also the classifier's.
+struct DeepLabV3Trunk {
+  std::unique_ptr<VisionTrunk> trunk;
+  DeepLabV3Recipe head;
+};
+using MakeDeepLabV3Trunk = std::function<StatusOr<DeepLabV3Trunk>(
+    const nlohmann::json& tiny_config, const std::string& prefix, bool segmentation)>;
+
+// The family's three classes: `<name>Model` (weights unprefixed, `example` without num_labels)
+// and `<name>ForImageClassification` (PooledImageHead), and `<name>ForSemanticSegmentation`
+// (DeepLabV3Head; num_labels under 2 refused, as transformers' loss raises) on `example` as
+// apple's deeplabv3-mobilevit* checkpoints set it: PASCAL VOC's 21 labels, output stride 16, 512
+// pixels, atrous rates 6, 12, 18 and `aspp_out_channels`.
+std::vector<ArchEntry> DeepLabV3Archs(const PooledVisionFamily& family,
+                                      const nlohmann::json& example, int64_t aspp_out_channels,
+                                      decltype(ArchEntry::scale) scale,
+                                      MakeDeepLabV3Trunk make_trunk);
 
 }  // namespace ts::zoo::internal

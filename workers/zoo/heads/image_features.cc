@@ -66,4 +66,33 @@ std::unique_ptr<ImageHead> PooledImageHead(bool base, const VisionTrunk& trunk, 
   return ImageClassificationHead({classifier, num_labels, trunk.PooledWidth(), /*flatten=*/true});
 }
 
+VisionHeadKind VisionHeadKindOf(const std::string& arch) {
+  auto ends = [&](const std::string& s) {
+    return arch.size() >= s.size() && arch.compare(arch.size() - s.size(), s.size(), s) == 0;
+  };
+  if (ends("ForImageClassification")) return VisionHeadKind::kClassification;
+  if (ends("Backbone")) return VisionHeadKind::kBackbone;
+  return VisionHeadKind::kFeatures;
+}
+
+std::unique_ptr<ImageHead> VisionHeadFor(VisionHeadKind kind, const VisionTrunk& trunk,
+                                         int64_t num_labels) {
+  switch (kind) {
+    case VisionHeadKind::kClassification:
+      return ImageClassificationHead({.prefix = "classifier.",
+                                      .num_labels = num_labels,
+                                      .width = trunk.PooledWidth(),
+                                      .flatten = false});
+    case VisionHeadKind::kBackbone:
+      return BackboneHead({.prefix_tokens = -1, .map_shape = trunk.LastHiddenShape()});
+    case VisionHeadKind::kFeatures:
+      break;
+  }
+  return ImageFeaturesHead({.tanh_pooler = false,
+                            .width = trunk.PooledWidth(),
+                            .loss = FeatureLoss::kTargetAndZeroPooled,
+                            .last_hidden_shape = trunk.LastHiddenShape(),
+                            .pooler_output = false});
+}
+
 }  // namespace ts::zoo::internal

@@ -167,4 +167,15 @@ std::unique_ptr<ImageHead> GlpnDepthHead(DepthHeadRecipe recipe);
 std::unique_ptr<ImageHead> PooledImageHead(bool base, const VisionTrunk& trunk, int64_t num_labels,
                                            const std::string& classifier = "classifier.");
 
+// The classes of a family whose base model returns last_hidden_state alone (pvt, pvt_v2, cvt),
+// by the ending of transformers' class name: "ForImageClassification", "Backbone", anything else
+// the base model.
+enum class VisionHeadKind { kFeatures, kClassification, kBackbone };
+VisionHeadKind VisionHeadKindOf(const std::string& arch);
+// kFeatures: ImageFeaturesHead without pooler_output (loss kTargetAndZeroPooled);
+// kClassification: ImageClassificationHead `classifier.` on the trunk's pooled features as they
+// are (token 0 or a pooled [B, C]); kBackbone: BackboneHead over the trunk's last map.
+std::unique_ptr<ImageHead> VisionHeadFor(VisionHeadKind kind, const VisionTrunk& trunk,
+                                         int64_t num_labels);
+
 }  // namespace ts::zoo::internal

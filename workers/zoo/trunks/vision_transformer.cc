@@ -9,14 +9,26 @@
 
 namespace ts::zoo::internal {
 
-EncoderNaming VitEncoderNaming() {
+std::vector<EncoderSlot> EncoderForwardOrder() {
   using S = EncoderSlot;
+  return {S::kNorm1, S::kQuery, S::kKey, S::kValue, S::kOut, S::kNorm2, S::kFc1, S::kFc2};
+}
+
+EncoderNaming VitEncoderNaming() {
   // transformers 5's ViTLayer: attention.{q,k,v,o}_proj, mlp.fc1 / fc2, layers.N (4.x named
   // them encoder.layer.N.attention.attention.query ... output.dense).
   return {"layers.",
           {"layernorm_before", "attention.q_proj", "attention.k_proj", "attention.v_proj",
            "attention.o_proj", "layernorm_after", "mlp.fc1", "mlp.fc2"},
-          {S::kNorm1, S::kQuery, S::kKey, S::kValue, S::kOut, S::kNorm2, S::kFc1, S::kFc2}};
+          EncoderForwardOrder()};
+}
+
+EncoderNaming VitV4EncoderNaming(std::string layers, std::vector<EncoderSlot> order) {
+  return {std::move(layers),
+          {"layernorm_before", "attention.attention.query", "attention.attention.key",
+           "attention.attention.value", "attention.output.dense", "layernorm_after",
+           "intermediate.dense", "output.dense"},
+          std::move(order)};
 }
 
 PreLnEncoder::PreLnEncoder(PreLnEncoderRecipe recipe, const std::string& prefix,
@@ -97,7 +109,7 @@ at::Tensor PreLnEncoder::Layer(const WeightMap& w, at::Tensor x, const at::Tenso
   at::Tensor ctx = nn::Attention(q, k, v, blocked, scale).transpose(1, 2).reshape({b, s, hid});
   x = x + lin(ctx, EncoderSlot::kOut);
   y = ln(x, EncoderSlot::kNorm2);
-  y = nn::Activate(lin(y, EncoderSlot::kFc1), r_.act);
+  y = Activate(lin(y, EncoderSlot::kFc1), VisionActivation{r_.relu6, r_.act});
   return x + lin(y, EncoderSlot::kFc2);
 }
 

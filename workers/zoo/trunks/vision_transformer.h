@@ -25,13 +25,24 @@ struct EncoderNaming {
   std::vector<EncoderSlot> order;                  // weight order within a layer
 };
 
-// ViTLayer: layernorm_before, attention.attention.{query,key,value}, attention.output.dense,
-// layernorm_after, intermediate.dense, output.dense; listed in forward order.
+// A layer's slots in forward order, the order most layers register their weights in.
+std::vector<EncoderSlot> EncoderForwardOrder();
+
+// transformers 5's ViTLayer: layernorm_before, attention.{q,k,v,o}_proj, layernorm_after,
+// mlp.fc1 / fc2 under layers.N; listed in forward order.
 EncoderNaming VitEncoderNaming();
+
+// transformers 4.x's ViTLayer, which DPT's DPTViTLayer and MobileViT's
+// MobileViTTransformerLayer keep: layernorm_before, attention.attention.{query,key,value},
+// attention.output.dense, layernorm_after, intermediate.dense, output.dense under `layers` +
+// N; weights listed in `order` (MobileViT registers the attention and the MLP before its norms).
+EncoderNaming VitV4EncoderNaming(std::string layers,
+                                 std::vector<EncoderSlot> order = EncoderForwardOrder());
 
 struct PreLnEncoderRecipe {
   int64_t hidden = 0, intermediate = 0, layers = 0, heads = 0;
   Activation act = Activation::kGeluErf;
+  bool relu6 = false;  // MobileViT's hidden_act "relu6" (VisionActivation): overrides `act`
   double eps = 1e-12;
   bool qkv_bias = true;  // q/k/v biases (the other linears always have one)
   // VideoMAE / BEiT style (with qkv_bias false): bias-free query/key/value Linears and the
