@@ -19,7 +19,6 @@ namespace {
 using json = nlohmann::json;
 using testing::LinWithBias;
 using testing::Ln;
-using testing::WeightedLayerSumLogits;
 
 // Wav2Vec2BertSelfAttention.forward with position_embeddings_type relative_key or null.
 at::Tensor Attention(const WeightMap& w, const std::string& p, const json& c, const at::Tensor& x) {
@@ -120,27 +119,10 @@ TEST(AudioBertTest, ConformerOnInputFeaturesAsTransformers) {
 // The heads under `wav2vec2_bert.` read the encoder's hidden states (the weighted layer sum) and
 // its last state, as Wav2Vec2's.
 TEST(AudioBertTest, HeadsAsTransformers) {
-  json c = *ExampleConfig("Wav2Vec2BertForSequenceClassification");
-  c["use_weighted_layer_sum"] = true;
-  auto m = testing::Build("Wav2Vec2BertForSequenceClassification", c);
-  ASSERT_TRUE(m);
-  const WeightMap w = m->InitWeights(6, at::kDouble);
-  Batch b = m->MakeBatch(4, 2);
-  b.inputs["input_features"] = b.inputs.at("input_features").to(at::kDouble);
-  std::vector<at::Tensor> states;
-  RefBert(w, "wav2vec2_bert.", m->spec().tiny_config, b.inputs.at("input_features"), &states);
-  const at::Tensor want = WeightedLayerSumLogits(w, states);
-  EXPECT_LT(testing::RelDiff(m->Forward(w, b.inputs)[0], want), 1e-10);
-  auto ctc = testing::Build("Wav2Vec2BertForCTC");
-  ASSERT_TRUE(ctc);
-  const WeightMap wc = ctc->InitWeights(5, at::kDouble);
-  Batch bc = ctc->MakeBatch(3, 2);
-  bc.inputs["input_features"] = bc.inputs.at("input_features").to(at::kDouble);
-  const at::Tensor hs = RefBert(wc, "wav2vec2_bert.", ctc->spec().tiny_config,
-                                bc.inputs.at("input_features"), nullptr)[0];
-  EXPECT_LT(testing::RelDiff(ctc->Forward(wc, bc.inputs)[0], LinWithBias(wc, "lm_head", hs)),
-            1e-10);
-  EXPECT_EQ(StateDictShapes(*ctc).back().name, "wav2vec2_bert.masked_spec_embed");
+  ASSERT_NO_FATAL_FAILURE(testing::ExpectWeightedSumAndCtcHeads(
+      "Wav2Vec2Bert", "wav2vec2_bert.", "input_features",
+      [](const WeightMap& w, const std::string& p, const json& c, const at::Tensor& x,
+         std::vector<at::Tensor>* states) { return RefBert(w, p, c, x, states)[0]; }));
   for (const char* arch : {"Wav2Vec2BertForAudioFrameClassification", "Wav2Vec2BertForXVector"}) {
     EXPECT_TRUE(testing::Build(arch)) << arch;
   }

@@ -1,17 +1,21 @@
 // What the wav2vec2 lineage's formula tests (audio_lineage_test.cc, audio_sew_test.cc,
 // audio_sew_d_test.cc, audio_bert_test.cc) share beyond formula_test_util.h: the feature encoder,
-// SEW's squeeze and the weighted-layer-sum head, each once, in double from at:: ops.
+// SEW's squeeze and the weighted-layer-sum head, each once, in double from at:: ops, and the
+// check of the sequence-classification and CTC heads against a family's base reference.
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include "workers/zoo/family_test_util.h"
 #include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
+#include "workers/zoo/state_dict.h"
 
 namespace ts::zoo::testing {
 
@@ -64,6 +68,39 @@ inline at::Tensor WeightedLayerSumLogits(const WeightMap& w,
   at::Tensor norm = at::softmax(w.at("layer_weights"), -1).view({-1, 1, 1});
   at::Tensor pooled = (at::stack(states, 1) * norm).sum(1);
   return LinWithBias(w, "classifier", LinWithBias(w, "projector", pooled).mean(1));
+}
+
+// A family's base reference: the last hidden state of its base model on weights under `prefix`
+// for config `c` and the input `x` in double, pushing each encoder hidden state into `states`
+// when not null.
+using AudioBaseRef =
+    std::function<at::Tensor(const WeightMap& w, const std::string& prefix, const nlohmann::json& c,
+                             const at::Tensor& x, std::vector<at::Tensor>* states)>;
+
+// <family>ForSequenceClassification with use_weighted_layer_sum (WeightedLayerSumLogits over
+// `ref`'s hidden states) and <family>ForCTC (lm_head over `ref`'s last state), both under
+// `prefix` with `input` in double; CTC's state_dict ends with `prefix` masked_spec_embed.
+inline void ExpectWeightedSumAndCtcHeads(const std::string& family, const std::string& prefix,
+                                         const std::string& input, const AudioBaseRef& ref) {
+  nlohmann::json c = *ExampleConfig(family + "ForSequenceClassification");
+  c["use_weighted_layer_sum"] = true;
+  auto m = Build(family + "ForSequenceClassification", c);
+  ASSERT_TRUE(m);
+  const WeightMap w = m->InitWeights(6, at::kDouble);
+  Batch b = m->MakeBatch(4, 2);
+  b.inputs[input] = b.inputs.at(input).to(at::kDouble);
+  std::vector<at::Tensor> states;
+  ref(w, prefix, m->spec().tiny_config, b.inputs.at(input), &states);
+  const at::Tensor want = WeightedLayerSumLogits(w, states);
+  EXPECT_LT(RelDiff(m->Forward(w, b.inputs)[0], want), 1e-10);
+  auto ctc = Build(family + "ForCTC");
+  ASSERT_TRUE(ctc);
+  const WeightMap wc = ctc->InitWeights(5, at::kDouble);
+  Batch bc = ctc->MakeBatch(3, 2);
+  bc.inputs[input] = bc.inputs.at(input).to(at::kDouble);
+  const at::Tensor hs = ref(wc, prefix, ctc->spec().tiny_config, bc.inputs.at(input), nullptr);
+  EXPECT_LT(RelDiff(ctc->Forward(wc, bc.inputs)[0], LinWithBias(wc, "lm_head", hs)), 1e-10);
+  EXPECT_EQ(StateDictShapes(*ctc).back().name, prefix + "masked_spec_embed");
 }
 
 }  // namespace ts::zoo::testing

@@ -23,7 +23,6 @@ using testing::FeatureEncoder;
 using testing::LinWithBias;
 using testing::Ln;
 using testing::SewSqueeze;
-using testing::WeightedLayerSumLogits;
 
 // make_log_bucket_position / build_relative_position as written there.
 at::Tensor RelativePositions(int64_t t, int64_t bucket_size, int64_t max_position) {
@@ -127,27 +126,8 @@ TEST(AudioSewDTest, DisentangledEncoderBetweenSqueezeAndUpsamplingAsTransformers
 
 // SEWDForSequenceClassification's weighted layer sum over the pooled-rate hidden states; CTC.
 TEST(AudioSewDTest, HeadsAsTransformers) {
-  json c = *ExampleConfig("SEWDForSequenceClassification");
-  c["use_weighted_layer_sum"] = true;
-  auto m = testing::Build("SEWDForSequenceClassification", c);
-  ASSERT_TRUE(m);
-  const WeightMap w = m->InitWeights(6, at::kDouble);
-  Batch b = m->MakeBatch(4, 2);
-  b.inputs["input_values"] = b.inputs.at("input_values").to(at::kDouble);
-  std::vector<at::Tensor> states;
-  RefSewD(w, "sew_d.", m->spec().tiny_config, b.inputs.at("input_values"), &states);
-  const at::Tensor want = WeightedLayerSumLogits(w, states);
-  EXPECT_LT(testing::RelDiff(m->Forward(w, b.inputs)[0], want), 1e-10);
-  auto ctc = testing::Build("SEWDForCTC");
-  ASSERT_TRUE(ctc);
-  const WeightMap wc = ctc->InitWeights(5, at::kDouble);
-  Batch bc = ctc->MakeBatch(3, 2);
-  bc.inputs["input_values"] = bc.inputs.at("input_values").to(at::kDouble);
-  const at::Tensor hs =
-      RefSewD(wc, "sew_d.", ctc->spec().tiny_config, bc.inputs.at("input_values"));
-  EXPECT_LT(testing::RelDiff(ctc->Forward(wc, bc.inputs)[0], LinWithBias(wc, "lm_head", hs)),
-            1e-10);
-  EXPECT_EQ(StateDictShapes(*ctc).back().name, "sew_d.masked_spec_embed");
+  ASSERT_NO_FATAL_FAILURE(
+      testing::ExpectWeightedSumAndCtcHeads("SEWD", "sew_d.", "input_values", RefSewD));
 }
 
 }  // namespace
