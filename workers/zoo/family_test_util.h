@@ -130,4 +130,10 @@ inline void CheckFamilyBasics(const std::unique_ptr<Model>& m, std::vector<int64
   EXPECT_TRUE(at::isfinite(m->Forward(w, batch.inputs)[0]).all().item<bool>());
 }
 
+// CheckFamilyBasics on `arch` built from its example config, the class named in any failure.
+inline void CheckClass(const std::string& arch, std::vector<int64_t> out_shape) {
+  SCOPED_TRACE(arch);
+  CheckFamilyBasics(Build(arch), std::move(out_shape));
+}
+
 }  // namespace ts::zoo::testing

@@ -12,21 +12,15 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
-
-at::Tensor Rms(const at::Tensor& x, const at::Tensor& w, double eps) {
-  return w * (x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps));
-}
-
-at::Tensor RotateHalf(const at::Tensor& x) {
-  const int64_t h = x.size(-1) / 2;
-  return at::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
-}
+using testing::Rms;
+using testing::RotateHalf;
 
 // Qwen2MoeMLP: down(silu(gate x) * up x).
 at::Tensor Mlp(const at::Tensor& x, const at::Tensor& g, const at::Tensor& u, const at::Tensor& d) {

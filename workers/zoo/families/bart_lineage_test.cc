@@ -9,6 +9,7 @@
 #include <string>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -17,15 +18,11 @@ namespace {
 
 using testing::Build;
 using testing::HasWeight;
+using testing::LinWithBias;
+using testing::Ln;
 using testing::RelDiff;
 
-at::Tensor LayerNorm(const at::Tensor& x, const WeightMap& w, const std::string& p) {
-  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), 1e-5);
-}
-
-at::Tensor Lin(const at::Tensor& x, const WeightMap& w, const std::string& p) {
-  return at::linear(x, w.at(p + ".weight"), w.at(p + ".bias"));
-}
+constexpr double kLnEps = 1e-5;  // every nn.LayerNorm here: the default eps
 
 // MarianSinusoidalPositionalEmbedding.create_weight / PegasusSinusoidalPositionalEmbedding:
 // W[p, i] = sin(p / 10000^(2i/d)), W[p, d/2 + i] = cos(p / 10000^(2i/d)), i < d/2 (even d).
@@ -60,29 +57,31 @@ at::Tensor CausalLmReference(const WeightMap& w, const at::Tensor& ids, int64_t 
   const int64_t d = table.size(1), s = ids.size(1), b = ids.size(0), hd = d / heads;
   at::Tensor x = at::embedding(table, ids);
   if (r.scale && !r.norm_tokens) x = x * std::sqrt(static_cast<double>(d));
-  if (r.norm_tokens) x = LayerNorm(x, w, p + "layernorm_embedding");
+  if (r.norm_tokens) x = Ln(w, p + "layernorm_embedding", x, kLnEps);
   // Positions at arange(S), no offset (the sinusoid tables' values are checked by the caller).
   x = x + w.at(p + "embed_positions.weight").narrow(0, 0, s);
   const std::string l = p + "layers.0.";
   auto attn = [&](const at::Tensor& h) {
     auto split = [&](const at::Tensor& t) { return t.view({b, s, heads, hd}).transpose(1, 2); };
-    at::Tensor q = split(Lin(h, w, l + "self_attn.q_proj") * std::pow(hd, -0.5));
-    at::Tensor k = split(Lin(h, w, l + "self_attn.k_proj"));
-    at::Tensor v = split(Lin(h, w, l + "self_attn.v_proj"));
+    at::Tensor q = split(LinWithBias(w, l + "self_attn.q_proj", h) * std::pow(hd, -0.5));
+    at::Tensor k = split(LinWithBias(w, l + "self_attn.k_proj", h));
+    at::Tensor v = split(LinWithBias(w, l + "self_attn.v_proj", h));
     at::Tensor scores = at::matmul(q, k.transpose(-1, -2));
     at::Tensor future = at::ones({s, s}, at::kBool).triu(1);
     scores = scores.masked_fill(future, -1e300);
     at::Tensor o = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({b, s, d});
-    return Lin(o, w, l + "self_attn.out_proj");
+    return LinWithBias(w, l + "self_attn.out_proj", o);
   };
-  auto ffn = [&](const at::Tensor& h) { return Lin(r.act(Lin(h, w, l + "fc1")), w, l + "fc2"); };
+  auto ffn = [&](const at::Tensor& h) {
+    return LinWithBias(w, l + "fc2", r.act(LinWithBias(w, l + "fc1", h)));
+  };
   if (r.pre_ln) {
-    x = x + attn(LayerNorm(x, w, l + "self_attn_layer_norm"));
-    x = x + ffn(LayerNorm(x, w, l + "final_layer_norm"));
-    x = LayerNorm(x, w, p + "layer_norm");
+    x = x + attn(Ln(w, l + "self_attn_layer_norm", x, kLnEps));
+    x = x + ffn(Ln(w, l + "final_layer_norm", x, kLnEps));
+    x = Ln(w, p + "layer_norm", x, kLnEps);
   } else {
-    x = LayerNorm(x + attn(x), w, l + "self_attn_layer_norm");
-    x = LayerNorm(x + ffn(x), w, l + "final_layer_norm");
+    x = Ln(w, l + "self_attn_layer_norm", x + attn(x), kLnEps);
+    x = Ln(w, l + "final_layer_norm", x + ffn(x), kLnEps);
   }
   return at::linear(x, table);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -19,26 +20,15 @@ namespace {
 using testing::BuildFull;
 using testing::ExpectConfigError;
 using testing::HasWeight;
+using testing::Kept;
 using testing::MaxAbs;
+using testing::PaddedInputs;
+using testing::RotateHalf;
 
 constexpr int64_t kSeq = 6;
 
-struct Ref {
-  const WeightMap& w;
-  at::Tensor Ln(const at::Tensor& x, const std::string& p, double eps) const {
-    const at::Tensor y = x - x.mean(-1, true);
-    const at::Tensor var = (y * y).mean(-1, true);
-    return y / at::sqrt(var + eps) * w.at(p + ".weight") + w.at(p + ".bias");
-  }
-  at::Tensor Lin(const at::Tensor& x, const std::string& p) const {
-    return at::matmul(x, w.at(p + ".weight").t()) + w.at(p + ".bias");
-  }
-  at::Tensor Emb(const std::string& n, const at::Tensor& ids) const {
-    return w.at(n).index_select(0, ids.reshape(-1)).view({ids.size(0), ids.size(1), -1});
-  }
-  static at::Tensor Gelu(const at::Tensor& x) {
-    return 0.5 * x * (1.0 + at::erf(x / std::sqrt(2.0)));
-  }
+// The written-out modules, and BertSelfAttention's softmax step.
+struct Ref : testing::WrittenOutRef {
   // softmax(q k^T * scale + (1 - mask) * finfo.min) v over [N, S, heads * d] projections.
   static at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const at::Tensor& mask, int64_t heads, double scale) {
@@ -50,19 +40,6 @@ struct Ref {
     return at::matmul(at::softmax(scores, -1), split(v)).transpose(1, 2).reshape({n, s, -1});
   }
 };
-
-// Two rows, the second with its last two positions padded (pad id, mask 0).
-void Inputs(int64_t vocab, int64_t pad, at::Tensor& ids, at::Tensor& mask) {
-  ids = (at::arange(2 * kSeq, at::kLong).view({2, kSeq}) * 7 + 3).remainder(vocab);
-  ids = ids.masked_fill(ids.eq(pad), pad + 2);
-  mask = at::ones({2, kSeq}, at::kLong);
-  mask[1].narrow(0, kSeq - 2, 2).fill_(0);
-  ids = ids.masked_fill(mask.eq(0), pad);
-}
-
-at::Tensor Kept(const at::Tensor& t, const at::Tensor& mask) {
-  return t * mask.unsqueeze(-1).to(t.scalar_type());
-}
 
 // ---- MobileBERT
 // ----------------------------------------------------------------------------------
@@ -154,12 +131,12 @@ TEST(EncoderStacksTest, MobileBertLayersAsTransformers) {
     ASSERT_NE(m, nullptr);
     const WeightMap w = m->InitWeights(5, at::kDouble);
     at::Tensor ids, mask;
-    Inputs(40, 0, ids, mask);
+    PaddedInputs(40, 0, kSeq, ids, mask);
     at::Tensor types = at::zeros({2, kSeq}, at::kLong);
     types.narrow(1, kSeq / 2, kSeq - kSeq / 2).fill_(1);
     const auto out =
         m->Forward(w, {{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}});
-    const Ref r{w};
+    const Ref r{{w}};
     const at::Tensor want = MobileReference(r, v, ids, mask, types);
     EXPECT_LT(MaxAbs(Kept(out[0], mask), Kept(want, mask)), 1e-10) << v.norm;
     EXPECT_LT(MaxAbs(out[1], at::tanh(r.Lin(want.select(1, 0), "pooler.dense"))), 1e-10);
@@ -176,7 +153,7 @@ TEST(EncoderStacksTest, MobileBertMaskedLmDecoderAsTransformers) {
   EXPECT_FALSE(HasWeight(*m, "mobilebert.pooler.dense.weight"));  // add_pooling_layer=False
   const WeightMap w = m->InitWeights(6, at::kDouble);
   at::Tensor ids, mask;
-  Inputs(40, 0, ids, mask);
+  PaddedInputs(40, 0, kSeq, ids, mask);
   const auto out = m->Forward(w, {{"input_ids", ids}, {"attention_mask", mask}});
   auto base = BuildFull(MobileSmall("MobileBertModel"));
   ASSERT_NE(base, nullptr);
@@ -184,7 +161,7 @@ TEST(EncoderStacksTest, MobileBertMaskedLmDecoderAsTransformers) {
   for (const auto& [n, s] : base->WeightShapes())
     bw[n] = n.rfind("pooler.", 0) == 0 ? at::zeros(s, at::kDouble) : w.at("mobilebert." + n);
   const at::Tensor h = base->Forward(bw, {{"input_ids", ids}, {"attention_mask", mask}})[0];
-  const Ref r{w};
+  const Ref r{{w}};
   const at::Tensor t = r.Ln(at::relu(r.Lin(h, "cls.predictions.transform.dense")),
                             "cls.predictions.transform.LayerNorm", 1e-12);
   const at::Tensor dec = at::cat({w.at("mobilebert.embeddings.word_embeddings.weight").t(),
@@ -228,12 +205,6 @@ nlohmann::json EsmSmall(const std::string& arch, bool rotary) {
           {"position_embedding_type", rotary ? "rotary" : "absolute"},
           {"emb_layer_norm_before", !rotary},
           {"token_dropout", rotary}};
-}
-
-// rotate_half over [..., d]: cat(-x2, x1).
-at::Tensor RotateHalf(const at::Tensor& x) {
-  const auto halves = x.chunk(2, -1);
-  return at::cat({-halves[1], halves[0]}, -1);
 }
 
 // EsmEmbeddings (token dropout: mask rows zeroed, * (1 - 0.15 * 0.8) / (1 - masked / S)),
@@ -285,10 +256,10 @@ TEST(EncoderStacksTest, EsmLayersAsTransformers) {
     ASSERT_NE(m, nullptr);
     const WeightMap w = m->InitWeights(7, at::kDouble);
     at::Tensor ids, mask;
-    Inputs(40, 1, ids, mask);
+    PaddedInputs(40, 1, kSeq, ids, mask);
     ids[0][2] = 39;  // one mask token: the token-dropout scale is not the bare 0.88
     const auto out = m->Forward(w, {{"input_ids", ids}, {"attention_mask", mask}});
-    const Ref r{w};
+    const Ref r{{w}};
     const at::Tensor want = EsmReference(r, rotary, ids, mask, "");
     EXPECT_LT(MaxAbs(Kept(out[0], mask), Kept(want, mask)), 1e-10) << rotary;
     EXPECT_LT(MaxAbs(out[1], at::tanh(r.Lin(want.select(1, 0), "pooler.dense"))), 1e-10);
@@ -304,9 +275,9 @@ TEST(EncoderStacksTest, EsmHeadsAndStateDictAsTransformers) {
   ASSERT_NE(mlm, nullptr);
   ASSERT_NE(cls, nullptr);
   at::Tensor ids, mask;
-  Inputs(40, 1, ids, mask);
+  PaddedInputs(40, 1, kSeq, ids, mask);
   const WeightMap w = mlm->InitWeights(8, at::kDouble);
-  const Ref r{w};
+  const Ref r{{w}};
   const at::Tensor h = EsmReference(r, true, ids, mask, "esm.");
   const at::Tensor t = r.Ln(Ref::Gelu(r.Lin(h, "lm_head.dense")), "lm_head.layer_norm", 1e-5);
   const at::Tensor want =
@@ -376,7 +347,7 @@ at::Tensor LnNoBias(const WeightMap& w, const at::Tensor& x, const std::string& 
 // x + Wo(act(input) * gate) over Wi(mlp_norm(x)).chunk(2); final_norm.
 at::Tensor ModernReference(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
                            const std::string& p) {
-  const Ref r{w};
+  const Ref r{{w}};
   at::Tensor x =
       LnNoBias(w, r.Emb(p + "embeddings.tok_embeddings.weight", ids), p + "embeddings.norm");
   const int64_t d = 4;
@@ -417,7 +388,7 @@ TEST(EncoderStacksTest, ModernBertLayersAsTransformers) {
   ASSERT_NE(m, nullptr);
   const WeightMap w = m->InitWeights(10, at::kDouble);
   at::Tensor ids, mask;
-  Inputs(40, 0, ids, mask);
+  PaddedInputs(40, 0, kSeq, ids, mask);
   const auto out = m->Forward(w, {{"input_ids", ids}, {"attention_mask", mask}});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_LT(MaxAbs(Kept(out[0], mask), Kept(ModernReference(w, ids, mask, ""), mask)), 1e-10);
@@ -431,7 +402,7 @@ TEST(EncoderStacksTest, ModernBertLayersAsTransformers) {
 // tied to tok_embeddings plus decoder.bias).
 TEST(EncoderStacksTest, ModernBertHeadsAsTransformers) {
   at::Tensor ids, mask;
-  Inputs(40, 0, ids, mask);
+  PaddedInputs(40, 0, kSeq, ids, mask);
   const TensorMap in = {{"input_ids", ids}, {"attention_mask", mask}};
   for (const std::string pooling : {"mean", "cls"}) {
     auto m = BuildFull(ModernSmall("ModernBertForSequenceClassification", pooling));
@@ -440,7 +411,7 @@ TEST(EncoderStacksTest, ModernBertHeadsAsTransformers) {
     const at::Tensor h = ModernReference(w, ids, mask, "model.");
     const at::Tensor mk = mask.to(at::kDouble).unsqueeze(-1);
     const at::Tensor pooled = pooling == "mean" ? (h * mk).sum(1) / mk.sum(1) : h.select(1, 0);
-    const at::Tensor want = Ref{w}.Lin(ModernHead(w, pooled), "classifier");
+    const at::Tensor want = Ref{{w}}.Lin(ModernHead(w, pooled), "classifier");
     EXPECT_LT(MaxAbs(m->Forward(w, in)[0], want), 1e-10) << pooling;
   }
   auto tok = BuildFull(ModernSmall("ModernBertForTokenClassification", "mean"));
@@ -449,7 +420,7 @@ TEST(EncoderStacksTest, ModernBertHeadsAsTransformers) {
   ASSERT_NE(mlm, nullptr);
   const WeightMap tw = tok->InitWeights(12, at::kDouble);
   const at::Tensor tl =
-      Ref{tw}.Lin(ModernHead(tw, ModernReference(tw, ids, mask, "model.")), "classifier");
+      Ref{{tw}}.Lin(ModernHead(tw, ModernReference(tw, ids, mask, "model.")), "classifier");
   EXPECT_LT(MaxAbs(Kept(tok->Forward(tw, in)[0], mask), Kept(tl, mask)), 1e-10);
   const WeightMap mw = mlm->InitWeights(13, at::kDouble);
   const at::Tensor logits = at::matmul(ModernHead(mw, ModernReference(mw, ids, mask, "model.")),
@@ -502,7 +473,7 @@ at::Tensor Rms(const WeightMap& w, const at::Tensor& x, const std::string& n) {
 // z = post_attention_layernorm(y); norm.
 at::Tensor EuroReference(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
                          const std::string& p) {
-  const Ref r{w};
+  const Ref r{{w}};
   const at::Tensor x = r.Emb(p + "embed_tokens.weight", ids);
   const std::string l = p + "layers.0.";
   const int64_t d = 4;
@@ -535,7 +506,7 @@ at::Tensor EuroReference(const WeightMap& w, const at::Tensor& ids, const at::Te
 
 TEST(EncoderStacksTest, EuroBertLayersAndHeadsAsTransformers) {
   at::Tensor ids, mask;
-  Inputs(40, 0, ids, mask);
+  PaddedInputs(40, 0, kSeq, ids, mask);
   const TensorMap in = {{"input_ids", ids}, {"attention_mask", mask}};
   auto base = BuildFull(EuroSmall("EuroBertModel", "late"));
   ASSERT_NE(base, nullptr);
@@ -549,7 +520,7 @@ TEST(EncoderStacksTest, EuroBertLayersAndHeadsAsTransformers) {
     auto m = BuildFull(EuroSmall("EuroBertForSequenceClassification", pooling));
     ASSERT_NE(m, nullptr);
     const WeightMap w = m->InitWeights(15, at::kDouble);
-    const Ref r{w};
+    const Ref r{{w}};
     const at::Tensor h = EuroReference(w, ids, mask, "model.");
     const at::Tensor mk = mask.to(at::kDouble).unsqueeze(-1);
     auto head = [&](const at::Tensor& t) {
@@ -564,7 +535,7 @@ TEST(EncoderStacksTest, EuroBertLayersAndHeadsAsTransformers) {
   auto mlm = BuildFull(EuroSmall("EuroBertForMaskedLM", "late"));
   ASSERT_NE(mlm, nullptr);
   const WeightMap mw = mlm->InitWeights(16, at::kDouble);
-  const at::Tensor logits = Ref{mw}.Lin(EuroReference(mw, ids, mask, "model."), "lm_head");
+  const at::Tensor logits = Ref{{mw}}.Lin(EuroReference(mw, ids, mask, "model."), "lm_head");
   EXPECT_LT(MaxAbs(Kept(mlm->Forward(mw, in)[0], mask), Kept(logits, mask)), 1e-10);
   // Tied and bias-free: lm_head.weight is a state_dict copy of embed_tokens.
   nlohmann::json tied = EuroSmall("EuroBertForMaskedLM", "late");

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -19,29 +21,20 @@ namespace {
 using testing::Build;
 using testing::BuildFull;
 using testing::ExpectConfigError;
+using testing::HalfTypes;
 using testing::HasWeight;
+using testing::Kept;
 using testing::MaxAbs;
+using testing::PaddedInputs;
 
 constexpr int64_t kHid = 8, kHeads = 2, kInter = 12, kVocab = 40, kSeq = 6;
 
-struct Ref {
-  const WeightMap& w;
+// The written-out modules at one LayerNorm eps, and BertSelfAttention.
+struct Ref : testing::WrittenOutRef {
   double eps;
+  // IntLayerNorm (float mode) and nn.LayerNorm: (x - mean) / sqrt(eps + var) * w + b.
   at::Tensor Ln(const at::Tensor& x, const std::string& p) const {
-    // IntLayerNorm (float mode) and nn.LayerNorm: (x - mean) / sqrt(eps + var) * w + b.
-    const at::Tensor mean = x.mean(-1, true);
-    const at::Tensor y = x - mean;
-    const at::Tensor var = (y * y).mean(-1, true);
-    return y / at::sqrt(var + eps) * w.at(p + ".weight") + w.at(p + ".bias");
-  }
-  at::Tensor Lin(const at::Tensor& x, const std::string& p) const {
-    return at::matmul(x, w.at(p + ".weight").t()) + w.at(p + ".bias");
-  }
-  at::Tensor Emb(const std::string& n, const at::Tensor& ids) const {
-    return w.at(n).index_select(0, ids.reshape(-1)).view({ids.size(0), ids.size(1), -1});
-  }
-  static at::Tensor Gelu(const at::Tensor& x) {  // nn.GELU / ACT2FN["gelu"]: the erf form
-    return 0.5 * x * (1.0 + at::erf(x / std::sqrt(2.0)));
+    return WrittenOutRef::Ln(x, p, eps);
   }
   // BertSelfAttention / RobertaSelfAttention (eager): softmax(q k^T / sqrt(d) + extended mask)
   // v, the extended mask finfo.min on padded keys; then output.dense.
@@ -58,6 +51,14 @@ struct Ref {
         at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({n, s, kHid});
     return Lin(ctx, l + "attention.output.dense");
   }
+  // BertIntermediate + BertOutput after the attention block's output `a`:
+  // output.LayerNorm(output.dense(gelu(intermediate.dense(a))) + a).
+  at::Tensor Ffn(const at::Tensor& a, const std::string& l) const {
+    const at::Tensor f = Lin(Gelu(Lin(a, l + "intermediate.dense")), l + "output.dense");
+    return Ln(f + a, l + "output.LayerNorm");
+  }
+  // RobertaEmbeddings (pad 1): LayerNorm(word + token type + position at RoBERTa's ids).
+  at::Tensor RobertaEmbeddings(const at::Tensor& ids, const at::Tensor& types) const;
 };
 
 // RoBERTa's create_position_ids_from_input_ids: cumsum(ids != pad) * (ids != pad) + pad.
@@ -66,15 +67,11 @@ at::Tensor RobertaPositions(const at::Tensor& ids, int64_t pad) {
   return at::cumsum(keep, 1) * keep + pad;
 }
 
-// Two rows, the second with its last two positions padded (pad id, mask 0).
-void Inputs(int64_t pad, at::Tensor& ids, at::Tensor& mask, at::Tensor& types) {
-  ids = (at::arange(2 * kSeq, at::kLong).view({2, kSeq}) * 7 + 3).remainder(kVocab);
-  ids = ids.masked_fill(ids.eq(pad), pad + 2);
-  mask = at::ones({2, kSeq}, at::kLong);
-  mask[1].narrow(0, kSeq - 2, 2).fill_(0);
-  ids = ids.masked_fill(mask.eq(0), pad);
-  types = at::zeros({2, kSeq}, at::kLong);
-  types.narrow(1, kSeq / 2, kSeq - kSeq / 2).fill_(1);
+at::Tensor Ref::RobertaEmbeddings(const at::Tensor& ids, const at::Tensor& types) const {
+  return Ln(Emb("embeddings.word_embeddings.weight", ids) +
+                Emb("embeddings.token_type_embeddings.weight", types) +
+                Emb("embeddings.position_embeddings.weight", RobertaPositions(ids, 1)),
+            "embeddings.LayerNorm");
 }
 
 nlohmann::json Small(const std::string& arch, const std::string& type, int64_t pad) {
@@ -86,10 +83,25 @@ nlohmann::json Small(const std::string& arch, const std::string& type, int64_t p
           {"layer_norm_eps", 1e-5},      {"hidden_act", "gelu"}};
 }
 
-// Only the unpadded rows / positions are compared (padded queries attend like any other but
-// nothing reads them).
-at::Tensor Kept(const at::Tensor& t, const at::Tensor& mask) {
-  return t * mask.unsqueeze(-1).to(t.scalar_type());
+// A class built at its own sizes from `cfg` with weights of `seed` in double, run on the two
+// padded rows (pad id `pad`) with token types; a build error fails the test and leaves m null.
+struct Ran {
+  std::unique_ptr<Model> m;
+  WeightMap w;
+  at::Tensor ids, mask, types;
+  std::vector<at::Tensor> out;
+};
+
+Ran RunSmall(const nlohmann::json& cfg, uint64_t seed, int64_t pad) {
+  Ran r;
+  r.m = BuildFull(cfg);
+  if (!r.m) return r;
+  r.w = r.m->InitWeights(seed, at::kDouble);
+  PaddedInputs(kVocab, pad, kSeq, r.ids, r.mask);
+  r.types = HalfTypes(kSeq);
+  r.out = r.m->Forward(
+      r.w, {{"input_ids", r.ids}, {"attention_mask", r.mask}, {"token_type_ids", r.types}});
+  return r;
 }
 
 // ---- I-BERT
@@ -100,22 +112,13 @@ at::Tensor Kept(const at::Tensor& t, const at::Tensor& mask) {
 // ln_input_act adds its identity), then output.LayerNorm(dense(IntGELU(intermediate.dense(a))) +
 // a); IBertPooler tanh(dense(token 0)).
 TEST(EncoderVariantsTest, IbertFloatModeIsRobertasComputation) {
-  auto m = BuildFull(Small("IBertModel", "ibert", 1));
+  const auto [m, w, ids, mask, types, out] = RunSmall(Small("IBertModel", "ibert", 1), 3, 1);
   ASSERT_NE(m, nullptr);
-  const WeightMap w = m->InitWeights(3, at::kDouble);
-  at::Tensor ids, mask, types;
-  Inputs(1, ids, mask, types);
-  const auto out =
-      m->Forward(w, {{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}});
-  const Ref r{w, 1e-5};
-  at::Tensor x = r.Ln(r.Emb("embeddings.word_embeddings.weight", ids) +
-                          r.Emb("embeddings.token_type_embeddings.weight", types) +
-                          r.Emb("embeddings.position_embeddings.weight", RobertaPositions(ids, 1)),
-                      "embeddings.LayerNorm");
+  const Ref r{{w}, 1e-5};
+  at::Tensor x = r.RobertaEmbeddings(ids, types);
   const std::string l = "encoder.layer.0.";
   const at::Tensor a = r.Ln(r.Attention(x, mask, l) + x, l + "attention.output.LayerNorm");
-  const at::Tensor f = r.Lin(Ref::Gelu(r.Lin(a, l + "intermediate.dense")), l + "output.dense");
-  const at::Tensor want = r.Ln(f + a, l + "output.LayerNorm");
+  const at::Tensor want = r.Ffn(a, l);
   EXPECT_LT(MaxAbs(Kept(out[0], mask), Kept(want, mask)), 1e-10);
   EXPECT_LT(MaxAbs(out[1], at::tanh(r.Lin(want.select(1, 0), "pooler.dense"))), 1e-10);
 }
@@ -169,19 +172,10 @@ TEST(EncoderVariantsTest, XmodRunsTheDefaultLanguagesAdapterAsTransformers) {
     nlohmann::json cfg = XmodSmall("XmodModel");
     cfg["adapter_layer_norm"] = own_norm;
     cfg["ln_before_adapter"] = !own_norm;
-    auto m = BuildFull(cfg);
+    const auto [m, w, ids, mask, types, out] = RunSmall(cfg, 4, 1);
     ASSERT_NE(m, nullptr);
-    const WeightMap w = m->InitWeights(4, at::kDouble);
-    at::Tensor ids, mask, types;
-    Inputs(1, ids, mask, types);
-    const auto out =
-        m->Forward(w, {{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}});
-    const Ref r{w, 1e-5};
-    const at::Tensor x =
-        r.Ln(r.Emb("embeddings.word_embeddings.weight", ids) +
-                 r.Emb("embeddings.token_type_embeddings.weight", types) +
-                 r.Emb("embeddings.position_embeddings.weight", RobertaPositions(ids, 1)),
-             "embeddings.LayerNorm");
+    const Ref r{{w}, 1e-5};
+    const at::Tensor x = r.RobertaEmbeddings(ids, types);
     const std::string l = "encoder.layer.0.";
     const at::Tensor a = r.Ln(r.Attention(x, mask, l) + x, l + "attention.output.LayerNorm");
     const at::Tensor z =
@@ -208,19 +202,10 @@ TEST(EncoderVariantsTest, XmodRunsTheDefaultLanguagesAdapterAsTransformers) {
 TEST(EncoderVariantsTest, XmodPreNormAsTransformers) {
   nlohmann::json cfg = XmodSmall("XmodModel");
   cfg["pre_norm"] = true;
-  auto m = BuildFull(cfg);
+  const auto [m, w, ids, mask, types, out] = RunSmall(cfg, 5, 1);
   ASSERT_NE(m, nullptr);
-  const WeightMap w = m->InitWeights(5, at::kDouble);
-  at::Tensor ids, mask, types;
-  Inputs(1, ids, mask, types);
-  const auto out =
-      m->Forward(w, {{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}});
-  const Ref r{w, 1e-5};
-  const at::Tensor x =
-      r.Ln(r.Emb("embeddings.word_embeddings.weight", ids) +
-               r.Emb("embeddings.token_type_embeddings.weight", types) +
-               r.Emb("embeddings.position_embeddings.weight", RobertaPositions(ids, 1)),
-           "embeddings.LayerNorm");
+  const Ref r{{w}, 1e-5};
+  const at::Tensor x = r.RobertaEmbeddings(ids, types);
   const std::string l = "encoder.layer.0.";
   const at::Tensor a = r.Attention(r.Ln(x, l + "attention.output.LayerNorm"), mask, l) + x;
   const at::Tensor z =
@@ -256,8 +241,9 @@ TEST(EncoderVariantsTest, RocBertJoinsShapeAndPronunciationAsTransformers) {
     ASSERT_NE(m, nullptr);
     EXPECT_EQ(HasWeight(*m, "embeddings.map_inputs_layer.weight"), concat);
     const WeightMap w = m->InitWeights(6, at::kDouble);
-    at::Tensor ids, mask, types;
-    Inputs(0, ids, mask, types);
+    at::Tensor ids, mask;
+    PaddedInputs(kVocab, 0, kSeq, ids, mask);
+    const at::Tensor types = HalfTypes(kSeq);
     const at::Tensor shape_ids = (ids * 3 + 1).remainder(30).masked_fill(mask.eq(0), 0);
     const at::Tensor pron_ids = (ids * 5 + 2).remainder(20).masked_fill(mask.eq(0), 0);
     const auto out = m->Forward(w, {{"input_ids", ids},
@@ -265,7 +251,7 @@ TEST(EncoderVariantsTest, RocBertJoinsShapeAndPronunciationAsTransformers) {
                                     {"token_type_ids", types},
                                     {"input_shape_ids", shape_ids},
                                     {"input_pronunciation_ids", pron_ids}});
-    const Ref r{w, 1e-5};
+    const Ref r{{w}, 1e-5};
     const at::Tensor pos = at::arange(kSeq, at::kLong).repeat({2, 1});
     const at::Tensor word = r.Emb("embeddings.word_embeddings.weight", ids);
     const at::Tensor shape = r.Emb("embeddings.shape_embed.weight", shape_ids);
@@ -281,8 +267,7 @@ TEST(EncoderVariantsTest, RocBertJoinsShapeAndPronunciationAsTransformers) {
     }
     const std::string l = "encoder.layer.0.";
     const at::Tensor a = r.Ln(r.Attention(x, mask, l) + x, l + "attention.output.LayerNorm");
-    const at::Tensor f = r.Lin(Ref::Gelu(r.Lin(a, l + "intermediate.dense")), l + "output.dense");
-    const at::Tensor want = r.Ln(f + a, l + "output.LayerNorm");
+    const at::Tensor want = r.Ffn(a, l);
     EXPECT_LT(MaxAbs(Kept(out[0], mask), Kept(want, mask)), 1e-10) << concat;
   }
   // The batches carry both id kinds, past the pad row where the mask is on.
@@ -311,14 +296,9 @@ TEST(EncoderVariantsTest, SqueezeBertGroupedConvolutionsAsTransformers) {
   cfg["post_attention_groups"] = 1;
   cfg["intermediate_groups"] = 4;
   cfg["output_groups"] = 2;
-  auto m = BuildFull(cfg);
+  const auto [m, w, ids, mask, types, out] = RunSmall(cfg, 7, 0);
   ASSERT_NE(m, nullptr);
-  const WeightMap w = m->InitWeights(7, at::kDouble);
-  at::Tensor ids, mask, types;
-  Inputs(0, ids, mask, types);
-  const auto out =
-      m->Forward(w, {{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}});
-  const Ref r{w, 1e-5};
+  const Ref r{{w}, 1e-5};
   const at::Tensor x = r.Ln(r.Emb("embeddings.word_embeddings.weight", ids) +
                                 r.Emb("embeddings.position_embeddings.weight",
                                       at::arange(kSeq, at::kLong).repeat({2, 1})) +
@@ -375,15 +355,10 @@ TEST(EncoderVariantsTest, ConvBertMixedAttentionAsTransformers) {
   cfg["num_attention_heads"] = 4;
   cfg["embedding_size"] = 6;
   cfg["conv_kernel_size"] = 3;
-  auto m = BuildFull(cfg);
+  const auto [m, w, ids, mask, types, out] = RunSmall(cfg, 8, 0);
   ASSERT_NE(m, nullptr);
   EXPECT_TRUE(HasWeight(*m, "embeddings_project.weight"));
-  const WeightMap w = m->InitWeights(8, at::kDouble);
-  at::Tensor ids, mask, types;
-  Inputs(0, ids, mask, types);
-  const auto out =
-      m->Forward(w, {{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}});
-  const Ref r{w, 1e-5};
+  const Ref r{{w}, 1e-5};
   const at::Tensor x = r.Lin(r.Ln(r.Emb("embeddings.word_embeddings.weight", ids) +
                                       r.Emb("embeddings.position_embeddings.weight",
                                             at::arange(kSeq, at::kLong).repeat({2, 1})) +
@@ -418,8 +393,7 @@ TEST(EncoderVariantsTest, ConvBertMixedAttentionAsTransformers) {
   const at::Tensor joined = at::cat({ctx, conv}, 2).reshape({n, kSeq, kHid});
   const at::Tensor y =
       r.Ln(r.Lin(joined, l + "attention.output.dense") + x, l + "attention.output.LayerNorm");
-  const at::Tensor f = r.Lin(Ref::Gelu(r.Lin(y, l + "intermediate.dense")), l + "output.dense");
-  const at::Tensor want = r.Ln(f + y, l + "output.LayerNorm");
+  const at::Tensor want = r.Ffn(y, l);
   EXPECT_EQ(all * 2, kHid);
   EXPECT_LT(MaxAbs(Kept(out[0], mask), Kept(want, mask)), 1e-10);
   ExpectConfigError("ConvBertModel", "head_ratio", 3, "head_ratio");

@@ -9,26 +9,16 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
-
-at::Tensor Rms(const at::Tensor& x, const at::Tensor& w, double eps) {
-  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * w;
-}
-
-// rotate_half over [.., S, d] with inv_freq = 1 / base^(arange(0, d, 2) / d) at arange(S).
-at::Tensor Rope(const at::Tensor& x, double base) {
-  const int64_t s = x.size(-2), d = x.size(-1);
-  at::Tensor inv = 1.0 / at::pow(base, at::arange(0, d, 2, at::kDouble) / static_cast<double>(d));
-  at::Tensor f = at::outer(at::arange(s, at::kDouble), inv);
-  at::Tensor emb = at::cat({f, f}, -1);
-  at::Tensor x1 = x.narrow(-1, 0, d / 2), x2 = x.narrow(-1, d / 2, d / 2);
-  return x * emb.cos() + at::cat({-x2, x1}, -1) * emb.sin();
-}
+using testing::InvFreq;
+using testing::Rms;
+using testing::Rope;
 
 struct LayerSpec {
   int64_t heads = 2, kv = 2, d = 4;
@@ -49,8 +39,9 @@ at::Tensor OneLayer(const WeightMap& w, const at::Tensor& ids, const LayerSpec& 
         .view({1, s, heads, p.d})
         .transpose(1, 2);
   };
-  at::Tensor q = Rope(proj("q_proj", p.heads), p.theta);
-  at::Tensor k = Rope(proj("k_proj", p.kv), p.theta);
+  const at::Tensor inv = InvFreq(p.theta, p.d);
+  at::Tensor q = Rope(proj("q_proj", p.heads), inv);
+  at::Tensor k = Rope(proj("k_proj", p.kv), inv);
   at::Tensor v = proj("v_proj", p.kv);
   if (p.qk_norm_after_rope) {
     q = Rms(q, w.at(l + "self_attn.query_layernorm.weight"), p.eps);

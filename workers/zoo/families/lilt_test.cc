@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo {
@@ -37,20 +38,10 @@ nlohmann::json LiltSmall(const std::string& arch) {
           {"max_2d_position_embeddings", 20}};
 }
 
-struct LiltRef {
-  const WeightMap& w;
+// The written-out modules, every LayerNorm at LiltSmall's eps.
+struct LiltRef : testing::WrittenOutRef {
   at::Tensor Ln(const at::Tensor& x, const std::string& p) const {
-    const at::Tensor y = x - x.mean(-1, true);
-    return y / at::sqrt((y * y).mean(-1, true) + 1e-5) * w.at(p + ".weight") + w.at(p + ".bias");
-  }
-  at::Tensor Lin(const at::Tensor& x, const std::string& p) const {
-    return at::matmul(x, w.at(p + ".weight").t()) + w.at(p + ".bias");
-  }
-  at::Tensor Emb(const std::string& n, const at::Tensor& ids) const {
-    return w.at(n).index_select(0, ids.reshape(-1)).view({ids.size(0), ids.size(1), -1});
-  }
-  static at::Tensor Gelu(const at::Tensor& x) {
-    return 0.5 * x * (1.0 + at::erf(x / std::sqrt(2.0)));
+    return WrittenOutRef::Ln(x, p, 1e-5);
   }
 };
 
@@ -112,7 +103,7 @@ TEST(LiltTest, LayersAsTransformers) {
   const at::Tensor bbox = at::cat({lo, lo + idx % 5}, -1);
   const auto out = m->Forward(
       w, {{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}, {"bbox", bbox}});
-  const LiltRef r{w};
+  const LiltRef r{{w}};
   const at::Tensor keep = ids.ne(1).to(at::kLong);
   const at::Tensor pos = at::cumsum(keep, 1) * keep + 1;
   at::Tensor x = r.Ln(r.Emb("embeddings.word_embeddings.weight", ids) +

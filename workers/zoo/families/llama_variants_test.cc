@@ -13,6 +13,7 @@
 
 #include "workers/zoo/config.h"
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -20,24 +21,9 @@ namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
-
-at::Tensor Rms(const at::Tensor& x, const at::Tensor& w, double eps) {
-  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * w;
-}
-
-// 1 / base^(arange(0, d, 2) / d).
-at::Tensor InvFreq(double base, int64_t d) {
-  return 1.0 / at::pow(base, at::arange(0, d, 2, at::kDouble) / static_cast<double>(d));
-}
-
-// rotate_half over [.., S, d] with the inverse frequencies `inv` at arange(S).
-at::Tensor Rope(const at::Tensor& x, const at::Tensor& inv) {
-  const int64_t s = x.size(-2), d = x.size(-1);
-  at::Tensor f = at::outer(at::arange(s, at::kDouble), inv);
-  at::Tensor emb = at::cat({f, f}, -1);
-  at::Tensor x1 = x.narrow(-1, 0, d / 2), x2 = x.narrow(-1, d / 2, d / 2);
-  return x * emb.cos() + at::cat({-x2, x1}, -1) * emb.sin();
-}
+using testing::InvFreq;
+using testing::Rms;
+using testing::Rope;
 
 struct Shape {
   int64_t layers = 1, heads = 2, kv = 2, d = 4;

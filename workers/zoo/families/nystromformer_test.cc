@@ -10,6 +10,7 @@
 #include <string>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo {
@@ -39,20 +40,10 @@ nlohmann::json NystromSmall(const std::string& arch, int64_t landmarks, nlohmann
           {"conv_kernel_size", kernel}};
 }
 
-struct NysRef {
-  const WeightMap& w;
+// The written-out modules, every LayerNorm at NystromSmall's eps.
+struct NysRef : testing::WrittenOutRef {
   at::Tensor Ln(const at::Tensor& x, const std::string& p) const {
-    const at::Tensor y = x - x.mean(-1, true);
-    return y / at::sqrt((y * y).mean(-1, true) + 1e-5) * w.at(p + ".weight") + w.at(p + ".bias");
-  }
-  at::Tensor Lin(const at::Tensor& x, const std::string& p) const {
-    return at::matmul(x, w.at(p + ".weight").t()) + w.at(p + ".bias");
-  }
-  at::Tensor Emb(const std::string& n, const at::Tensor& ids) const {
-    return w.at(n).index_select(0, ids.reshape(-1)).view({ids.size(0), ids.size(1), -1});
-  }
-  static at::Tensor GeluNew(const at::Tensor& x) {
-    return 0.5 * x * (1.0 + at::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * at::pow(x, 3.0))));
+    return WrittenOutRef::Ln(x, p, 1e-5);
   }
 };
 
@@ -128,7 +119,7 @@ void CheckBranch(int64_t landmarks, int64_t kernel) {
   types.narrow(1, kSeq / 2, kSeq / 2).fill_(1);
   const auto out =
       m->Forward(full, {{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}});
-  const NysRef r{w};
+  const NysRef r{{w}};
   const at::Tensor h = ModelRef(r, ids, types, mask, landmarks, kernel);
   // NystromformerClassificationHead: dense, hidden_act, out_proj over token 0.
   const at::Tensor logits =

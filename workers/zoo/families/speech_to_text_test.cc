@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -19,13 +20,10 @@ namespace {
 
 using json = nlohmann::json;
 
-at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
-  return at::linear(x, w.at(p + ".weight"), w.at(p + ".bias"));
-}
+using testing::LinWithBias;
+using testing::Ln;
 
-at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x) {
-  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), 1e-5);
-}
+constexpr double kLnEps = 1e-5;  // every nn.LayerNorm here: the default eps
 
 // get_embedding(rows, d, padding_idx) in float32, then the rows create_position_ids_from_input_ids
 // picks for `ids` (mask = ids != pad; cumsum(mask) * mask + pad).
@@ -47,15 +45,16 @@ at::Tensor Attn(const WeightMap& w, const std::string& p, const at::Tensor& x, c
   auto shape = [&](const at::Tensor& y, int64_t n) {
     return y.view({b, n, heads, hd}).transpose(1, 2).reshape({b * heads, n, hd});
   };
-  at::Tensor q = shape(Lin(w, p + ".q_proj", x) * std::pow(hd, -0.5), t);
-  at::Tensor k = shape(Lin(w, p + ".k_proj", kv), s), v = shape(Lin(w, p + ".v_proj", kv), s);
+  at::Tensor q = shape(LinWithBias(w, p + ".q_proj", x) * std::pow(hd, -0.5), t);
+  at::Tensor k = shape(LinWithBias(w, p + ".k_proj", kv), s),
+             v = shape(LinWithBias(w, p + ".v_proj", kv), s);
   at::Tensor scores = at::bmm(q, k.transpose(1, 2));
   if (causal) {
     at::Tensor m = at::full({t, s}, std::numeric_limits<double>::lowest(), at::kDouble).triu(1);
     scores = scores + m;
   }
   at::Tensor out = at::bmm(at::softmax(scores, -1), v).view({b, heads, t, hd}).transpose(1, 2);
-  return Lin(w, p + ".out_proj", out.reshape({b, t, d}));
+  return LinWithBias(w, p + ".out_proj", out.reshape({b, t, d}));
 }
 
 // Speech2TextModel.forward without masks: {decoder last_hidden_state, encoder output}.
@@ -74,24 +73,25 @@ std::vector<at::Tensor> RefS2t(const WeightMap& w, const json& c, const at::Tens
   const int64_t eh = c.at("encoder_attention_heads").get<int64_t>();
   for (int64_t i = 0; i < c.at("encoder_layers").get<int64_t>(); ++i) {
     const std::string p = "model.encoder.layers." + std::to_string(i) + ".";
-    at::Tensor h = Ln(w, p + "self_attn_layer_norm", x);
+    at::Tensor h = Ln(w, p + "self_attn_layer_norm", x, kLnEps);
     x = x + Attn(w, p + "self_attn", h, h, eh, false);
-    h = Ln(w, p + "final_layer_norm", x);
-    x = x + Lin(w, p + "fc2", at::relu(Lin(w, p + "fc1", h)));
+    h = Ln(w, p + "final_layer_norm", x, kLnEps);
+    x = x + LinWithBias(w, p + "fc2", at::relu(LinWithBias(w, p + "fc1", h)));
   }
-  const at::Tensor enc = Ln(w, "model.encoder.layer_norm", x);
+  const at::Tensor enc = Ln(w, "model.encoder.layer_norm", x, kLnEps);
   at::Tensor y = at::embedding(w.at("model.decoder.embed_tokens.weight"), dec_ids) * scale;
   y = y + Sinusoid(dec_ids, d, pad);
   const int64_t dh = c.at("decoder_attention_heads").get<int64_t>();
   for (int64_t i = 0; i < c.at("decoder_layers").get<int64_t>(); ++i) {
     const std::string p = "model.decoder.layers." + std::to_string(i) + ".";
-    at::Tensor h = Ln(w, p + "self_attn_layer_norm", y);
+    at::Tensor h = Ln(w, p + "self_attn_layer_norm", y, kLnEps);
     y = y + Attn(w, p + "self_attn", h, h, dh, true);
-    y = y + Attn(w, p + "encoder_attn", Ln(w, p + "encoder_attn_layer_norm", y), enc, dh, false);
-    h = Ln(w, p + "final_layer_norm", y);
-    y = y + Lin(w, p + "fc2", at::relu(Lin(w, p + "fc1", h)));
+    y = y + Attn(w, p + "encoder_attn", Ln(w, p + "encoder_attn_layer_norm", y, kLnEps), enc, dh,
+                 false);
+    h = Ln(w, p + "final_layer_norm", y, kLnEps);
+    y = y + LinWithBias(w, p + "fc2", at::relu(LinWithBias(w, p + "fc1", h)));
   }
-  return {Ln(w, "model.decoder.layer_norm", y), enc};
+  return {Ln(w, "model.decoder.layer_norm", y, kLnEps), enc};
 }
 
 // Two layers per stack, three convs of unequal kernels, an odd frame count.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -17,23 +18,20 @@ using testing::ExpectConfigError;
 using testing::MaxAbs;
 
 constexpr int64_t kSeq = 6, kModel = 8, kHeads = 2;
+constexpr double kEps = 1e-12;  // layer_norm_eps
 
 nlohmann::json XlnetSmall(const std::string& arch) {
   return {{"architectures", {arch}}, {"model_type", "xlnet"}, {"d_model", kModel},
           {"n_head", kHeads},        {"n_layer", 1},          {"d_inner", 12},
-          {"vocab_size", 40},        {"pad_token_id", 5},     {"layer_norm_eps", 1e-12},
+          {"vocab_size", 40},        {"pad_token_id", 5},     {"layer_norm_eps", kEps},
           {"ff_activation", "gelu"}, {"attn_type", "bi"}};
-}
-
-at::Tensor Ln(const WeightMap& w, const at::Tensor& x, const std::string& p) {
-  const at::Tensor y = x - x.mean(-1, true);
-  return y / at::sqrt((y * y).mean(-1, true) + 1e-12) * w.at(p + ".weight") + w.at(p + ".bias");
 }
 
 // XLNetModel.forward with attention_mask and token_type_ids, attn_type "bi", no mems.
 at::Tensor XlnetReference(const WeightMap& w, const at::Tensor& ids, const at::Tensor& mask,
                           const at::Tensor& types, const std::string& p) {
   const int64_t s = kSeq, b = 2;
+  const testing::WrittenOutRef r{w};
   const at::Tensor h =
       w.at(p + "word_embedding.weight").index_select(0, ids.t().reshape(-1)).view({s, b, kModel});
   const std::string a = p + "layer.0.rel_attn.";
@@ -69,14 +67,10 @@ at::Tensor XlnetReference(const WeightMap& w, const at::Tensor& ids, const at::T
   score = score - 1e30 * at::einsum("ijbn->bnij", {non_tgt});
   const at::Tensor vec = at::einsum("bnij,jbnd->ibnd", {at::softmax(score, 3), v});
   const at::Tensor attn =
-      Ln(w, at::einsum("ibnd,hnd->ibh", {vec, w.at(a + "o")}) + h, a + "layer_norm");
+      r.Ln(at::einsum("ibnd,hnd->ibh", {vec, w.at(a + "o")}) + h, a + "layer_norm", kEps);
   const std::string f = p + "layer.0.ff.";
-  auto lin = [&](const at::Tensor& x, const std::string& n) {
-    return at::matmul(x, w.at(n + ".weight").t()) + w.at(n + ".bias");
-  };
-  const at::Tensor g = lin(attn, f + "layer_1");
-  const at::Tensor gelu = 0.5 * g * (1.0 + at::erf(g / std::sqrt(2.0)));
-  return Ln(w, lin(gelu, f + "layer_2") + attn, f + "layer_norm").permute({1, 0, 2});
+  const at::Tensor gelu = r.Gelu(r.Lin(attn, f + "layer_1"));
+  return r.Ln(r.Lin(gelu, f + "layer_2") + attn, f + "layer_norm", kEps).permute({1, 0, 2});
 }
 
 void Inputs(at::Tensor& ids, at::Tensor& mask, at::Tensor& types) {
@@ -102,12 +96,10 @@ TEST(XlnetTest, ContentStreamAsTransformers) {
   auto cls = BuildFull(XlnetSmall("XLNetForSequenceClassification"));
   ASSERT_NE(cls, nullptr);
   const WeightMap cw = cls->InitWeights(22, at::kDouble);
-  auto lin = [&](const at::Tensor& x, const std::string& n) {
-    return at::matmul(x, cw.at(n + ".weight").t()) + cw.at(n + ".bias");
-  };
+  const testing::WrittenOutRef r{cw};
   const at::Tensor last = XlnetReference(cw, ids, mask, types, "transformer.").select(1, kSeq - 1);
   EXPECT_LT(MaxAbs(cls->Forward(cw, in)[0],
-                   lin(at::tanh(lin(last, "sequence_summary.summary")), "logits_proj")),
+                   r.Lin(at::tanh(r.Lin(last, "sequence_summary.summary")), "logits_proj")),
             1e-10);
 }
 

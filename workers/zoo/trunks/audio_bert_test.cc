@@ -8,29 +8,26 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
+#include "workers/zoo/trunks/audio_formula_test_util.h"
 
 namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
-
-at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
-  return at::linear(x, w.at(p + ".weight"), w.at(p + ".bias"));
-}
-
-at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x, double eps) {
-  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), eps);
-}
+using testing::LinWithBias;
+using testing::Ln;
 
 // Wav2Vec2BertSelfAttention.forward with position_embeddings_type relative_key or null.
 at::Tensor Attention(const WeightMap& w, const std::string& p, const json& c, const at::Tensor& x) {
   const int64_t b = x.size(0), t = x.size(1), h = x.size(2);
   const int64_t heads = c.at("num_attention_heads").get<int64_t>(), hd = h / heads;
   auto split = [&](const at::Tensor& y) { return y.view({b, t, heads, hd}).transpose(1, 2); };
-  at::Tensor q = split(Lin(w, p + "linear_q", x)), k = split(Lin(w, p + "linear_k", x));
-  at::Tensor v = split(Lin(w, p + "linear_v", x));
+  at::Tensor q = split(LinWithBias(w, p + "linear_q", x)),
+             k = split(LinWithBias(w, p + "linear_k", x));
+  at::Tensor v = split(LinWithBias(w, p + "linear_v", x));
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(hd));
   if (c.value("position_embeddings_type", json("relative_key")) == "relative_key") {
     const int64_t left = c.at("left_max_position_embeddings").get<int64_t>();
@@ -42,7 +39,7 @@ at::Tensor Attention(const WeightMap& w, const std::string& p, const json& c, co
     scores = scores + at::einsum("bhld,lrd->bhlr", {q, pe}) / std::sqrt(static_cast<double>(hd));
   }
   at::Tensor ctx = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({b, t, h});
-  return Lin(w, p + "linear_out", ctx);
+  return LinWithBias(w, p + "linear_out", ctx);
 }
 
 // Wav2Vec2BertConvolutionModule.forward without a mask.
@@ -65,12 +62,13 @@ std::vector<at::Tensor> RefBert(const WeightMap& w, const std::string& p, const 
                                 const at::Tensor& features, std::vector<at::Tensor>* states) {
   const double eps = c.value("layer_norm_eps", 1e-5);
   at::Tensor norm = Ln(w, p + "feature_projection.layer_norm", features, eps);
-  at::Tensor hs = Lin(w, p + "feature_projection.projection", norm);
+  at::Tensor hs = LinWithBias(w, p + "feature_projection.projection", norm);
   for (int64_t i = 0; i < c.at("num_hidden_layers").get<int64_t>(); ++i) {
     if (states) states->push_back(hs);
     const std::string lp = p + "encoder.layers." + std::to_string(i) + ".";
     auto ffn = [&](const std::string& f, const at::Tensor& y) {
-      return Lin(w, f + ".output_dense", at::silu(Lin(w, f + ".intermediate_dense", y)));
+      return LinWithBias(w, f + ".output_dense",
+                         at::silu(LinWithBias(w, f + ".intermediate_dense", y)));
     };
     hs = ffn(lp + "ffn1", Ln(w, lp + "ffn1_layer_norm", hs, eps)) * 0.5 + hs;
     hs = Attention(w, lp + "self_attn.", c, Ln(w, lp + "self_attn_layer_norm", hs, eps)) + hs;
@@ -121,28 +119,10 @@ TEST(AudioBertTest, ConformerOnInputFeaturesAsTransformers) {
 // The heads under `wav2vec2_bert.` read the encoder's hidden states (the weighted layer sum) and
 // its last state, as Wav2Vec2's.
 TEST(AudioBertTest, HeadsAsTransformers) {
-  json c = *ExampleConfig("Wav2Vec2BertForSequenceClassification");
-  c["use_weighted_layer_sum"] = true;
-  auto m = testing::Build("Wav2Vec2BertForSequenceClassification", c);
-  ASSERT_TRUE(m);
-  const WeightMap w = m->InitWeights(6, at::kDouble);
-  Batch b = m->MakeBatch(4, 2);
-  b.inputs["input_features"] = b.inputs.at("input_features").to(at::kDouble);
-  std::vector<at::Tensor> states;
-  RefBert(w, "wav2vec2_bert.", m->spec().tiny_config, b.inputs.at("input_features"), &states);
-  at::Tensor norm = at::softmax(w.at("layer_weights"), -1).view({-1, 1, 1});
-  at::Tensor pooled = (at::stack(states, 1) * norm).sum(1);
-  at::Tensor want = Lin(w, "classifier", Lin(w, "projector", pooled).mean(1));
-  EXPECT_LT(testing::RelDiff(m->Forward(w, b.inputs)[0], want), 1e-10);
-  auto ctc = testing::Build("Wav2Vec2BertForCTC");
-  ASSERT_TRUE(ctc);
-  const WeightMap wc = ctc->InitWeights(5, at::kDouble);
-  Batch bc = ctc->MakeBatch(3, 2);
-  bc.inputs["input_features"] = bc.inputs.at("input_features").to(at::kDouble);
-  const at::Tensor hs = RefBert(wc, "wav2vec2_bert.", ctc->spec().tiny_config,
-                                bc.inputs.at("input_features"), nullptr)[0];
-  EXPECT_LT(testing::RelDiff(ctc->Forward(wc, bc.inputs)[0], Lin(wc, "lm_head", hs)), 1e-10);
-  EXPECT_EQ(StateDictShapes(*ctc).back().name, "wav2vec2_bert.masked_spec_embed");
+  ASSERT_NO_FATAL_FAILURE(testing::ExpectWeightedSumAndCtcHeads(
+      "Wav2Vec2Bert", "wav2vec2_bert.", "input_features",
+      [](const WeightMap& w, const std::string& p, const json& c, const at::Tensor& x,
+         std::vector<at::Tensor>* states) { return RefBert(w, p, c, x, states)[0]; }));
   for (const char* arch : {"Wav2Vec2BertForAudioFrameClassification", "Wav2Vec2BertForXVector"}) {
     EXPECT_TRUE(testing::Build(arch)) << arch;
   }
@@ -153,10 +133,11 @@ TEST(AudioBertTest, HeadsAsTransformers) {
 at::Tensor RefAdapter(const WeightMap& w, const std::string& p, const json& c, at::Tensor hs) {
   const double eps = c.value("layer_norm_eps", 1e-5);
   auto ffn = [&](const std::string& f, const at::Tensor& y) {
-    return Lin(w, f + ".output_dense", at::relu(Lin(w, f + ".intermediate_dense", y)));
+    return LinWithBias(w, f + ".output_dense",
+                       at::relu(LinWithBias(w, f + ".intermediate_dense", y)));
   };
   hs = hs + 0.5 * ffn(p + "intermediate_ffn", hs);
-  hs = Ln(w, p + "adapter.proj_layer_norm", Lin(w, p + "adapter.proj", hs), eps);
+  hs = Ln(w, p + "adapter.proj_layer_norm", LinWithBias(w, p + "adapter.proj", hs), eps);
   const int64_t stride = c.value("adapter_stride", int64_t{2});
   const int64_t heads = c.at("num_attention_heads").get<int64_t>();
   auto conv_glu = [&](const std::string& n, const at::Tensor& y) {
@@ -170,11 +151,12 @@ at::Tensor RefAdapter(const WeightMap& w, const std::string& p, const json& c, a
   at::Tensor x = conv_glu(lp + "self_attn_conv", Ln(w, lp + "self_attn_layer_norm", hs, eps));
   const int64_t b = x.size(0), t = x.size(1), o = x.size(2), hd = o / heads;
   auto split = [&](const at::Tensor& y) { return y.view({b, t, heads, hd}).transpose(1, 2); };
-  at::Tensor q = split(Lin(w, lp + "self_attn.linear_q", x));
-  at::Tensor k = split(Lin(w, lp + "self_attn.linear_k", x));
-  at::Tensor v = split(Lin(w, lp + "self_attn.linear_v", x));
+  at::Tensor q = split(LinWithBias(w, lp + "self_attn.linear_q", x));
+  at::Tensor k = split(LinWithBias(w, lp + "self_attn.linear_k", x));
+  at::Tensor v = split(LinWithBias(w, lp + "self_attn.linear_v", x));
   at::Tensor probs = at::softmax(at::matmul(q, k.transpose(-2, -1)) / std::sqrt(1.0 * hd), -1);
-  x = Lin(w, lp + "self_attn.linear_out", at::matmul(probs, v).transpose(1, 2).reshape({b, t, o}));
+  x = LinWithBias(w, lp + "self_attn.linear_out",
+                  at::matmul(probs, v).transpose(1, 2).reshape({b, t, o}));
   x = x + residual;
   return ffn(lp + "ffn", Ln(w, lp + "ffn_layer_norm", x, eps)) + x;
 }
@@ -201,7 +183,7 @@ TEST(AudioBertTest, AdapterAsTransformers) {
   EXPECT_EQ(hs.size(1), 8);  // 16 frames at stride 2
   const at::Tensor got = ctc->Forward(w, b.inputs)[0];
   EXPECT_EQ(got.size(1), 8);
-  EXPECT_LT(testing::RelDiff(got, Lin(w, "lm_head", hs)), 1e-10);
+  EXPECT_LT(testing::RelDiff(got, LinWithBias(w, "lm_head", hs)), 1e-10);
   EXPECT_TRUE(std::isfinite(ctc->Loss(w, b).item<double>()));
   c["architectures"] = {"Wav2Vec2BertModel"};
   auto base = testing::Build("Wav2Vec2BertModel", c);

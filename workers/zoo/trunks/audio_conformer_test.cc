@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -17,15 +18,8 @@ namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
-
-at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
-  auto b = w.find(p + ".bias");
-  return at::linear(x, w.at(p + ".weight"), b == w.end() ? at::Tensor() : b->second);
-}
-
-at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x, double eps) {
-  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), eps);
-}
+using testing::Lin;
+using testing::Ln;
 
 at::Tensor Act(const json& c, const at::Tensor& x) {
   return c.value("hidden_act", "gelu") == "swish" ? at::silu(x) : at::gelu(x);

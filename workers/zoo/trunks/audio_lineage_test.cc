@@ -9,24 +9,21 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
+#include "workers/zoo/trunks/audio_formula_test_util.h"
 
 namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
+using testing::FeatureEncoder;
+using testing::LinWithBias;
+using testing::Ln;
 
 std::vector<int64_t> Ints(const json& c, const char* field) {
   return c.at(field).get<std::vector<int64_t>>();
-}
-
-at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
-  return at::linear(x, w.at(p + ".weight"), w.at(p + ".bias"));
-}
-
-at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x, double eps) {
-  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), eps);
 }
 
 // Which of the lineage's variants the reference computes.
@@ -62,19 +59,20 @@ at::Tensor WavLmAttention(const WeightMap& w, const std::string& p, const at::Te
                           const at::Tensor& bias, int64_t heads) {
   const int64_t b = x.size(0), t = x.size(1), h = x.size(2), hd = h / heads;
   at::Tensor g = x.view({b, t, heads, hd}).permute({0, 2, 1, 3});
-  at::Tensor rp = Lin(w, p + "gru_rel_pos_linear", g).view({b, heads, t, 2, 4}).sum(-1);
+  at::Tensor rp = LinWithBias(w, p + "gru_rel_pos_linear", g).view({b, heads, t, 2, 4}).sum(-1);
   auto ab = at::sigmoid(rp).chunk(2, -1);
   at::Tensor gate = ab[0] * (ab[1] * w.at(p + "gru_rel_pos_const") - 1.0) + 2.0;
   at::Tensor gated = gate.view({b * heads, -1, 1}) * bias.repeat({b, 1, 1});
   auto split = [&](const at::Tensor& y) {
     return y.view({b, t, heads, hd}).transpose(1, 2).reshape({b * heads, t, hd});
   };
-  at::Tensor q = split(Lin(w, p + "q_proj", x)) * (1.0 / std::sqrt(static_cast<double>(hd)));
-  at::Tensor k = split(Lin(w, p + "k_proj", x));
-  at::Tensor v = split(Lin(w, p + "v_proj", x));
+  at::Tensor q =
+      split(LinWithBias(w, p + "q_proj", x)) * (1.0 / std::sqrt(static_cast<double>(hd)));
+  at::Tensor k = split(LinWithBias(w, p + "k_proj", x));
+  at::Tensor v = split(LinWithBias(w, p + "v_proj", x));
   at::Tensor probs = at::softmax(at::bmm(q, k.transpose(1, 2)) + gated, -1);
   at::Tensor ctx = at::bmm(probs, v).view({b, heads, t, hd}).transpose(1, 2).reshape({b, t, h});
-  return Lin(w, p + "out_proj", ctx);
+  return LinWithBias(w, p + "out_proj", ctx);
 }
 
 // Wav2Vec2Attention (eager): softmax(q k^T / sqrt(d)) v, out_proj.
@@ -82,11 +80,11 @@ at::Tensor PlainAttention(const WeightMap& w, const std::string& p, const at::Te
                           int64_t heads) {
   const int64_t b = x.size(0), t = x.size(1), h = x.size(2), hd = h / heads;
   auto split = [&](const at::Tensor& y) { return y.view({b, t, heads, hd}).transpose(1, 2); };
-  at::Tensor q = split(Lin(w, p + "q_proj", x)), k = split(Lin(w, p + "k_proj", x));
-  at::Tensor v = split(Lin(w, p + "v_proj", x));
+  at::Tensor q = split(LinWithBias(w, p + "q_proj", x)), k = split(LinWithBias(w, p + "k_proj", x));
+  at::Tensor v = split(LinWithBias(w, p + "v_proj", x));
   at::Tensor probs =
       at::softmax(at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd)), -1);
-  return Lin(w, p + "out_proj", at::matmul(probs, v).transpose(1, 2).reshape({b, t, h}));
+  return LinWithBias(w, p + "out_proj", at::matmul(probs, v).transpose(1, 2).reshape({b, t, h}));
 }
 
 // The base model's last_hidden_state for `c` (a tiny config of the lineage) on weights under
@@ -94,22 +92,11 @@ at::Tensor PlainAttention(const WeightMap& w, const std::string& p, const at::Te
 // positional conv(s), Wav2Vec2Encoder's post-LN layers (the examples are not stable-layer-norm).
 at::Tensor RefEncoder(const WeightMap& w, const std::string& p, const json& c, const Variant& v,
                       const at::Tensor& values) {
-  const auto dims = Ints(c, "conv_dim"), strides = Ints(c, "conv_stride");
   const bool group = !v.stacked_pos_conv && c.value("feat_extract_norm", "group") == "group";
-  at::Tensor x = values.unsqueeze(1);
-  for (size_t i = 0; i < dims.size(); ++i) {
-    const std::string lp = p + "feature_extractor.conv_layers." + std::to_string(i) + ".";
-    x = at::conv1d(x, w.at(lp + "conv.weight"), {}, strides[i]);
-    if (group && i == 0) {
-      x = at::group_norm(x, dims[0], w.at(lp + "layer_norm.weight"), w.at(lp + "layer_norm.bias"));
-    } else if (!group) {
-      x = Ln(w, lp + "layer_norm", x.transpose(1, 2), 1e-5).transpose(1, 2);
-    }
-    x = at::gelu(x);
-  }
+  const at::Tensor x = FeatureEncoder(w, p, c, group, values);
   const double eps = c.value("layer_norm_eps", 1e-5);
-  at::Tensor hs = Lin(w, p + "feature_projection.projection",
-                      Ln(w, p + "feature_projection.layer_norm", x.transpose(1, 2), eps));
+  at::Tensor hs = LinWithBias(w, p + "feature_projection.projection",
+                              Ln(w, p + "feature_projection.layer_norm", x.transpose(1, 2), eps));
   const int64_t groups = c.at("num_conv_pos_embedding_groups").get<int64_t>();
   at::Tensor pos = hs.transpose(1, 2);
   if (v.stacked_pos_conv) {
@@ -142,8 +129,9 @@ at::Tensor RefEncoder(const WeightMap& w, const std::string& p, const json& c, c
     at::Tensor a = v.wavlm ? WavLmAttention(w, lp + "attention.", hs, bias, heads)
                            : PlainAttention(w, lp + "attention.", hs, heads);
     hs = Ln(w, lp + "layer_norm", hs + a, eps);
-    at::Tensor ff = Lin(w, lp + "feed_forward.output_dense",
-                        at::gelu(Lin(w, lp + "feed_forward.intermediate_dense", hs)));
+    at::Tensor ff =
+        LinWithBias(w, lp + "feed_forward.output_dense",
+                    at::gelu(LinWithBias(w, lp + "feed_forward.intermediate_dense", hs)));
     hs = Ln(w, lp + "final_layer_norm", hs + ff, eps);
   }
   return hs;
@@ -240,7 +228,7 @@ TEST(AudioLineageTest, XVectorIsTdnnStatisticPoolingAndAmSoftmaxAsTransformers) 
     Batch b = m->MakeBatch(3, 2);
     b.inputs["input_values"] = b.inputs.at("input_values").to(at::kDouble);
     const at::Tensor h = base->Forward(testing::Unprefixed(w, prefix), b.inputs)[0];
-    at::Tensor x = Lin(w, "projector", h);
+    at::Tensor x = LinWithBias(w, "projector", h);
     const auto dims = Ints(c, "tdnn_dim"), kernels = Ints(c, "tdnn_kernel"),
                dil = Ints(c, "tdnn_dilation");
     for (size_t i = 0; i < dims.size(); ++i) {
@@ -252,8 +240,8 @@ TEST(AudioLineageTest, XVectorIsTdnnStatisticPoolingAndAmSoftmaxAsTransformers) 
                        .transpose(1, 2));
     }
     at::Tensor stats = at::cat({x.mean(1), x.std(1)}, -1);
-    at::Tensor emb = Lin(w, "feature_extractor", stats);
-    at::Tensor logits = Lin(w, "classifier", emb);
+    at::Tensor emb = LinWithBias(w, "feature_extractor", stats);
+    at::Tensor logits = LinWithBias(w, "classifier", emb);
     const auto out = m->Forward(w, b.inputs);
     ASSERT_EQ(out.size(), 2u);
     EXPECT_LT(testing::RelDiff(out[0], logits), 1e-10);

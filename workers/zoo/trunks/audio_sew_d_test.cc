@@ -10,21 +10,19 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
+#include "workers/zoo/trunks/audio_formula_test_util.h"
 
 namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
-
-at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
-  return at::linear(x, w.at(p + ".weight"), w.at(p + ".bias"));
-}
-
-at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x, double eps) {
-  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), eps);
-}
+using testing::FeatureEncoder;
+using testing::LinWithBias;
+using testing::Ln;
+using testing::SewSqueeze;
 
 // make_log_bucket_position / build_relative_position as written there.
 at::Tensor RelativePositions(int64_t t, int64_t bucket_size, int64_t max_position) {
@@ -52,14 +50,14 @@ at::Tensor Attention(const WeightMap& w, const std::string& p, const at::Tensor&
         .permute({0, 2, 1, 3})
         .reshape({-1, y.size(1), h / heads});
   };
-  at::Tensor q = scores_shape(Lin(w, p + "query_proj", x));
-  at::Tensor k = scores_shape(Lin(w, p + "key_proj", x));
-  at::Tensor v = scores_shape(Lin(w, p + "value_proj", x));
+  at::Tensor q = scores_shape(LinWithBias(w, p + "query_proj", x));
+  at::Tensor k = scores_shape(LinWithBias(w, p + "key_proj", x));
+  at::Tensor v = scores_shape(LinWithBias(w, p + "value_proj", x));
   at::Tensor scale = at::sqrt(at::tensor(static_cast<float>(h / heads)) * 3).to(at::kDouble);
   at::Tensor scores = at::bmm(q, k.transpose(-1, -2) / scale);
   at::Tensor re = rel_emb.slice(0, 0, span * 2).unsqueeze(0);
-  at::Tensor pq = scores_shape(Lin(w, p + "query_proj", re)).repeat({b, 1, 1});
-  at::Tensor pk = scores_shape(Lin(w, p + "key_proj", re)).repeat({b, 1, 1});
+  at::Tensor pq = scores_shape(LinWithBias(w, p + "query_proj", re)).repeat({b, 1, 1});
+  at::Tensor pk = scores_shape(LinWithBias(w, p + "key_proj", re)).repeat({b, 1, 1});
   at::Tensor c2p = at::bmm(q, pk.transpose(-1, -2));
   at::Tensor c2p_pos = at::clamp(rel_pos + span, 0, span * 2 - 1);
   c2p = at::gather(c2p, -1, c2p_pos.expand({q.size(0), t, t}));
@@ -75,33 +73,12 @@ at::Tensor Attention(const WeightMap& w, const std::string& p, const at::Tensor&
 // SEWDModel.forward without a mask; `states` gets SEWDTransformerEncoder's hidden states.
 at::Tensor RefSewD(const WeightMap& w, const std::string& p, const json& c,
                    const at::Tensor& values, std::vector<at::Tensor>* states = nullptr) {
-  const auto dims = c.at("conv_dim").get<std::vector<int64_t>>();
-  const auto strides = c.at("conv_stride").get<std::vector<int64_t>>();
-  at::Tensor x = values.unsqueeze(1);
-  for (size_t i = 0; i < dims.size(); ++i) {
-    const std::string lp = p + "feature_extractor.conv_layers." + std::to_string(i) + ".";
-    x = at::conv1d(x, w.at(lp + "conv.weight"), {}, strides[i]);
-    if (i == 0) {
-      x = at::group_norm(x, dims[0], w.at(lp + "layer_norm.weight"), w.at(lp + "layer_norm.bias"));
-    }
-    x = at::gelu(x);
-  }
-  at::Tensor hs = Ln(w, p + "layer_norm", x.transpose(1, 2), c.at("feature_layer_norm_eps"));
-  hs = Lin(w, p + "feature_projection", hs);
+  at::Tensor hs = Ln(w, p + "layer_norm", FeatureEncoder(w, p, c, true, values).transpose(1, 2),
+                     c.at("feature_layer_norm_eps"));
+  hs = LinWithBias(w, p + "feature_projection", hs);
   const int64_t frames = hs.size(1), sq = c.at("squeeze_factor").get<int64_t>();
-  const int64_t k = c.at("num_conv_pos_embeddings").get<int64_t>();
-  const std::string cp = p + "encoder.pos_conv_embed.conv.";
-  const at::Tensor& g = w.at(cp + "parametrizations.weight.original0");
-  const at::Tensor& vv = w.at(cp + "parametrizations.weight.original1");
-  at::Tensor weight = g * vv / vv.norm(2, at::IntArrayRef{0, 1}, /*keepdim=*/true);
-  at::Tensor ht = hs.transpose(1, 2);
-  at::Tensor pos = at::conv1d(ht, weight, w.at(cp + "bias"), sq, k / 2, 1,
-                              c.at("num_conv_pos_embedding_groups").get<int64_t>());
-  if (k % 2 == 0) pos = pos.narrow(2, 0, pos.size(2) - 1);
-  pos = at::gelu(pos);
-  at::Tensor pooled = at::avg_pool1d(ht, {sq}, {sq});
-  const int64_t len = std::min(pos.size(-1), pooled.size(-1));
-  hs = (pooled.narrow(2, 0, len) + pos.narrow(2, 0, len)).transpose(1, 2);
+  hs = SewSqueeze(w, p, c, hs);
+  const int64_t len = hs.size(1);
   const double eps = c.at("layer_norm_eps").get<double>();
   const std::string e = p + "encoder.encoder.";
   at::Tensor rel = Ln(w, e + "LayerNorm", w.at(e + "rel_embeddings.weight"), eps);
@@ -112,13 +89,13 @@ at::Tensor RefSewD(const WeightMap& w, const std::string& p, const json& c,
     if (states) states->push_back(hs);
     const std::string lp = e + "layer." + std::to_string(i) + ".";
     at::Tensor a = Attention(w, lp + "attention.self.", hs, rel, rel_pos, heads, buckets);
-    a = Ln(w, lp + "attention.output.LayerNorm", Lin(w, lp + "attention.output.dense", a) + hs,
-           eps);
-    at::Tensor inter = at::gelu(Lin(w, lp + "intermediate.dense", a));
-    hs = Ln(w, lp + "output.LayerNorm", Lin(w, lp + "output.dense", inter) + a, eps);
+    a = Ln(w, lp + "attention.output.LayerNorm",
+           LinWithBias(w, lp + "attention.output.dense", a) + hs, eps);
+    at::Tensor inter = at::gelu(LinWithBias(w, lp + "intermediate.dense", a));
+    hs = Ln(w, lp + "output.LayerNorm", LinWithBias(w, lp + "output.dense", inter) + a, eps);
   }
   if (states) states->push_back(hs);
-  hs = at::gelu(Lin(w, p + "encoder.upsample.projection", hs));
+  hs = at::gelu(LinWithBias(w, p + "encoder.upsample.projection", hs));
   const int64_t b = hs.size(0), src = hs.size(1), dim = hs.size(2) / sq;
   hs = hs.reshape({b, src, sq, dim}).reshape({b, src * sq, dim});
   if (hs.size(1) < frames) hs = at::constant_pad_nd(hs, {0, 0, 0, frames - hs.size(1)});
@@ -149,28 +126,8 @@ TEST(AudioSewDTest, DisentangledEncoderBetweenSqueezeAndUpsamplingAsTransformers
 
 // SEWDForSequenceClassification's weighted layer sum over the pooled-rate hidden states; CTC.
 TEST(AudioSewDTest, HeadsAsTransformers) {
-  json c = *ExampleConfig("SEWDForSequenceClassification");
-  c["use_weighted_layer_sum"] = true;
-  auto m = testing::Build("SEWDForSequenceClassification", c);
-  ASSERT_TRUE(m);
-  const WeightMap w = m->InitWeights(6, at::kDouble);
-  Batch b = m->MakeBatch(4, 2);
-  b.inputs["input_values"] = b.inputs.at("input_values").to(at::kDouble);
-  std::vector<at::Tensor> states;
-  RefSewD(w, "sew_d.", m->spec().tiny_config, b.inputs.at("input_values"), &states);
-  at::Tensor norm = at::softmax(w.at("layer_weights"), -1).view({-1, 1, 1});
-  at::Tensor pooled = (at::stack(states, 1) * norm).sum(1);
-  at::Tensor want = Lin(w, "classifier", Lin(w, "projector", pooled).mean(1));
-  EXPECT_LT(testing::RelDiff(m->Forward(w, b.inputs)[0], want), 1e-10);
-  auto ctc = testing::Build("SEWDForCTC");
-  ASSERT_TRUE(ctc);
-  const WeightMap wc = ctc->InitWeights(5, at::kDouble);
-  Batch bc = ctc->MakeBatch(3, 2);
-  bc.inputs["input_values"] = bc.inputs.at("input_values").to(at::kDouble);
-  const at::Tensor hs =
-      RefSewD(wc, "sew_d.", ctc->spec().tiny_config, bc.inputs.at("input_values"));
-  EXPECT_LT(testing::RelDiff(ctc->Forward(wc, bc.inputs)[0], Lin(wc, "lm_head", hs)), 1e-10);
-  EXPECT_EQ(StateDictShapes(*ctc).back().name, "sew_d.masked_spec_embed");
+  ASSERT_NO_FATAL_FAILURE(
+      testing::ExpectWeightedSumAndCtcHeads("SEWD", "sew_d.", "input_values", RefSewD));
 }
 
 }  // namespace

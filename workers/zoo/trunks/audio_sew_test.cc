@@ -9,21 +9,20 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
+#include "workers/zoo/trunks/audio_formula_test_util.h"
 
 namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
-
-at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
-  return at::linear(x, w.at(p + ".weight"), w.at(p + ".bias"));
-}
-
-at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x, double eps) {
-  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), eps);
-}
+using testing::FeatureEncoder;
+using testing::LinWithBias;
+using testing::Ln;
+using testing::SewSqueeze;
+using testing::WeightedLayerSumLogits;
 
 // Wav2Vec2Attention (eager) and Wav2Vec2EncoderLayer (post-LN).
 at::Tensor EncoderLayer(const WeightMap& w, const std::string& lp, const at::Tensor& x,
@@ -31,14 +30,15 @@ at::Tensor EncoderLayer(const WeightMap& w, const std::string& lp, const at::Ten
   const int64_t b = x.size(0), t = x.size(1), h = x.size(2), hd = h / heads;
   auto split = [&](const at::Tensor& y) { return y.view({b, t, heads, hd}).transpose(1, 2); };
   const std::string a = lp + "attention.";
-  at::Tensor q = split(Lin(w, a + "q_proj", x)), k = split(Lin(w, a + "k_proj", x));
-  at::Tensor v = split(Lin(w, a + "v_proj", x));
+  at::Tensor q = split(LinWithBias(w, a + "q_proj", x)), k = split(LinWithBias(w, a + "k_proj", x));
+  at::Tensor v = split(LinWithBias(w, a + "v_proj", x));
   at::Tensor probs =
       at::softmax(at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd)), -1);
-  at::Tensor attn = Lin(w, a + "out_proj", at::matmul(probs, v).transpose(1, 2).reshape({b, t, h}));
+  at::Tensor attn =
+      LinWithBias(w, a + "out_proj", at::matmul(probs, v).transpose(1, 2).reshape({b, t, h}));
   at::Tensor hs = Ln(w, lp + "layer_norm", x + attn, eps);
-  at::Tensor ff = Lin(w, lp + "feed_forward.output_dense",
-                      at::gelu(Lin(w, lp + "feed_forward.intermediate_dense", hs)));
+  at::Tensor ff = LinWithBias(w, lp + "feed_forward.output_dense",
+                              at::gelu(LinWithBias(w, lp + "feed_forward.intermediate_dense", hs)));
   return Ln(w, lp + "final_layer_norm", hs + ff, eps);
 }
 
@@ -46,34 +46,13 @@ at::Tensor EncoderLayer(const WeightMap& w, const std::string& lp, const at::Ten
 at::Tensor RefSew(const WeightMap& w, const std::string& p, const json& c, const at::Tensor& values,
                   std::vector<at::Tensor>* states = nullptr) {
   const auto dims = c.at("conv_dim").get<std::vector<int64_t>>();
-  const auto strides = c.at("conv_stride").get<std::vector<int64_t>>();
-  at::Tensor x = values.unsqueeze(1);
-  for (size_t i = 0; i < dims.size(); ++i) {  // Wav2Vec2FeatureEncoder, feat_extract_norm group
-    const std::string lp = p + "feature_extractor.conv_layers." + std::to_string(i) + ".";
-    x = at::conv1d(x, w.at(lp + "conv.weight"), {}, strides[i]);
-    if (i == 0) {
-      x = at::group_norm(x, dims[0], w.at(lp + "layer_norm.weight"), w.at(lp + "layer_norm.bias"));
-    }
-    x = at::gelu(x);
-  }
   const double eps = c.value("layer_norm_eps", 1e-5);
-  at::Tensor hs = Ln(w, p + "layer_norm", x.transpose(1, 2), eps);
-  if (dims.back() != c.at("hidden_size").get<int64_t>()) hs = Lin(w, p + "feature_projection", hs);
+  at::Tensor hs =
+      Ln(w, p + "layer_norm", FeatureEncoder(w, p, c, true, values).transpose(1, 2), eps);
+  if (dims.back() != c.at("hidden_size").get<int64_t>())
+    hs = LinWithBias(w, p + "feature_projection", hs);
   const int64_t frames = hs.size(1), sq = c.at("squeeze_factor").get<int64_t>();
-  // SEWPositionalConvEmbedding: weight norm over dim 2, stride squeeze_factor, SEWSamePadLayer.
-  const int64_t k = c.at("num_conv_pos_embeddings").get<int64_t>();
-  const std::string cp = p + "encoder.pos_conv_embed.conv.";
-  const at::Tensor& g = w.at(cp + "parametrizations.weight.original0");
-  const at::Tensor& v = w.at(cp + "parametrizations.weight.original1");
-  at::Tensor weight = g * v / v.norm(2, at::IntArrayRef{0, 1}, /*keepdim=*/true);
-  at::Tensor ht = hs.transpose(1, 2);
-  at::Tensor pos = at::conv1d(ht, weight, w.at(cp + "bias"), sq, k / 2, 1,
-                              c.at("num_conv_pos_embedding_groups").get<int64_t>());
-  if (k % 2 == 0) pos = pos.narrow(2, 0, pos.size(2) - 1);
-  pos = at::gelu(pos);
-  at::Tensor pooled = at::avg_pool1d(ht, {sq}, {sq});
-  const int64_t len = std::min(pos.size(-1), pooled.size(-1));
-  hs = (pooled.narrow(2, 0, len) + pos.narrow(2, 0, len)).transpose(1, 2);
+  hs = SewSqueeze(w, p, c, hs);
   hs = Ln(w, p + "encoder.layer_norm", hs, eps);
   const int64_t heads = c.at("num_attention_heads").get<int64_t>();
   for (int64_t i = 0; i < c.at("num_hidden_layers").get<int64_t>(); ++i) {
@@ -82,7 +61,7 @@ at::Tensor RefSew(const WeightMap& w, const std::string& p, const json& c, const
   }
   if (states) states->push_back(hs);
   // SEWUpsampling.
-  hs = at::gelu(Lin(w, p + "encoder.upsample.projection", hs));
+  hs = at::gelu(LinWithBias(w, p + "encoder.upsample.projection", hs));
   const int64_t b = hs.size(0), src = hs.size(1), dim = hs.size(2) / sq;
   hs = hs.reshape({b, src, sq, dim}).reshape({b, src * sq, dim});
   if (hs.size(1) < frames) hs = at::constant_pad_nd(hs, {0, 0, 0, frames - hs.size(1)});
@@ -146,7 +125,7 @@ TEST(AudioSewTest, HeadsReadTheSqueezedHiddenStatesAsTransformers) {
     Batch b = ctc->MakeBatch(3, 2);
     const at::Tensor values = DoubleValues(b);
     const at::Tensor hs = RefSew(w, "sew.", ctc->spec().tiny_config, values);
-    EXPECT_LT(testing::RelDiff(ctc->Forward(w, b.inputs)[0], Lin(w, "lm_head", hs)), 1e-10);
+    EXPECT_LT(testing::RelDiff(ctc->Forward(w, b.inputs)[0], LinWithBias(w, "lm_head", hs)), 1e-10);
   }
   json c = *ExampleConfig("SEWForSequenceClassification");
   c["use_weighted_layer_sum"] = true;
@@ -159,9 +138,7 @@ TEST(AudioSewTest, HeadsReadTheSqueezedHiddenStatesAsTransformers) {
   RefSew(w, "sew.", m->spec().tiny_config, values, &states);
   ASSERT_EQ(states.size(), m->spec().tiny_config.at("num_hidden_layers").get<size_t>() + 1);
   EXPECT_EQ(states[0].size(1), 8);  // 16 frames squeezed by 2
-  at::Tensor norm = at::softmax(w.at("layer_weights"), -1).view({-1, 1, 1});
-  at::Tensor pooled = (at::stack(states, 1) * norm).sum(1);
-  at::Tensor want = Lin(w, "classifier", Lin(w, "projector", pooled).mean(1));
+  const at::Tensor want = WeightedLayerSumLogits(w, states);
   EXPECT_LT(testing::RelDiff(m->Forward(w, b.inputs)[0], want), 1e-10);
 }
 

@@ -9,20 +9,15 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
-
-at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
-  return at::linear(x, w.at(p + ".weight"), w.at(p + ".bias"));
-}
-
-at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x, double eps) {
-  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), eps);
-}
+using testing::LinWithBias;
+using testing::Ln;
 
 // ASTModel.forward: {sequence_output, pooled_output}.
 std::vector<at::Tensor> RefAst(const WeightMap& w, const std::string& p, const json& c,
@@ -46,14 +41,14 @@ std::vector<at::Tensor> RefAst(const WeightMap& w, const std::string& p, const j
     at::Tensor y = Ln(w, lp + "layernorm_before", x, eps);
     const int64_t s = y.size(1);
     auto split = [&](const at::Tensor& t) { return t.view({b, s, heads, hd}).transpose(1, 2); };
-    at::Tensor q = split(Lin(w, lp + "attention.q_proj", y));
-    at::Tensor k = split(Lin(w, lp + "attention.k_proj", y));
-    at::Tensor v = split(Lin(w, lp + "attention.v_proj", y));
+    at::Tensor q = split(LinWithBias(w, lp + "attention.q_proj", y));
+    at::Tensor k = split(LinWithBias(w, lp + "attention.k_proj", y));
+    at::Tensor v = split(LinWithBias(w, lp + "attention.v_proj", y));
     at::Tensor probs = at::softmax(at::matmul(q, k.transpose(-1, -2)) / std::sqrt(1.0 * hd), -1);
     at::Tensor ctx = at::matmul(probs, v).transpose(1, 2).reshape({b, s, h});
-    x = x + Lin(w, lp + "attention.o_proj", ctx);
+    x = x + LinWithBias(w, lp + "attention.o_proj", ctx);
     y = Ln(w, lp + "layernorm_after", x, eps);
-    x = x + Lin(w, lp + "mlp.fc2", at::gelu(Lin(w, lp + "mlp.fc1", y)));
+    x = x + LinWithBias(w, lp + "mlp.fc2", at::gelu(LinWithBias(w, lp + "mlp.fc1", y)));
   }
   at::Tensor seq = Ln(w, p + "layernorm", x, eps);
   return {seq, (seq.select(1, 0) + seq.select(1, 1)) / 2};
@@ -98,7 +93,7 @@ TEST(AudioSpectrogramTest, AstPatchesTokensAndMlpHeadAsTransformers) {
                                    bc.inputs.at("input_values"))[1];
   const double eps = cfg.at("layer_norm_eps").get<double>();
   const at::Tensor logits =
-      Lin(wc, "classifier.dense", Ln(wc, "classifier.layernorm", pooled, eps));
+      LinWithBias(wc, "classifier.dense", Ln(wc, "classifier.layernorm", pooled, eps));
   EXPECT_LT(testing::RelDiff(cls->Forward(wc, bc.inputs)[0], logits), 1e-10);
   EXPECT_NEAR(cls->Loss(wc, bc).item<double>(),
               at::cross_entropy_loss(logits, bc.labels.at("labels")).item<double>(), 1e-10);

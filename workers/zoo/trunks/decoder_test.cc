@@ -8,12 +8,16 @@
 #include <set>
 #include <string>
 
+#include "workers/zoo/family_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/nn.h"
 #include "workers/zoo/zoo_test_util.h"
 
 namespace ts::zoo {
 namespace {
+
+using testing::HasWeight;
+using testing::WeightShape;
 
 std::unique_ptr<Model> MustBuild(const nlohmann::json& config, const BuildOptions& opts = {}) {
   auto m = BuildModel(config, opts);
@@ -34,20 +38,10 @@ nlohmann::json Real(const std::string& file) {
   return c;
 }
 
-double RelDiff(const at::Tensor& a, const at::Tensor& b) {
+// ||a - b|| / ||b|| divided in the tensors' own dtype, with no floor on ||b|| (not
+// testing::RelDiff, which divides in double).
+double RelDiffInDtype(const at::Tensor& a, const at::Tensor& b) {
   return ((a - b).norm() / b.norm()).item<double>();
-}
-
-bool HasWeight(const Model& m, const std::string& name) {
-  for (const auto& [n, s] : m.WeightShapes())
-    if (n == name) return true;
-  return false;
-}
-
-std::vector<int64_t> Shape(const Model& m, const std::string& name) {
-  for (const auto& [n, s] : m.WeightShapes())
-    if (n == name) return s;
-  return {};
 }
 
 const std::vector<std::string> kCausal = {
@@ -71,7 +65,7 @@ TEST(DecoderTrunkTest, EveryCausalLmShapesFloat64AgreementAndDeterminism) {
     TensorMap in64 = batch.inputs;
     at::Tensor y64 = m->Forward(w64, in64)[0];
     EXPECT_EQ(y64.scalar_type(), at::kDouble);
-    EXPECT_LT(RelDiff(y32.to(at::kDouble), y64), 1e-4) << arch;
+    EXPECT_LT(RelDiffInDtype(y32.to(at::kDouble), y64), 1e-4) << arch;
     EXPECT_TRUE(std::isfinite(m->Loss(w32, batch).item<double>())) << arch;
   }
 }
@@ -136,18 +130,20 @@ TEST(DecoderTrunkTest, RealConfigsScaleKeepingNormsFusedProjectionsAndExperts) {
   EXPECT_EQ(p3["rope_scaling"]["long_factor"].size(), 8u);
   EXPECT_EQ(p3["original_max_position_embeddings"], 16);
   EXPECT_TRUE(p3["sliding_window"].is_null());  // 262144 >= context: never bites
-  EXPECT_EQ(Shape(*phi3, "model.layers.0.self_attn.qkv_proj.weight"),
+  EXPECT_EQ(WeightShape(*phi3, "model.layers.0.self_attn.qkv_proj.weight"),
             (std::vector<int64_t>{3 * 64, 64}));
   EXPECT_TRUE(HasWeight(*phi3, "model.layers.0.mlp.gate_up_proj.weight"));
   // qwen3: q/k norms per head.
   auto qwen3 = MustBuild(Real("qwen3_1.7b.json"));
   ASSERT_NE(qwen3, nullptr);
-  EXPECT_EQ(Shape(*qwen3, "model.layers.0.self_attn.q_norm.weight"), (std::vector<int64_t>{16}));
+  EXPECT_EQ(WeightShape(*qwen3, "model.layers.0.self_attn.q_norm.weight"),
+            (std::vector<int64_t>{16}));
   EXPECT_EQ(qwen3->spec().tiny_config["num_key_value_heads"], 2);
   // olmo2: q/k norms over full projections, no input norm.
   auto olmo2 = MustBuild(Real("olmo2_13b.json"));
   ASSERT_NE(olmo2, nullptr);
-  EXPECT_EQ(Shape(*olmo2, "model.layers.0.self_attn.k_norm.weight"), (std::vector<int64_t>{64}));
+  EXPECT_EQ(WeightShape(*olmo2, "model.layers.0.self_attn.k_norm.weight"),
+            (std::vector<int64_t>{64}));
   EXPECT_FALSE(HasWeight(*olmo2, "model.layers.0.input_layernorm.weight"));
   // stablelm: partial rotary 0.25 kept; LayerNorm with bias.
   auto slm = MustBuild(Real("stablelm.json"));
@@ -158,11 +154,12 @@ TEST(DecoderTrunkTest, RealConfigsScaleKeepingNormsFusedProjectionsAndExperts) {
   auto bc = MustBuild(Real("gpt_bigcode.json"));
   ASSERT_NE(bc, nullptr);
   EXPECT_EQ(bc->spec().tiny_config["n_head"], 8);
-  EXPECT_EQ(Shape(*bc, "transformer.h.0.attn.c_attn.weight"), (std::vector<int64_t>{64 + 16, 64}));
+  EXPECT_EQ(WeightShape(*bc, "transformer.h.0.attn.c_attn.weight"),
+            (std::vector<int64_t>{64 + 16, 64}));
   // gpt_neox (redpajama): sequential residual, full rotary, fused query_key_value.
   auto nx = MustBuild(Real("redpajama_3b_v1.json"));
   ASSERT_NE(nx, nullptr);
-  EXPECT_EQ(Shape(*nx, "gpt_neox.layers.0.attention.query_key_value.weight"),
+  EXPECT_EQ(WeightShape(*nx, "gpt_neox.layers.0.attention.query_key_value.weight"),
             (std::vector<int64_t>{192, 64}));
   EXPECT_TRUE(HasWeight(*nx, "lm_head.weight"));
   // MoE: 4 experts, top_k at most half.
@@ -171,10 +168,10 @@ TEST(DecoderTrunkTest, RealConfigsScaleKeepingNormsFusedProjectionsAndExperts) {
   EXPECT_EQ(mx->spec().tiny_config["num_local_experts"], 4);
   EXPECT_EQ(mx->spec().tiny_config["num_experts_per_tok"], 2);
   // transformers 5's fused experts: gate_up_proj [E, 2I, H], down_proj [E, H, I].
-  EXPECT_EQ(Shape(*mx, "model.layers.0.mlp.experts.gate_up_proj"),
+  EXPECT_EQ(WeightShape(*mx, "model.layers.0.mlp.experts.gate_up_proj"),
             (std::vector<int64_t>{4, 2 * mx->spec().tiny_config["intermediate_size"].get<int64_t>(),
                                   mx->spec().tiny_config["hidden_size"].get<int64_t>()}));
-  EXPECT_EQ(Shape(*mx, "model.layers.0.mlp.experts.down_proj")[0], 4);
+  EXPECT_EQ(WeightShape(*mx, "model.layers.0.mlp.experts.down_proj")[0], 4);
   EXPECT_EQ(mx->spec().tiny_config["num_hidden_layers"], 1);  // every Mixtral layer is alike
   auto qm = MustBuild(Real("qwen2moe.json"));
   ASSERT_NE(qm, nullptr);
@@ -218,10 +215,10 @@ TEST(DecoderTrunkTest, MoeRoutesEachTokenToTopKExperts) {
 TEST(DecoderTrunkTest, Gpt2Conv1DLayoutIsInByOut) {
   auto m = MustBuild(Real("gpt2.json"));
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(Shape(*m, "transformer.h.0.attn.c_attn.weight"), (std::vector<int64_t>{64, 192}));
-  EXPECT_EQ(Shape(*m, "transformer.h.0.mlp.c_fc.weight"), (std::vector<int64_t>{64, 256}));
-  EXPECT_EQ(Shape(*m, "transformer.h.0.mlp.c_proj.weight"), (std::vector<int64_t>{256, 64}));
-  EXPECT_EQ(Shape(*m, "transformer.wpe.weight"), (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(WeightShape(*m, "transformer.h.0.attn.c_attn.weight"), (std::vector<int64_t>{64, 192}));
+  EXPECT_EQ(WeightShape(*m, "transformer.h.0.mlp.c_fc.weight"), (std::vector<int64_t>{64, 256}));
+  EXPECT_EQ(WeightShape(*m, "transformer.h.0.mlp.c_proj.weight"), (std::vector<int64_t>{256, 64}));
+  EXPECT_EQ(WeightShape(*m, "transformer.wpe.weight"), (std::vector<int64_t>{64, 64}));
   EXPECT_FALSE(HasWeight(*m, "lm_head.weight"));  // tied to wte
   // Learned positions: permuting tokens changes logits beyond the permutation.
   Batch batch = m->MakeBatch(1, 0);
@@ -335,9 +332,9 @@ TEST(DecoderTrunkTest, QuestionAnsweringSplitsStartEndAndAveragesTheLosses) {
     auto m = MustBuild(Example(arch));
     ASSERT_NE(m, nullptr) << arch;
     EXPECT_EQ(m->OutputNames(), (std::vector<std::string>{"start_logits", "end_logits"}));
-    ASSERT_EQ(Shape(*m, "qa_outputs.weight").size(), 2u) << arch;
-    EXPECT_EQ(Shape(*m, "qa_outputs.weight")[0], 2) << arch;
-    EXPECT_EQ(Shape(*m, "qa_outputs.bias"), (std::vector<int64_t>{2})) << arch;
+    ASSERT_EQ(WeightShape(*m, "qa_outputs.weight").size(), 2u) << arch;
+    EXPECT_EQ(WeightShape(*m, "qa_outputs.weight")[0], 2) << arch;
+    EXPECT_EQ(WeightShape(*m, "qa_outputs.bias"), (std::vector<int64_t>{2})) << arch;
     Batch batch = m->MakeBatch(2, 0);
     const at::Tensor& sp = batch.labels.at("start_positions");
     const at::Tensor& ep = batch.labels.at("end_positions");
@@ -423,14 +420,14 @@ TEST(DecoderTrunkTest, LlamaStyleHeadsAgreeWithTheCausalLmBody) {
     at::Tensor logits = lm->Forward(w, batch.inputs)[0];
     at::Tensor hidden = base->Forward(wb, batch.inputs)[0];
     at::Tensor via = at::matmul(hidden, w.at("lm_head.weight").t());
-    EXPECT_LT(RelDiff(via, logits), 1e-9) << prefix;
+    EXPECT_LT(RelDiffInDtype(via, logits), 1e-9) << prefix;
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
     wq["qa_outputs.weight"] = at::randn({2, hidden.size(-1)}, gen, at::kDouble);
     wq["qa_outputs.bias"] = at::randn({2}, gen, at::kDouble);
     auto out = qa->Forward(wq, batch.inputs);
     at::Tensor want = at::matmul(hidden, wq["qa_outputs.weight"].t()) + wq["qa_outputs.bias"];
-    EXPECT_LT(RelDiff(out[0], want.select(-1, 0)), 1e-9) << prefix;
-    EXPECT_LT(RelDiff(out[1], want.select(-1, 1)), 1e-9) << prefix;
+    EXPECT_LT(RelDiffInDtype(out[0], want.select(-1, 0)), 1e-9) << prefix;
+    EXPECT_LT(RelDiffInDtype(out[1], want.select(-1, 1)), 1e-9) << prefix;
   }
 }
 

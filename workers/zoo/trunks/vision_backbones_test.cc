@@ -20,6 +20,7 @@ using json = nlohmann::json;
 using testing::Lin;
 using testing::Ln;
 using testing::Ran;
+using testing::RotateHalf;
 using testing::RunClass;
 
 // modular_ijepa.py: IJepaEmbeddings (ViT's without the cls token: patches + position_embeddings
@@ -71,11 +72,6 @@ TEST(VisionBackbonesTest, IJepaHasNoClsTokenAndClassifiesTheTokenMean) {
   const at::Tensor s2 = RefIJepa(cls.w, "ijepa.", cls.m->spec().tiny_config, cls.pixels);
   EXPECT_LT(testing::MaxAbs(cls.out[0], Lin(cls.w, "classifier", s2.mean(1))), 1e-10);
   testing::ExpectConfigError("IJepaModel", "patch_size", "x", "patch_size");
-}
-
-at::Tensor RotateHalf(const at::Tensor& x) {
-  const int64_t d = x.size(-1) / 2;
-  return at::cat({-x.narrow(-1, d, d), x.narrow(-1, 0, d)}, -1);
 }
 
 // modular_dinov3_vit.py in eval mode: DINOv3ViTEmbeddings (cls, registers, patches; no

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -15,15 +16,8 @@ namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
-
-at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
-  const std::string b = p + ".bias";
-  return at::linear(x, w.at(p + ".weight"), w.count(b) ? w.at(b) : at::Tensor());
-}
-
-at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x, double eps) {
-  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), eps);
-}
+using testing::Lin;
+using testing::Ln;
 
 // BeitRelativePositionBias.generate_relative_position_index, with meshgrid as transformers.
 at::Tensor RefIndex(int64_t g) {

@@ -15,15 +15,8 @@ namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
-
-at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
-  const std::string b = p + ".bias";
-  return at::linear(x, w.at(p + ".weight"), w.count(b) ? w.at(b) : at::Tensor());
-}
-
-at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x, double eps) {
-  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), eps);
-}
+using testing::Lin;
+using testing::Ln;
 
 // Dinov2Model's sequence_output for config `c` (registers from num_register_tokens).
 at::Tensor RefDinov2(const WeightMap& w, const std::string& pre, const json& c,

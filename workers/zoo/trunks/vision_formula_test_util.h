@@ -1,6 +1,6 @@
-// What the vision backbones' formula tests (vision_backbones_test.cc, vision_pyramids_test.cc)
-// share: a class built from its example config and run once in double, and the two modules
-// every reference formula uses.
+// What the vision formula tests share beyond formula_test_util.h (Lin, Ln): a class built from
+// its example config and run once in double (on its pixels, or on its whole batch), and eval
+// BatchNorm.
 #pragma once
 
 #include <memory>
@@ -11,20 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo::testing {
-
-// nn.Linear at `p` (bias when the weights have one).
-inline at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
-  const std::string b = p + ".bias";
-  return at::linear(x, w.at(p + ".weight"), w.count(b) ? w.at(b) : at::Tensor());
-}
-
-// nn.LayerNorm at `p` over the last dimension.
-inline at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x, double eps) {
-  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), eps);
-}
 
 // nn.BatchNorm2d / BatchNorm1d at `p` in eval mode (eps 1e-5).
 inline at::Tensor RefBn(const WeightMap& w, const std::string& p, const at::Tensor& x) {
@@ -48,6 +38,30 @@ inline Ran RunClass(const std::string& arch, const nlohmann::json& cfg = nullptr
   r.w = r.m->InitWeights(9, at::kDouble);
   r.pixels = r.m->MakeBatch(4, 2).inputs.at("pixel_values").to(at::kDouble);
   r.out = r.m->Forward(r.w, {{"pixel_values", r.pixels}});
+  return r;
+}
+
+struct RanBatch {
+  std::unique_ptr<Model> m;
+  WeightMap w;
+  Batch batch;
+  std::vector<at::Tensor> out;
+};
+
+// `arch` (from `cfg`, or its example config when null) with seed-9 weights in double, run on its
+// seed-4 batch of 2 with every floating input and label in double (the tasks that take masks and
+// labels): a build error fails the calling test and leaves `m` null.
+inline RanBatch RunClassBatch(const std::string& arch, const nlohmann::json& cfg = nullptr) {
+  RanBatch r;
+  r.m = Build(arch, cfg);
+  if (!r.m) return r;
+  r.w = r.m->InitWeights(9, at::kDouble);
+  r.batch = r.m->MakeBatch(4, 2);
+  for (auto* map : {&r.batch.inputs, &r.batch.labels}) {
+    for (auto& [k, v] : *map)
+      if (at::isFloatingType(v.scalar_type())) v = v.to(at::kDouble);
+  }
+  r.out = r.m->Forward(r.w, r.batch.inputs);
   return r;
 }
 

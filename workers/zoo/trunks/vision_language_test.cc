@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -18,10 +19,7 @@ namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
-
-at::Tensor Rms(const at::Tensor& x, const at::Tensor& w, double eps) {
-  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * w;
-}
+using testing::Rms;
 
 // LlamaModel (one layer) over inputs_embeds `x`, causal with right padding from `mask`, then
 // lm_head.
@@ -61,6 +59,32 @@ at::Tensor LlamaLogits(const WeightMap& w, const std::string& p, at::Tensor x,
   return at::linear(Rms(x, w.at(p + "norm.weight"), eps), w.at("lm_head.weight"));
 }
 
+// LlavaMultiModalProjector: linear_2(gelu(linear_1(f))).
+at::Tensor Projector(const WeightMap& w, const at::Tensor& f) {
+  const std::string p = "model.multi_modal_projector.";
+  return at::linear(at::gelu(at::linear(f, w.at(p + "linear_1.weight"), w.at(p + "linear_1.bias"))),
+                    w.at(p + "linear_2.weight"), w.at(p + "linear_2.bias"));
+}
+
+// The class's two outputs on `in` against the reference: the logits of the one-layer llama over
+// the token embeddings with `feats` scattered at the image token (unpadded positions), and the
+// image features themselves.
+void ExpectSplicedLogits(const Model& m, const WeightMap& w, const TensorMap& in,
+                         const at::Tensor& feats) {
+  const json& c = m.spec().tiny_config;
+  const at::Tensor& ids = in.at("input_ids");
+  const int64_t image_token = c.at("image_token_index");
+  at::Tensor x = at::embedding(w.at("model.language_model.embed_tokens.weight"), ids);
+  x = x.masked_scatter(ids.eq(image_token).unsqueeze(-1).expand_as(x), feats);
+  const at::Tensor want =
+      LlamaLogits(w, "model.language_model.", x, in.at("attention_mask"), c.at("text_config"));
+  const auto out = m.Forward(w, in);
+  ASSERT_EQ(out.size(), 2u);
+  const at::Tensor attended = in.at("attention_mask").unsqueeze(-1).to(at::kBool);
+  EXPECT_LT(testing::MaxAbs(out[0].masked_select(attended), want.masked_select(attended)), 1e-9);
+  EXPECT_LT(testing::MaxAbs(out[1], feats), 1e-10);
+}
+
 TEST(VisionLanguageTest, LlavaSplicesProjectedTowerFeaturesAtTheImageToken) {
   auto m = testing::Build("LlavaForConditionalGeneration");
   ASSERT_TRUE(m);
@@ -88,20 +112,8 @@ TEST(VisionLanguageTest, LlavaSplicesProjectedTowerFeaturesAtTheImageToken) {
   WeightMap tower_w = clip->InitWeights(1, at::kDouble);
   for (const auto& [n, t] : testing::Unprefixed(w, "model.vision_tower.")) tower_w[n] = t;
   const at::Tensor hs = clip->Forward(tower_w, batch.inputs)[0];
-  const std::string p = "model.multi_modal_projector.";
-  at::Tensor feats =
-      at::linear(at::gelu(at::linear(hs.narrow(1, 1, hs.size(1) - 1), w.at(p + "linear_1.weight"),
-                                     w.at(p + "linear_1.bias"))),
-                 w.at(p + "linear_2.weight"), w.at(p + "linear_2.bias"));
-  at::Tensor x = at::embedding(w.at("model.language_model.embed_tokens.weight"), ids);
-  x = x.masked_scatter(ids.eq(image_token).unsqueeze(-1).expand_as(x), feats);
-  const at::Tensor want = LlamaLogits(w, "model.language_model.", x,
-                                      batch.inputs.at("attention_mask"), c.at("text_config"));
-  const auto out = m->Forward(w, batch.inputs);
-  ASSERT_EQ(out.size(), 2u);
-  const at::Tensor attended = batch.inputs.at("attention_mask").unsqueeze(-1).to(at::kBool);
-  EXPECT_LT(testing::MaxAbs(out[0].masked_select(attended), want.masked_select(attended)), 1e-9);
-  EXPECT_LT(testing::MaxAbs(out[1], feats), 1e-10);
+  const at::Tensor feats = Projector(w, hs.narrow(1, 1, hs.size(1) - 1));
+  ASSERT_NO_FATAL_FAILURE(ExpectSplicedLogits(*m, w, batch.inputs, feats));
 
   auto base = testing::BuildSibling(*m, "LlavaModel");
   ASSERT_TRUE(base);
@@ -134,11 +146,9 @@ TEST(VisionLanguageTest, VipLlavaConcatenatesFeatureLayersThroughTheNormedProjec
   // The real [-2, -5, -8, -11, 6] of a 24-layer tower at the same depths of the 4-layer tiny one.
   ASSERT_EQ(c.at("vision_config").at("num_hidden_layers"), 4);
   ASSERT_EQ(c.at("vision_feature_layers"), json({-1, -2, -2, -3, 1}));
-  const int64_t image_token = c.at("image_token_index");
   const WeightMap w = m->InitWeights(3, at::kDouble);
   Batch batch = m->MakeBatch(5, 2);
   batch.inputs["pixel_values"] = batch.inputs.at("pixel_values").to(at::kDouble);
-  const at::Tensor& ids = batch.inputs.at("input_ids");
 
   // hidden_states[i] = the last_hidden_state of the same tower cut to i layers.
   std::vector<at::Tensor> picked;
@@ -161,18 +171,8 @@ TEST(VisionLanguageTest, VipLlavaConcatenatesFeatureLayersThroughTheNormedProjec
   EXPECT_EQ(width, 5 * c.at("vision_config").at("hidden_size").get<int64_t>());
   f = at::layer_norm(f, {width}, w.at(p + "projector_layernorm.weight"),
                      w.at(p + "projector_layernorm.bias"), c.value("projector_layernorm_eps", 1e-5));
-  at::Tensor feats = at::linear(at::gelu(at::linear(f, w.at(p + "linear_1.weight"),
-                                                    w.at(p + "linear_1.bias"))),
-                                w.at(p + "linear_2.weight"), w.at(p + "linear_2.bias"));
-  at::Tensor x = at::embedding(w.at("model.language_model.embed_tokens.weight"), ids);
-  x = x.masked_scatter(ids.eq(image_token).unsqueeze(-1).expand_as(x), feats);
-  const at::Tensor want = LlamaLogits(w, "model.language_model.", x,
-                                      batch.inputs.at("attention_mask"), c.at("text_config"));
-  const auto out = m->Forward(w, batch.inputs);
-  ASSERT_EQ(out.size(), 2u);
-  const at::Tensor attended = batch.inputs.at("attention_mask").unsqueeze(-1).to(at::kBool);
-  EXPECT_LT(testing::MaxAbs(out[0].masked_select(attended), want.masked_select(attended)), 1e-9);
-  EXPECT_LT(testing::MaxAbs(out[1], feats), 1e-10);
+  const at::Tensor feats = Projector(w, f);
+  ASSERT_NO_FATAL_FAILURE(ExpectSplicedLogits(*m, w, batch.inputs, feats));
 
   auto base = testing::BuildSibling(*m, "VipLlavaModel");
   ASSERT_TRUE(base);
@@ -218,11 +218,7 @@ TEST(VisionLanguageTest, LlavaNextPacksTheTileGridWithNewlinesAfterTheBaseView) 
     if (tower_w.count(n)) tower_w[n] = t;
   }
   const at::Tensor hs = clip->Forward(tower_w, {{"pixel_values", px.flatten(0, 1)}})[0];
-  const std::string p = "model.multi_modal_projector.";
-  const at::Tensor f =
-      at::linear(at::gelu(at::linear(hs.narrow(1, 1, hs.size(1) - 1), w.at(p + "linear_1.weight"),
-                                     w.at(p + "linear_1.bias"))),
-                 w.at(p + "linear_2.weight"), w.at(p + "linear_2.bias"));  // [6, 4, D]
+  const at::Tensor f = Projector(w, hs.narrow(1, 1, hs.size(1) - 1));  // [6, 4, D]
   const int64_t d = f.size(-1);
   std::vector<at::Tensor> packed;
   for (int64_t i = 0; i < 2; ++i) {
@@ -233,17 +229,9 @@ TEST(VisionLanguageTest, LlavaNextPacksTheTileGridWithNewlinesAfterTheBaseView) 
     packed.push_back(at::cat({views[0], g.flatten(1, 2).transpose(0, 1)}, 0));
   }
   const at::Tensor feats = at::cat(packed, 0);
-  at::Tensor x = at::embedding(w.at("model.language_model.embed_tokens.weight"), ids);
-  x = x.masked_scatter(ids.eq(image_token).unsqueeze(-1).expand_as(x), feats);
-  const at::Tensor want = LlamaLogits(w, "model.language_model.", x,
-                                      batch.inputs.at("attention_mask"), c.at("text_config"));
   TensorMap in = batch.inputs;
   in["pixel_values"] = px;
-  const auto out = m->Forward(w, in);
-  ASSERT_EQ(out.size(), 2u);
-  const at::Tensor attended = batch.inputs.at("attention_mask").unsqueeze(-1).to(at::kBool);
-  EXPECT_LT(testing::MaxAbs(out[0].masked_select(attended), want.masked_select(attended)), 1e-9);
-  EXPECT_LT(testing::MaxAbs(out[1], feats), 1e-10);
+  ASSERT_NO_FATAL_FAILURE(ExpectSplicedLogits(*m, w, in, feats));
 
   auto base = testing::BuildSibling(*m, "LlavaNextModel");
   ASSERT_TRUE(base);

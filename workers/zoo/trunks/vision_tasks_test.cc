@@ -12,20 +12,16 @@
 #include "workers/zoo/family_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
+#include "workers/zoo/trunks/vision_formula_test_util.h"
 
 namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
-
-at::Tensor Lin(const WeightMap& w, const std::string& p, const at::Tensor& x) {
-  const std::string b = p + ".bias";
-  return at::linear(x, w.at(p + ".weight"), w.count(b) ? w.at(b) : at::Tensor());
-}
-
-at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor& x, double eps) {
-  return at::layer_norm(x, {x.size(-1)}, w.at(p + ".weight"), w.at(p + ".bias"), eps);
-}
+using testing::Lin;
+using testing::Ln;
+using testing::RanBatch;
+using testing::RunClassBatch;
 
 // softmax(q k^T / sqrt(d)) v over [B, S, H*D] projections, heads split as transpose_for_scores.
 at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads) {
@@ -36,28 +32,6 @@ at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   at::Tensor probs =
       at::softmax(at::matmul(split(q), split(k).transpose(-1, -2)) / std::sqrt(1.0 * d), -1);
   return at::matmul(probs, split(v)).permute({0, 2, 1, 3}).reshape({b, q.size(1), q.size(2)});
-}
-
-struct Ran {
-  std::unique_ptr<Model> m;
-  WeightMap w;
-  Batch batch;
-  std::vector<at::Tensor> out;
-};
-
-// `arch` from its example config (or `cfg`), double weights and batch.
-Ran RunClass(const std::string& arch, const json& cfg = nullptr) {
-  Ran r;
-  r.m = testing::Build(arch, cfg);
-  if (!r.m) return r;
-  r.w = r.m->InitWeights(9, at::kDouble);
-  r.batch = r.m->MakeBatch(4, 2);
-  for (auto* map : {&r.batch.inputs, &r.batch.labels}) {
-    for (auto& [k, v] : *map)
-      if (at::isFloatingType(v.scalar_type())) v = v.to(at::kDouble);
-  }
-  r.out = r.m->Forward(r.w, r.batch.inputs);
-  return r;
 }
 
 // ---- masked image modeling
@@ -94,7 +68,7 @@ TEST(MaskedImageModelingTest, VitAndDeitReconstructionAndLossAsTransformers) {
   for (const char* arch : {"ViTForMaskedImageModeling", "DeiTForMaskedImageModeling"}) {
     SCOPED_TRACE(arch);
     const bool deit = std::string(arch).rfind("DeiT", 0) == 0;
-    Ran r = RunClass(arch);
+    RanBatch r = RunClassBatch(arch);
     ASSERT_TRUE(r.m);
     EXPECT_EQ(r.m->spec().task, "masked-image-modeling");
     const json& c = r.m->spec().tiny_config;
@@ -144,7 +118,7 @@ TEST(MaskedImageModelingTest, VitAndDeitReconstructionAndLossAsTransformers) {
 }
 
 TEST(MaskedImageModelingTest, SwinDecodesTheLastStageMapAsTransformers) {
-  Ran r = RunClass("SwinForMaskedImageModeling");
+  RanBatch r = RunClassBatch("SwinForMaskedImageModeling");
   ASSERT_TRUE(r.m);
   const json& c = r.m->spec().tiny_config;
   const int64_t stride = c.at("encoder_stride"), p = c.at("patch_size");
@@ -230,7 +204,7 @@ at::Tensor BatchNorm(const WeightMap& w, const std::string& p, const at::Tensor&
 }
 
 TEST(SegformerTest, ModelClassifierAndSegmentationAsTransformers) {
-  Ran base = RunClass("SegformerModel");
+  RanBatch base = RunClassBatch("SegformerModel");
   ASSERT_TRUE(base.m);
   const json& c = base.m->spec().tiny_config;
   const at::Tensor& px = base.batch.inputs.at("pixel_values");
@@ -238,7 +212,7 @@ TEST(SegformerTest, ModelClassifierAndSegmentationAsTransformers) {
   auto maps = RefMixTransformer(base.w, "", c, px);
   EXPECT_LT(testing::MaxAbs(base.out[0], maps.back()), 1e-10);
 
-  Ran cls = RunClass("SegformerForImageClassification");
+  RanBatch cls = RunClassBatch("SegformerForImageClassification");
   ASSERT_TRUE(cls.m);
   at::Tensor last = RefMixTransformer(cls.w, "segformer.", cls.m->spec().tiny_config,
                                       cls.batch.inputs.at("pixel_values"))
@@ -247,7 +221,7 @@ TEST(SegformerTest, ModelClassifierAndSegmentationAsTransformers) {
   at::Tensor pooled = last.permute({0, 2, 3, 1}).reshape({b, -1, last.size(1)}).mean(1);
   EXPECT_LT(testing::MaxAbs(cls.out[0], Lin(cls.w, "classifier", pooled)), 1e-10);
 
-  Ran seg = RunClass("SegformerForSemanticSegmentation");
+  RanBatch seg = RunClassBatch("SegformerForSemanticSegmentation");
   ASSERT_TRUE(seg.m);
   EXPECT_EQ(seg.m->spec().task, "image-segmentation");
   const WeightMap& w = seg.w;
@@ -282,7 +256,7 @@ TEST(SegformerTest, ModelClassifierAndSegmentationAsTransformers) {
 }
 
 TEST(GlpnTest, EncoderIsSegformersAndDepthHeadAsTransformers) {
-  Ran base = RunClass("GLPNModel");
+  RanBatch base = RunClassBatch("GLPNModel");
   ASSERT_TRUE(base.m);
   const json& c = base.m->spec().tiny_config;
   EXPECT_LT(testing::MaxAbs(
@@ -290,7 +264,7 @@ TEST(GlpnTest, EncoderIsSegformersAndDepthHeadAsTransformers) {
                 RefMixTransformer(base.w, "", c, base.batch.inputs.at("pixel_values")).back()),
             1e-10);
 
-  Ran r = RunClass("GLPNForDepthEstimation");
+  RanBatch r = RunClassBatch("GLPNForDepthEstimation");
   ASSERT_TRUE(r.m);
   EXPECT_EQ(r.m->spec().task, "depth-estimation");
   const WeightMap& w = r.w;
@@ -388,7 +362,7 @@ at::Tensor RefVideoMae(const WeightMap& w, const std::string& pre, const json& c
 }
 
 TEST(VideoMaeTest, ModelAndVideoClassifierAsTransformers) {
-  Ran base = RunClass("VideoMAEModel");
+  RanBatch base = RunClassBatch("VideoMAEModel");
   ASSERT_TRUE(base.m);
   const json& c = base.m->spec().tiny_config;
   const at::Tensor& px = base.batch.inputs.at("pixel_values");
@@ -398,7 +372,7 @@ TEST(VideoMaeTest, ModelAndVideoClassifierAsTransformers) {
   EXPECT_TRUE(testing::HasWeight(*base.m, "encoder.layer.0.attention.attention.q_bias"));
   EXPECT_LT(testing::MaxAbs(base.out[0], RefVideoMae(base.w, "", c, px)), 1e-10);
 
-  Ran cls = RunClass("VideoMAEForVideoClassification");
+  RanBatch cls = RunClassBatch("VideoMAEForVideoClassification");
   ASSERT_TRUE(cls.m);
   EXPECT_EQ(cls.m->spec().task, "video-classification");
   at::Tensor seq = RefVideoMae(cls.w, "videomae.", cls.m->spec().tiny_config,
@@ -409,7 +383,7 @@ TEST(VideoMaeTest, ModelAndVideoClassifierAsTransformers) {
 }
 
 TEST(VideoMaeTest, PreTrainingDecoderAndNormalisedPixelLossAsTransformers) {
-  Ran r = RunClass("VideoMAEForPreTraining");
+  RanBatch r = RunClassBatch("VideoMAEForPreTraining");
   ASSERT_TRUE(r.m);
   EXPECT_EQ(r.m->spec().task, "pretraining");
   const json& c = r.m->spec().tiny_config;
@@ -480,7 +454,7 @@ at::Tensor RefVivit(const WeightMap& w, const std::string& pre, const json& c,
 }
 
 TEST(VivitTest, ModelAndVideoClassifierAsTransformers) {
-  Ran base = RunClass("VivitModel");
+  RanBatch base = RunClassBatch("VivitModel");
   ASSERT_TRUE(base.m);
   const json& c = base.m->spec().tiny_config;
   EXPECT_EQ(c.at("hidden_act"), "gelu_fast");
@@ -490,7 +464,7 @@ TEST(VivitTest, ModelAndVideoClassifierAsTransformers) {
   EXPECT_LT(testing::MaxAbs(base.out[1], at::tanh(Lin(base.w, "pooler.dense", seq.select(1, 0)))),
             1e-8);
 
-  Ran cls = RunClass("VivitForVideoClassification");
+  RanBatch cls = RunClassBatch("VivitForVideoClassification");
   ASSERT_TRUE(cls.m);
   EXPECT_EQ(cls.m->spec().task, "video-classification");
   const at::Tensor s2 =
@@ -552,14 +526,14 @@ at::Tensor RefTimesformer(const WeightMap& w, const std::string& pre, const json
 }
 
 TEST(TimesformerTest, DividedSpaceTimeModelAndVideoClassifierAsTransformers) {
-  Ran base = RunClass("TimesformerModel");
+  RanBatch base = RunClassBatch("TimesformerModel");
   ASSERT_TRUE(base.m);
   const json& c = base.m->spec().tiny_config;
   const at::Tensor& px = base.batch.inputs.at("pixel_values");
   EXPECT_EQ(px.size(1), 4);  // tiny num_frames
   EXPECT_LT(testing::MaxAbs(base.out[0], RefTimesformer(base.w, "", c, px)), 1e-10);
 
-  Ran cls = RunClass("TimesformerForVideoClassification");
+  RanBatch cls = RunClassBatch("TimesformerForVideoClassification");
   ASSERT_TRUE(cls.m);
   const at::Tensor seq = RefTimesformer(cls.w, "timesformer.", cls.m->spec().tiny_config,
                                         cls.batch.inputs.at("pixel_values"));

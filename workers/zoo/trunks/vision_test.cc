@@ -16,16 +16,12 @@ namespace ts::zoo {
 namespace {
 
 using testing::Build;
-
-void CheckCommon(const std::string& arch, std::vector<int64_t> out_shape) {
-  SCOPED_TRACE(arch);
-  testing::CheckFamilyBasics(Build(arch), std::move(out_shape));
-}
+using testing::CheckClass;
 
 TEST(VisionFamiliesTest, DeiT) {
-  CheckCommon("DeiTForImageClassification", {2, 10});
-  CheckCommon("DeiTForImageClassificationWithTeacher", {2, 10});
-  CheckCommon("DeiTModel", {2, 18, 64});
+  CheckClass("DeiTForImageClassification", {2, 10});
+  CheckClass("DeiTForImageClassificationWithTeacher", {2, 10});
+  CheckClass("DeiTModel", {2, 18, 64});
   auto m = Build("DeiTForImageClassificationWithTeacher");
   EXPECT_EQ(testing::WeightShape(*m, "deit.embeddings.distillation_token"),
             (std::vector<int64_t>{1, 1, 64}));
@@ -34,8 +30,8 @@ TEST(VisionFamiliesTest, DeiT) {
 }
 
 TEST(VisionFamiliesTest, ResNet) {
-  CheckCommon("ResNetForImageClassification", {2, 10});
-  CheckCommon("ResNetModel", {2, 128, 1, 1});
+  CheckClass("ResNetForImageClassification", {2, 10});
+  CheckClass("ResNetModel", {2, 128, 1, 1});
   auto m = Build("ResNetForImageClassification");
   // Bottleneck kept: 1x1 reduce, 3x3, 1x1 expand; 4 stages.
   EXPECT_EQ(testing::WeightShape(*m, "resnet.encoder.stages.3.layers.0.layer.1.convolution.weight"),
@@ -117,8 +113,8 @@ TEST(VisionFamiliesTest, ConvNextBackbonesNormTheLastStageOfTheirModel) {
 }
 
 TEST(VisionFamiliesTest, ConvNext) {
-  CheckCommon("ConvNextForImageClassification", {2, 10});
-  CheckCommon("ConvNextModel", {2, 64, 1, 1});
+  CheckClass("ConvNextForImageClassification", {2, 10});
+  CheckClass("ConvNextModel", {2, 64, 1, 1});
   auto m = Build("ConvNextForImageClassification");
   // Depthwise 7x7: groups == channels (weight [C, 1, 7, 7]).
   EXPECT_EQ(testing::WeightShape(*m, "convnext.encoder.stages.1.layers.0.dwconv.weight"),
@@ -128,10 +124,10 @@ TEST(VisionFamiliesTest, ConvNext) {
 }
 
 TEST(VisionFamiliesTest, MobileNetV2AndEfficientNet) {
-  CheckCommon("MobileNetV2ForImageClassification", {2, 10});
-  CheckCommon("MobileNetV2Model", {2, 1280, 1, 1});
-  CheckCommon("EfficientNetForImageClassification", {2, 10});
-  CheckCommon("EfficientNetModel", {2, 320, 1, 1});
+  CheckClass("MobileNetV2ForImageClassification", {2, 10});
+  CheckClass("MobileNetV2Model", {2, 1280, 1, 1});
+  CheckClass("EfficientNetForImageClassification", {2, 10});
+  CheckClass("EfficientNetModel", {2, 320, 1, 1});
   auto m = Build("MobileNetV2ForImageClassification");
   // Inverted residual: depthwise 3x3 over the expanded channels (groups == channels).
   EXPECT_EQ(testing::WeightShape(*m, "mobilenet_v2.layer.0.conv_3x3.convolution.weight"),
@@ -149,8 +145,8 @@ TEST(VisionFamiliesTest, MobileNetV2AndEfficientNet) {
 }
 
 TEST(VisionFamiliesTest, Swin) {
-  CheckCommon("SwinForImageClassification", {2, 10});
-  CheckCommon("SwinModel", {2, 16, 64});
+  CheckClass("SwinForImageClassification", {2, 10});
+  CheckClass("SwinModel", {2, 16, 64});
   auto m = Build("SwinForImageClassification");
   const std::string bias_table =
       "swin.encoder.layers.0.blocks.1.attention.relative_position_bias.relative_position_bias_table";
