@@ -61,6 +61,14 @@ inline at::Tensor SewSqueeze(const WeightMap& w, const std::string& p, const nlo
   return (pooled.narrow(2, 0, len) + pos.narrow(2, 0, len)).transpose(1, 2);
 }
 
+// transformers starts `layer_weights` all equal (ones / n): under a uniform softmax a head that
+// weighted the layers wrongly (another order, another normalisation) would still match its
+// reference. The tests set them apart first.
+inline void DistinctLayerWeights(WeightMap& w) {
+  at::Tensor& lw = w.at("layer_weights");
+  lw = at::linspace(-1.5, 1.0, lw.numel(), lw.options()).view(lw.sizes());
+}
+
 // Wav2Vec2ForSequenceClassification with use_weighted_layer_sum and no mask:
 // classifier(projector(sum_i softmax(layer_weights)_i * states[i]).mean(1)).
 inline at::Tensor WeightedLayerSumLogits(const WeightMap& w,
@@ -86,7 +94,8 @@ inline void ExpectWeightedSumAndCtcHeads(const std::string& family, const std::s
   c["use_weighted_layer_sum"] = true;
   auto m = Build(family + "ForSequenceClassification", c);
   ASSERT_TRUE(m);
-  const WeightMap w = m->InitWeights(6, at::kDouble);
+  WeightMap w = m->InitWeights(6, at::kDouble);
+  DistinctLayerWeights(w);
   Batch b = m->MakeBatch(4, 2);
   b.inputs[input] = b.inputs.at(input).to(at::kDouble);
   std::vector<at::Tensor> states;

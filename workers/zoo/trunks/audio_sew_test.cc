@@ -131,7 +131,8 @@ TEST(AudioSewTest, HeadsReadTheSqueezedHiddenStatesAsTransformers) {
   c["use_weighted_layer_sum"] = true;
   auto m = testing::Build("SEWForSequenceClassification", c);
   ASSERT_TRUE(m);
-  const WeightMap w = m->InitWeights(6, at::kDouble);
+  WeightMap w = m->InitWeights(6, at::kDouble);
+  testing::DistinctLayerWeights(w);
   Batch b = m->MakeBatch(4, 2);
   const at::Tensor values = DoubleValues(b);
   std::vector<at::Tensor> states;
