@@ -21,28 +21,6 @@ using json = nlohmann::json;
 using testing::Lin;
 using testing::Ln;
 
-struct Dense {
-  std::unique_ptr<Model> m;
-  WeightMap w;
-  Batch batch;
-  std::vector<at::Tensor> out;
-};
-
-// `arch` from its example config (or `cfg`), double weights and batch.
-Dense RunDense(const std::string& arch, const json& cfg = nullptr) {
-  Dense r;
-  r.m = testing::Build(arch, cfg);
-  if (!r.m) return r;
-  r.w = r.m->InitWeights(9, at::kDouble);
-  r.batch = r.m->MakeBatch(4, 2);
-  for (auto* map : {&r.batch.inputs, &r.batch.labels}) {
-    for (auto& [k, v] : *map)
-      if (at::isFloatingType(v.scalar_type())) v = v.to(at::kDouble);
-  }
-  r.out = r.m->Forward(r.w, r.batch.inputs);
-  return r;
-}
-
 at::Tensor Conv(const WeightMap& w, const std::string& p, const at::Tensor& x, int64_t stride = 1,
                 int64_t pad = 0) {
   const std::string b = p + ".bias";
@@ -152,7 +130,7 @@ std::vector<at::Tensor> RefDptNeck(const WeightMap& w, const json& c,
 }
 
 TEST(DptTest, ModelIsTheVitWithResizedPositionsAndTanhPooler) {
-  Dense r = RunDense("DPTModel");
+  testing::RanBatch r = testing::RunClassBatch("DPTModel");
   ASSERT_TRUE(r.m);
   const json& c = r.m->spec().tiny_config;
   EXPECT_EQ(c.at("backbone_out_indices"), json({0, 1, 2, 3}));
@@ -167,7 +145,7 @@ TEST(DptTest, DepthEstimationReassemblesFusesAndRunsTheDepthHeadAsTransformers) 
   for (const char* readout : {"project", "add", "ignore"}) {
     json cfg = *ExampleConfig("DPTForDepthEstimation");
     cfg["readout_type"] = readout;
-    Dense r = RunDense("DPTForDepthEstimation", cfg);
+    testing::RanBatch r = testing::RunClassBatch("DPTForDepthEstimation", cfg);
     ASSERT_TRUE(r.m);
     const json& c = r.m->spec().tiny_config;
     auto fused =
@@ -194,7 +172,7 @@ TEST(DptTest, DepthEstimationReassemblesFusesAndRunsTheDepthHeadAsTransformers) 
 }
 
 TEST(DptTest, SegmentationWithBatchNormFusionAndAuxiliaryLossAsTransformers) {
-  Dense r = RunDense("DPTForSemanticSegmentation");
+  testing::RanBatch r = testing::RunClassBatch("DPTForSemanticSegmentation");
   ASSERT_TRUE(r.m);
   const json& c = r.m->spec().tiny_config;
   EXPECT_TRUE(c.at("use_batch_norm_in_fusion_residual").get<bool>());
