@@ -67,11 +67,7 @@ decltype(ArchEntry::build) BuildGlpn(bool depth) {
                             .head_in_index = c.head_in_index,
                             .max_depth = c.max_depth});
     } else {
-      head = ImageFeaturesHead({.tanh_pooler = false,
-                                .width = trunk->PooledWidth(),
-                                .loss = FeatureLoss::kTargetAndZeroPooled,
-                                .last_hidden_shape = trunk->LastHiddenShape(),
-                                .pooler_output = false});
+      head = VisionHeadFor(VisionHeadKind::kFeatures, *trunk, /*num_labels=*/0);
     }
     return MakeVisionModel(std::move(spec), std::move(trunk), std::move(head));
   };

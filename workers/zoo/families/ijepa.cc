@@ -20,10 +20,7 @@ StatusOr<std::unique_ptr<Model>> IJepaBuild(ModelSpec spec) {
   auto trunk = std::make_unique<VitTrunk>(std::move(recipe));
   std::unique_ptr<ImageHead> head;
   if (base) {
-    ImageFeaturesRecipe f{/*tanh_pooler=*/false, c.hidden_size, FeatureLoss::kTargetAndZeroPooled,
-                          trunk->LastHiddenShape()};
-    f.pooler_output = false;
-    head = ImageFeaturesHead(std::move(f));
+    head = VisionHeadFor(VisionHeadKind::kFeatures, *trunk, /*num_labels=*/0);
   } else {
     head = ImageClassificationHead({.prefix = "classifier.",
                                     .num_labels = c.num_labels,

@@ -194,19 +194,11 @@ StatusOr<json> ScalePoolFormer(const json& config) {
 
 StatusOr<std::unique_ptr<Model>> BuildPoolFormer(ModelSpec spec) {
   TS_ASSIGN_OR_RETURN(PoolFormerConfig c, ParsePoolFormer(spec.tiny_config));
-  const bool classifier = spec.arch == "PoolFormerForImageClassification";
-  const int64_t labels = c.num_labels, width = c.hidden_sizes.back();
-  auto trunk = std::make_unique<PoolFormerTrunk>(std::move(c), classifier);
-  std::unique_ptr<ImageHead> head;
-  if (classifier) {
-    head = ImageClassificationHead(
-        {.prefix = "classifier.", .num_labels = labels, .width = width, .flatten = false});
-  } else {
-    ImageFeaturesRecipe f{/*tanh_pooler=*/false, width, FeatureLoss::kTargetAndZeroPooled,
-                          trunk->LastHiddenShape()};
-    f.pooler_output = false;
-    head = ImageFeaturesHead(std::move(f));
-  }
+  const VisionHeadKind kind = VisionHeadKindOf(spec.arch);
+  const int64_t labels = c.num_labels;
+  auto trunk =
+      std::make_unique<PoolFormerTrunk>(std::move(c), kind == VisionHeadKind::kClassification);
+  auto head = VisionHeadFor(kind, *trunk, labels);
   return MakeVisionModel(std::move(spec), std::move(trunk), std::move(head));
 }
 

@@ -141,17 +141,10 @@ decltype(ArchEntry::build) BuildSegformer(SegformerHead head) {
     std::unique_ptr<ImageHead> h;
     switch (head) {
       case SegformerHead::kModel:
-        h = ImageFeaturesHead({.tanh_pooler = false,
-                               .width = trunk->PooledWidth(),
-                               .loss = FeatureLoss::kTargetAndZeroPooled,
-                               .last_hidden_shape = trunk->LastHiddenShape(),
-                               .pooler_output = false});
+        h = VisionHeadFor(VisionHeadKind::kFeatures, *trunk, c.num_labels);
         break;
       case SegformerHead::kClassification:
-        h = ImageClassificationHead({.prefix = "classifier.",
-                                     .num_labels = c.num_labels,
-                                     .width = trunk->PooledWidth(),
-                                     .flatten = false});
+        h = VisionHeadFor(VisionHeadKind::kClassification, *trunk, c.num_labels);
         break;
       case SegformerHead::kSegmentation:
         h = SegformerDecodeHead({.stage_widths = c.recipe.hidden_sizes,

@@ -317,11 +317,7 @@ decltype(ArchEntry::build) BuildSwiftFormer(bool classifier) {
     if (classifier) {
       h = std::make_unique<SwiftFormerHead>(c.dims.back(), c.num_labels, c.bn_eps);
     } else {
-      h = ImageFeaturesHead({.tanh_pooler = false,
-                             .width = trunk->PooledWidth(),
-                             .loss = FeatureLoss::kTargetAndZeroPooled,
-                             .last_hidden_shape = trunk->LastHiddenShape(),
-                             .pooler_output = false});
+      h = VisionHeadFor(VisionHeadKind::kFeatures, *trunk, /*num_labels=*/0);
     }
     return MakeVisionModel(std::move(spec), std::move(trunk), std::move(h));
   };

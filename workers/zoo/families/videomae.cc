@@ -15,6 +15,7 @@
 #include "workers/zoo/heads/image_head.h"
 #include "workers/zoo/heads/video_pretraining.h"
 #include "workers/zoo/scaling.h"
+#include "workers/zoo/trunks/vision_transformer.h"
 #include "workers/zoo/trunks/vision_video.h"
 
 namespace ts::zoo::internal {
@@ -52,12 +53,7 @@ StatusOr<VideoMaeConfig> ParseVideoMae(const json& config) {
   e.eps = v.layer_norm_eps;
   e.qkv_bias = false;  // the Linears never have biases; qkv_bias gives q_bias / v_bias
   e.qv_bias_params = v.qkv_bias;
-  using S = EncoderSlot;
-  e.naming = {"encoder.layer.",
-              {"layernorm_before", "attention.attention.query", "attention.attention.key",
-               "attention.attention.value", "attention.output.dense", "layernorm_after",
-               "intermediate.dense", "output.dense"},
-              {S::kNorm1, S::kQuery, S::kKey, S::kValue, S::kOut, S::kNorm2, S::kFc1, S::kFc2}};
+  e.naming = VitV4EncoderNaming("encoder.layer.");
   c.num_labels = v.num_labels;
   return c;
 }
@@ -130,16 +126,9 @@ decltype(ArchEntry::build) BuildVideoMae(bool classifier) {
       c.recipe.fc_norm = true;
     }
     auto trunk = std::make_unique<VideoMaeTrunk>(c.recipe);
-    std::unique_ptr<ImageHead> head =
-        classifier ? ImageClassificationHead({.prefix = "classifier.",
-                                              .num_labels = c.num_labels,
-                                              .width = c.recipe.encoder.hidden,
-                                              .flatten = false})
-                   : ImageFeaturesHead({.tanh_pooler = false,
-                                        .width = c.recipe.encoder.hidden,
-                                        .loss = FeatureLoss::kTargetAndZeroPooled,
-                                        .last_hidden_shape = trunk->LastHiddenShape(),
-                                        .pooler_output = false});
+    auto head =
+        VisionHeadFor(classifier ? VisionHeadKind::kClassification : VisionHeadKind::kFeatures,
+                      *trunk, c.num_labels);
     return MakeVisionModel(std::move(spec), std::move(trunk), std::move(head));
   };
 }

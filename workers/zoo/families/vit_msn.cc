@@ -19,18 +19,10 @@ nlohmann::json WithMsnDefaults(nlohmann::json c) {
 
 StatusOr<std::unique_ptr<Model>> VitMsnBuild(ModelSpec spec) {
   TS_ASSIGN_OR_RETURN(VitConfig c, ParseVitConfig(WithMsnDefaults(spec.tiny_config)));
-  const bool base = spec.arch == "ViTMSNModel";
-  auto trunk = std::make_unique<VitTrunk>(VitRecipeFromConfig(c, base ? "" : "vit.", false));
-  std::unique_ptr<ImageHead> head;
-  if (base) {
-    ImageFeaturesRecipe f{/*tanh_pooler=*/false, c.hidden_size, FeatureLoss::kTargetAndZeroPooled,
-                          trunk->LastHiddenShape()};
-    f.pooler_output = false;
-    head = ImageFeaturesHead(std::move(f));
-  } else {
-    head = ImageClassificationHead({"classifier.", c.num_labels, c.hidden_size,
-                                    /*flatten=*/false});
-  }
+  const VisionHeadKind kind = VisionHeadKindOf(spec.arch);
+  const bool classifier = kind == VisionHeadKind::kClassification;
+  auto trunk = std::make_unique<VitTrunk>(VitRecipeFromConfig(c, classifier ? "vit." : "", false));
+  auto head = VisionHeadFor(kind, *trunk, c.num_labels);
   return MakeVisionModel(std::move(spec), std::move(trunk), std::move(head));
 }
 

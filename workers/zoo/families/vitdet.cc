@@ -308,16 +308,8 @@ decltype(ArchEntry::build) BuildVitDet(bool backbone) {
           "built");
     }
     auto trunk = std::make_unique<VitDetTrunk>(std::move(c));
-    std::unique_ptr<ImageHead> h;
-    if (backbone) {
-      h = BackboneHead({.prefix_tokens = -1, .map_shape = trunk->LastHiddenShape()});
-    } else {
-      h = ImageFeaturesHead({.tanh_pooler = false,
-                             .width = trunk->PooledWidth(),
-                             .loss = FeatureLoss::kTargetAndZeroPooled,
-                             .last_hidden_shape = trunk->LastHiddenShape(),
-                             .pooler_output = false});
-    }
+    auto h = VisionHeadFor(backbone ? VisionHeadKind::kBackbone : VisionHeadKind::kFeatures, *trunk,
+                           /*num_labels=*/0);
     return MakeVisionModel(std::move(spec), std::move(trunk), std::move(h));
   };
 }

@@ -167,9 +167,9 @@ std::unique_ptr<ImageHead> GlpnDepthHead(DepthHeadRecipe recipe);
 std::unique_ptr<ImageHead> PooledImageHead(bool base, const VisionTrunk& trunk, int64_t num_labels,
                                            const std::string& classifier = "classifier.");
 
-// The classes of a family whose base model returns last_hidden_state alone (pvt, pvt_v2, cvt),
-// by the ending of transformers' class name: "ForImageClassification", "Backbone", anything else
-// the base model.
+// Classes whose base model returns last_hidden_state alone (pvt, pvt_v2, cvt, poolformer, vit_msn,
+// vitdet, segformer, videomae; glpn, swiftformer, ijepa's base), by the ending of transformers'
+// class name: "ForImageClassification", "Backbone", anything else the base model.
 enum class VisionHeadKind { kFeatures, kClassification, kBackbone };
 VisionHeadKind VisionHeadKindOf(const std::string& arch);
 // kFeatures: ImageFeaturesHead without pooler_output (loss kTargetAndZeroPooled);

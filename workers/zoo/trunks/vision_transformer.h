@@ -32,8 +32,8 @@ std::vector<EncoderSlot> EncoderForwardOrder();
 // mlp.fc1 / fc2 under layers.N; listed in forward order.
 EncoderNaming VitEncoderNaming();
 
-// transformers 4.x's ViTLayer, which DPT's DPTViTLayer and MobileViT's
-// MobileViTTransformerLayer keep: layernorm_before, attention.attention.{query,key,value},
+// transformers 4.x's ViTLayer, which DPT's DPTViTLayer, MobileViT's MobileViTTransformerLayer
+// and VideoMAE's VideoMAELayer keep: layernorm_before, attention.attention.{query,key,value},
 // attention.output.dense, layernorm_after, intermediate.dense, output.dense under `layers` +
 // N; weights listed in `order` (MobileViT registers the attention and the MLP before its norms).
 EncoderNaming VitV4EncoderNaming(std::string layers,
