@@ -72,6 +72,8 @@ VisionHeadKind VisionHeadKindOf(const std::string& arch) {
   };
   if (ends("ForImageClassification")) return VisionHeadKind::kClassification;
   if (ends("Backbone")) return VisionHeadKind::kBackbone;
+  TORCH_CHECK(ends("Model"), "zoo: no vision head for class '", arch,
+              "' (expected a name ending in Model, ForImageClassification or Backbone)");
   return VisionHeadKind::kFeatures;
 }
 

@@ -169,7 +169,9 @@ std::unique_ptr<ImageHead> PooledImageHead(bool base, const VisionTrunk& trunk, 
 
 // Classes whose base model returns last_hidden_state alone (pvt, pvt_v2, cvt, poolformer, vit_msn,
 // vitdet, segformer, videomae; glpn, swiftformer, ijepa's base), by the ending of transformers'
-// class name: "ForImageClassification", "Backbone", anything else the base model.
+// class name: "ForImageClassification", "Backbone", "Model" the base model; any other ending
+// throws naming the class (a head it would otherwise get silently: VideoMAE's classifier ends in
+// "ForVideoClassification", and its family passes the kind itself).
 enum class VisionHeadKind { kFeatures, kClassification, kBackbone };
 VisionHeadKind VisionHeadKindOf(const std::string& arch);
 // kFeatures: ImageFeaturesHead without pooler_output (loss kTargetAndZeroPooled);
