@@ -20,8 +20,10 @@ namespace {
 
 using testing::BuildFull;
 using testing::ExpectConfigError;
+using testing::HalfTypes;
 using testing::Kept;
 using testing::MaxAbs;
+using testing::PaddedInputs;
 using testing::WrittenOutRef;
 
 constexpr int64_t kSeq = 5, kHid = 64, kHeads = 2, kBatch = 2;
@@ -81,13 +83,9 @@ TEST(BrosTest, LayersAsTransformers) {
   auto m = BuildFull(BrosSmall("BrosModel"));
   ASSERT_NE(m, nullptr);
   const WeightMap w = m->InitWeights(23, at::kDouble);
-  at::Tensor ids = (at::arange(kBatch * kSeq, at::kLong).view({kBatch, kSeq}) * 7 + 3) % 40;
-  ids = ids.masked_fill(ids.eq(0), 5);
-  at::Tensor mask = at::ones({kBatch, kSeq}, at::kLong);
-  mask[1].narrow(0, kSeq - 2, 2).fill_(0);
-  ids = ids.masked_fill(mask.eq(0), 0);
-  at::Tensor types = at::zeros({kBatch, kSeq}, at::kLong);
-  types.narrow(1, 2, kSeq - 2).fill_(1);
+  at::Tensor ids, mask;
+  PaddedInputs(40, 0, kSeq, ids, mask);
+  const at::Tensor types = HalfTypes(kSeq);
   const at::Tensor g = at::arange(kBatch * kSeq * 2, at::kDouble).view({kBatch, kSeq, 2});
   const at::Tensor lo = (g * 0.137).remainder(0.5);
   const at::Tensor bbox = at::cat({lo, lo + (g * 0.071).remainder(0.4)}, -1);

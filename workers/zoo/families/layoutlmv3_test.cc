@@ -21,9 +21,11 @@ namespace {
 
 using testing::BuildFull;
 using testing::ExpectConfigError;
+using testing::HalfTypes;
 using testing::HasWeight;
 using testing::Kept;
 using testing::MaxAbs;
+using testing::PaddedInputs;
 using testing::WrittenOutRef;
 
 constexpr int64_t kSeq = 7, kHid = 12, kHeads = 2, kBatch = 2;
@@ -80,13 +82,9 @@ TEST(LayoutLmV3Test, TextPathAsTransformers) {
   auto m = BuildFull(V3Small("LayoutLMv3Model"));
   ASSERT_NE(m, nullptr);
   const WeightMap w = m->InitWeights(41, at::kDouble);
-  at::Tensor ids = (at::arange(kBatch * kSeq, at::kLong).view({kBatch, kSeq}) * 7 + 3) % 40;
-  ids = ids.masked_fill(ids.eq(1), 4);
-  at::Tensor mask = at::ones({kBatch, kSeq}, at::kLong);
-  mask[1].narrow(0, kSeq - 2, 2).fill_(0);
-  ids = ids.masked_fill(mask.eq(0), 1);
-  at::Tensor types = at::zeros({kBatch, kSeq}, at::kLong);
-  types.narrow(1, 3, kSeq - 3).fill_(1);
+  at::Tensor ids, mask;
+  PaddedInputs(40, 1, kSeq, ids, mask);
+  const at::Tensor types = HalfTypes(kSeq);
   const at::Tensor g = at::arange(kBatch * kSeq * 2, at::kLong).view({kBatch, kSeq, 2});
   const at::Tensor lo = (g * 13) % 30;
   const at::Tensor bbox = at::cat({lo, lo + (g * 5) % 20}, -1);

@@ -18,7 +18,9 @@ namespace {
 
 using testing::BuildFull;
 using testing::ExpectConfigError;
+using testing::HalfTypes;
 using testing::MaxAbs;
+using testing::PaddedInputs;
 using testing::WrittenOutRef;
 
 constexpr int64_t kSeq = 6, kHid = 12, kHeads = 2, kBatch = 2, kDepth = 3, kUnit = 4;
@@ -49,13 +51,9 @@ TEST(MarkupLmTest, XPathEmbeddingsAndLayerAsTransformers) {
   auto m = BuildFull(MarkupSmall("MarkupLMModel"));
   ASSERT_NE(m, nullptr);
   const WeightMap w = m->InitWeights(37, at::kDouble);
-  at::Tensor ids = (at::arange(kBatch * kSeq, at::kLong).view({kBatch, kSeq}) * 7 + 3) % 40;
-  ids = ids.masked_fill(ids.eq(1), 4);
-  at::Tensor mask = at::ones({kBatch, kSeq}, at::kLong);
-  mask[1].narrow(0, kSeq - 2, 2).fill_(0);
-  ids = ids.masked_fill(mask.eq(0), 1);
-  at::Tensor types = at::zeros({kBatch, kSeq}, at::kLong);
-  types.narrow(1, 3, kSeq - 3).fill_(1);
+  at::Tensor ids, mask;
+  PaddedInputs(40, 1, kSeq, ids, mask);
+  const at::Tensor types = HalfTypes(kSeq);
   const at::Tensor g = at::arange(kBatch * kSeq * kDepth, at::kLong).view({kBatch, kSeq, kDepth});
   const at::Tensor tags = (g * 5 + 1) % 10, subs = (g * 7 + 2) % 12;
   const auto out = m->Forward(w, {{"input_ids", ids},
