@@ -6,10 +6,10 @@
 // shares no kernel with the zoo).
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include <cmath>
 #include <string>
-
-#include <ATen/ATen.h>
 
 #include "workers/zoo/model.h"
 
@@ -36,6 +36,15 @@ inline at::Tensor Ln(const WeightMap& w, const std::string& p, const at::Tensor&
 inline at::Tensor Rms(const at::Tensor& x, const at::Tensor& weight, double eps) {
   return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
 }
+
+// An RMS norm without a weight, divided by the root (not multiplied by rsqrt as Rms is: the two
+// round differently): x / sqrt(mean(x^2) + eps). Mamba's blocks scale it by their weight after.
+inline at::Tensor UnweightedRms(const at::Tensor& x, double eps) {
+  return x / at::sqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
+}
+
+// SiLU written out: x / (1 + exp(-x)).
+inline at::Tensor Silu(const at::Tensor& x) { return x / (1.0 + at::exp(-x)); }
 
 // rotate_half: cat(-x2, x1) over the halves of the last dimension.
 inline at::Tensor RotateHalf(const at::Tensor& x) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -19,9 +20,14 @@ namespace {
 
 using testing::BuildFull;
 using testing::ExpectConfigError;
+using testing::HalfTypes;
+using testing::Kept;
 using testing::MaxAbs;
+using testing::PaddedInputs;
+using testing::WrittenOutRef;
 
 constexpr int64_t kSeq = 5, kHid = 64, kHeads = 2, kBatch = 2;
+constexpr double kEps = 1e-12;  // BrosConfig.layer_norm_eps
 
 nlohmann::json BrosSmall(const std::string& arch) {
   return {{"architectures", {arch}}, {"model_type", "bros"},
@@ -32,25 +38,8 @@ nlohmann::json BrosSmall(const std::string& arch) {
           {"hidden_act", "gelu"},    {"bbox_scale", 100.0}};
 }
 
-struct BrosRef {
-  const WeightMap& w;
-  at::Tensor Ln(const at::Tensor& x, const std::string& p) const {
-    const at::Tensor y = x - x.mean(-1, true);
-    return y / at::sqrt((y * y).mean(-1, true) + 1e-12) * w.at(p + ".weight") + w.at(p + ".bias");
-  }
-  at::Tensor Lin(const at::Tensor& x, const std::string& p) const {
-    return at::matmul(x, w.at(p + ".weight").t()) + w.at(p + ".bias");
-  }
-  at::Tensor Emb(const std::string& n, const at::Tensor& ids) const {
-    return w.at(n).index_select(0, ids.reshape(-1)).view({ids.size(0), ids.size(1), -1});
-  }
-  static at::Tensor Gelu(const at::Tensor& x) {
-    return 0.5 * x * (1.0 + at::erf(x / std::sqrt(2.0)));
-  }
-};
-
 // BrosEmbeddings.calculate_bbox_pos_emb with BrosPositionalEmbedding2D: [S, S, B, head size].
-at::Tensor BoxPosEmb(const BrosRef& r, const at::Tensor& bbox4) {
+at::Tensor BoxPosEmb(const WrittenOutRef& r, const at::Tensor& bbox4) {
   const at::Tensor idx = at::tensor(std::vector<int64_t>{0, 1, 2, 1, 2, 3, 0, 3});
   const at::Tensor bbox = bbox4.index_select(-1, idx) * 100.0;
   const at::Tensor bt = bbox.transpose(0, 1);                // [S, B, 8]
@@ -68,7 +57,7 @@ at::Tensor BoxPosEmb(const BrosRef& r, const at::Tensor& bbox4) {
   return at::matmul(at::cat(stack, -1), r.w.at("embeddings.bbox_projection.weight").t());
 }
 
-at::Tensor LayerRef(const BrosRef& r, const std::string& l, const at::Tensor& x,
+at::Tensor LayerRef(const WrittenOutRef& r, const std::string& l, const at::Tensor& x,
                     const at::Tensor& box_emb, const at::Tensor& ext) {
   const int64_t d = kHid / kHeads;
   auto split = [&](const at::Tensor& t) {
@@ -84,47 +73,43 @@ at::Tensor LayerRef(const BrosRef& r, const std::string& l, const at::Tensor& x,
   const at::Tensor ctx =
       at::matmul(at::softmax(scores, -1), v).permute({0, 2, 1, 3}).reshape({kBatch, kSeq, kHid});
   const at::Tensor a =
-      r.Ln(r.Lin(ctx, l + "attention.output.dense") + x, l + "attention.output.LayerNorm");
-  return r.Ln(r.Lin(BrosRef::Gelu(r.Lin(a, l + "intermediate.dense")), l + "output.dense") + a,
-              l + "output.LayerNorm");
+      r.Ln(r.Lin(ctx, l + "attention.output.dense") + x, l + "attention.output.LayerNorm", kEps);
+  return r.Ln(
+      r.Lin(WrittenOutRef::Gelu(r.Lin(a, l + "intermediate.dense")), l + "output.dense") + a,
+      l + "output.LayerNorm", kEps);
 }
 
 TEST(BrosTest, LayersAsTransformers) {
   auto m = BuildFull(BrosSmall("BrosModel"));
   ASSERT_NE(m, nullptr);
   const WeightMap w = m->InitWeights(23, at::kDouble);
-  at::Tensor ids = (at::arange(kBatch * kSeq, at::kLong).view({kBatch, kSeq}) * 7 + 3) % 40;
-  ids = ids.masked_fill(ids.eq(0), 5);
-  at::Tensor mask = at::ones({kBatch, kSeq}, at::kLong);
-  mask[1].narrow(0, kSeq - 2, 2).fill_(0);
-  ids = ids.masked_fill(mask.eq(0), 0);
-  at::Tensor types = at::zeros({kBatch, kSeq}, at::kLong);
-  types.narrow(1, 2, kSeq - 2).fill_(1);
+  at::Tensor ids, mask;
+  PaddedInputs(40, 0, kSeq, ids, mask);
+  const at::Tensor types = HalfTypes(kSeq);
   const at::Tensor g = at::arange(kBatch * kSeq * 2, at::kDouble).view({kBatch, kSeq, 2});
   const at::Tensor lo = (g * 0.137).remainder(0.5);
   const at::Tensor bbox = at::cat({lo, lo + (g * 0.071).remainder(0.4)}, -1);
   const auto out = m->Forward(
       w, {{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}, {"bbox", bbox}});
-  const BrosRef r{w};
+  const WrittenOutRef r{w};
   at::Tensor x = r.Emb("embeddings.word_embeddings.weight", ids) +
                  r.Emb("embeddings.token_type_embeddings.weight", types);
   x = x + r.Emb("embeddings.position_embeddings.weight",
                 at::arange(kSeq, at::kLong).unsqueeze(0).expand({kBatch, kSeq}));
-  x = r.Ln(x, "embeddings.LayerNorm");
+  x = r.Ln(x, "embeddings.LayerNorm", kEps);
   const at::Tensor box = BoxPosEmb(r, bbox);
   const at::Tensor ext = (1.0 - mask.to(at::kDouble)).view({kBatch, 1, 1, kSeq}) *
                          std::numeric_limits<double>::lowest();
   for (int i = 0; i < 2; ++i)
     x = LayerRef(r, "encoder.layer." + std::to_string(i) + ".", x, box, ext);
-  const at::Tensor kept = mask.unsqueeze(-1).to(at::kDouble);
-  EXPECT_LT(MaxAbs(out[0] * kept, x * kept), 1e-10);
+  EXPECT_LT(MaxAbs(Kept(out[0], mask), Kept(x, mask)), 1e-10);
   EXPECT_LT(MaxAbs(out[1], at::tanh(r.Lin(x.select(1, 0), "pooler.dense"))), 1e-10);
   // The box term is not a no-op: other boxes give other states.
   const auto moved = m->Forward(w, {{"input_ids", ids},
                                     {"attention_mask", mask},
                                     {"token_type_ids", types},
                                     {"bbox", bbox.flip(1)}});
-  EXPECT_GT(MaxAbs(moved[0] * kept, x * kept), 1e-3);
+  EXPECT_GT(MaxAbs(Kept(moved[0], mask), Kept(x, mask)), 1e-3);
 }
 
 TEST(BrosTest, TokenClassificationAndStateDict) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -20,10 +21,15 @@ namespace {
 
 using testing::BuildFull;
 using testing::ExpectConfigError;
+using testing::HalfTypes;
 using testing::HasWeight;
+using testing::Kept;
 using testing::MaxAbs;
+using testing::PaddedInputs;
+using testing::WrittenOutRef;
 
 constexpr int64_t kSeq = 7, kHid = 12, kHeads = 2, kBatch = 2;
+constexpr double kEps = 1e-5;  // the config's layer_norm_eps
 
 nlohmann::json V3Small(const std::string& arch) {
   return {{"architectures", {arch}},
@@ -36,7 +42,7 @@ nlohmann::json V3Small(const std::string& arch) {
           {"max_position_embeddings", 20},
           {"type_vocab_size", 2},
           {"pad_token_id", 1},
-          {"layer_norm_eps", 1e-5},
+          {"layer_norm_eps", kEps},
           {"hidden_act", "gelu"},
           {"max_2d_position_embeddings", 64},
           {"coordinate_size", 2},
@@ -72,37 +78,19 @@ at::Tensor Bias(const at::Tensor& table, const at::Tensor& v, int64_t bins, int6
   return out;
 }
 
-struct V3Ref {
-  const WeightMap& w;
-  at::Tensor Ln(const at::Tensor& x, const std::string& p) const {
-    const at::Tensor y = x - x.mean(-1, true);
-    return y / at::sqrt((y * y).mean(-1, true) + 1e-5) * w.at(p + ".weight") + w.at(p + ".bias");
-  }
-  at::Tensor Lin(const at::Tensor& x, const std::string& p) const {
-    return at::matmul(x, w.at(p + ".weight").t()) + w.at(p + ".bias");
-  }
-  at::Tensor Emb(const std::string& n, const at::Tensor& ids) const {
-    return w.at(n).index_select(0, ids.reshape(-1)).view({ids.size(0), ids.size(1), -1});
-  }
-};
-
 TEST(LayoutLmV3Test, TextPathAsTransformers) {
   auto m = BuildFull(V3Small("LayoutLMv3Model"));
   ASSERT_NE(m, nullptr);
   const WeightMap w = m->InitWeights(41, at::kDouble);
-  at::Tensor ids = (at::arange(kBatch * kSeq, at::kLong).view({kBatch, kSeq}) * 7 + 3) % 40;
-  ids = ids.masked_fill(ids.eq(1), 4);
-  at::Tensor mask = at::ones({kBatch, kSeq}, at::kLong);
-  mask[1].narrow(0, kSeq - 2, 2).fill_(0);
-  ids = ids.masked_fill(mask.eq(0), 1);
-  at::Tensor types = at::zeros({kBatch, kSeq}, at::kLong);
-  types.narrow(1, 3, kSeq - 3).fill_(1);
+  at::Tensor ids, mask;
+  PaddedInputs(40, 1, kSeq, ids, mask);
+  const at::Tensor types = HalfTypes(kSeq);
   const at::Tensor g = at::arange(kBatch * kSeq * 2, at::kLong).view({kBatch, kSeq, 2});
   const at::Tensor lo = (g * 13) % 30;
   const at::Tensor bbox = at::cat({lo, lo + (g * 5) % 20}, -1);
   const auto out = m->Forward(
       w, {{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}, {"bbox", bbox}});
-  const V3Ref r{w};
+  const WrittenOutRef r{w};
   const at::Tensor keep = ids.ne(1).to(at::kLong);
   const at::Tensor pos = at::cumsum(keep, 1) * keep + 1;
   auto b = [&](int64_t i) { return bbox.select(-1, i); };
@@ -118,7 +106,7 @@ TEST(LayoutLmV3Test, TextPathAsTransformers) {
   at::Tensor x =
       r.Emb(e + "word_embeddings.weight", ids) + r.Emb(e + "token_type_embeddings.weight", types);
   x = x + r.Emb(e + "position_embeddings.weight", pos);
-  x = r.Ln(x + spatial, e + "LayerNorm");
+  x = r.Ln(x + spatial, e + "LayerNorm", kEps);
   const at::Tensor ar = at::arange(kSeq, at::kLong).unsqueeze(0).expand({kBatch, kSeq});
   const at::Tensor rel = Bias(w.at("encoder.rel_pos_bias.weight"), ar, 8, 6);
   const at::Tensor rel2d = Bias(w.at("encoder.rel_pos_x_bias.weight"), b(0), 8, 40) +
@@ -139,13 +127,11 @@ TEST(LayoutLmV3Test, TextPathAsTransformers) {
                              .permute({0, 2, 1, 3})
                              .reshape({kBatch, kSeq, kHid});
   const at::Tensor a =
-      r.Ln(r.Lin(ctx, l + "attention.output.dense") + x, l + "attention.output.LayerNorm");
+      r.Ln(r.Lin(ctx, l + "attention.output.dense") + x, l + "attention.output.LayerNorm", kEps);
   const at::Tensor f = r.Lin(a, l + "intermediate.dense");
   const at::Tensor h =
-      r.Ln(r.Lin(0.5 * f * (1.0 + at::erf(f / std::sqrt(2.0))), l + "output.dense") + a,
-           l + "output.LayerNorm");
-  const at::Tensor kept = mask.unsqueeze(-1).to(at::kDouble);
-  EXPECT_LT(MaxAbs(out[0] * kept, h * kept), 1e-10);
+      r.Ln(r.Lin(WrittenOutRef::Gelu(f), l + "output.dense") + a, l + "output.LayerNorm", kEps);
+  EXPECT_LT(MaxAbs(Kept(out[0], mask), Kept(h, mask)), 1e-10);
   EXPECT_EQ(out.size(), 1u);  // no pooler
 }
 

@@ -14,22 +14,19 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
+using testing::Silu;
+using testing::UnweightedRms;
 
 constexpr int64_t kHidden = 8, kInter = 16, kHeads = 4, kHeadDim = 4, kGroups = 2, kState = 3;
 constexpr int64_t kKernel = 3, kLayers = 2, kChunk = 4;
 constexpr double kEps = 1e-5, kDtLo = 0.05, kDtHi = 0.6;
-
-at::Tensor Silu(const at::Tensor& x) { return x / (1.0 + at::exp(-x)); }
-
-at::Tensor Rms(const at::Tensor& x) {
-  return x / at::sqrt(x.pow(2).mean(-1, /*keepdim=*/true) + kEps);
-}
 
 json TinyConfig(const std::string& arch, bool tie) {
   return {{"architectures", {arch}},
@@ -111,7 +108,7 @@ at::Tensor RefMixer(const WeightMap& w, const std::string& p, const at::Tensor& 
     y.narrow(1, h * kHeadDim, kHeadDim)
         .copy_(ChunkedSsd(xh, dt.select(1, h), bh, ch, a) + w.at(p + "D")[h] * xh);
   }
-  y = w.at(p + "norm.weight") * Rms(y * Silu(gate));
+  y = w.at(p + "norm.weight") * UnweightedRms(y * Silu(gate), kEps);
   return at::matmul(y, w.at(p + "out_proj.weight").t()) + w.at(p + "out_proj.bias");
 }
 
@@ -120,9 +117,9 @@ at::Tensor RefBackbone(const WeightMap& w, const std::string& base, const at::Te
   at::Tensor x = w.at(base + "embeddings.weight").index_select(0, ids);
   for (int64_t i = 0; i < kLayers; ++i) {
     const std::string p = base + "layers." + std::to_string(i) + ".";
-    x = x + RefMixer(w, p + "mixer.", w.at(p + "norm.weight") * Rms(x), keep);
+    x = x + RefMixer(w, p + "mixer.", w.at(p + "norm.weight") * UnweightedRms(x, kEps), keep);
   }
-  return w.at(base + "norm_f.weight") * Rms(x);
+  return w.at(base + "norm_f.weight") * UnweightedRms(x, kEps);
 }
 
 TEST(Mamba2Test, TorchForwardAsTransformers) {

@@ -12,21 +12,18 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo {
 namespace {
 
 using json = nlohmann::json;
+using testing::Silu;
+using testing::UnweightedRms;
 
 constexpr int64_t kHidden = 8, kInter = 16, kState = 4, kRank = 3, kKernel = 3, kLayers = 2;
 constexpr double kEps = 1e-5, kMixerEps = 1e-6;
-
-at::Tensor Silu(const at::Tensor& x) { return x / (1.0 + at::exp(-x)); }
-
-at::Tensor Rms(const at::Tensor& x, double eps) {
-  return x / at::sqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
-}
 
 json TinyConfig(const std::string& arch, const std::string& model_type) {
   return {{"architectures", {arch}},
@@ -67,9 +64,9 @@ at::Tensor RefMixer(const WeightMap& w, const std::string& p, const at::Tensor& 
   at::Tensor step = ssm.narrow(1, 0, kRank), b = ssm.narrow(1, kRank, kState);
   at::Tensor c = ssm.narrow(1, kRank + kState, kState);
   if (falcon) {
-    step = Rms(step, kMixerEps);
-    b = Rms(b, kMixerEps);
-    c = Rms(c, kMixerEps);
+    step = UnweightedRms(step, kMixerEps);
+    b = UnweightedRms(b, kMixerEps);
+    c = UnweightedRms(c, kMixerEps);
   }
   at::Tensor dt = at::log1p(at::exp(at::matmul(step, w.at(p + "dt_proj.weight").t()) +
                                     w.at(p + "dt_proj.bias")));  // [S, I]
@@ -90,10 +87,10 @@ at::Tensor RefBackbone(const WeightMap& w, const std::string& base, const at::Te
   at::Tensor x = w.at(base + "embeddings.weight").index_select(0, ids);
   for (int64_t i = 0; i < kLayers; ++i) {
     const std::string p = base + "layers." + std::to_string(i) + ".";
-    at::Tensor h = w.at(p + "norm.weight") * Rms(x, kEps);
+    at::Tensor h = w.at(p + "norm.weight") * UnweightedRms(x, kEps);
     x = x + RefMixer(w, p + "mixer.", h, keep, falcon);
   }
-  return w.at(base + "norm_f.weight") * Rms(x, kEps);
+  return w.at(base + "norm_f.weight") * UnweightedRms(x, kEps);
 }
 
 // Seeded weights with A_log and D moved off their initial values so that a swapped axis shows.

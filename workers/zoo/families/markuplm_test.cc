@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 #include "workers/zoo/state_dict.h"
 
@@ -17,9 +18,13 @@ namespace {
 
 using testing::BuildFull;
 using testing::ExpectConfigError;
+using testing::HalfTypes;
 using testing::MaxAbs;
+using testing::PaddedInputs;
+using testing::WrittenOutRef;
 
 constexpr int64_t kSeq = 6, kHid = 12, kHeads = 2, kBatch = 2, kDepth = 3, kUnit = 4;
+constexpr double kEps = 1e-5;  // the config's layer_norm_eps
 
 nlohmann::json MarkupSmall(const std::string& arch) {
   return {{"architectures", {arch}},
@@ -32,7 +37,7 @@ nlohmann::json MarkupSmall(const std::string& arch) {
           {"max_position_embeddings", 20},
           {"type_vocab_size", 2},
           {"pad_token_id", 1},
-          {"layer_norm_eps", 1e-5},
+          {"layer_norm_eps", kEps},
           {"hidden_act", "gelu"},
           {"max_depth", kDepth},
           {"xpath_unit_hidden_size", kUnit},
@@ -42,34 +47,13 @@ nlohmann::json MarkupSmall(const std::string& arch) {
           {"subs_pad_id", 11}};
 }
 
-struct MarkupRef {
-  const WeightMap& w;
-  at::Tensor Ln(const at::Tensor& x, const std::string& p) const {
-    const at::Tensor y = x - x.mean(-1, true);
-    return y / at::sqrt((y * y).mean(-1, true) + 1e-5) * w.at(p + ".weight") + w.at(p + ".bias");
-  }
-  at::Tensor Lin(const at::Tensor& x, const std::string& p) const {
-    return at::matmul(x, w.at(p + ".weight").t()) + w.at(p + ".bias");
-  }
-  at::Tensor Emb(const std::string& n, const at::Tensor& ids) const {
-    return w.at(n).index_select(0, ids.reshape(-1)).view({ids.size(0), ids.size(1), -1});
-  }
-  static at::Tensor Gelu(const at::Tensor& x) {
-    return 0.5 * x * (1.0 + at::erf(x / std::sqrt(2.0)));
-  }
-};
-
 TEST(MarkupLmTest, XPathEmbeddingsAndLayerAsTransformers) {
   auto m = BuildFull(MarkupSmall("MarkupLMModel"));
   ASSERT_NE(m, nullptr);
   const WeightMap w = m->InitWeights(37, at::kDouble);
-  at::Tensor ids = (at::arange(kBatch * kSeq, at::kLong).view({kBatch, kSeq}) * 7 + 3) % 40;
-  ids = ids.masked_fill(ids.eq(1), 4);
-  at::Tensor mask = at::ones({kBatch, kSeq}, at::kLong);
-  mask[1].narrow(0, kSeq - 2, 2).fill_(0);
-  ids = ids.masked_fill(mask.eq(0), 1);
-  at::Tensor types = at::zeros({kBatch, kSeq}, at::kLong);
-  types.narrow(1, 3, kSeq - 3).fill_(1);
+  at::Tensor ids, mask;
+  PaddedInputs(40, 1, kSeq, ids, mask);
+  const at::Tensor types = HalfTypes(kSeq);
   const at::Tensor g = at::arange(kBatch * kSeq * kDepth, at::kLong).view({kBatch, kSeq, kDepth});
   const at::Tensor tags = (g * 5 + 1) % 10, subs = (g * 7 + 2) % 12;
   const auto out = m->Forward(w, {{"input_ids", ids},
@@ -77,7 +61,7 @@ TEST(MarkupLmTest, XPathEmbeddingsAndLayerAsTransformers) {
                                   {"token_type_ids", types},
                                   {"xpath_tags_seq", tags},
                                   {"xpath_subs_seq", subs}});
-  const MarkupRef r{w};
+  const WrittenOutRef r{w};
   const std::string x = "embeddings.xpath_embeddings.";
   std::vector<at::Tensor> te, se;
   for (int64_t d = 0; d < kDepth; ++d) {
@@ -94,7 +78,7 @@ TEST(MarkupLmTest, XPathEmbeddingsAndLayerAsTransformers) {
   at::Tensor e = r.Emb("embeddings.word_embeddings.weight", ids) +
                  r.Emb("embeddings.position_embeddings.weight", pos) +
                  r.Emb("embeddings.token_type_embeddings.weight", types) + xpath;
-  e = r.Ln(e, "embeddings.LayerNorm");
+  e = r.Ln(e, "embeddings.LayerNorm", kEps);
   const std::string l = "encoder.layer.0.";
   const int64_t d = kHid / kHeads;
   auto split = [&](const at::Tensor& t) {
@@ -110,10 +94,10 @@ TEST(MarkupLmTest, XPathEmbeddingsAndLayerAsTransformers) {
           .transpose(1, 2)
           .reshape({kBatch, kSeq, kHid});
   const at::Tensor a =
-      r.Ln(r.Lin(ctx, l + "attention.output.dense") + e, l + "attention.output.LayerNorm");
+      r.Ln(r.Lin(ctx, l + "attention.output.dense") + e, l + "attention.output.LayerNorm", kEps);
   const at::Tensor h =
-      r.Ln(r.Lin(MarkupRef::Gelu(r.Lin(a, l + "intermediate.dense")), l + "output.dense") + a,
-           l + "output.LayerNorm");
+      r.Ln(r.Lin(WrittenOutRef::Gelu(r.Lin(a, l + "intermediate.dense")), l + "output.dense") + a,
+           l + "output.LayerNorm", kEps);
   EXPECT_LT(MaxAbs(out[0], h), 1e-10);  // padded rows too: the -10000 mask is what it is
   EXPECT_LT(MaxAbs(out[1], at::tanh(r.Lin(h.select(1, 0), "pooler.dense"))), 1e-10);
 }

@@ -8,14 +8,19 @@
 #include <string>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo {
 namespace {
 
 using testing::BuildFull;
+using testing::HalfTypes;
 using testing::HasWeight;
+using testing::Kept;
 using testing::MaxAbs;
+using testing::PaddedInputs;
+using testing::WrittenOutRef;
 
 constexpr int64_t kSeq = 6, kHid = 8, kHeads = 2, kQuestion = 7;
 
@@ -35,63 +40,47 @@ nlohmann::json SplinterSmall(const std::string& arch) {
           {"question_token_id", kQuestion}};
 }
 
-struct SplinterRef {
-  const WeightMap& w;
-  at::Tensor Ln(const at::Tensor& x, const std::string& p, double eps) const {
-    const at::Tensor y = x - x.mean(-1, true);
-    return y / at::sqrt((y * y).mean(-1, true) + eps) * w.at(p + ".weight") + w.at(p + ".bias");
-  }
-  at::Tensor Lin(const at::Tensor& x, const std::string& p) const {
-    return at::matmul(x, w.at(p + ".weight").t()) + w.at(p + ".bias");
-  }
-  at::Tensor Emb(const std::string& n, const at::Tensor& ids) const {
-    return w.at(n).index_select(0, ids.reshape(-1)).view({ids.size(0), ids.size(1), -1});
-  }
-  static at::Tensor Gelu(const at::Tensor& x) {
-    return 0.5 * x * (1.0 + at::erf(x / std::sqrt(2.0)));
-  }
-  // SplinterModel: BertEmbeddings, one BertLayer.
-  at::Tensor Model(const std::string& p, const at::Tensor& ids, const at::Tensor& mask,
-                   const at::Tensor& types) const {
-    const at::Tensor pos = at::arange(kSeq, at::kLong).unsqueeze(0).expand({2, kSeq});
-    const at::Tensor x = Ln(Emb(p + "embeddings.word_embeddings.weight", ids) +
-                                Emb(p + "embeddings.token_type_embeddings.weight", types) +
-                                Emb(p + "embeddings.position_embeddings.weight", pos),
+// SplinterModel: BertEmbeddings, one BertLayer.
+at::Tensor RefModel(const WrittenOutRef& r, const std::string& p, const at::Tensor& ids,
+                    const at::Tensor& mask, const at::Tensor& types) {
+  const at::Tensor pos = at::arange(kSeq, at::kLong).unsqueeze(0).expand({2, kSeq});
+  const at::Tensor x = r.Ln(r.Emb(p + "embeddings.word_embeddings.weight", ids) +
+                                r.Emb(p + "embeddings.token_type_embeddings.weight", types) +
+                                r.Emb(p + "embeddings.position_embeddings.weight", pos),
                             p + "embeddings.LayerNorm", 1e-12);
-    const std::string l = p + "encoder.layer.0.";
-    const int64_t d = kHid / kHeads;
-    auto split = [&](const at::Tensor& t) { return t.view({2, kSeq, kHeads, d}).transpose(1, 2); };
-    const at::Tensor ext =
-        (1.0 - mask.to(at::kDouble)).view({2, 1, 1, kSeq}) * std::numeric_limits<double>::lowest();
-    const at::Tensor scores =
-        at::matmul(split(Lin(x, l + "attention.self.query")),
-                   split(Lin(x, l + "attention.self.key")).transpose(-1, -2)) /
-        std::sqrt(double(d));
-    const at::Tensor ctx =
-        at::matmul(at::softmax(scores + ext, -1), split(Lin(x, l + "attention.self.value")))
-            .transpose(1, 2)
-            .reshape({2, kSeq, kHid});
-    const at::Tensor a =
-        Ln(Lin(ctx, l + "attention.output.dense") + x, l + "attention.output.LayerNorm", 1e-12);
-    return Ln(Lin(Gelu(Lin(a, l + "intermediate.dense")), l + "output.dense") + a,
-              l + "output.LayerNorm", 1e-12);
-  }
-  // SplinterFullyConnectedLayer: LayerNorm(gelu(dense(x))), eps 1e-5.
-  at::Tensor Fc(const at::Tensor& x, const std::string& name) const {
-    const std::string p = "splinter_qass." + name;
-    return Ln(Gelu(Lin(x, p + ".dense")), p + ".LayerNorm", 1e-5);
-  }
-};
+  const std::string l = p + "encoder.layer.0.";
+  const int64_t d = kHid / kHeads;
+  auto split = [&](const at::Tensor& t) { return t.view({2, kSeq, kHeads, d}).transpose(1, 2); };
+  const at::Tensor ext =
+      (1.0 - mask.to(at::kDouble)).view({2, 1, 1, kSeq}) * std::numeric_limits<double>::lowest();
+  const at::Tensor scores =
+      at::matmul(split(r.Lin(x, l + "attention.self.query")),
+                 split(r.Lin(x, l + "attention.self.key")).transpose(-1, -2)) /
+      std::sqrt(double(d));
+  const at::Tensor ctx =
+      at::matmul(at::softmax(scores + ext, -1), split(r.Lin(x, l + "attention.self.value")))
+          .transpose(1, 2)
+          .reshape({2, kSeq, kHid});
+  const at::Tensor a =
+      r.Ln(r.Lin(ctx, l + "attention.output.dense") + x, l + "attention.output.LayerNorm", 1e-12);
+  return r.Ln(
+      r.Lin(WrittenOutRef::Gelu(r.Lin(a, l + "intermediate.dense")), l + "output.dense") + a,
+      l + "output.LayerNorm", 1e-12);
+}
 
+// SplinterFullyConnectedLayer: LayerNorm(gelu(dense(x))), eps 1e-5.
+at::Tensor RefFc(const WrittenOutRef& r, const at::Tensor& x, const std::string& name) {
+  const std::string p = "splinter_qass." + name;
+  return r.Ln(WrittenOutRef::Gelu(r.Lin(x, p + ".dense")), p + ".LayerNorm", 1e-5);
+}
+
+// The shared padded inputs with one question token in row 0 (and no other anywhere): row 1 has
+// none, so its question position is 0 (argmax of all false).
 void Inputs(at::Tensor& ids, at::Tensor& mask, at::Tensor& types) {
-  ids = (at::arange(2 * kSeq, at::kLong).view({2, kSeq}) * 7 + 3).remainder(40);
-  ids = ids.masked_fill(ids.eq(0).logical_or(ids.eq(kQuestion)), 5);
-  ids[0][2] = kQuestion;  // row 1 has none: its question position is 0 (argmax of all false)
-  mask = at::ones({2, kSeq}, at::kLong);
-  mask[1].narrow(0, kSeq - 2, 2).fill_(0);
-  ids = ids.masked_fill(mask.eq(0), 0);
-  types = at::zeros({2, kSeq}, at::kLong);
-  types.narrow(1, kSeq / 2, kSeq - kSeq / 2).fill_(1);
+  PaddedInputs(40, 0, kSeq, ids, mask);
+  ids = ids.masked_fill(ids.eq(kQuestion), 5);
+  ids[0][2] = kQuestion;
+  types = HalfTypes(kSeq);
 }
 
 // SplinterForQuestionAnswering: question positions argmax(ids == question_token_id), gathered;
@@ -105,21 +94,23 @@ TEST(SplinterTest, ModelAndSpanSelectionAsTransformers) {
   ASSERT_NE(base, nullptr);
   EXPECT_FALSE(HasWeight(*base, "pooler.dense.weight"));
   const WeightMap bw = base->InitWeights(19, at::kDouble);
-  const at::Tensor kept = mask.unsqueeze(-1).to(at::kDouble);
   const auto bout = base->Forward(bw, in);
   ASSERT_EQ(bout.size(), 1u);
-  EXPECT_LT(MaxAbs(bout[0] * kept, SplinterRef{bw}.Model("", ids, mask, types) * kept), 1e-10);
+  EXPECT_LT(
+      MaxAbs(Kept(bout[0], mask), Kept(RefModel(WrittenOutRef{bw}, "", ids, mask, types), mask)),
+      1e-10);
 
   auto qa = BuildFull(SplinterSmall("SplinterForQuestionAnswering"));
   ASSERT_NE(qa, nullptr);
   const WeightMap w = qa->InitWeights(20, at::kDouble);
-  const SplinterRef r{w};
-  const at::Tensor h = r.Model("splinter.", ids, mask, types);
+  const WrittenOutRef r{w};
+  const at::Tensor h = RefModel(r, "splinter.", ids, mask, types);
   const at::Tensor qpos = ids.eq(kQuestion).to(at::kInt).argmax(-1);
   const at::Tensor g = h.index_select(1, qpos).diagonal(0, 0, 1).t().unsqueeze(1);  // [2, 1, H]
   auto logits = [&](const std::string& query, const std::string& token, const std::string& cls) {
-    const at::Tensor q = at::matmul(r.Fc(g, query), w.at("splinter_qass." + cls + ".weight").t());
-    return at::matmul(q, r.Fc(h, token).transpose(1, 2)).squeeze(1);
+    const at::Tensor q =
+        at::matmul(RefFc(r, g, query), w.at("splinter_qass." + cls + ".weight").t());
+    return at::matmul(q, RefFc(r, h, token).transpose(1, 2)).squeeze(1);
   };
   const at::Tensor start = logits("query_start_transform", "start_transform", "start_classifier");
   const at::Tensor end = logits("query_end_transform", "end_transform", "end_classifier");
@@ -149,12 +140,12 @@ TEST(SplinterTest, PreTrainingOverQuestionPositions) {
   auto m = BuildFull(SplinterSmall("SplinterForPreTraining"));
   ASSERT_NE(m, nullptr);
   const WeightMap w = m->InitWeights(24, at::kDouble);
-  const SplinterRef r{w};
-  const at::Tensor h = r.Model("splinter.", ids, mask, types);
+  const WrittenOutRef r{w};
+  const at::Tensor h = RefModel(r, "splinter.", ids, mask, types);
   const at::Tensor g = at::gather(h, 1, qpos.unsqueeze(-1).expand({2, 2, kHid}));  // [2, Q, H]
-  const at::Tensor q = at::matmul(r.Fc(g, "query_start_transform"),
+  const at::Tensor q = at::matmul(RefFc(r, g, "query_start_transform"),
                                   w.at("splinter_qass.start_classifier.weight").t());
-  const at::Tensor start = at::matmul(q, r.Fc(h, "start_transform").transpose(1, 2));
+  const at::Tensor start = at::matmul(q, RefFc(r, h, "start_transform").transpose(1, 2));
   const auto out = m->Forward(w, {{"input_ids", ids},
                                   {"attention_mask", mask},
                                   {"token_type_ids", types},

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "workers/zoo/family_test_util.h"
+#include "workers/zoo/formula_test_util.h"
 #include "workers/zoo/model.h"
 
 namespace ts::zoo {
@@ -18,9 +19,12 @@ namespace {
 
 using testing::BuildFull;
 using testing::ExpectConfigError;
+using testing::Kept;
 using testing::MaxAbs;
+using testing::WrittenOutRef;
 
 constexpr int64_t kSeq = 9, kHid = 16, kHeads = 2, kBatch = 2, kMaxPos = 6;
+constexpr double kEps = 1e-12;  // TapasConfig.layer_norm_eps
 
 nlohmann::json TapasSmall(const std::string& arch, bool reset) {
   return {{"architectures", {arch}},
@@ -36,23 +40,6 @@ nlohmann::json TapasSmall(const std::string& arch, bool reset) {
           {"hidden_act", "gelu"},
           {"reset_position_index_per_cell", reset}};
 }
-
-struct TapasRef {
-  const WeightMap& w;
-  at::Tensor Ln(const at::Tensor& x, const std::string& p) const {
-    const at::Tensor y = x - x.mean(-1, true);
-    return y / at::sqrt((y * y).mean(-1, true) + 1e-12) * w.at(p + ".weight") + w.at(p + ".bias");
-  }
-  at::Tensor Lin(const at::Tensor& x, const std::string& p) const {
-    return at::matmul(x, w.at(p + ".weight").t()) + w.at(p + ".bias");
-  }
-  at::Tensor Emb(const std::string& n, const at::Tensor& ids) const {
-    return w.at(n).index_select(0, ids.reshape(-1)).view({ids.size(0), ids.size(1), -1});
-  }
-  static at::Tensor Gelu(const at::Tensor& x) {
-    return 0.5 * x * (1.0 + at::erf(x / std::sqrt(2.0)));
-  }
-};
 
 // reduce_min(position_ids, ProductIndexMap(col, row)) then gather, per batch row.
 at::Tensor CellPositions(const at::Tensor& types) {
@@ -100,7 +87,7 @@ void CheckTapas(bool reset) {
   }
   const auto out =
       m->Forward(w, {{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}});
-  const TapasRef r{w};
+  const WrittenOutRef r{w};
   const at::Tensor pos = reset ? CellPositions(types)
                                : at::arange(kSeq, at::kLong).unsqueeze(0).expand({kBatch, kSeq});
   if (reset) {
@@ -113,7 +100,7 @@ void CheckTapas(bool reset) {
     x = x + r.Emb("embeddings.token_type_embeddings_" + std::to_string(i) + ".weight",
                   types.select(2, i));
   }
-  x = r.Ln(x, "embeddings.LayerNorm");
+  x = r.Ln(x, "embeddings.LayerNorm", kEps);
   const std::string l = "encoder.layer.0.";
   const int64_t d = kHid / kHeads;
   auto split = [&](const at::Tensor& t) {
@@ -131,12 +118,11 @@ void CheckTapas(bool reset) {
           .permute({0, 2, 1, 3})
           .reshape({kBatch, kSeq, kHid});
   const at::Tensor a =
-      r.Ln(r.Lin(ctx, l + "attention.output.dense") + x, l + "attention.output.LayerNorm");
+      r.Ln(r.Lin(ctx, l + "attention.output.dense") + x, l + "attention.output.LayerNorm", kEps);
   const at::Tensor h =
-      r.Ln(r.Lin(TapasRef::Gelu(r.Lin(a, l + "intermediate.dense")), l + "output.dense") + a,
-           l + "output.LayerNorm");
-  const at::Tensor kept = mask.unsqueeze(-1).to(at::kDouble);
-  EXPECT_LT(MaxAbs(out[0] * kept, h * kept), 1e-10);
+      r.Ln(r.Lin(WrittenOutRef::Gelu(r.Lin(a, l + "intermediate.dense")), l + "output.dense") + a,
+           l + "output.LayerNorm", kEps);
+  EXPECT_LT(MaxAbs(Kept(out[0], mask), Kept(h, mask)), 1e-10);
   EXPECT_LT(MaxAbs(out[1], at::tanh(r.Lin(h.select(1, 0), "pooler.dense"))), 1e-10);
 }
 
