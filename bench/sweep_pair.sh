@@ -34,15 +34,7 @@ profile=${4:-workers/simdevice/profiles/sim-2.0.json}; workers=${5:-1}
 
 work=${TS_PAIR_DIR:-$(mktemp -d /tmp/ts_sweep_pair.XXXXXX)}
 mkdir -p "$work"
-pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-as_pg=()
-if [[ $(id -u) -eq 0 ]]; then as_pg=(runuser -u postgres --); chown postgres "$work"; fi
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"${as_pg[@]}" "$pgbin/initdb" -D "$work/pg" -U touchstone -A trust >/dev/null
-"${as_pg[@]}" "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg.log" -w -o \
-  "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off" start >/dev/null
-trap '"${as_pg[@]}" "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null' EXIT
-psql() { "$pgbin/psql" -h 127.0.0.1 -p "$port" -U touchstone -X -q -A -P footer=off -F $'\t' "$@"; }
+source bench/throwaway_pg.sh  # $port, psql
 
 catalog_of() {  # side: that side's catalog file, or nothing (the build's own default)
   local var="TS_PAIR_CATALOG_${1^^}"
