@@ -285,15 +285,20 @@ at::Tensor RepeatKv(const at::Tensor& x, int64_t n_rep) {
   return x.unsqueeze(2).expand({b, kv, n_rep, s, d}).reshape({b, kv * n_rep, s, d});
 }
 
+at::Tensor MaskBlocked(const at::Tensor& scores, const at::Tensor& blocked) {
+  if (!blocked.defined()) return scores;
+  const double lowest = scores.scalar_type() == at::kDouble ? std::numeric_limits<double>::lowest()
+                                                            : std::numeric_limits<float>::lowest();
+  return scores.masked_fill(blocked, lowest);
+}
+
 at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const at::Tensor& blocked, double scale) {
   const int64_t n_rep = q.size(1) / k.size(1);
   at::Tensor kr = RepeatKv(k, n_rep);
   at::Tensor vr = RepeatKv(v, n_rep);
   at::Tensor scores = Matmul(q, kr.transpose(-1, -2)) * scale;
-  const double lowest = q.scalar_type() == at::kDouble ? std::numeric_limits<double>::lowest()
-                                                       : std::numeric_limits<float>::lowest();
-  if (blocked.defined()) scores = scores.masked_fill(blocked, lowest);
+  scores = MaskBlocked(scores, blocked);
   at::Tensor probs = at::softmax(scores, -1);
   return Matmul(probs, vr);
 }

@@ -106,6 +106,11 @@ at::Tensor BlockedKeys(const at::Tensor& attention_mask, int64_t seq_len, bool c
 // [B, KV, S, D] -> [B, KV * n_rep, S, D] (HF repeat_kv).
 at::Tensor RepeatKv(const at::Tensor& x, int64_t n_rep);
 
+// Attention scores with the `blocked` positions (undefined: none) at the scores' dtype's lowest
+// value (double's for double, else float's), as transformers' eager paths fill them: softmax
+// then gives them 0 unless a whole row is blocked.
+at::Tensor MaskBlocked(const at::Tensor& scores, const at::Tensor& blocked);
+
 // Eager scaled-dot-product attention: softmax(q k^T * scale, blocked keys filled with the
 // dtype's lowest value; `blocked` may be undefined) v. q [B, H, S, D], k/v [B, KV, S, D] (KV
 // divides H; repeated).

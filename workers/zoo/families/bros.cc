@@ -85,12 +85,7 @@ class BrosStack : public Stack {
     const at::Tensor box = nn::Matmul(q.transpose(1, 2), rel.transpose(-1, -2)).transpose(1, 2);
     at::Tensor scores =
         (nn::Matmul(q, k.transpose(-1, -2)) + box) / std::sqrt(static_cast<double>(hd));
-    if (blocked.defined()) {
-      const double lowest = scores.scalar_type() == at::kDouble
-                                ? std::numeric_limits<double>::lowest()
-                                : std::numeric_limits<float>::lowest();
-      scores = scores.masked_fill(blocked, lowest);
-    }
+    scores = nn::MaskBlocked(scores, blocked);
     return nn::Matmul(at::softmax(scores, -1), v);
   }
 

@@ -162,12 +162,7 @@ class V3Stack : public Stack {
     at::Tensor scores = nn::Matmul(heads(Lin(w, x, self + "query")) / root,
                                    heads(Lin(w, x, self + "key")).transpose(-1, -2));
     if (bias.defined()) scores = scores + bias / root;
-    if (blocked.defined()) {
-      const double lowest = scores.scalar_type() == at::kDouble
-                                ? std::numeric_limits<double>::lowest()
-                                : std::numeric_limits<float>::lowest();
-      scores = scores.masked_fill(blocked, lowest);
-    }
+    scores = nn::MaskBlocked(scores, blocked);
     const at::Tensor scaled = scores / kCogviewAlpha;  // cogview_attention
     const at::Tensor probs = at::softmax((scaled - at::amax(scaled, -1, true)) * kCogviewAlpha, -1);
     return nn::Matmul(probs, heads(Lin(w, x, self + "value")));

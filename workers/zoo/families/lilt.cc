@@ -145,12 +145,7 @@ class LiltStack : public Stack {
     const at::Tensor v = heads(Lin(w, x, l.v), hd);
     at::Tensor scores = nn::Matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd)) +
                         nn::Matmul(lq, lk.transpose(-1, -2)) / std::sqrt(static_cast<double>(lhd));
-    if (blocked.defined()) {
-      const double lowest = scores.scalar_type() == at::kDouble
-                                ? std::numeric_limits<double>::lowest()
-                                : std::numeric_limits<float>::lowest();
-      scores = scores.masked_fill(blocked, lowest);
-    }
+    scores = nn::MaskBlocked(scores, blocked);
     const at::Tensor probs = at::softmax(scores, -1);
     auto merge = [&](const at::Tensor& t) { return t.transpose(1, 2).reshape({n, s, -1}); };
     const at::Tensor a = Ln(w, Lin(w, merge(nn::Matmul(probs, v)), l.o) + x, l.o_norm);

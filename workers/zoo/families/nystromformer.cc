@@ -109,13 +109,6 @@ class NystromStack : public Stack {
   at::Tensor Lin(const WeightMap& w, const at::Tensor& x, const std::string& n) const {
     return nn::Linear(x, GetWeight(w, n + ".weight"), GetWeight(w, n + ".bias"));
   }
-  static at::Tensor Masked(const at::Tensor& scores, const at::Tensor& blocked) {
-    if (!blocked.defined()) return scores;
-    const double lowest = scores.scalar_type() == at::kDouble
-                              ? std::numeric_limits<double>::lowest()
-                              : std::numeric_limits<float>::lowest();
-    return scores.masked_fill(blocked, lowest);
-  }
 
   // iterative_inv with the "original" init: Z_0 = K^T / max over everything of K's column sums.
   static at::Tensor PseudoInverse(const at::Tensor& k) {
@@ -132,7 +125,8 @@ class NystromStack : public Stack {
   at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     const at::Tensor& blocked) const {
     if (o_.landmarks == o_.segment_len) {
-      return nn::Matmul(at::softmax(Masked(nn::Matmul(q, k.transpose(-1, -2)), blocked), -1), v);
+      return nn::Matmul(
+          at::softmax(nn::MaskBlocked(nn::Matmul(q, k.transpose(-1, -2)), blocked), -1), v);
     }
     const int64_t n = q.size(0), nh = q.size(1), d = q.size(3);
     const int64_t per = o_.segment_len / o_.landmarks;
@@ -142,7 +136,8 @@ class NystromStack : public Stack {
     const at::Tensor ql = landmarks(q), kl = landmarks(k);
     const at::Tensor k1 = at::softmax(nn::Matmul(q, kl.transpose(-1, -2)), -1);
     const at::Tensor k2 = at::softmax(nn::Matmul(ql, kl.transpose(-1, -2)), -1);
-    const at::Tensor k3 = at::softmax(Masked(nn::Matmul(ql, k.transpose(-1, -2)), blocked), -1);
+    const at::Tensor k3 =
+        at::softmax(nn::MaskBlocked(nn::Matmul(ql, k.transpose(-1, -2)), blocked), -1);
     return nn::Matmul(nn::Matmul(k1, PseudoInverse(k2)), nn::Matmul(k3, v));
   }
 

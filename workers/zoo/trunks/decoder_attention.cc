@@ -219,9 +219,7 @@ at::Tensor DecoderModel::Attn(const WeightMap& w, const LayerW& l, const at::Ten
     scores = scores * scale;
     if (alibi.defined()) scores = scores + alibi;
   }
-  const double lowest = q.scalar_type() == at::kDouble ? std::numeric_limits<double>::lowest()
-                                                       : std::numeric_limits<float>::lowest();
-  if (blocked.defined()) scores = scores.masked_fill(blocked, lowest);
+  scores = nn::MaskBlocked(scores, blocked);
   if (c_.diff_attn) return DiffAttn(w, l, at::softmax(scores, -1), v, b, s);
   at::Tensor a;
   if (l.sinks.empty()) {
@@ -297,9 +295,7 @@ at::Tensor DecoderModel::ClassicAttn(const WeightMap& w, const LayerW& l, const 
     at::Tensor vr = nn::RepeatKv(v, nh / nkv);
     at::Tensor scores = nn::Matmul(q, kr.transpose(-1, -2)) * scale;
     scores = at::tanh(scores / c_.attn_softcap) * c_.attn_softcap;
-    const double lowest = q.scalar_type() == at::kDouble ? std::numeric_limits<double>::lowest()
-                                                         : std::numeric_limits<float>::lowest();
-    if (blocked.defined()) scores = scores.masked_fill(blocked, lowest);
+    scores = nn::MaskBlocked(scores, blocked);
     a = nn::Matmul(at::softmax(scores, -1), vr);
   } else {
     a = nn::Attention(q, k, v, blocked, scale);

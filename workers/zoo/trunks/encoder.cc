@@ -217,12 +217,7 @@ at::Tensor EncoderModel::SelfAttention(const WeightMap& w, const LayerW& l, cons
   if (!rt.bias.defined()) return nn::Attention(q, k, v, blocked, scale);
   // MPNetSelfAttention: q k^T / sqrt(d) + position_bias, then the mask, softmax, @ v.
   at::Tensor scores = nn::Matmul(q, k.transpose(-1, -2)) * scale + rt.bias;
-  if (blocked.defined()) {
-    const double lowest = scores.scalar_type() == at::kDouble
-                              ? std::numeric_limits<double>::lowest()
-                              : std::numeric_limits<float>::lowest();
-    scores = scores.masked_fill(blocked, lowest);
-  }
+  scores = nn::MaskBlocked(scores, blocked);
   return nn::Matmul(at::softmax(scores, -1), v);
 }
 

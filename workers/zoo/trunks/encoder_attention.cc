@@ -74,9 +74,7 @@ at::Tensor EncoderModel::DisentangledAttention(const WeightMap& w, const LayerW&
     at::Tensor att = nn::Matmul(k, pq.transpose(-1, -2));  // [n, nh, S(key), 2 span]
     scores = scores + at::gather(att, -1, rt.p2c_idx).transpose(-1, -2) * scale;
   }
-  const double lowest = q.scalar_type() == at::kDouble ? std::numeric_limits<double>::lowest()
-                                                       : std::numeric_limits<float>::lowest();
-  if (blocked.defined()) scores = scores.masked_fill(blocked, lowest);
+  scores = nn::MaskBlocked(scores, blocked);
   at::Tensor probs = at::softmax(scores, -1);
   if (rt.qmask.defined()) probs = probs * rt.qmask;
   return nn::Matmul(probs, v);

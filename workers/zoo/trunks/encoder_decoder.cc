@@ -219,10 +219,7 @@ at::Tensor EncoderDecoderModel::Attend(const WeightMap& w, const std::string& p,
   } else {
     at::Tensor scores = nn::Matmul(q, k.transpose(-1, -2));
     if (bias.defined()) scores = scores + bias;
-    const double lowest = scores.scalar_type() == at::kDouble
-                              ? std::numeric_limits<double>::lowest()
-                              : std::numeric_limits<float>::lowest();
-    if (blocked.defined()) scores = scores.masked_fill(blocked, lowest);
+    scores = nn::MaskBlocked(scores, blocked);
     ctx = nn::Matmul(at::softmax(scores, -1), v);
   }
   return lin(ctx.transpose(1, 2).reshape({b, sq, heads * hd}), "o", "out_proj", true);
